@@ -1,0 +1,20 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="aifabric-testbed",
+    version="0.1.0",
+    description="Packet-level testbed for AI training cluster networks: "
+    "Mininet spine-leaf fabric, os-ken controller, RoCEv2-style collectives.",
+    python_requires=">=3.9",
+    packages=find_packages(include=["testbed*", "controllers*", "traffic*"]),
+    install_requires=[
+        "os-ken>=4.2",
+        "scapy>=2.5",
+        "pandas>=2.0",
+        "pyroute2>=0.9",
+        "PyYAML>=6.0",
+        "pydantic>=2.0",
+        "psutil>=5.9",
+    ],
+    entry_points={"console_scripts": ["testbed=testbed.cli:main"]},
+)
