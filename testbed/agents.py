@@ -1,0 +1,133 @@
+"""The traffic agents of one run: one process per host namespace, driven in lock step.
+
+Each collective is started on every agent at once and waits for every agent's
+``op_done``; that is the barrier between operations (nccl-tests also starts
+each timed operation on all ranks together).
+"""
+from __future__ import annotations
+
+import json
+import selectors
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from testbed.fabric import Fabric
+
+
+class AgentError(RuntimeError):
+    """An agent failed, died, or did not answer in time."""
+
+
+class AgentGroup:
+    """Start, drive and stop the agents of a fabric's hosts.
+
+    ``peers_of(rank) -> list[int]`` names the ranks each agent needs queue
+    pairs with; ``transport`` is the TransportParams mapping.
+    """
+
+    def __init__(self, fabric: Fabric, transport: dict, seed: int, peers_of):
+        self.fabric = fabric
+        self.transport = transport
+        self.seed = seed
+        self.peers_of = peers_of
+        self.procs: list[subprocess.Popen] = []
+        self._logs = []
+        self._buf: dict[int, bytes] = {}
+
+    def __enter__(self) -> "AgentGroup":
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        layout = self.fabric.layout
+        ranks = [{"rank": h.rank, "ip": h.ip, "name": h.name} for h in layout.hosts]
+        run_dir = self.fabric.run_dir
+        for h in layout.hosts:
+            cfg = {"rank": h.rank, "ranks": ranks, "peers": self.peers_of(h.rank),
+                   "transport": self.transport, "seed": self.seed}
+            cfg_path = run_dir / f"agent-{h.rank}.json"
+            cfg_path.write_text(json.dumps(cfg))
+            log = open(run_dir / f"agent-{h.rank}.log", "wb")
+            self._logs.append(log)
+            node = self.fabric.net.get(h.name)
+            p = node.popen([sys.executable, "-m", "traffic.agent", "--run-id", self.fabric.run_id,
+                            "--config", str(cfg_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                           stderr=log)
+            self.procs.append(p)
+        self._collect("ready", timeout_s)
+
+    def _send_all(self, cmd: dict) -> None:
+        line = (json.dumps(cmd) + "\n").encode()
+        for p in self.procs:
+            p.stdin.write(line)
+            p.stdin.flush()
+
+    def _collect(self, event: str, timeout_s: float) -> list[dict]:
+        """Read one ``event`` line from every agent; raise AgentError on error, death or timeout."""
+        sel = selectors.DefaultSelector()
+        for i, p in enumerate(self.procs):
+            sel.register(p.stdout, selectors.EVENT_READ, i)
+        got: dict[int, dict] = {}
+        deadline = time.monotonic() + timeout_s
+        try:
+            while len(got) < len(self.procs):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    missing = sorted(set(range(len(self.procs))) - set(got))
+                    raise AgentError(f"no {event!r} from ranks {missing} within {timeout_s:.1f} s")
+                for key, _ in sel.select(min(left, 1.0)):
+                    i = key.data
+                    chunk = key.fileobj.read1(65536) if hasattr(key.fileobj, "read1") else key.fileobj.read(65536)
+                    if not chunk:
+                        raise AgentError(f"agent of rank {i} exited (code {self.procs[i].poll()}); "
+                                         f"see {self.fabric.run_dir}/agent-{i}.log")
+                    self._buf[i] = self._buf.get(i, b"") + chunk
+                    while b"\n" in self._buf[i]:
+                        line, self._buf[i] = self._buf[i].split(b"\n", 1)
+                        msg = json.loads(line)
+                        if msg.get("event") == "error":
+                            raise AgentError(f"rank {i}: {msg['error']}")
+                        if msg.get("event") == event:
+                            got[i] = msg
+        finally:
+            sel.close()
+        return [got[i] for i in range(len(self.procs))]
+
+    def run_op(self, op_id: int, size_bytes: int, timeout_s: float) -> list[dict]:
+        """Run one ring all-reduce on every rank; return each rank's op_done record."""
+        self._send_all({"cmd": "op", "op_id": op_id, "collective": "allreduce", "algorithm": "ring",
+                        "size_bytes": size_bytes, "timeout_s": timeout_s})
+        return self._collect("op_done", timeout_s + 10)
+
+    def stats(self) -> list[dict]:
+        self._send_all({"cmd": "stats"})
+        return self._collect("stats", 30)
+
+    def stop(self) -> None:
+        """Ask every agent to exit; kill what does not within 3 s."""
+        for p in self.procs:
+            try:
+                if p.poll() is None:
+                    p.stdin.write(b'{"cmd": "exit"}\n')
+                    p.stdin.flush()
+            except (BrokenPipeError, OSError):
+                pass
+        deadline = time.monotonic() + 3
+        for p in self.procs:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        for f in self._logs:
+            f.close()
+        self.procs, self._logs = [], []

@@ -1,0 +1,157 @@
+"""Fabric: the running spine-leaf system (Mininet hosts, OVS switches, shaped links, controller).
+
+Use as a context manager::
+
+    with Fabric(spec, run_id, run_dir, datapath="user") as fab:
+        fab.hosts[0].cmd("ping -c1 10.0.2.1")
+
+On enter: write the controller's topology file, start the controller, build the
+Mininet network (hosts in their own network namespaces, OVS bridges with
+OpenFlow 1.5, fail-mode secure), turn checksum/segmentation offloads off on
+every veth when the userspace datapath is used (it cannot fill in checksums),
+disable IPv6 in hosts (no neighbour-discovery noise), shape every egress with
+HTB (testbed.shaping), read every rate back (self-check), and wait until the
+controller confirmed every switch's flows and groups with a barrier. On exit
+(also after an exception or Ctrl-C), remove exactly what was created.
+"""
+from __future__ import annotations
+
+import logging
+import subprocess
+from functools import partial
+from pathlib import Path
+
+from mininet.link import Link
+from mininet.log import setLogLevel
+from mininet.net import Mininet
+from mininet.node import Host, OVSSwitch, RemoteController
+from pyroute2 import IPRoute
+
+from testbed import shaping
+from testbed.controller_proc import ControllerProcess
+from testbed.spec import ScenarioSpec
+from testbed.topo import FabricLayout, SpineLeafTopo
+
+log = logging.getLogger(__name__)
+
+#: NIC queue of a host, like a NIC ring: agents block on their small socket buffers before it
+#: fills; a sender that offers more than the link rate without blocking (iperf3 -u) loses here
+HOST_NIC_QUEUE_BYTES = 64 * 1024
+OFFLOADS_OFF = ("rx", "off", "tx", "off", "sg", "off", "tso", "off", "gso", "off", "gro", "off")
+
+
+class FabricError(RuntimeError):
+    """The fabric could not be built or failed its start-up self-check."""
+
+
+class Fabric:
+    """A running spine-leaf fabric of one run (see module docstring)."""
+
+    def __init__(self, spec: ScenarioSpec, run_id: str, run_dir: Path, datapath: str = "user"):
+        if datapath not in ("user", "kernel"):
+            raise ValueError(f"datapath {datapath!r}: allowed 'user' or 'kernel'")
+        self.spec = spec
+        self.run_id = run_id
+        self.run_dir = Path(run_dir)
+        self.datapath = datapath
+        self.layout = FabricLayout.build(spec.fabric, run_id)
+        self.net: Mininet | None = None
+        self.controller: ControllerProcess | None = None
+        #: interface -> configured egress rate in bit/s, for every shaped egress
+        self.port_rate_bps: dict[str, float] = {}
+        #: switch-side (root namespace) interfaces, sampled by telemetry
+        self.switch_ports: list[str] = []
+        self.ready: dict = {}
+        self.readback: dict[str, shaping.ShapedLink] = {}
+
+    # -- lifecycle ---------------------------------------------------------
+    def __enter__(self) -> "Fabric":
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        setLogLevel("warning")
+        topo_path = self.run_dir / "topology.json"
+        self.layout.write_topology(topo_path)
+        self.controller = ControllerProcess(self.run_id, self.run_dir, topo_path).start()
+        switch_cls = partial(OVSSwitch, datapath=self.datapath, protocols="OpenFlow15", failMode="secure")
+        self.net = Mininet(topo=SpineLeafTopo(layout=self.layout), switch=switch_cls, host=Host, link=Link,
+                           controller=None, build=False, autoSetMacs=False, autoStaticArp=False,
+                           waitConnected=False)
+        self.net.addController(RemoteController("c0", ip="127.0.0.1", port=self.controller.port))
+        self.net.build()
+        self._configure_hosts()
+        self._shape_all()
+        self.net.start()
+        self.ready = self.controller.wait_ready()
+        log.info("fabric %s ready: %s", self.run_id, self.ready)
+
+    def stop(self) -> None:
+        """Remove everything this fabric created. Safe to call twice and after a failed start."""
+        if self.net is not None:
+            try:
+                self.net.stop()
+            except Exception as e:  # keep tearing down; report what failed
+                log.warning("mininet stop failed: %s", e)
+            self.net = None
+        if self.controller is not None:
+            self.controller.stop()
+            self.controller = None
+
+    # -- access --------------------------------------------------------------
+    @property
+    def hosts(self) -> list[Host]:
+        return [self.net.get(h.name) for h in self.layout.hosts]
+
+    def host(self, rank: int) -> Host:
+        return self.net.get(self.layout.hosts[rank].name)
+
+    def switch(self, name: str) -> OVSSwitch:
+        return self.net.get(name)
+
+    # -- set-up steps ---------------------------------------------------------
+    def _configure_hosts(self) -> None:
+        for h in self.layout.hosts:
+            node = self.net.get(h.name)
+            node.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1")
+            if self.datapath == "user":
+                node.cmd("ethtool -K", h.intf, *OFFLOADS_OFF, "2>/dev/null")
+        if self.datapath == "user":
+            for sw in self.layout.switches:
+                for intf in self.net.get(sw.name).intfList():
+                    if intf.name != "lo":
+                        subprocess.run(["ethtool", "-K", intf.name, *OFFLOADS_OFF],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+
+    def _shape_all(self) -> None:
+        f = self.spec.fabric
+        mtu = 1500
+        for h in self.layout.hosts:
+            node = self.net.get(h.name)
+            with IPRoute(netns=f"/proc/{node.pid}/ns/net") as ipr:
+                shaping.shape_egress(ipr, h.intf, f.host_link_bps, HOST_NIC_QUEUE_BYTES, mtu)
+                self.readback[h.intf] = shaping.read_back(ipr, h.intf)
+            self.port_rate_bps[h.intf] = f.host_link_bps
+        with IPRoute() as ipr:
+            for h in self.layout.hosts:
+                port = f"{h.leaf}-eth{h.port}"
+                self._shape_switch_port(ipr, port, f.host_link_bps)
+            for link in self.layout.links:
+                self._shape_switch_port(ipr, f"{link.leaf}-eth{link.leaf_port}", f.fabric_link_bps)
+                self._shape_switch_port(ipr, f"{link.spine}-eth{link.spine_port}", f.fabric_link_bps)
+        problems = shaping.self_check(self.port_rate_bps, self.readback)
+        if problems:
+            raise FabricError("link shaping self-check failed: " + "; ".join(problems))
+
+    def _shape_switch_port(self, ipr: IPRoute, ifname: str, rate_bps: float) -> None:
+        shaping.shape_egress(ipr, ifname, rate_bps, self.spec.fabric.buffer_bytes, 1500)
+        self.readback[ifname] = shaping.read_back(ipr, ifname)
+        self.port_rate_bps[ifname] = rate_bps
+        self.switch_ports.append(ifname)

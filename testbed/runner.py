@@ -1,0 +1,271 @@
+"""``testbed run``: one scenario end to end, from validated spec to results directory.
+
+Steps: validate the scenario (nothing touches the kernel before this passes),
+remove leftovers of dead runs, probe capabilities, take the run lock, build the
+fabric (controller ready, links shaped and read back), start one agent per
+host, run the workload while sampling switch queues and CPU, collect
+counters, tear everything down, write the results directory and print the
+nccl-tests-style table and the fidelity verdict.
+
+Results directory ``<results>/<UTC time>-<name>-<run id>/``: manifest.json,
+ops.csv (per operation), rank_ops.csv (per rank and operation), msgs.csv (per
+message: FCT), qps.csv (per queue pair counters), ports.csv (switch queue
+samples), cpu.csv, sizes.csv (the printed table), summary.json, the
+controller's and agents' logs.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import platform
+import signal
+import sys
+import time
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+import pandas as pd
+
+from testbed import capabilities, cleanup, fidelity, results
+from testbed.agents import AgentGroup
+from testbed.fabric import Fabric
+from testbed.naming import new_run_id
+from testbed.runlock import RunLock
+from testbed.spec import ScenarioError, ScenarioSpec, load_scenario
+from testbed.telemetry import QdiscSampler
+from traffic.transport import payload_efficiency, wire_bytes
+
+log = logging.getLogger(__name__)
+
+
+def auto_rto_us(spec: ScenarioSpec) -> int:
+    """Go-back-N timeout: twice the worst queueing on a 3-switch path plus an ACK interval.
+
+    Worst queueing = 3 full switch buffers drained at the slower link rate;
+    ACK interval = ack_every_pkts full packets at the host link rate. Floor 5 ms.
+    """
+    f, t = spec.fabric, spec.transport
+    slow_bps = min(f.host_link_bps, f.fabric_link_bps)
+    queue_s = 3 * f.buffer_bytes * 8 / slow_bps
+    pkt_s = wire_bytes(12 + t.payload_bytes + 4) * 8 / f.host_link_bps
+    return max(5000, int(2e6 * (queue_s + t.ack_every_pkts * pkt_s)))
+
+
+def workload_ops(spec: ScenarioSpec) -> list[dict]:
+    """The operations to run, in order: dicts with size_bytes, iteration, warmup, layer."""
+    w = spec.workload
+    ops = []
+    if w.sizes is not None:
+        for size in w.sizes.sizes():
+            iters = min(w.iterations, max(1, w.max_bytes_per_size // size))
+            for i in range(w.warmup_iterations + iters):
+                ops.append({"size_bytes": size, "iteration": i - w.warmup_iterations,
+                            "warmup": i < w.warmup_iterations, "layer": ""})
+    else:
+        from traffic.simai import collective_ops, load_simai
+        wl = load_simai(w.simai.path)
+        sim_ops = collective_ops(wl, collectives={"ALLREDUCE"}, size_scale=w.simai.size_scale,
+                                 time_unit=w.simai.time_unit)
+        if not sim_ops:
+            raise ScenarioError(f"workload.simai.path: {w.simai.path} has no ALLREDUCE entries")
+        for it in range(w.simai.iterations):
+            for op in sim_ops:
+                ops.append({"size_bytes": max(1, int(op.size_bytes)), "iteration": it, "warmup": False,
+                            "layer": f"{op.layer}:{op.phase}"})
+    return ops
+
+
+def _versions() -> dict:
+    out = {"python": platform.python_version(), "kernel": platform.release()}
+    for pkg in ("aifabric-testbed", "os-ken", "scapy", "pandas", "pyroute2", "pydantic", "mininet"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+class Progress:
+    """One line per operation on a terminal (overwritten), one per size otherwise."""
+
+    def __init__(self, total: int, quiet: bool):
+        self.total, self.quiet, self.tty = total, quiet, sys.stderr.isatty()
+        self.t0 = time.monotonic()
+
+    def op(self, k: int, size: int, busbw_bps: float, last_of_size: bool) -> None:
+        if self.quiet or (not self.tty and not last_of_size):
+            return
+        line = (f"[{k:>4}/{self.total}] {time.monotonic() - self.t0:6.1f} s  size {size:>9} B  "
+                f"busbw {busbw_bps / 1e6:7.3f} Mbit/s")
+        sys.stderr.write(("\r" + line) if self.tty else line + "\n")
+        if self.tty and last_of_size:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    def say(self, msg: str) -> None:
+        if not self.quiet:
+            sys.stderr.write(msg + "\n")
+            sys.stderr.flush()
+
+
+def run_scenario(spec: ScenarioSpec, scenario_path: Path | None, results_root: Path,
+                 quiet: bool = False, run_id: str | None = None) -> dict:
+    """Run a validated scenario; return summary.json's content (also written to the run directory)."""
+    run_id = run_id or new_run_id()
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    run_dir = Path(results_root) / f"{stamp}-{spec.name}-{run_id}"
+    run_dir.mkdir(parents=True)
+    ops_plan = workload_ops(spec)
+    progress = Progress(len(ops_plan), quiet)
+
+    caps = capabilities.probe(run_id)
+    datapath = caps.datapath if spec.fabric.datapath == "auto" else spec.fabric.datapath
+    if datapath == "kernel" and caps.datapath != "kernel":
+        raise ScenarioError("fabric.datapath: 'kernel' asked for, but this machine has no openvswitch "
+                            "kernel module; allowed here: auto, user")
+    n = spec.fabric.n_hosts
+    rto_us = auto_rto_us(spec) if spec.transport.rto_us == "auto" else spec.transport.rto_us
+    transport = {"payload_bytes": spec.transport.payload_bytes, "window_pkts": spec.transport.window_pkts,
+                 "ack_every_pkts": spec.transport.ack_every_pkts, "rto_us": rto_us}
+    efficiency = payload_efficiency(spec.transport.payload_bytes)
+    goodput_bps = spec.fabric.host_link_bps * efficiency
+    manifest = {
+        "run_id": run_id, "started_utc": stamp, "scenario_path": str(scenario_path) if scenario_path else None,
+        "scenario": spec.model_dump(mode="json"), "versions": _versions(),
+        "capabilities": caps.as_dict(), "backends": {"datapath": datapath, "ecn_marker": caps.ecn_marker,
+                                                     "delay": caps.delay},
+        "scale_factor": spec.scale_factor, "reference_link_bps": spec.reference_link_bps,
+        "seed": spec.seed, "transport": transport, "payload_efficiency": efficiency,
+    }
+    (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    progress.say(f"run {run_id}: {spec.fabric.spines} spines, {spec.fabric.leaves} leaves, {n} hosts, "
+                 f"host links {spec.fabric.host_link_bps / 1e6:g} Mbit/s, datapath {datapath}; "
+                 f"results in {run_dir}")
+
+    rank_rows, op_meta, stats = [], {}, []
+    with RunLock(run_id), Fabric(spec, run_id, run_dir, datapath) as fab:
+        progress.say(f"fabric up: {len(fab.ready.get('dpids', []))} switches confirmed flows and groups; "
+                     f"{len(fab.port_rate_bps)} shaped links read back within 1%")
+        peers = lambda r: [(r + 1) % n, (r - 1) % n]  # noqa: E731  ring neighbours
+        with AgentGroup(fab, transport, spec.seed, peers) as agents:
+            host_pids = {h.name: fab.net.get(h.name).pid for h in fab.layout.hosts}
+            host_ifs = {h.name: [h.intf] for h in fab.layout.hosts}
+            drops_before = fidelity.DropSnapshot.take(host_pids, fab.switch_ports, host_ifs)
+            sampler = QdiscSampler(fab.switch_ports, spec.output.sample_period_ms / 1e3)
+            cpu = fidelity.CpuIdleMonitor()
+            with sampler, cpu:
+                for k, op in enumerate(ops_plan):
+                    size = op["size_bytes"]
+                    expect_s = results.allreduce_busbw_factor(n) * size * 8 / goodput_bps
+                    recs = agents.run_op(k, size, timeout_s=10 * expect_s + 20)
+                    rank_rows.extend(recs)
+                    op_meta[k] = op
+                    t_us = (max(r["t_end_ns"] for r in recs) - min(r["t_start_ns"] for r in recs)) / 1e3
+                    last = k + 1 == len(ops_plan) or ops_plan[k + 1]["size_bytes"] != size
+                    progress.op(k + 1, size, size * 8 / (t_us / 1e6) * results.allreduce_busbw_factor(n), last)
+                time.sleep(0.2)  # let the last ACKs land before counting
+                stats = agents.stats()
+            drops_after = fidelity.DropSnapshot.take(host_pids, fab.switch_ports, host_ifs)
+
+    return _write_results(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta, stats, sampler, cpu,
+                          fidelity.DropSnapshot.delta(drops_before, drops_after), fab, quiet)
+
+
+def _write_results(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta, stats, sampler, cpu,
+                   drop_delta, fab, quiet) -> dict:
+    ops = results.ops_table(rank_rows, op_meta, n)
+    sizes = results.size_table(ops, n, goodput_bps)
+    pd.DataFrame(rank_rows).to_csv(run_dir / "rank_ops.csv", index=False)
+    ops.to_csv(run_dir / "ops.csv", index=False)
+    sizes.to_csv(run_dir / "sizes.csv", index=False)
+    qps = pd.DataFrame([q for s in stats for q in s["qps"]])
+    qps.to_csv(run_dir / "qps.csv", index=False)
+    msgs = pd.DataFrame([m for s in stats for m in s["msgs"]])
+    if not msgs.empty:
+        msgs["fct_us"] = (msgs["t_acked_ns"] - msgs["t_post_ns"]) / 1e3
+    msgs.to_csv(run_dir / "msgs.csv", index=False)
+    ports = sampler.to_frame()
+    ports.to_csv(run_dir / "ports.csv", index=False)
+    cpu_df = cpu.samples()
+    cpu_df.to_csv(run_dir / "cpu.csv", index=False)
+
+    req, resp = qps[qps["role"] == "requester"], qps[qps["role"] == "responder"]
+    switch_drops = 0
+    if not ports.empty:
+        last = ports.groupby("port")["drops_pkts"].agg(["first", "last"])
+        switch_drops = int((last["last"] - last["first"]).sum())
+    sent_pkts = int(req["tx_pkts"].sum() + resp["acks_tx"].sum() + resp["naks_tx"].sum())
+    recv_pkts = int(sum(s["rx_pkts"] for s in stats))
+    extra_lost = sent_pkts - recv_pkts - switch_drops
+    host_tx = pd.DataFrame({"host": [fab.layout.hosts[r].name for r in req["rank"]],
+                            "tx_wire_bytes": req["tx_wire_bytes"].to_numpy(),
+                            "tx_busy_s": req["tx_busy_ns"].to_numpy() / 1e9,
+                            "link_bps": spec.fabric.host_link_bps})
+    th = fidelity.FidelityThresholds(min_cpu_idle_pct=spec.fidelity.min_cpu_idle_pct,
+                                     max_unexplained_drops=spec.fidelity.max_unexplained_drops_pkts,
+                                     min_link_rate_ratio=spec.fidelity.min_link_rate_ratio)
+    verdict = fidelity.evaluate(cpu_df, drop_delta, ports, fab.port_rate_bps, host_tx, th,
+                                extra_lost_pkts=extra_lost)
+    transport_summary = {
+        "posted_bytes": int(req["posted_bytes"].sum()), "acked_bytes": int(req["acked_bytes"].sum()),
+        "delivered_bytes": int(resp["delivered_bytes"].sum()), "order_errors": int(resp["order_errors"].sum()),
+        "dup_pkts": int(resp["dup_pkts"].sum()), "retx_pkts": int(req["retx_pkts"].sum()),
+        "timeouts": int(req["timeouts"].sum()), "naks": int(req["naks_rx"].sum()),
+        "sent_pkts": sent_pkts, "received_pkts": recv_pkts, "switch_drops_pkts": switch_drops,
+        "unexplained_lost_pkts": extra_lost,
+    }
+    summary = {
+        "run_id": fab.run_id, "run_dir": str(run_dir), "scenario": spec.name, "n_ranks": n,
+        "faithful": verdict.faithful, "violations": verdict.violations, "fidelity": verdict.figures,
+        "host_link_bps": spec.fabric.host_link_bps, "payload_efficiency": efficiency,
+        "scale_factor": spec.scale_factor, "transport": transport_summary,
+        "sizes": [{k: (int(v) if k in ("size_bytes", "count") else float(v)) for k, v in row.items()}
+                  for row in sizes.to_dict("records")],
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=float))
+    if not quiet:
+        print(f"# ring all-reduce, {n} ranks, host link {spec.fabric.host_link_bps / 1e6:g} Mbit/s, "
+              f"payload efficiency {efficiency:.3f} (busbw/link = busbw / (link x efficiency))")
+        print(results.format_size_table(sizes))
+        t = transport_summary
+        print(f"# transport: {t['delivered_bytes']} of {t['posted_bytes']} bytes delivered exactly once "
+              f"(order errors {t['order_errors']}), {t['retx_pkts']} retransmitted packets, "
+              f"{t['switch_drops_pkts']} switch-buffer drops")
+        if verdict.faithful:
+            print("# fidelity: faithful")
+        else:
+            print("# fidelity: NOT faithful:")
+            for v in verdict.violations:
+                print(f"#   - {v}")
+        print(f"# results: {run_dir}")
+    return summary
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def run_from_cli(args) -> int:
+    """Entry of ``testbed run``: validate, run, print. Exit code 0 when the run completed."""
+    try:
+        spec = load_scenario(args.scenario)
+    except (ScenarioError, FileNotFoundError, IsADirectoryError) as e:
+        print(f"testbed: error: {e}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # SIGTERM tears down like Ctrl-C: context managers remove what the run created
+    signal.signal(signal.SIGTERM, _interrupt)
+    removed = cleanup.clean()
+    if getattr(removed, "total", 0):
+        print(f"testbed: removed leftovers of dead runs: {removed}", file=sys.stderr)
+    try:
+        run_scenario(spec, Path(args.scenario), Path(args.results or "results"), quiet=args.quiet)
+    except KeyboardInterrupt:
+        print("testbed: interrupted; everything this run created was removed", file=sys.stderr)
+        return 130
+    except ScenarioError as e:
+        print(f"testbed: error: {e}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,286 @@
+"""Scenario files: YAML validated into frozen specs before anything touches the kernel.
+
+A scenario is one YAML mapping with the sections ``fabric``, ``transport``,
+``workload`` and ``fidelity`` (all optional but ``workload``) plus ``name``
+and ``seed``. Unknown keys, wrong types and impossible values raise
+:class:`ScenarioError`, whose message names every bad key path (for example
+``fabric.spines``) and what is allowed.
+
+Rates accept a number of bit/s (``10000000``) or a string with an SI suffix
+(``"10M"``, ``"10Mbit"``, ``"1.5G"``); sizes accept bytes or ``"64KiB"``,
+``"4MiB"``, ``"100KB"``.
+"""
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any, Literal, Optional, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from typing_extensions import Annotated
+from pydantic import BeforeValidator
+
+#: RoCE path MTUs allowed by the InfiniBand spec (IBTA vol. 1, 9.7.7 "PMTU").
+ROCE_MTUS_BYTES = (256, 512, 1024, 2048, 4096)
+
+_RATE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMgGtT]?)(?:bit|bps|b)?(?:/s)?\s*$")
+_SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(|B|KB|KiB|MB|MiB|GB|GiB|K|M|G)\s*$")
+_SI = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
+_SIZE_UNITS = {"": 1, "B": 1, "KB": 1000, "MB": 1000**2, "GB": 1000**3,
+               "K": 1024, "M": 1024**2, "G": 1024**3,
+               "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
+
+
+class ScenarioError(ValueError):
+    """A scenario file is malformed; the message names each bad key path."""
+
+
+def _rate(v: Any) -> Any:
+    if isinstance(v, str):
+        m = _RATE_RE.match(v)
+        if not m:
+            raise ValueError(f"{v!r} is not a rate: use bit/s as a number or a string like '10M' or '10Mbit'")
+        return float(m.group(1)) * _SI[m.group(2).lower()]
+    return v
+
+
+def _size(v: Any) -> Any:
+    if isinstance(v, str):
+        m = _SIZE_RE.match(v)
+        if not m:
+            raise ValueError(f"{v!r} is not a size: use bytes as a number or a string like '64KiB', '4MiB'")
+        return int(round(float(m.group(1)) * _SIZE_UNITS[m.group(2)]))
+    return v
+
+
+RateBps = Annotated[float, BeforeValidator(_rate), Field(gt=0, allow_inf_nan=False)]
+SizeBytes = Annotated[int, BeforeValidator(_size), Field(gt=0)]
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
+class FabricSpec(_Spec):
+    """Spine-leaf (2-tier Clos) fabric.
+
+    Every leaf connects to every spine with one link of ``fabric_link_bps``;
+    each leaf has ``hosts_per_leaf`` hosts on links of ``host_link_bps``.
+    ``buffer_bytes`` is the egress buffer of every switch port (tail drop).
+    ``ports_per_switch`` is the radix: a leaf needs hosts_per_leaf + spines
+    ports, a spine needs leaves ports.
+    """
+
+    spines: int = Field(2, ge=1, le=16)
+    leaves: int = Field(2, ge=1, le=32)
+    hosts_per_leaf: int = Field(2, ge=1, le=32)
+    host_link_bps: RateBps = 10e6
+    fabric_link_bps: RateBps = 10e6
+    buffer_bytes: SizeBytes = 100_000
+    ports_per_switch: int = Field(32, ge=2, le=254)
+    datapath: Literal["auto", "user", "kernel"] = "auto"
+
+    @model_validator(mode="after")
+    def _fits(self) -> "FabricSpec":
+        leaf_ports = self.hosts_per_leaf + self.spines
+        if leaf_ports > self.ports_per_switch:
+            raise ValueError(
+                f"fabric.hosts_per_leaf + fabric.spines = {leaf_ports} ports per leaf, "
+                f"more than fabric.ports_per_switch = {self.ports_per_switch}")
+        if self.leaves > self.ports_per_switch:
+            raise ValueError(
+                f"fabric.leaves = {self.leaves} ports per spine, more than "
+                f"fabric.ports_per_switch = {self.ports_per_switch}")
+        if self.leaves > 250 or self.hosts_per_leaf > 250:
+            raise ValueError("addressing 10.0.<leaf>.<host> allows at most 250 leaves and 250 hosts per leaf")
+        return self
+
+    @property
+    def n_hosts(self) -> int:
+        return self.leaves * self.hosts_per_leaf
+
+
+class TransportSpec(_Spec):
+    """RoCEv2-style reliable connection (RC) transport.
+
+    ``payload_bytes`` is the RoCE path MTU (payload per packet); ``window_pkts``
+    the most unacknowledged packets per QP; ``ack_every_pkts`` how often the
+    responder acknowledges (AckReq is set on every such packet and on the last
+    of each message); ``rto_us`` the go-back-N retransmission timeout, ``auto``
+    derives it from the fabric's buffers and rates.
+    """
+
+    payload_bytes: Literal[256, 512, 1024, 2048, 4096] = 1024
+    window_pkts: int = Field(64, ge=1, le=4096)
+    ack_every_pkts: int = Field(8, ge=1, le=1024)
+    rto_us: Union[Literal["auto"], Annotated[int, Field(ge=100, le=10_000_000)]] = "auto"
+
+
+class SizeSweep(_Spec):
+    """Message sizes min_bytes, min_bytes*factor, ... up to max_bytes (nccl-tests -b/-e/-f)."""
+
+    min_bytes: SizeBytes = 65536
+    max_bytes: SizeBytes = 4 * 1024 * 1024
+    factor: int = Field(2, ge=2, le=1024)
+
+    @model_validator(mode="after")
+    def _order(self) -> "SizeSweep":
+        if self.max_bytes < self.min_bytes:
+            raise ValueError(f"workload.sizes.max_bytes = {self.max_bytes} is below min_bytes = {self.min_bytes}")
+        return self
+
+    def sizes(self) -> list[int]:
+        out, s = [], self.min_bytes
+        while s <= self.max_bytes:
+            out.append(s)
+            s *= self.factor
+        return out
+
+
+class SimaiSpec(_Spec):
+    """Replay of a SimAI/AICB workload file (its ALLREDUCE entries).
+
+    ``size_scale`` multiplies every message size (time dilation: scale sizes by
+    the same factor as link rates); ``time_unit`` is the unit of the file's
+    compute times, which the format does not state.
+    """
+
+    path: str
+    size_scale: float = Field(1.0, gt=0, le=1.0)
+    time_unit: Literal["ns", "us"] = "us"
+    iterations: int = Field(1, ge=1, le=1000)
+
+
+class WorkloadSpec(_Spec):
+    """What the hosts run: a ring all-reduce size sweep or a SimAI replay."""
+
+    collective: Literal["allreduce"] = "allreduce"
+    algorithm: Literal["ring"] = "ring"
+    sizes: Optional[SizeSweep] = None
+    simai: Optional[SimaiSpec] = None
+    iterations: int = Field(5, ge=1, le=10_000)
+    warmup_iterations: int = Field(1, ge=0, le=100)
+    #: cap on the bytes each size may move in total (iterations are cut to fit), 0 = no cap
+    max_bytes_per_size: SizeBytes = 64 * 1024 * 1024
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "WorkloadSpec":
+        if (self.sizes is None) == (self.simai is None):
+            raise ValueError("workload needs exactly one of workload.sizes or workload.simai")
+        return self
+
+
+class FidelityThresholdsSpec(_Spec):
+    """When a run counts as faithful (Handigol et al., CoNEXT 2012)."""
+
+    min_cpu_idle_pct: float = Field(5.0, ge=0, le=100)
+    max_unexplained_drops_pkts: int = Field(0, ge=0)
+    min_link_rate_ratio: float = Field(0.9, gt=0, le=1)
+
+
+class OutputSpec(_Spec):
+    sample_period_ms: float = Field(10.0, ge=1.0, le=1000.0)
+
+
+class ScenarioSpec(_Spec):
+    """A whole scenario file."""
+
+    name: str = Field("scenario", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    seed: int = Field(1, ge=0)
+    #: link rate the scaled-down host link stands for (records the time-dilation scale factor)
+    reference_link_bps: RateBps = 400e9
+    fabric: FabricSpec = FabricSpec()
+    transport: TransportSpec = TransportSpec()
+    workload: WorkloadSpec
+    fidelity: FidelityThresholdsSpec = FidelityThresholdsSpec()
+    output: OutputSpec = OutputSpec()
+
+    @property
+    def scale_factor(self) -> float:
+        """reference_link_bps / host_link_bps: how much slower than the real fabric this one runs."""
+        return self.reference_link_bps / self.fabric.host_link_bps
+
+    @model_validator(mode="after")
+    def _fits(self) -> "ScenarioSpec":
+        if self.fabric.n_hosts < 2:
+            raise ValueError("a collective needs at least 2 hosts: fabric.leaves * fabric.hosts_per_leaf < 2")
+        return self
+
+
+def _allowed_keys(model: type[BaseModel], loc: tuple) -> list[str]:
+    """Field names allowed at ``loc`` (the parent of an extra key)."""
+    m: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        f = m.model_fields.get(part)
+        if f is None:
+            return []
+        ann = f.annotation
+        cand = [a for a in getattr(ann, "__args__", (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)]
+        if not cand:
+            return []
+        m = cand[0]
+    return sorted(m.model_fields)
+
+
+_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def format_validation_error(err: ValidationError, source: str = "scenario") -> str:
+    """One message naming each bad key path, the bad value and what is allowed."""
+    by_path: dict[str, list[str]] = {}
+    for e in err.errors():
+        # pydantic adds union/validator branch names to loc; keep only real keys
+        loc = tuple(p for p in e["loc"] if isinstance(p, int) or _KEY_RE.match(p))
+        path = ".".join(str(p) for p in loc) or "(top level)"
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            allowed = _allowed_keys(ScenarioSpec, loc[:-1])
+            msg = f"unknown key; allowed keys here: {', '.join(allowed)}"
+        elif "input" in e and e["type"] != "missing" and not isinstance(e["input"], dict):
+            msg = f"{msg} (got {e['input']!r})"
+        by_path.setdefault(path, [])
+        if msg not in by_path[path]:
+            by_path[path].append(msg)
+    lines = [f"{path}: {' or '.join(msgs)}" for path, msgs in by_path.items()]
+    uniq = lines
+    return f"{source}: invalid scenario:\n  " + "\n  ".join(uniq)
+
+
+def parse_scenario(data: Any, source: str = "scenario") -> ScenarioSpec:
+    """Validate a mapping into a frozen ScenarioSpec; raise ScenarioError on any problem."""
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{source}: the top level must be a mapping with keys "
+                            f"{', '.join(sorted(ScenarioSpec.model_fields))}, got {type(data).__name__}")
+    try:
+        return ScenarioSpec.model_validate(data)
+    except ValidationError as e:
+        raise ScenarioError(format_validation_error(e, source)) from None
+
+
+def load_scenario(path: Union[str, Path]) -> ScenarioSpec:
+    """Read and validate a scenario YAML file.
+
+    Relative ``workload.simai.path`` values are resolved against the
+    scenario file's folder. Raises ScenarioError (bad content or YAML) or
+    FileNotFoundError.
+    """
+    p = Path(path)
+    text = p.read_text()
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ScenarioError(f"{p}: not valid YAML: {e}") from None
+    spec = parse_scenario(data, str(p))
+    if spec.workload.simai is not None:
+        sp = Path(spec.workload.simai.path)
+        if not sp.is_absolute():
+            sp = (p.parent / sp).resolve()
+        if not sp.is_file():
+            raise ScenarioError(f"{p}: workload.simai.path: no such file {str(sp)!r}")
+        simai = spec.workload.simai.model_copy(update={"path": str(sp)})
+        spec = spec.model_copy(update={"workload": spec.workload.model_copy(update={"simai": simai})})
+    return spec

@@ -1,0 +1,57 @@
+"""Collective schedules run by one rank over RC queue pairs.
+
+Ring all-reduce (Patarasuk & Yuan, "Bandwidth optimal all-reduce algorithms
+for clusters of workstations", JPDC 2009; the NCCL ring algorithm): the buffer
+is split into n chunks; n-1 reduce-scatter steps then n-1 all-gather steps, in
+each of which rank r sends one chunk to rank r+1 and receives one from r-1.
+Step s sends chunk (r - s) mod n; step s+1 may start only once step s's chunk
+from r-1 has arrived (it is reduced into, then forwarded). Every rank sends
+2(n-1)/n of the buffer, which is why nccl-tests reports
+busbw = algbw * 2(n-1)/n for all-reduce.
+"""
+from __future__ import annotations
+
+import time
+
+
+class CollectiveTimeout(RuntimeError):
+    """A step did not complete in time (a peer is stuck or packets are lost for good)."""
+
+
+def chunk_sizes(size_bytes: int, n: int) -> list[int]:
+    """Split ``size_bytes`` into ``n`` chunks differing by at most one byte (some may be 0)."""
+    if n < 1 or size_bytes < 0:
+        raise ValueError(f"need n >= 1 and size_bytes >= 0, got n={n}, size_bytes={size_bytes}")
+    base, extra = divmod(size_bytes, n)
+    return [base + (1 if i < extra else 0) for i in range(n)]
+
+
+def ring_allreduce(rank: int, n: int, size_bytes: int, send_qp, recv_qp, timeout_s: float) -> dict:
+    """Run one ring all-reduce of ``size_bytes`` as ``rank`` of ``n``.
+
+    ``send_qp`` is the RequesterQP to rank (r+1) mod n, ``recv_qp`` the
+    ResponderQP from rank (r-1) mod n. Returns per-rank figures: bytes sent,
+    message sequence numbers posted, and the time the last chunk arrived.
+    Raises CollectiveTimeout when a step waits longer than ``timeout_s``.
+    """
+    chunks = chunk_sizes(size_bytes, n)
+    deadline = time.monotonic() + timeout_s
+    base_rx = recv_qp.counters.messages
+    expected_rx = base_rx
+    last_seq = None
+    sent_bytes = 0
+    for s in range(2 * (n - 1)):
+        c_send = chunks[(rank - s) % n]
+        if c_send:
+            last_seq = send_qp.post_send(c_send)
+            sent_bytes += c_send
+        if chunks[(rank - s - 1) % n]:
+            expected_rx += 1
+            if not recv_qp.wait_messages(expected_rx, max(0.0, deadline - time.monotonic())):
+                raise CollectiveTimeout(f"rank {rank}: step {s} of ring all-reduce ({size_bytes} B) "
+                                        f"got no chunk from rank {(rank - 1) % n} within {timeout_s:.1f} s")
+    t_rx_done_ns = time.time_ns()
+    if last_seq is not None and not send_qp.wait_acked(last_seq, max(0.0, deadline - time.monotonic())):
+        raise CollectiveTimeout(f"rank {rank}: chunks to rank {(rank + 1) % n} not acknowledged "
+                                f"within {timeout_s:.1f} s")
+    return {"sent_bytes": sent_bytes, "rx_msgs": expected_rx - base_rx, "t_rx_done_ns": t_rx_done_ns}

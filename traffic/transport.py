@@ -1,0 +1,406 @@
+"""RoCEv2-style reliable connection (RC) transport over UDP sockets in a host namespace.
+
+One :class:`Endpoint` per host owns the UDP socket bound to port 4791 that
+receives everything addressed to the host (data, ACK/NAK, CNP), as in RoCEv2
+where the destination QP in the BTH, not the UDP port, selects the QP.
+
+- :class:`RequesterQP` (send side): messages are split into packets of
+  ``payload_bytes`` with SEND FIRST/MIDDLE/LAST/ONLY opcodes and consecutive
+  24-bit PSNs; at most ``window_pkts`` are unacknowledged; recovery is
+  go-back-N (IBA vol. 1, 9.7.5.1.1 "PSN sequence error NAK" and 9.7.6.1.3
+  "retry on transport timer"): on a NAK the requester resends from the NAK's
+  PSN, on a timeout (no ACK progress for ``rto_us``) from the oldest
+  unacknowledged PSN. Each requester QP sends from its own UDP source port,
+  the ECMP entropy of RoCEv2 (IBTA RoCEv2 annex A17.3.1: "the UDP source port
+  ... used as entropy"). Data packets carry DSCP 26 with ECT(0).
+- :class:`ResponderQP` (receive side): accepts only the expected PSN, sends one
+  NAK (PSN sequence error, AETH syndrome 0x60) per gap, drops out-of-order and
+  duplicate packets (re-acknowledging duplicates that ask for an ACK), and
+  acknowledges every packet with AckReq set (the requester sets it every
+  ``ack_every_pkts`` packets and on the last of each message).
+
+Exactly-once check: the first 8 payload bytes of every packet carry
+(message sequence, packet index in message); the responder checks each
+accepted packet against what it expects next and counts ``order_errors``.
+
+The host's egress is shaped by HTB at link rate and data sockets have a small
+send buffer, so a blocking ``sendto`` is paced by the kernel: no per-packet
+sleeping in Python.
+"""
+from __future__ import annotations
+
+import bisect
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+
+from traffic import wire
+
+PSN_MASK = 0xFFFFFF
+HALF_PSN = 1 << 23
+MSG_HDR = wire.PAYLOAD_TAG  # (message sequence, packet index) at the start of each payload
+#: Ethernet + IPv4 + UDP header bytes in front of every RoCEv2 packet (no FCS: tc counts frames without it)
+L2_L4_BYTES = 14 + 20 + 8
+DATA_TOS = wire.TOS_DATA  # DSCP 26, ECT(0)
+ACK_TOS = 0x68  # DSCP 26, Not-ECT
+
+
+def wire_bytes(ib_bytes: int) -> int:
+    """Frame bytes on the emulated link for an InfiniBand transport payload of ``ib_bytes``."""
+    return L2_L4_BYTES + ib_bytes
+
+
+def payload_efficiency(payload_bytes: int) -> float:
+    """Payload bytes / frame bytes for full data packets: payload / (L2..L4 + BTH + payload + ICRC)."""
+    return payload_bytes / wire_bytes(wire.BTH_BYTES + payload_bytes + wire.ICRC_BYTES)
+
+
+@dataclass
+class TransportParams:
+    payload_bytes: int = 1024
+    window_pkts: int = 64
+    ack_every_pkts: int = 8
+    rto_us: int = 200_000
+    sndbuf_bytes: int = 16 * 1024
+
+
+@dataclass
+class _Message:
+    seq: int
+    size_bytes: int
+    first_psn: int
+    npkts: int
+    t_post_ns: int
+    t_acked_ns: int = 0
+
+    @property
+    def end_psn(self) -> int:  # one past the last PSN
+        return self.first_psn + self.npkts
+
+
+@dataclass
+class QPCounters:
+    """Per-QP counters (packets unless named otherwise)."""
+
+    tx_pkts: int = 0
+    tx_wire_bytes: int = 0
+    retx_pkts: int = 0
+    naks_rx: int = 0
+    timeouts: int = 0
+    tx_busy_ns: int = 0
+    posted_bytes: int = 0
+    acked_bytes: int = 0
+
+
+class RequesterQP:
+    """Send side of one RC queue pair (see module docstring).
+
+    ``post_send(size_bytes)`` queues a message and returns its sequence number;
+    ``wait_acked(seq)`` blocks until that message and all before it are
+    acknowledged. PSNs are kept as unbounded ints and put on the wire mod 2^24.
+    """
+
+    def __init__(self, qpn: int, dest_qpn: int, src_ip: str, dst_ip: str, sport: int,
+                 params: TransportParams):
+        self.qpn, self.dest_qpn = qpn, dest_qpn
+        self.dst = (dst_ip, wire.ROCEV2_UDP_PORT)
+        self.params = params
+        self.counters = QPCounters()
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, DATA_TOS)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, params.sndbuf_bytes)
+        self.sock.setsockopt(socket.SOL_SOCKET, 11, 1)  # SO_NO_CHECK: RoCEv2 sends UDP checksum 0
+        self.sock.setsockopt(socket.IPPROTO_IP, 10, 2)  # IP_MTU_DISCOVER = IP_PMTUDISC_DO: DF set
+        self.sock.bind((src_ip, sport))
+        self.builder = wire.DataPacketBuilder(src_ip, dst_ip, sport, dest_qpn,
+                                              max_payload_bytes=params.payload_bytes)
+        self.cond = threading.Condition()
+        self.messages: list[_Message] = []
+        self._first_psns: list[int] = []
+        self.una = 0          # oldest unacknowledged PSN
+        self.next_psn = 0     # next PSN to (re)send
+        self.tail_psn = 0     # one past the last posted PSN
+        self.high_psn = 0     # one past the highest PSN ever sent
+        self.done_msgs = 0    # messages fully acknowledged
+        self._last_progress = time.monotonic()
+        self._stop = False
+        self.thread = threading.Thread(target=self._run, name=f"qp{qpn:#x}", daemon=True)
+        self.thread.start()
+
+    # -- API ---------------------------------------------------------------
+    def post_send(self, size_bytes: int) -> int:
+        if size_bytes <= 0:
+            raise ValueError(f"size_bytes must be > 0, got {size_bytes}")
+        npkts = -(-size_bytes // self.params.payload_bytes)
+        with self.cond:
+            seq = len(self.messages)
+            m = _Message(seq, size_bytes, self.tail_psn, npkts, time.time_ns())
+            self.messages.append(m)
+            self._first_psns.append(m.first_psn)
+            self.tail_psn += npkts
+            self.counters.posted_bytes += size_bytes
+            if self.una == self.next_psn:
+                self._last_progress = time.monotonic()
+            self.cond.notify_all()
+        return seq
+
+    def wait_acked(self, seq: int, timeout_s: float | None = None) -> bool:
+        with self.cond:
+            return self.cond.wait_for(lambda: self.done_msgs > seq or self._stop, timeout_s)
+
+    def stop(self) -> None:
+        with self.cond:
+            self._stop = True
+            self.cond.notify_all()
+        self.thread.join(timeout=2)
+        self.sock.close()
+
+    # -- called by the Endpoint's receive thread ------------------------------
+    def on_ack(self, psn24: int, nak: bool) -> None:
+        with self.cond:
+            psn = self._unwrap(psn24)
+            # an ACK acknowledges psn and all before; a NAK's PSN is the responder's
+            # expected PSN: everything before it arrived, resend from it (go-back-N)
+            new_una = psn if nak else psn + 1
+            if new_una > self.una:
+                self.una = new_una
+                self._last_progress = time.monotonic()
+                self._complete_messages()
+            if nak:
+                self.counters.naks_rx += 1
+                if self.una <= psn < self.next_psn:
+                    self.next_psn = psn
+            if self.next_psn < self.una:
+                self.next_psn = self.una
+            self.cond.notify_all()
+
+    def _unwrap(self, psn24: int) -> int:
+        """The unbounded PSN nearest to ``una`` whose low 24 bits are ``psn24``."""
+        d = (psn24 - self.una) & PSN_MASK
+        if d >= HALF_PSN:
+            d -= 1 << 24
+        return self.una + d
+
+    def _complete_messages(self) -> None:
+        now = time.time_ns()
+        while self.done_msgs < len(self.messages) and self.messages[self.done_msgs].end_psn <= self.una:
+            m = self.messages[self.done_msgs]
+            m.t_acked_ns = now
+            self.counters.acked_bytes += m.size_bytes
+            self.done_msgs += 1
+
+    # -- sender thread --------------------------------------------------------
+    def _run(self) -> None:
+        p = self.params
+        rto_s = p.rto_us / 1e6
+        busy_since = None
+        c = self.counters
+        while True:
+            with self.cond:
+                while True:
+                    if self._stop:
+                        return
+                    now = time.monotonic()
+                    outstanding = self.una < self.high_psn
+                    if outstanding and now - self._last_progress > rto_s:
+                        c.timeouts += 1
+                        self.next_psn = self.una
+                        self._last_progress = now
+                    if self.next_psn < self.tail_psn and self.next_psn - self.una < p.window_pkts:
+                        break
+                    if busy_since is not None:
+                        c.tx_busy_ns += time.monotonic_ns() - busy_since
+                        busy_since = None
+                    self.cond.wait(rto_s if outstanding else 1.0)
+                if busy_since is None:
+                    busy_since = time.monotonic_ns()
+                psn = self.next_psn
+                self.next_psn += 1
+                if psn < self.high_psn:
+                    c.retx_pkts += 1
+                else:
+                    self.high_psn = psn + 1
+                i = bisect.bisect_right(self._first_psns, psn) - 1
+                m = self.messages[i]
+            idx = psn - m.first_psn
+            last = idx == m.npkts - 1
+            plen = m.size_bytes - idx * p.payload_bytes if last else p.payload_bytes
+            if m.npkts == 1:
+                opcode = wire.Opcode.RC_SEND_ONLY
+            elif idx == 0:
+                opcode = wire.Opcode.RC_SEND_FIRST
+            elif last:
+                opcode = wire.Opcode.RC_SEND_LAST
+            else:
+                opcode = wire.Opcode.RC_SEND_MIDDLE
+            ack_req = last or (psn % p.ack_every_pkts == p.ack_every_pkts - 1)
+            # payload tag = (message sequence, packet index): what the responder checks
+            pkt = self.builder.build(opcode, psn & PSN_MASK, plen, m.seq,
+                                     idx * wire.PAYLOAD_OFFSET_UNIT_BYTES, ack_req)
+            try:
+                self.sock.sendto(pkt, self.dst)
+            except OSError:
+                if self._stop:
+                    return
+                raise
+            c.tx_pkts += 1
+            c.tx_wire_bytes += wire_bytes(len(pkt))
+
+
+@dataclass
+class ResponderCounters:
+    rx_pkts: int = 0
+    delivered_bytes: int = 0
+    dup_pkts: int = 0
+    out_of_order_pkts: int = 0
+    naks_tx: int = 0
+    acks_tx: int = 0
+    order_errors: int = 0
+    messages: int = 0
+
+
+class ResponderQP:
+    """Receive side of one RC queue pair (see module docstring)."""
+
+    def __init__(self, qpn: int, requester_qpn: int, src_ip: str, peer_ip: str, sport: int,
+                 params: TransportParams):
+        self.qpn, self.requester_qpn = qpn, requester_qpn
+        self.peer = (peer_ip, wire.ROCEV2_UDP_PORT)
+        self.params = params
+        self.counters = ResponderCounters()
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, ACK_TOS)
+        self.sock.setsockopt(socket.SOL_SOCKET, 11, 1)  # SO_NO_CHECK
+        self.sock.setsockopt(socket.IPPROTO_IP, 10, 2)  # DF
+        self.sock.bind((src_ip, sport))
+        self.ack_builder = wire.AckPacketBuilder(src_ip, peer_ip, sport, requester_qpn, tos=ACK_TOS)
+        self.epsn = 0
+        self.nak_sent = False
+        self.msg_seq = 0
+        self.pkt_idx = 0
+        self.cond = threading.Condition()
+        self.msg_done_ns: list[int] = []
+        self.msg_bytes: list[int] = []
+        self._msg_bytes_acc = 0
+
+    def wait_messages(self, count: int, timeout_s: float | None = None) -> bool:
+        """Block until ``count`` messages have arrived complete; False on timeout."""
+        with self.cond:
+            return self.cond.wait_for(lambda: self.counters.messages >= count, timeout_s)
+
+    def on_data(self, buf: memoryview, n: int, opcode: int, psn24: int, ack_req: bool, pad: int) -> None:
+        c = self.counters
+        c.rx_pkts += 1
+        d = (psn24 - self.epsn) & PSN_MASK
+        if d == 0:
+            self.nak_sent = False
+            plen = n - wire.BTH_BYTES - wire.ICRC_BYTES - pad
+            seq, idx = MSG_HDR.unpack_from(buf, wire.BTH_BYTES) if plen >= MSG_HDR.size else (self.msg_seq, self.pkt_idx)
+            if seq != self.msg_seq or idx != self.pkt_idx:
+                c.order_errors += 1
+            self.epsn += 1
+            c.delivered_bytes += plen
+            self._msg_bytes_acc += plen
+            self.pkt_idx += 1
+            if opcode in (wire.Opcode.RC_SEND_LAST, wire.Opcode.RC_SEND_ONLY):
+                with self.cond:
+                    self.msg_done_ns.append(time.time_ns())
+                    self.msg_bytes.append(self._msg_bytes_acc)
+                    self._msg_bytes_acc = 0
+                    self.msg_seq += 1
+                    self.pkt_idx = 0
+                    c.messages += 1
+                    self.cond.notify_all()
+            if ack_req:
+                self._send_ack((self.epsn - 1) & PSN_MASK, nak=False)
+        elif d < HALF_PSN:  # ahead of the expected PSN: a gap, packets were lost
+            c.out_of_order_pkts += 1
+            if not self.nak_sent:
+                self.nak_sent = True
+                self._send_ack(self.epsn & PSN_MASK, nak=True)
+        else:  # behind: a duplicate of something already delivered
+            c.dup_pkts += 1
+            if ack_req:
+                self._send_ack((self.epsn - 1) & PSN_MASK, nak=False)
+
+    def _send_ack(self, psn24: int, nak: bool) -> None:
+        syndrome = wire.SYNDROME_NAK_PSN_SEQUENCE_ERROR if nak else wire.SYNDROME_ACK
+        pkt = self.ack_builder.build(psn24, syndrome, self.msg_seq & wire.MSN_MAX)
+        try:
+            self.sock.sendto(pkt, self.peer)
+        except OSError:
+            return
+        if nak:
+            self.counters.naks_tx += 1
+        else:
+            self.counters.acks_tx += 1
+
+
+class Endpoint:
+    """All QPs of one host and the thread that receives on UDP port 4791."""
+
+    def __init__(self, ip: str, rcvbuf_bytes: int = 4 * 1024 * 1024):
+        self.ip = ip
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, 33, rcvbuf_bytes)  # SO_RCVBUFFORCE (root)
+        except OSError:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf_bytes)
+        self.sock.bind((ip, wire.ROCEV2_UDP_PORT))
+        self.sock.settimeout(0.2)
+        self.requesters: dict[int, RequesterQP] = {}
+        self.responders: dict[int, ResponderQP] = {}
+        self.rx_pkts = 0
+        self.rx_unknown_pkts = 0
+        self._stop = False
+        self.thread = threading.Thread(target=self._run, name="rx", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self._stop = True
+        self.thread.join(timeout=2)
+        for qp in self.requesters.values():
+            qp.stop()
+        for qp in self.responders.values():
+            qp.sock.close()
+        self.sock.close()
+
+    def _run(self) -> None:
+        buf = bytearray(9000)
+        view = memoryview(buf)
+        recv_into = self.sock.recv_into
+        ack_op = wire.Opcode.RC_ACKNOWLEDGE
+        while not self._stop:
+            try:
+                n = recv_into(buf)
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            if n < wire.BTH_BYTES + wire.ICRC_BYTES:
+                self.rx_unknown_pkts += 1
+                continue
+            self.rx_pkts += 1
+            opcode = buf[0]
+            pad = (buf[1] >> 4) & 0x3
+            dqp = int.from_bytes(buf[5:8], "big")
+            ack_req = bool(buf[8] & 0x80)
+            psn24 = int.from_bytes(buf[9:12], "big")
+            if opcode == ack_op:
+                qp = self.requesters.get(dqp)
+                if qp is None:
+                    self.rx_unknown_pkts += 1
+                    continue
+                syndrome = buf[wire.BTH_BYTES]
+                qp.on_ack(psn24, nak=(syndrome & 0xE0) == 0x60)
+            else:
+                rqp = self.responders.get(dqp)
+                if rqp is None:
+                    self.rx_unknown_pkts += 1
+                    continue
+                rqp.on_data(view, n, opcode, psn24, ack_req, pad)
