@@ -30,6 +30,7 @@ sleeping in Python.
 from __future__ import annotations
 
 import bisect
+import errno
 import socket
 import threading
 import time
@@ -44,6 +45,9 @@ MSG_HDR = wire.PAYLOAD_TAG  # (message sequence, packet index) at the start of e
 L2_L4_BYTES = 14 + 20 + 8
 DATA_TOS = wire.TOS_DATA  # DSCP 26, ECT(0)
 ACK_TOS = 0x68  # DSCP 26, Not-ECT
+SO_NO_CHECK = 11  # <asm-generic/socket.h>: send UDP checksum 0, as RoCEv2 does
+IP_MTU_DISCOVER, IP_PMTUDISC_DO, IP_RECVERR = 10, 2, 11  # <linux/in.h>
+NIC_FULL_WAIT_S = 200e-6
 
 
 def wire_bytes(ib_bytes: int) -> int:
@@ -63,6 +67,39 @@ class TransportParams:
     ack_every_pkts: int = 8
     rto_us: int = 200_000
     sndbuf_bytes: int = 16 * 1024
+
+
+def _rdma_socket(src_ip: str, sport: int, tos: int, sndbuf_bytes: int | None = None) -> socket.socket:
+    """A UDP socket as an RNIC sends: DF set, UDP checksum 0, given TOS, bound to its source port.
+
+    IP_RECVERR makes a full NIC queue (qdisc drop) raise ENOBUFS instead of
+    silently dropping the packet (net/ipv4/udp.c, udp_send_skb), so the sender
+    can wait and retry: like an RNIC, a host never drops its own packets.
+    """
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
+    if sndbuf_bytes:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf_bytes)
+    s.setsockopt(socket.SOL_SOCKET, SO_NO_CHECK, 1)
+    s.setsockopt(socket.IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO)
+    s.setsockopt(socket.IPPROTO_IP, IP_RECVERR, 1)
+    s.bind((src_ip, sport))
+    return s
+
+
+def _send_lossless(sock: socket.socket, pkt, dst: tuple, counters: "QPCounters | None") -> bool:
+    """sendto, retrying while the host's NIC queue is full; False once the socket is closed."""
+    while True:
+        try:
+            sock.sendto(pkt, dst)
+            return True
+        except OSError as e:
+            if e.errno != errno.ENOBUFS:
+                return False
+            if counters is not None:
+                counters.nic_full_waits += 1
+            time.sleep(NIC_FULL_WAIT_S)
 
 
 @dataclass
@@ -89,6 +126,7 @@ class QPCounters:
     naks_rx: int = 0
     timeouts: int = 0
     tx_busy_ns: int = 0
+    nic_full_waits: int = 0
     posted_bytes: int = 0
     acked_bytes: int = 0
 
@@ -107,15 +145,8 @@ class RequesterQP:
         self.dst = (dst_ip, wire.ROCEV2_UDP_PORT)
         self.params = params
         self.counters = QPCounters()
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, DATA_TOS)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, params.sndbuf_bytes)
-        self.sock.setsockopt(socket.SOL_SOCKET, 11, 1)  # SO_NO_CHECK: RoCEv2 sends UDP checksum 0
-        self.sock.setsockopt(socket.IPPROTO_IP, 10, 2)  # IP_MTU_DISCOVER = IP_PMTUDISC_DO: DF set
-        self.sock.bind((src_ip, sport))
-        self.builder = wire.DataPacketBuilder(src_ip, dst_ip, sport, dest_qpn,
-                                              max_payload_bytes=params.payload_bytes)
+        self.sock = _rdma_socket(src_ip, sport, DATA_TOS, params.sndbuf_bytes)
+        self.builder = wire.DataPacketBuilder(src_ip, dst_ip, sport, params.payload_bytes)
         self.cond = threading.Condition()
         self.messages: list[_Message] = []
         self._first_psns: list[int] = []
@@ -237,14 +268,9 @@ class RequesterQP:
                 opcode = wire.Opcode.RC_SEND_MIDDLE
             ack_req = last or (psn % p.ack_every_pkts == p.ack_every_pkts - 1)
             # payload tag = (message sequence, packet index): what the responder checks
-            pkt = self.builder.build(opcode, psn & PSN_MASK, plen, m.seq,
-                                     idx * wire.PAYLOAD_OFFSET_UNIT_BYTES, ack_req)
-            try:
-                self.sock.sendto(pkt, self.dst)
-            except OSError:
-                if self._stop:
-                    return
-                raise
+            pkt = self.builder.build(opcode, self.dest_qpn, psn & PSN_MASK, ack_req, m.seq, idx, plen)
+            if not _send_lossless(self.sock, pkt, self.dst, c):
+                return
             c.tx_pkts += 1
             c.tx_wire_bytes += wire_bytes(len(pkt))
 
@@ -270,13 +296,9 @@ class ResponderQP:
         self.peer = (peer_ip, wire.ROCEV2_UDP_PORT)
         self.params = params
         self.counters = ResponderCounters()
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, ACK_TOS)
-        self.sock.setsockopt(socket.SOL_SOCKET, 11, 1)  # SO_NO_CHECK
-        self.sock.setsockopt(socket.IPPROTO_IP, 10, 2)  # DF
-        self.sock.bind((src_ip, sport))
-        self.ack_builder = wire.AckPacketBuilder(src_ip, peer_ip, sport, requester_qpn, tos=ACK_TOS)
+        self.sock = _rdma_socket(src_ip, sport, ACK_TOS)
+        bound_sport = self.sock.getsockname()[1]  # sport 0 = any: the ICRC covers the real one
+        self.ack_builder = wire.AckPacketBuilder(src_ip, peer_ip, bound_sport, tos=ACK_TOS)
         self.epsn = 0
         self.nak_sent = False
         self.msg_seq = 0
@@ -327,11 +349,8 @@ class ResponderQP:
                 self._send_ack((self.epsn - 1) & PSN_MASK, nak=False)
 
     def _send_ack(self, psn24: int, nak: bool) -> None:
-        syndrome = wire.SYNDROME_NAK_PSN_SEQUENCE_ERROR if nak else wire.SYNDROME_ACK
-        pkt = self.ack_builder.build(psn24, syndrome, self.msg_seq & wire.MSN_MAX)
-        try:
-            self.sock.sendto(pkt, self.peer)
-        except OSError:
+        pkt = self.ack_builder.build(self.requester_qpn, psn24, nak, self.msg_seq & wire.MSN_MAX)
+        if not _send_lossless(self.sock, pkt, self.peer, None):
             return
         if nak:
             self.counters.naks_tx += 1

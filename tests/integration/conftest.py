@@ -1,0 +1,69 @@
+"""Fixtures for integration tests: real Mininet fabrics with real OVS and a real controller (root)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from testbed.fabric import Fabric
+from testbed.naming import new_run_id
+from testbed.runlock import RunLock
+from testbed.spec import parse_scenario
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "integration" in str(item.fspath):
+            item.add_marker(pytest.mark.integration)
+            if os.geteuid() != 0:
+                item.add_marker(pytest.mark.skip(reason="integration tests build real fabrics: run as root"))
+
+
+@pytest.fixture(scope="session")
+def datapath():
+    from testbed.capabilities import probe
+    return probe().datapath
+
+
+@pytest.fixture
+def make_fabric(tmp_path, datapath):
+    """``make_fabric(**fabric_keys)`` -> a started Fabric; torn down after the test."""
+    started = []
+
+    def _make(**fabric):
+        spec = parse_scenario({"name": "itest", "fabric": fabric,
+                               "workload": {"sizes": {"min_bytes": 65536, "max_bytes": 65536}}})
+        rid = new_run_id()
+        run_dir = tmp_path / rid
+        run_dir.mkdir()
+        lock = RunLock(rid).__enter__()
+        fab = Fabric(spec, rid, run_dir, datapath)
+        started.append((fab, lock))
+        fab.__enter__()
+        return fab
+
+    yield _make
+    for fab, lock in reversed(started):
+        fab.stop()
+        lock.__exit__(None, None, None)
+
+
+def testbed_cli(*args, timeout=600, **kw):
+    """Run the ``testbed`` command of this Python environment."""
+    return subprocess.run([sys.executable, "-m", "testbed.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, **kw)
+
+
+def run_scenario_file(tmp_path, text: str, timeout=600) -> tuple[subprocess.CompletedProcess, dict]:
+    """Write a scenario, run it with ``testbed run``, return (process, summary.json)."""
+    p = tmp_path / "scenario.yaml"
+    p.write_text(text)
+    res = testbed_cli("run", p, "--results", tmp_path / "results", timeout=timeout)
+    summaries = list((tmp_path / "results").glob("*/summary.json"))
+    assert res.returncode == 0, f"testbed run failed ({res.returncode}):\n{res.stdout}\n{res.stderr}"
+    assert len(summaries) == 1, res.stderr
+    return res, json.loads(summaries[0].read_text())

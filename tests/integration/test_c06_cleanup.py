@@ -1,0 +1,78 @@
+"""C06: after SIGKILL of a run, ``testbed clean`` removes exactly what the run made."""
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import psutil
+
+from conftest import run_scenario_file, testbed_cli
+
+LONG = """
+name: killme
+fabric: {spines: 1, leaves: 2, hosts_per_leaf: 2}
+workload: {sizes: {min_bytes: 4MiB, max_bytes: 4MiB}, iterations: 50, max_bytes_per_size: 1GiB}
+"""
+SHORT = """
+name: after
+fabric: {spines: 1, leaves: 2, hosts_per_leaf: 1}
+workload: {sizes: {min_bytes: 64KiB, max_bytes: 64KiB}, iterations: 2}
+"""
+
+
+def _leftovers(rid: str) -> dict:
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    bridges = subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True, text=True).stdout.split()
+    netns = os.listdir("/run/netns") if os.path.isdir("/run/netns") else []
+    procs = [p.pid for p in psutil.process_iter(["cmdline"])
+             if rid in " ".join(p.info["cmdline"] or []) and p.pid != os.getpid()]
+    return {"links": [l for l in links.splitlines() if re.search(rf"\d+: {rid}", l)],
+            "bridges": [b for b in bridges if b.startswith(rid)],
+            "netns": [n for n in netns if n.startswith(rid)], "procs": procs}
+
+
+
+
+def test_sigkill_then_clean(tmp_path):
+    subprocess.run(["ovs-vsctl", "--may-exist", "add-br", "unrelbr0", "--", "set", "bridge", "unrelbr0",
+                    "datapath_type=netdev"], check=True)
+    try:
+        scen = tmp_path / "long.yaml"
+        scen.write_text(LONG)
+        proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(scen), "--results",
+                                 str(tmp_path / "res")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        rid = None
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            m = re.search(r"run (tb[0-9a-f]{4}):", line)
+            rid = rid or (m and m.group(1))
+            if "fabric up" in line:
+                break
+        assert rid, "run never reported its id"
+        ctl = [p for p in psutil.process_iter(["cmdline"]) if "controllers.run" in " ".join(p.info["cmdline"] or [])
+               and rid in " ".join(p.info["cmdline"])]
+        assert ctl, "controller process not found"
+        port = int(ctl[0].info["cmdline"][ctl[0].info["cmdline"].index("--listen-port") + 1])
+        time.sleep(3)  # mid-run: agents are sending
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        assert any(_leftovers(rid).values()), "SIGKILL left nothing behind: the test proves nothing"
+
+        res = testbed_cli("clean")
+        assert res.returncode == 0, res.stderr
+        assert _leftovers(rid) == {"links": [], "bridges": [], "netns": [], "procs": []}
+        with socket.socket() as s:
+            assert s.connect_ex(("127.0.0.1", port)) != 0, "controller port still open"
+        assert "unrelbr0" in subprocess.run(["ovs-vsctl", "list-br"], capture_output=True, text=True).stdout
+
+        again = tmp_path / "again"
+        again.mkdir()
+        res, summary = run_scenario_file(again, SHORT)
+        assert "File exists" not in res.stderr
+        assert summary["transport"]["delivered_bytes"] == summary["transport"]["posted_bytes"] > 0
+    finally:
+        subprocess.run(["ovs-vsctl", "--if-exists", "del-br", "unrelbr0"], check=False)

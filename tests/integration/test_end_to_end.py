@@ -1,0 +1,61 @@
+"""End to end through ``testbed run``: quickstart busbw, go-back-N under drops, the fidelity monitor."""
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from conftest import REPO, run_scenario_file
+
+
+def test_quickstart_busbw_and_faithful(tmp_path):
+    res, s = run_scenario_file(tmp_path, (REPO / "scenarios" / "quickstart.yaml").read_text(), timeout=400)
+    largest = max(s["sizes"], key=lambda r: r["size_bytes"])
+    assert largest["size_bytes"] == 4 * 1024 * 1024
+    print(res.stdout)
+    assert largest["busbw_ratio"] >= 0.85, f"busbw ratio {largest['busbw_ratio']:.3f} at 4 MiB"
+    assert s["faithful"] is True, s["violations"]
+    t = s["transport"]
+    assert t["delivered_bytes"] == t["posted_bytes"] and t["order_errors"] == 0
+    run_dir = Path(s["run_dir"])
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["scale_factor"] == 400e9 / 10e6 and manifest["seed"] == 1
+    assert {"datapath", "ecn_marker"} <= set(manifest["backends"])
+    for table in ("ops.csv", "rank_ops.csv", "qps.csv", "msgs.csv", "ports.csv", "cpu.csv", "sizes.csv"):
+        assert len(pd.read_csv(run_dir / table)) > 0, table
+    ports = pd.read_csv(run_dir / "ports.csv")
+    assert {"time_ns", "port", "tx_bytes", "drops_pkts", "backlog_bytes"} <= set(ports.columns)
+    assert "busbw(Mb/s)" in res.stdout and "faithful" in res.stdout
+
+
+TINY_BUFFER = """
+name: tinybuffer
+fabric: {spines: 1, leaves: 2, hosts_per_leaf: 2, host_link_bps: 20M, fabric_link_bps: 10M, buffer_bytes: 4KB}
+transport: {window_pkts: 32}
+workload: {sizes: {min_bytes: 256KiB, max_bytes: 1MiB, factor: 4}, iterations: 2, warmup_iterations: 0}
+"""
+
+
+def test_tiny_buffer_drops_but_every_byte_arrives_once(tmp_path):
+    res, s = run_scenario_file(tmp_path, TINY_BUFFER)
+    t = s["transport"]
+    assert t["switch_drops_pkts"] > 0, "a 4 KB buffer behind a 2:1 oversubscribed uplink must drop"
+    assert t["retx_pkts"] > 0 and (t["naks"] > 0 or t["timeouts"] > 0)
+    assert t["delivered_bytes"] == t["posted_bytes"] == t["acked_bytes"]
+    assert t["order_errors"] == 0
+    assert t["dup_pkts"] >= 0
+    qps = pd.read_csv(Path(s["run_dir"]) / "qps.csv")
+    assert qps["retx_pkts"].sum() == t["retx_pkts"]
+
+
+FAST = """
+name: toofast
+fabric: {spines: 2, leaves: 4, hosts_per_leaf: 2, host_link_bps: 500M, fabric_link_bps: 500M, buffer_bytes: 1MB}
+workload: {sizes: {min_bytes: 2MiB, max_bytes: 2MiB}, iterations: 3, warmup_iterations: 0}
+"""
+
+
+def test_too_fast_is_not_faithful(tmp_path):
+    res, s = run_scenario_file(tmp_path, FAST)
+    assert s["faithful"] is False
+    assert s["violations"], "an unfaithful run must list what was violated"
+    assert "NOT faithful" in res.stdout
