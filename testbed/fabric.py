@@ -88,8 +88,10 @@ class Fabric:
         self.net.addController(RemoteController("c0", ip="127.0.0.1", port=self.controller.port))
         self.net.build()
         self._configure_hosts()
-        self._shape_all()
         self.net.start()
+        # after start: adding a port makes OVS reset its qdisc unless its QoS is linux-noop
+        self._leave_qdiscs_to_us()
+        self._shape_all()
         self.ready = self.controller.wait_ready()
         log.info("fabric %s ready: %s", self.run_id, self.ready)
 
@@ -120,15 +122,32 @@ class Fabric:
     def _configure_hosts(self) -> None:
         for h in self.layout.hosts:
             node = self.net.get(h.name)
-            node.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1")
+            # no IPv6 noise; TCP keeps at most 32 KB in the NIC queue (TCP small queues), so
+            # only senders that ignore backpressure (UDP floods) overflow the 64 KB NIC queue
+            node.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"
+                     " net.ipv4.tcp_limit_output_bytes=32768")
             if self.datapath == "user":
                 node.cmd("ethtool -K", h.intf, *OFFLOADS_OFF, "2>/dev/null")
-        if self.datapath == "user":
-            for sw in self.layout.switches:
-                for intf in self.net.get(sw.name).intfList():
-                    if intf.name != "lo":
-                        subprocess.run(["ethtool", "-K", intf.name, *OFFLOADS_OFF],
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        for sw in self.layout.switches:
+            for intf in self.net.get(sw.name).intfList():
+                if intf.name == "lo":
+                    continue
+                # switch ports live in the root namespace: keep the kernel from sending
+                # IPv6 router solicitations and MLD reports out of them into the fabric
+                Path(f"/proc/sys/net/ipv6/conf/{intf.name}/disable_ipv6").write_text("1")
+                if self.datapath == "user":
+                    subprocess.run(["ethtool", "-K", intf.name, *OFFLOADS_OFF],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+
+    def _leave_qdiscs_to_us(self) -> None:
+        """QoS type linux-noop on every switch port: OVS then never touches its tc qdisc."""
+        ports = [i.name for sw in self.layout.switches for i in self.net.get(sw.name).intfList()
+                 if i.name != "lo"]
+        cmd = ["ovs-vsctl", "--timeout=10"]
+        for port in ports:
+            cmd += ["--", "set", "port", port, "qos=@noop"]
+        cmd += ["--", "--id=@noop", "create", "qos", "type=linux-noop"]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
 
     def _shape_all(self) -> None:
         f = self.spec.fabric
