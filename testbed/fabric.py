@@ -17,6 +17,7 @@ controller confirmed every switch's flows and groups with a barrier. On exit
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 from functools import partial
 from pathlib import Path
@@ -62,6 +63,7 @@ class Fabric:
         #: switch-side (root namespace) interfaces, sampled by telemetry
         self.switch_ports: list[str] = []
         self.ready: dict = {}
+        self._owner_pid = os.getpid()
         self.readback: dict[str, shaping.ShapedLink] = {}
 
     # -- lifecycle ---------------------------------------------------------
@@ -96,7 +98,13 @@ class Fabric:
         log.info("fabric %s ready: %s", self.run_id, self.ready)
 
     def stop(self) -> None:
-        """Remove everything this fabric created. Safe to call twice and after a failed start."""
+        """Remove everything this fabric created. Safe to call twice and after a failed start.
+
+        Only the process that built the fabric tears it down: a forked child
+        (pyroute2 forks to open namespace sockets) that unwinds never does.
+        """
+        if os.getpid() != self._owner_pid:
+            return
         if self.net is not None:
             try:
                 self.net.stop()

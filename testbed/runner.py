@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import platform
 import signal
 import sys
@@ -243,7 +244,19 @@ def _write_results(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta
     return summary
 
 
+_MAIN_PID = os.getpid()
+
+
 def _interrupt(signum, frame):
+    """SIGINT/SIGTERM: unwind the main process (context managers tear down); end forked children.
+
+    pyroute2 forks short-lived children to open sockets in host namespaces and
+    stops them with SIGTERM; a terminal's Ctrl-C reaches them too. A child
+    must exit at once, never unwind its copy of our stack (that would tear
+    down the parent's fabric).
+    """
+    if os.getpid() != _MAIN_PID:
+        os._exit(128 + signum)
     raise KeyboardInterrupt(f"signal {signum}")
 
 
@@ -256,7 +269,10 @@ def run_from_cli(args) -> int:
         return 2
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # SIGTERM tears down like Ctrl-C: context managers remove what the run created
+    global _MAIN_PID
+    _MAIN_PID = os.getpid()
     signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
     removed = cleanup.clean()
     if getattr(removed, "total", 0):
         print(f"testbed: removed leftovers of dead runs: {removed}", file=sys.stderr)

@@ -1,0 +1,454 @@
+"""Remove what dead runs left behind, and nothing else.
+
+An object belongs to run ``RID`` (``tb`` + 4 hex digits, see
+:mod:`testbed.naming`) when:
+
+- OVS bridge, root-namespace interface or named netns: its name is ``RID``
+  followed by a lowercase letter (``tb3fa1l1``, ``tb3fa1h1-eth0``, ``tb3fa1probe``);
+- process: its argv has ``--run-id RID`` (or ``--run-id=RID``), or an argument
+  ``mininet:RID<node>`` (Mininet's host and switch shells), or it is a
+  descendant of such a process, or it lives in a network namespace of the run
+  (see :func:`_discover_processes`: never the machine's own namespace, and
+  only one whose interfaces, ``lo`` aside, all carry the run id).
+
+Policy: a run whose lock is held (:func:`testbed.runlock.is_live`) is skipped,
+even when named explicitly; ``include_live=True`` (``testbed clean --force``)
+cleans it anyway, for a run that hangs. Nothing is matched by a looser pattern,
+nothing is killed by name, and ``mn -c`` is never run.
+
+With ``run_ids=None`` every run found on the machine is considered, so the
+state dir (``TESTBED_STATE_DIR``) must be the one the live runs use.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from testbed.naming import RUN_ID_RE, check_run_id, run_id_of
+from testbed.runlock import is_live, known_runs, lock_path, state_path
+
+#: Processes never signalled, whatever matched them (last line of defence).
+NEVER_KILL = frozenset({"ovs-vswitchd", "ovsdb-server", "systemd", "init", "sshd", "dockerd"})
+#: Seconds between SIGTERM and SIGKILL.
+DEFAULT_GRACE_S = 3.0
+_OVS_TIMEOUT_S = 10
+
+
+@dataclass
+class RunCleanup:
+    """What was removed for one run; lists hold names (processes: 'PID NAME')."""
+
+    run_id: str
+    processes: list[str] = field(default_factory=list)
+    bridges: list[str] = field(default_factory=list)
+    interfaces: list[str] = field(default_factory=list)
+    netns: list[str] = field(default_factory=list)
+    state_files: list[str] = field(default_factory=list)
+
+    KINDS = ("processes", "bridges", "interfaces", "netns", "state_files")
+
+    def counts(self) -> dict[str, int]:
+        return {k: len(getattr(self, k)) for k in self.KINDS}
+
+    def summary(self) -> str:
+        """E.g. ``removed run tb12ab: 3 processes, 6 bridges, 22 interfaces``."""
+        singular = {"processes": "process", "bridges": "bridge", "interfaces": "interface",
+                    "netns": "netns", "state_files": "state file"}
+        parts = []
+        for kind, n in self.counts().items():
+            if n:
+                word = singular[kind] if n == 1 else kind.replace("_", " ")
+                parts.append(f"{n} {word}")
+        return f"removed run {self.run_id}: {', '.join(parts) or 'nothing'}"
+
+
+@dataclass
+class CleanReport:
+    """Result of :func:`clean`: per-run removals, live runs skipped, warnings."""
+
+    runs: list[RunCleanup] = field(default_factory=list)
+    skipped_live: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        """True when nothing was removed."""
+        return self.total == 0
+
+    def totals(self) -> dict[str, int]:
+        """Objects removed per kind, summed over runs."""
+        out = dict.fromkeys(RunCleanup.KINDS, 0)
+        for r in self.runs:
+            for k, n in r.counts().items():
+                out[k] += n
+        return out
+
+    @property
+    def total(self) -> int:
+        """Number of objects removed, all kinds and runs together."""
+        return sum(self.totals().values())
+
+    def __str__(self) -> str:
+        return "; ".join(self.lines())
+
+    def lines(self) -> list[str]:
+        """Lines for the terminal: one per cleaned run, then skipped live runs."""
+        out = [r.summary() for r in self.runs if any(r.counts().values())]
+        out += [f"skipped live run {rid} (its lock is held; use --force to clean it anyway)"
+                for rid in self.skipped_live]
+        if not out:
+            out.append("nothing to clean")
+        return out
+
+
+# ----------------------------------------------------------------- matching
+
+
+def process_run_ids(cmdline: list[str]) -> set[str]:
+    """Return the run ids an argv names via ``--run-id RID`` or ``mininet:RID<node>``.
+
+    >>> sorted(process_run_ids(["bash", "--norc", "-is", "mininet:tb12abh1"]))
+    ['tb12ab']
+    """
+    ids: set[str] = set()
+    for i, arg in enumerate(cmdline):
+        if arg == "--run-id" and i + 1 < len(cmdline) and RUN_ID_RE.match(cmdline[i + 1]):
+            ids.add(cmdline[i + 1])
+        elif arg.startswith("--run-id=") and RUN_ID_RE.match(arg[len("--run-id="):]):
+            ids.add(arg[len("--run-id="):])
+        elif arg.startswith("mininet:"):
+            rid = run_id_of(arg[len("mininet:"):])
+            if rid:
+                ids.add(rid)
+    return ids
+
+
+def _is_mininet_shell(cmdline: list[str], rid: str) -> bool:
+    return any(a.startswith("mininet:") and run_id_of(a[8:]) == rid for a in cmdline)
+
+
+def _netns_inode(pid: int | str) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}/ns/net").st_ino
+    except OSError:
+        return None
+
+
+# ---------------------------------------------------------------- discovery
+
+
+@dataclass
+class _Found:
+    procs: dict[int, psutil.Process] = field(default_factory=dict)
+    bridges: list[str] = field(default_factory=list)
+    netns: list[str] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)
+    has_state: bool = False
+
+
+def _protected_pids() -> set[int]:
+    """This process and its ancestors: never killed, whatever their argv says."""
+    me = psutil.Process()
+    return {me.pid, *(p.pid for p in me.parents())}
+
+
+def _list_bridges(warnings: list[str]) -> list[str] | None:
+    try:
+        p = subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"],
+                           capture_output=True, text=True, timeout=15)
+    except FileNotFoundError:
+        return []  # OVS not installed: no bridges can exist
+    except subprocess.TimeoutExpired:
+        p = None
+    if p is None or p.returncode != 0:
+        why = p.stderr.strip() if p is not None else "timed out"
+        warnings.append(f"OVS is not reachable ({why}); bridges were not checked. "
+                        "Run scripts/start-ovs and clean again.")
+        return None
+    return p.stdout.split()
+
+
+def _list_links() -> list[str]:
+    from pyroute2 import IPRoute
+
+    with IPRoute() as ipr:
+        return [link.get("ifname") for link in ipr.get_links()]
+
+
+def _list_netns() -> list[str]:
+    from pyroute2 import netns
+
+    try:
+        return netns.listnetns()
+    except OSError:
+        return []
+
+
+def _discover(warnings: list[str]) -> tuple[dict[str, _Found], list[str] | None, list[str]]:
+    found: dict[str, _Found] = {}
+
+    def slot(rid: str) -> _Found:
+        return found.setdefault(rid, _Found())
+
+    for rid in known_runs():
+        slot(rid).has_state = True
+    bridges = _list_bridges(warnings)
+    for br in bridges or []:
+        rid = run_id_of(br)
+        if rid:
+            slot(rid).bridges.append(br)
+    links = _list_links()
+    for name in links:
+        rid = run_id_of(name)
+        if rid:
+            slot(rid).links.append(name)
+    for ns in _list_netns():
+        rid = run_id_of(ns)
+        if rid:
+            slot(rid).netns.append(ns)
+    _discover_processes(found, slot)
+    return found, bridges, links
+
+
+def _netns_link_names(pid: int) -> list[str] | None:
+    """Interface names in the network namespace of ``pid`` (/proc/PID/net/dev); None if unreadable."""
+    try:
+        with open(f"/proc/{pid}/net/dev") as fh:
+            return [line.split(":", 1)[0].strip() for line in fh.readlines()[2:]]
+    except OSError:
+        return None
+
+
+def _netns_is_runs(rid: str, pid: int, need_own_link: bool) -> bool:
+    """True if every interface but ``lo`` in the netns of ``pid`` carries ``rid``.
+
+    The machine's own namespace always has other interfaces (eth0, other
+    runs' veths, ...), so this can never hand it to a run. With
+    ``need_own_link`` at least one interface must carry ``rid``.
+    """
+    names = _netns_link_names(pid)
+    if names is None:
+        return False
+    mine = [n for n in names if n != "lo"]
+    if any(run_id_of(n) != rid for n in mine):
+        return False
+    return bool(mine) or not need_own_link
+
+
+def _discover_processes(found: dict[str, _Found], slot) -> None:
+    """Attribute processes to runs: by argv, by network namespace, by ancestry.
+
+    A network namespace belongs to a run only if it is not the namespace of
+    this process, of PID 1 or of any protected process, every interface in
+    it except ``lo`` carries the run id, and either a Mininet shell of the run
+    lives in it, it is a named netns of the run, or at least one of its
+    interfaces carries the run id (programs started with ``mnexec`` whose
+    host shell already died).
+    """
+    protected = _protected_pids()
+    excluded_ns = {_netns_inode("self"), _netns_inode(1)}
+    excluded_ns |= {_netns_inode(pid) for pid in protected}
+    excluded_ns.discard(None)
+    claimed: dict[int, str] = {}  # netns inode -> run id that positively claims it
+    for rid, f in found.items():
+        for ns in f.netns:
+            try:
+                claimed[os.stat(f"/run/netns/{ns}").st_ino] = rid
+            except OSError:
+                pass
+    procs = list(psutil.process_iter(["pid", "cmdline"]))
+    by_ns: dict[int, list[psutil.Process]] = {}
+    for proc in procs:
+        ino = _netns_inode(proc.pid)
+        if ino is not None and ino not in excluded_ns:
+            by_ns.setdefault(ino, []).append(proc)
+        cmdline = proc.info.get("cmdline") or []
+        for rid in process_run_ids(cmdline):
+            if proc.pid not in protected:
+                slot(rid).procs[proc.pid] = proc
+            if ino is not None and ino not in excluded_ns and _is_mininet_shell(cmdline, rid):
+                claimed.setdefault(ino, rid)
+    for ino, members in by_ns.items():
+        pid = members[0].pid
+        rid = claimed.get(ino)
+        if rid is not None:
+            if not _netns_is_runs(rid, pid, need_own_link=False):
+                continue
+        else:
+            names = _netns_link_names(pid) or []
+            rids = {run_id_of(n) for n in names} - {None}
+            if len(rids) != 1:
+                continue
+            rid = rids.pop()
+            if not _netns_is_runs(rid, pid, need_own_link=True):
+                continue
+        for proc in members:
+            if proc.pid not in protected:
+                slot(rid).procs[proc.pid] = proc
+    for rid, f in list(found.items()):  # descendants of anything matched
+        for proc in list(f.procs.values()):
+            try:
+                for child in proc.children(recursive=True):
+                    if child.pid not in protected:
+                        f.procs.setdefault(child.pid, child)
+            except psutil.Error:
+                pass
+
+
+# ----------------------------------------------------------------- removal
+
+
+def _kill(procs: dict[int, psutil.Process], grace_s: float) -> list[str]:
+    """SIGTERM, wait up to ``grace_s``, SIGKILL the rest; return 'PID NAME' of those hit."""
+    hit: list[str] = []
+    alive: list[psutil.Process] = []
+    for proc in procs.values():
+        try:
+            name = proc.name()
+            if proc.pid <= 1 or name in NEVER_KILL:
+                continue
+            label = f"{proc.pid} {name}"
+            proc.terminate()
+        except psutil.NoSuchProcess:
+            continue
+        except psutil.Error:
+            continue  # AccessDenied: not ours to kill
+        hit.append(label)
+        alive.append(proc)
+
+    def still_running(p: psutil.Process) -> bool:
+        try:
+            return p.status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    deadline = time.monotonic() + grace_s
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in alive if still_running(p)]
+        if alive:
+            time.sleep(0.05)
+    for p in alive:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    deadline = time.monotonic() + 2.0
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in alive if still_running(p)]
+        if alive:
+            time.sleep(0.05)
+    return hit
+
+
+def _del_bridges(names: list[str], warnings: list[str]) -> list[str]:
+    if not names:
+        return []
+    argv = ["ovs-vsctl", f"--timeout={_OVS_TIMEOUT_S}"]
+    for i, br in enumerate(names):
+        argv += (["--"] if i else []) + ["--if-exists", "del-br", br]
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=_OVS_TIMEOUT_S + 5)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        warnings.append(f"deleting bridges {', '.join(names)} failed: {exc}")
+        return []
+    if p.returncode != 0:
+        warnings.append(f"deleting bridges {', '.join(names)} failed: {p.stderr.strip()}")
+        return []
+    return list(names)
+
+
+def _del_links(rid: str, seen: list[str], warnings: list[str]) -> list[str]:
+    """Delete root-namespace links named ``rid...``; return those gone now.
+
+    ``seen`` are the run's links found before anything was removed: one that
+    vanished since (its veth peer's namespace died with the run's processes)
+    counts as removed too.
+    """
+    from pyroute2 import IPRoute
+    from pyroute2.netlink.exceptions import NetlinkError
+
+    removed = []
+    with IPRoute() as ipr:
+        links = [(link["index"], link.get("ifname")) for link in ipr.get_links()]
+        mine = [(idx, name) for idx, name in links if run_id_of(name) == rid]
+        for idx, name in mine:
+            try:
+                ipr.link("del", index=idx)
+            except NetlinkError as exc:
+                if exc.code != errno.ENODEV:  # ENODEV: went with its veth peer
+                    warnings.append(f"deleting interface {name} failed: {exc}")
+        left = {link.get("ifname") for link in ipr.get_links()}
+        names = dict.fromkeys([*seen, *(name for _, name in mine)])
+        removed = [name for name in names if name not in left]
+    return removed
+
+
+def _del_netns(names: list[str], warnings: list[str]) -> list[str]:
+    from pyroute2 import netns
+
+    removed = []
+    for ns in names:
+        try:
+            netns.remove(ns)
+            removed.append(ns)
+        except OSError as exc:
+            warnings.append(f"removing netns {ns} failed: {exc}")
+    return removed
+
+
+def _del_state(rid: str) -> list[str]:
+    removed = []
+    for path in (state_path(rid), lock_path(rid)):
+        try:
+            Path(path).unlink()
+            removed.append(str(path))
+        except FileNotFoundError:
+            pass
+    return removed
+
+
+def clean(
+    run_ids: list[str] | None = None,
+    include_live: bool = False,
+    grace_s: float = DEFAULT_GRACE_S,
+) -> CleanReport:
+    """Remove the leftovers of dead runs; see the module docstring for what matches.
+
+    Args:
+        run_ids: runs to clean; ``None`` means every run found on the machine
+            (state files, OVS bridges, interfaces, named netns, processes).
+        include_live: also clean runs whose lock is held (kills a running run).
+        grace_s: seconds between SIGTERM and SIGKILL.
+
+    Returns:
+        A :class:`CleanReport`; warnings explain what could not be checked
+        (e.g. OVS down: bridges skipped).
+
+    Raises:
+        ValueError: an entry of ``run_ids`` is not ``tb`` + 4 hex digits.
+        PermissionError: not root (cannot list or delete kernel objects).
+    """
+    wanted = None if run_ids is None else {check_run_id(r) for r in run_ids}
+    report = CleanReport()
+    found, bridges, _ = _discover(report.warnings)
+    for rid in sorted(wanted if wanted is not None else found):
+        if not include_live and is_live(rid):
+            report.skipped_live.append(rid)
+            continue
+        f = found.get(rid, _Found())
+        rc = RunCleanup(rid)
+        rc.processes = _kill(f.procs, grace_s)
+        if bridges is not None:
+            rc.bridges = _del_bridges(f.bridges, report.warnings)
+        seen = [n for n in f.links if n not in f.bridges]  # a bridge's own port goes with it
+        rc.interfaces = _del_links(rid, seen, report.warnings)
+        rc.netns = _del_netns(f.netns, report.warnings)
+        rc.state_files = _del_state(rid)
+        report.runs.append(rc)
+    return report

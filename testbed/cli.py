@@ -1,0 +1,131 @@
+"""Command line: ``testbed run|clean|doctor``.
+
+Exit codes: 0 success; 2 usage or setup error (one line ``testbed: error: ...``
+on stderr); ``run`` returns what the runner returns; 130 on Ctrl-C.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+
+PROG = "testbed"
+
+
+class CliError(Exception):
+    """An error reported as ``testbed: error: MESSAGE`` with exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, no usage dump
+        raise CliError(f"{message} (see '{self.prog} --help')")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG,
+        description="Packet-level testbed for AI training cluster networks.",
+    )
+    parser.add_argument("--debug", action="store_true",
+                        help="show the full traceback on errors")
+    sub = parser.add_subparsers(dest="command", metavar="{run,clean,doctor}",
+                                parser_class=_Parser)
+
+    run = sub.add_parser("run", help="run a scenario (root)")
+    run.add_argument("scenario", metavar="SCENARIO.yaml", help="scenario file")
+    run.add_argument("--results", metavar="DIR", default=None,
+                     help="results root directory (default: ./results)")
+    run.add_argument("--quiet", action="store_true", help="print only the summary")
+
+    clean = sub.add_parser(
+        "clean", help="remove leftovers of dead runs (root)",
+        description="Remove processes, OVS bridges, interfaces, named netns and state "
+        "files of runs that are no longer live. Without RUN_ID: every run found.",
+    )
+    clean.add_argument("run_ids", nargs="*", metavar="RUN_ID",
+                       help="run id such as tb3fa1 (default: all dead runs)")
+    clean.add_argument("--force", action="store_true",
+                       help="also clean runs whose lock is held (kills a running run)")
+
+    doctor = sub.add_parser("doctor", help="probe what this machine supports")
+    doctor.add_argument("--json", action="store_true", help="print the probe as JSON")
+    return parser
+
+
+def _require_root(command: str) -> None:
+    if os.geteuid() != 0:
+        raise CliError(
+            f"'{PROG} {command}' needs root (it manages network namespaces, veths, "
+            f"OVS bridges and processes); run it with sudo"
+        )
+
+
+def _cmd_run(args) -> int:
+    _require_root("run")
+    from testbed.runner import run_from_cli
+
+    return run_from_cli(args)
+
+
+def _cmd_clean(args) -> int:
+    _require_root("clean")
+    from testbed.cleanup import clean
+    from testbed.naming import check_run_id
+
+    for rid in args.run_ids:
+        try:
+            check_run_id(rid)
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+    report = clean(args.run_ids or None, include_live=args.force)
+    for line in report.lines():
+        print(line)
+    for warning in report.warnings:
+        print(f"{PROG}: warning: {warning}", file=sys.stderr)
+    return 0
+
+
+def _cmd_doctor(args) -> int:
+    from testbed.capabilities import format_report, probe
+
+    caps = probe()
+    if args.json:
+        print(json.dumps(caps.as_dict(), indent=2))
+    else:
+        print(format_report(caps))
+        if os.geteuid() != 0:
+            print("note: not root, so qdiscs, nftables and ethtool were not probed")
+    return 0
+
+
+_COMMANDS = {"run": _cmd_run, "clean": _cmd_clean, "doctor": _cmd_doctor}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``testbed`` console script; returns the exit code."""
+    parser = build_parser()
+    debug = "--debug" in (sys.argv[1:] if argv is None else argv)
+    try:
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help()
+            return 2
+        return _COMMANDS[args.command](args)
+    except CliError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # one line for users; --debug for the traceback
+        if debug:
+            traceback.print_exc()
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        print(f"{PROG}: error: {type(exc).__name__}: {msg}".rstrip(": "), file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

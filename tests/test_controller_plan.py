@@ -1,0 +1,489 @@
+"""Controller plan and wire format without a switch (no root).
+
+Fabric under test: 2 spines x 2 leaves x 2 hosts built with the testbed's
+addressing convention (leaf i: dpid 0x1000+i, hosts on ports 1..2, uplink to
+spine k on port 2+k; spine k: port i to leaf i).
+"""
+from __future__ import annotations
+
+import copy
+import json
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import psutil
+import pytest
+
+from controllers import topology as T
+from controllers.fabric_app import (
+    FabricRoutingApp,
+    RawGroupProperty,
+    build_arp_reply,
+    build_clear_switch,
+    build_flow_mod,
+    build_group_mod,
+    write_json_atomic,
+)
+from controllers.ryu_api import (
+    DEAD_DISPATCHER,
+    FRAMEWORK,
+    arp,
+    ethernet,
+    ofproto_protocol,
+    ofproto_v1_5,
+    ofproto_v1_5_parser,
+    packet,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+RID = "tb9c01"
+
+#: The NTR selection-method property for the default hash fields, written out
+#: by hand from struct ntr_group_prop_selection_method and OVS's
+#: oxm_put_field_array (each field: OXM header + all-ones value = mask).
+EXPECTED_NTR_PROPERTY = bytes.fromhex(
+    "ffff" "0055"                      # OFPGPT_EXPERIMENTER, length 85 = 40 + 45 OXM bytes (unpadded)
+    "0000154d" "00000001"              # NTR_VENDOR_ID, NTRT_SELECTION_METHOD
+    "00000000"                         # pad
+    "68617368" "000000000000000000000000"  # "hash", NUL-padded to 16 bytes
+    "0000000000000000"                 # selection_method_param
+    "80001604" "ffffffff"              # ipv4_src  (class 0x8000, field 11, len 4)
+    "80001804" "ffffffff"              # ipv4_dst  (field 12, len 4)
+    "80001401" "ff"                    # ip_proto  (field 10, len 1)
+    "80001e02" "ffff"                  # udp_src   (field 15, len 2)
+    "80002002" "ffff"                  # udp_dst   (field 16, len 2)
+    "80001a02" "ffff"                  # tcp_src   (field 13, len 2)
+    "80001c02" "ffff"                  # tcp_dst   (field 14, len 2)
+    "000000"                           # pad 85 -> 88
+)
+
+
+@pytest.fixture
+def doc() -> dict:
+    return T.spine_leaf_document(RID, n_spines=2, n_leaves=2, hosts_per_leaf=2)
+
+
+@pytest.fixture
+def topo(doc) -> T.TopologySpec:
+    return T.parse_topology(doc)
+
+
+@pytest.fixture
+def dp():
+    return ofproto_protocol.ProtocolDesc(ofproto_v1_5.OFP_VERSION)
+
+
+def by_purpose(plan: T.SwitchPlan) -> dict:
+    return {f.purpose: f for f in plan.flows}
+
+
+# ----------------------------------------------------------------- topology
+
+
+def test_document_follows_addressing_convention(doc):
+    assert [s["dpid"] for s in doc["switches"]] == [0x1001, 0x1002, 0x2001, 0x2002]
+    h4 = doc["hosts"][3]
+    assert h4 == {"name": "tb9c01h4", "ip": "10.0.2.2", "mac": "02:00:00:00:02:02", "leaf": "tb9c01l2", "port": 2}
+    assert {"leaf": "tb9c01l2", "leaf_port": 4, "spine": "tb9c01s2", "spine_port": 2} in doc["links"]
+
+
+def test_load_topology_round_trip(tmp_path, doc):
+    path = tmp_path / "topo.json"
+    path.write_text(json.dumps(doc))
+    topo = T.load_topology(path)
+    assert topo.run_id == RID
+    assert [s.name for s in topo.leaves] == ["tb9c01l1", "tb9c01l2"]
+    assert [s.name for s in topo.spines] == ["tb9c01s1", "tb9c01s2"]
+    assert topo.dpids == (0x1001, 0x1002, 0x2001, 0x2002)
+    assert topo.ecmp_hash_fields == T.DEFAULT_HASH_FIELDS
+
+
+@pytest.mark.parametrize("mutate, where", [
+    (lambda d: d.pop("fabric_prefix"), "fabric_prefix: missing required key"),
+    (lambda d: d.update(extra=1), "extra: unknown key"),
+    (lambda d: d["switches"][0].update(dpid="4097"), "switches[0].dpid: expected an integer"),
+    (lambda d: d["switches"][1].update(role="tor"), "switches[1].role"),
+    (lambda d: d["switches"][3].update(dpid=0x1001), "switches[3]: duplicate dpid"),
+    (lambda d: d["hosts"][0].update(ip="10.0.1.1/16"), "hosts[0].ip"),
+    (lambda d: d["hosts"][0].update(ip="10.0.2.9"), "hosts[0].ip: 10.0.2.9 is not inside leaf_subnets.tb9c01l1"),
+    (lambda d: d["hosts"][1].update(mac="02:00:00:00:01"), "hosts[1].mac"),
+    (lambda d: d["hosts"][2].update(leaf="tb9c01s1"), "hosts[2].leaf: 'tb9c01s1' is not a leaf switch"),
+    (lambda d: d["hosts"][1].update(port=1), "hosts[1].port: port 1 on tb9c01l1 is already used by hosts[0]"),
+    (lambda d: d["hosts"][1].update(ip="10.0.1.1"), "hosts[1]: duplicate ip"),
+    (lambda d: d["links"][0].update(leaf_port=1), "links[0].leaf_port: port 1 on tb9c01l1 is already used"),
+    (lambda d: d["links"].pop(), "links: no link between leaf 'tb9c01l2' and spine 'tb9c01s2'"),
+    (lambda d: d["leaf_subnets"].update(tb9c01l2="10.0.1.0/25"), "leaf_subnets.tb9c01l2"),
+    (lambda d: d["leaf_subnets"].update(tb9c01l1="10.1.1.0/24"), "leaf_subnets.tb9c01l1: 10.1.1.0/24 is not inside"),
+    (lambda d: d.update(ecmp_hash_fields=["ipv4_src", "vlan_pcp"]), "ecmp_hash_fields[1]: 'vlan_pcp'"),
+    (lambda d: d.update(run_id="run1"), "run_id"),
+    (lambda d: d.update(switches=d["switches"][:2], links=[]), "switches: 2 leaves but no spine"),
+])
+def test_invalid_topology_names_the_bad_key(doc, mutate, where):
+    bad = copy.deepcopy(doc)
+    mutate(bad)
+    with pytest.raises(T.TopologyError) as exc:
+        T.parse_topology(bad, source="t.json")
+    assert str(exc.value).startswith("t.json: ")
+    assert where in str(exc.value)
+
+
+def test_load_topology_reports_file_problems(tmp_path):
+    missing = tmp_path / "nope.json"
+    with pytest.raises(T.TopologyError, match="nope.json: cannot read"):
+        T.load_topology(missing)
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    with pytest.raises(T.TopologyError, match="broken.json: not valid JSON"):
+        T.load_topology(broken)
+
+
+# --------------------------------------------------------------------- plan
+
+
+def test_leaf_plan_ports_and_rules(topo):
+    plan = T.plan_switch(topo, "tb9c01l1")
+    assert plan.dpid == 0x1001 and plan.role == "leaf"
+    flows = by_purpose(plan)
+    assert set(flows) == {
+        "table-miss-drop", "lldp-drop", "arp-from-tb9c01h1", "arp-from-tb9c01h2", "host-tb9c01h1",
+        "host-tb9c01h2", "local-subnet-unknown-drop", "ecmp-uplinks",
+    }
+    miss = flows["table-miss-drop"]
+    assert (miss.priority, miss.match, miss.is_drop) == (0, (), True)
+    lldp = flows["lldp-drop"]
+    assert lldp.match == (("eth_type", 0x88CC),) and lldp.is_drop
+    # ARP only from host ports 1 and 2, never from uplinks 3 and 4.
+    arp_rules = [f for f in plan.flows if ("eth_type", 0x0806) in f.match]
+    assert sorted(dict(f.match)["in_port"] for f in arp_rules) == [1, 2]
+    assert all(f.actions == (("controller", 0xFFFF),) for f in arp_rules)
+    assert flows["host-tb9c01h2"].match == (("eth_type", 0x0800), ("ipv4_dst", "10.0.1.2"))
+    assert flows["host-tb9c01h2"].actions == (("output", 2),)
+    local = flows["local-subnet-unknown-drop"]
+    assert local.match == (("eth_type", 0x0800), ("ipv4_dst", ("10.0.1.0", "255.255.255.0"))) and local.is_drop
+    ecmp = flows["ecmp-uplinks"]
+    assert ecmp.match == (("eth_type", 0x0800), ("ipv4_dst", ("10.0.0.0", "255.255.0.0")))
+    assert ecmp.actions == (("group", T.ECMP_GROUP_ID),)
+    # Host /32 beats the local-subnet drop, which beats the ECMP rule; LLDP drop beats ARP.
+    assert flows["host-tb9c01h1"].priority > local.priority > ecmp.priority > miss.priority
+    assert lldp.priority > arp_rules[0].priority
+    # No flood or normal forwarding anywhere.
+    assert all(kind in ("output", "group", "controller") for f in plan.flows for kind, _ in f.actions)
+
+
+def test_leaf_group_has_one_equal_bucket_per_spine(topo):
+    (group,) = T.plan_switch(topo, "tb9c01l2").groups
+    assert group.group_id == T.ECMP_GROUP_ID
+    assert [(b.bucket_id, b.port) for b in group.buckets] == [(0, 3), (1, 4)]
+    assert len({b.weight for b in group.buckets}) == 1
+    assert group.hash_fields == T.DEFAULT_HASH_FIELDS
+
+
+def test_spine_plan_routes_each_leaf_subnet(topo):
+    plan = T.plan_switch(topo, "tb9c01s2")
+    assert plan.groups == ()
+    routes = {dict(f.match)["ipv4_dst"]: f.actions for f in plan.flows if f.purpose.startswith("route-")}
+    assert routes == {("10.0.1.0", "255.255.255.0"): (("output", 1),), ("10.0.2.0", "255.255.255.0"): (("output", 2),)}
+    assert by_purpose(plan)["table-miss-drop"].is_drop
+    assert not any(("eth_type", 0x0806) in f.match for f in plan.flows)
+
+
+def test_plan_fabric_covers_every_switch(topo):
+    plans = T.plan_fabric(topo)
+    assert sorted(plans) == [0x1001, 0x1002, 0x2001, 0x2002]
+    assert sum(len(p.groups) for p in plans.values()) == 2
+
+
+def test_proxy_arp_answers_known_hosts_only(topo):
+    assert T.proxy_arp_mac(topo, 0x1001, 1, "10.0.1.1", "10.0.2.2") == "02:00:00:00:02:02"
+    assert T.proxy_arp_mac(topo, 0x1001, 1, "10.0.1.1", "10.0.1.2") == "02:00:00:00:01:02"
+    assert T.proxy_arp_mac(topo, 0x1001, 1, "10.0.1.1", "10.0.2.99") is None  # unknown IP
+    assert T.proxy_arp_mac(topo, 0x1001, 1, "0.0.0.0", "10.0.1.1") is None  # probe for own address
+    assert T.proxy_arp_mac(topo, 0x1001, 2, "10.0.1.2", "10.0.1.2") is None  # gratuitous ARP
+    assert T.proxy_arp_mac(topo, 0x1001, 3, "10.0.2.1", "10.0.1.1") is None  # from an uplink
+    assert T.proxy_arp_mac(topo, 0x2001, 1, "10.0.1.1", "10.0.2.1") is None  # on a spine
+
+
+# ------------------------------------------------------------- wire format
+
+
+def test_ntr_property_bytes_match_ovs_layout():
+    prop = T.ntr_selection_method_property(T.DEFAULT_HASH_FIELDS)
+    assert len(EXPECTED_NTR_PROPERTY) == 88
+    assert prop == EXPECTED_NTR_PROPERTY
+
+
+def test_ntr_property_rejects_what_ovs_rejects():
+    with pytest.raises(ValueError):
+        T.ntr_selection_method_property(["ipv4_src"], method="random")
+    with pytest.raises(ValueError):
+        T.ntr_selection_method_property(["ipv4_src"], method="dp_hash")
+    assert T.ntr_selection_method_property([], method="dp_hash")[2:4] == struct.pack("!H", 40)
+    with pytest.raises(KeyError):
+        T.oxm_hash_field_tlv("vlan_pcp")
+
+
+@pytest.mark.parametrize("name", sorted(T.OXM_HASHABLE_FIELDS))
+def test_oxm_headers_agree_with_os_ken(name):
+    buf = bytearray()
+    ofproto_v1_5.oxm_serialize_header(ofproto_v1_5.oxm_from_user_header(name), buf, 0)
+    tlv = T.oxm_hash_field_tlv(name)
+    assert tlv[:4] == bytes(buf)
+    assert tlv[4:] == b"\xff" * T.OXM_HASHABLE_FIELDS[name][1]
+
+
+def test_group_mod_serializes_with_exact_property(topo, dp):
+    (group,) = T.plan_switch(topo, "tb9c01l1").groups
+    msg = build_group_mod(dp, group)
+    msg.serialize()
+    wire = bytes(msg.buf)
+    version, msg_type, length = struct.unpack_from("!BBH", wire, 0)
+    assert (version, msg_type, length) == (ofproto_v1_5.OFP_VERSION, ofproto_v1_5.OFPT_GROUP_MOD, len(wire))
+    command, gtype, group_id, bucket_array_len, command_bucket_id = struct.unpack_from("!HBxIH2xI", wire, 8)
+    assert (command, gtype, group_id) == (ofproto_v1_5.OFPGC_ADD, ofproto_v1_5.OFPGT_SELECT, 1)
+    assert command_bucket_id == ofproto_v1_5.OFPG_BUCKET_ALL  # OVS rejects anything else for ADD
+    # Buckets: len, action_array_len, bucket_id, output action, weight property.
+    off = 24
+    seen = []
+    while off < 24 + bucket_array_len:
+        blen, alen, bucket_id = struct.unpack_from("!HHI", wire, off)
+        atype, _alen, port = struct.unpack_from("!HHI", wire, off + 8)
+        ptype, plen, weight = struct.unpack_from("!HHH", wire, off + 8 + alen)
+        assert atype == ofproto_v1_5.OFPAT_OUTPUT and ptype == ofproto_v1_5.OFPGBPT_WEIGHT and plen == 8
+        seen.append((bucket_id, port, weight))
+        off += blen
+    assert seen == [(0, 3, T.DEFAULT_BUCKET_WEIGHT), (1, 4, T.DEFAULT_BUCKET_WEIGHT)]
+    assert wire[24 + bucket_array_len:] == EXPECTED_NTR_PROPERTY
+
+
+def test_raw_group_property_refuses_unpadded_bytes():
+    with pytest.raises(ValueError):
+        RawGroupProperty(EXPECTED_NTR_PROPERTY[:85])
+
+
+def test_flow_mods_serialize(topo, dp):
+    plan = T.plan_switch(topo, "tb9c01l1")
+    for flow in plan.flows:
+        msg = build_flow_mod(dp, flow)
+        msg.serialize()
+        assert msg.priority == flow.priority and msg.cookie == T.FLOW_COOKIE
+        assert (msg.instructions == []) == flow.is_drop
+    arp_mod = build_flow_mod(dp, by_purpose(plan)["arp-from-tb9c01h1"])
+    (action,) = arp_mod.instructions[0].actions
+    assert (action.port, action.max_len) == (ofproto_v1_5.OFPP_CONTROLLER, ofproto_v1_5.OFPCML_NO_BUFFER)
+    assert arp_mod.match["in_port"] == 1 and arp_mod.match["eth_type"] == 0x0806
+    ecmp_mod = build_flow_mod(dp, by_purpose(plan)["ecmp-uplinks"])
+    assert ecmp_mod.match["ipv4_dst"] == ("10.0.0.0", "255.255.0.0")
+    for msg in build_clear_switch(dp):
+        msg.serialize()
+
+
+def test_arp_reply_frame():
+    frame = build_arp_reply("02:00:00:00:01:01", "10.0.1.1", "02:00:00:00:02:02", "10.0.2.2")
+    pkt = packet.Packet(frame)
+    eth = pkt.get_protocol(ethernet.ethernet)
+    reply = pkt.get_protocol(arp.arp)
+    assert (eth.src, eth.dst, eth.ethertype) == ("02:00:00:00:02:02", "02:00:00:00:01:01", 0x0806)
+    assert reply.opcode == arp.ARP_REPLY
+    assert (reply.src_mac, reply.src_ip) == ("02:00:00:00:02:02", "10.0.2.2")
+    assert (reply.dst_mac, reply.dst_ip) == ("02:00:00:00:01:01", "10.0.1.1")
+
+
+def test_ready_file_written_atomically(tmp_path):
+    path = tmp_path / "ready.json"
+    write_json_atomic(str(path), {"dpids": [1], "flows": 3, "groups": 0, "errors": []})
+    assert json.loads(path.read_text()) == {"dpids": [1], "flows": 3, "groups": 0, "errors": []}
+    assert [p.name for p in tmp_path.iterdir()] == ["ready.json"]
+
+
+def test_framework_is_os_ken():
+    assert FRAMEWORK == "os_ken"
+
+
+# ------------------------------------------------------- app logic, fake switch
+
+
+class FakeDatapath:
+    """Stands in for an os-ken Datapath: records messages, numbers xids."""
+
+    def __init__(self, dpid: int):
+        self.id = dpid
+        self.ofproto = ofproto_v1_5
+        self.ofproto_parser = ofproto_v1_5_parser
+        self.sent = []
+        self._next_xid = 100
+
+    def send_msg(self, msg):
+        if msg.xid is None:
+            self._next_xid += 1
+            msg.set_xid(self._next_xid)
+        msg.serialize()
+        self.sent.append(msg)
+
+
+@pytest.fixture
+def app(tmp_path, doc, monkeypatch):
+    topo = tmp_path / "topo.json"
+    topo.write_text(json.dumps(doc))
+    monkeypatch.setenv("TESTBED_TOPOLOGY", str(topo))
+    monkeypatch.setenv("TESTBED_READY_FILE", str(tmp_path / "ready.json"))
+    return FabricRoutingApp()
+
+
+def _connect(app, dpid):
+    dp = FakeDatapath(dpid)
+    app._on_switch_features(SimpleNamespace(msg=SimpleNamespace(datapath=dp)))
+    return dp
+
+
+def _barrier_reply(app, dp):
+    barrier = dp.sent[-1]
+    assert isinstance(barrier, ofproto_v1_5_parser.OFPBarrierRequest)
+    app._on_barrier_reply(SimpleNamespace(msg=SimpleNamespace(datapath=dp, xid=barrier.xid)))
+
+
+def test_app_installs_in_order_and_writes_ready_file_last(app, tmp_path):
+    ready = tmp_path / "ready.json"
+    dps = {}
+    for dpid in (0x1001, 0x1002, 0x2001, 0x2002):
+        dps[dpid] = _connect(app, dpid)
+        assert not ready.exists()
+    kinds = [type(m).__name__ for m in dps[0x1001].sent]
+    # wipe flows, wipe groups, the ECMP group, 8 flows, barrier
+    assert kinds == ["OFPFlowMod", "OFPGroupMod", "OFPGroupMod"] + ["OFPFlowMod"] * 8 + ["OFPBarrierRequest"]
+    assert dps[0x1001].sent[0].command == ofproto_v1_5.OFPFC_DELETE
+    assert dps[0x1001].sent[1].command == ofproto_v1_5.OFPGC_DELETE
+    assert dps[0x1001].sent[1].group_id == ofproto_v1_5.OFPG_ALL
+    for dpid in (0x1001, 0x1002, 0x2001):
+        _barrier_reply(app, dps[dpid])
+        assert not ready.exists()
+    _barrier_reply(app, dps[0x2002])
+    assert json.loads(ready.read_text()) == {
+        "dpids": [0x1001, 0x1002, 0x2001, 0x2002], "flows": 24, "groups": 2, "errors": []}
+
+
+def test_app_reports_switch_errors_at_once(app, tmp_path):
+    dp = _connect(app, 0x1001)
+    group_mod = dp.sent[2]
+    error = ofproto_v1_5_parser.OFPErrorMsg(
+        dp, type_=ofproto_v1_5.OFPET_BAD_MATCH, code=ofproto_v1_5.OFPBMC_BAD_MASK, data=bytes(group_mod.buf))
+    error.xid = group_mod.xid
+    app._on_error(SimpleNamespace(msg=error))
+    doc = json.loads((tmp_path / "ready.json").read_text())
+    (err,) = doc["errors"]
+    assert doc["dpids"] == []
+    assert (err["dpid"], err["switch"], err["request"]) == (0x1001, "tb9c01l1", "group-1")
+    assert err["code_name"].startswith("OFPBMC_BAD_MASK")
+    assert err["data_hex"] == bytes(group_mod.buf)[:64].hex()
+
+
+def test_app_reinstalls_on_reconnect(app, tmp_path):
+    old = _connect(app, 0x2001)
+    _barrier_reply(app, old)
+    new = _connect(app, 0x2001)
+    assert new.sent[0].command == ofproto_v1_5.OFPFC_DELETE
+    assert not app.switches[0x2001].ready
+    # The old connection's death must not forget the new one; a stale barrier is ignored.
+    app._on_state_change(SimpleNamespace(datapath=old, state=DEAD_DISPATCHER))
+    assert app.switches[0x2001].datapath is new
+    app._on_barrier_reply(SimpleNamespace(msg=SimpleNamespace(datapath=old, xid=old.sent[-1].xid)))
+    assert not app.switches[0x2001].ready
+    _barrier_reply(app, new)
+    assert app.switches[0x2001].ready
+    app._on_state_change(SimpleNamespace(datapath=new, state=DEAD_DISPATCHER))
+    assert 0x2001 not in app.switches
+
+
+def test_app_answers_arp_for_known_hosts_only(app):
+    dp = _connect(app, 0x1001)
+    dp.sent.clear()
+
+    def ask(target_ip):
+        req = packet.Packet()
+        req.add_protocol(ethernet.ethernet(ethertype=0x0806, dst="ff:ff:ff:ff:ff:ff", src="02:00:00:00:01:01"))
+        req.add_protocol(arp.arp(opcode=arp.ARP_REQUEST, src_mac="02:00:00:00:01:01", src_ip="10.0.1.1",
+                                 dst_mac="00:00:00:00:00:00", dst_ip=target_ip))
+        req.serialize()
+        msg = SimpleNamespace(datapath=dp, match={"in_port": 1}, data=bytes(req.data))
+        app._on_packet_in(SimpleNamespace(msg=msg))
+
+    ask("10.0.2.99")
+    assert dp.sent == []
+    ask("10.0.2.2")
+    (out,) = dp.sent
+    assert isinstance(out, ofproto_v1_5_parser.OFPPacketOut)
+    assert [a.port for a in out.actions] == [1]
+    assert out.match["in_port"] == ofproto_v1_5.OFPP_CONTROLLER
+    reply = packet.Packet(out.data).get_protocol(arp.arp)
+    assert (reply.opcode, reply.src_ip, reply.src_mac, reply.dst_ip) == (
+        arp.ARP_REPLY, "10.0.2.2", "02:00:00:00:02:02", "10.0.1.1")
+
+
+def test_app_needs_topology_env(monkeypatch):
+    monkeypatch.delenv("TESTBED_TOPOLOGY", raising=False)
+    with pytest.raises(RuntimeError, match="TESTBED_TOPOLOGY"):
+        FabricRoutingApp()
+
+
+# ---------------------------------------------------------------- run.py CLI
+
+
+def _run_cli(tmp_path: Path, doc: dict, run_id: str = RID) -> subprocess.CompletedProcess:
+    topo = tmp_path / "topo.json"
+    topo.write_text(json.dumps(doc))
+    return subprocess.run(
+        [sys.executable, "-m", "controllers.run", "--run-id", run_id, "--topology", str(topo),
+         "--listen-port", "1", "--ready-file", str(tmp_path / "ready"), "--log-file", str(tmp_path / "c.log")],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )
+
+
+def test_cli_rejects_invalid_topology_before_starting(tmp_path, doc):
+    doc["hosts"][0].pop("mac")
+    res = _run_cli(tmp_path, doc)
+    assert res.returncode == 2
+    assert "hosts[0].mac: missing required key" in res.stderr
+    assert "hosts[0].mac" in (tmp_path / "c.log").read_text()
+
+
+def test_cli_rejects_run_id_mismatch(tmp_path, doc):
+    res = _run_cli(tmp_path, doc, run_id="tbffff")
+    assert res.returncode == 2
+    assert "does not match --run-id 'tbffff'" in res.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_cli_listens_on_loopback_and_stops_on_signal(tmp_path, doc, sig):
+    topo = tmp_path / "topo.json"
+    topo.write_text(json.dumps(doc))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "controllers.run", "--run-id", RID, "--topology", str(topo), "--listen-port",
+         str(port), "--ready-file", str(tmp_path / "ready"), "--log-file", str(tmp_path / "c.log")],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        listening = []
+        while time.monotonic() < deadline and not listening:
+            assert proc.poll() is None, (tmp_path / "c.log").read_text()
+            listening = [c.laddr for c in psutil.Process(proc.pid).net_connections(kind="tcp")
+                         if c.status == psutil.CONN_LISTEN]
+            time.sleep(0.1)
+        assert [(a.ip, a.port) for a in listening] == [("127.0.0.1", port)]
+        started = time.monotonic()
+        proc.send_signal(sig)
+        assert proc.wait(timeout=10) == 0
+        assert time.monotonic() - started < 2.0
+        assert f"received {sig.name}" in (tmp_path / "c.log").read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -1,0 +1,399 @@
+"""Reader for the SimAI / AICB workload text format, and the collectives it implies.
+
+Format (written by AICB ``workload_generator/SimAI_training_workload_generator.py``
+``dump_file``; read by SimAI ``astra-sim-alibabacloud/astra-sim/workload/
+Workload.cc`` ``initialize_workload``; samples in ``shared/workloads/simai``):
+
+- line 1: parallelism policy, then ``key: value`` pairs: ``model_parallel_NPU_group``
+  (TP size), ``ep``, ``pp``, optional ``vpp``, ``ga``, ``all_gpus``,
+  ``checkpoints: N l1..lN``, ``checkpoint_initiates: N l1..lN``, optional
+  ``pp_comm`` (bytes; AICB may write it as ``8192.0``).
+- line 2: number of layer rows.
+- one row per layer, whitespace separated, the 12 :data:`ROW_COLUMNS`
+  (HYBRID_CUSTOMIZED rows have a 13th column, the row's own policy).
+
+How SimAI runs a file, and what :func:`collective_ops` copies (Workload.cc,
+``iterate_hybrid_parallel_Transformer[_fwd_in_bckwd]``, Layer.cc):
+
+- order: forward pass over rows 0..N-1 (fwd compute, then fwd collective,
+  blocking); then backward over rows N-1..0, each row input-gradient compute +
+  ig collective (blocking), then weight-gradient compute + wg collective
+  (non-blocking, FIFO; the next forward pass of that layer waits for it).
+  DATA policy (``iterate_data_parallel``): forward compute only, backward
+  issues only wg collectives, wg before ig for each row.
+- group scope from the collective's name (Workload.cc, the ``*_group_type``
+  branches): a plain name is the TP group in the fwd and ig phases and the DP
+  group in the wg phase; suffix ``_EP`` = EP group, ``_DP_EP`` = DP-within-EP.
+- ``ga``: AICB already unrolls gradient accumulation into the rows (its
+  generator loops ``ga_num`` times), so rows are not repeated.
+- after each collective completes SimAI waits the row's weight-update time
+  (Layer.cc: ``fwd_update_time = input_grad_update_time = weight_grad_update_time``).
+- checkpoints / fwd-in-backward recomputation are not replayed: SimAI parses
+  ``checkpoint_initiates`` into the checkpoint map, never into
+  ``need_checkpoint_initiation``, so it never recomputes either.
+- time unit: SimAI reads compute times as Ticks and its ns-3 backend runs 1
+  Tick = 1 ns (``sim_get_time`` returns ``GetNanoSeconds()``; reports divide
+  by FREQ = 1000 to print us). The files do not say; the unit is a setting.
+
+Known divergences: SimAI matches ``ALLREDUCEALLTOALL`` as ALLREDUCE first
+(``substr(0, 9)``); here it is its own collective. For MICRO files SimAI
+issues only row 0 (``iterate_micro_benchmark`` never advances ``index``);
+here every row's wg collective is issued in file order (a size sweep).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, List, Optional, Tuple, Union
+
+#: Parallelism policies SimAI knows (Workload.cc ``decode_parallelsim``).
+POLICIES = ("HYBRID_TRANSFORMER_FWD_IN_BCKWD", "HYBRID_TRANSFORMER", "DATA", "MODEL",
+            "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA", "HYBRID_DLRM",
+            "HYBRID_DLRM_ENHANCED", "HYBRID_CUSTOMIZED", "MICRO", "DISTRIBUTED_INFERENCE")
+_TRANSFORMER = ("HYBRID_TRANSFORMER_FWD_IN_BCKWD", "HYBRID_TRANSFORMER")
+#: Policies :func:`collective_ops` can order.
+OPS_POLICIES = _TRANSFORMER + ("DATA", "MICRO")
+
+BASE_COLLECTIVES = ("ALLREDUCE", "ALLGATHER", "REDUCESCATTER", "ALLTOALL",
+                    "ALLREDUCEALLTOALL")
+_SUFFIX_GROUP = {"_EP": "EP", "_DP_EP": "DP_EP"}
+#: Every collective token a row may hold.
+COLLECTIVES = ("NONE",) + tuple(b + s for b in BASE_COLLECTIVES for s in ("", "_EP", "_DP_EP"))
+
+ROW_COLUMNS = ("layer_name", "layer_id",
+               "fwd_compute_ticks", "fwd_collective", "fwd_size_bytes",
+               "ig_compute_ticks", "ig_collective", "ig_size_bytes",
+               "wg_compute_ticks", "wg_collective", "wg_size_bytes",
+               "wg_update_ticks")
+
+#: Header keys (without the colon) -> SimaiHeader field.
+HEADER_KEYS = {"model_parallel_NPU_group": "tp_size", "ep": "ep_size",
+               "expert_parallel_npu_group": "ep_size", "pp": "pp_size", "vpp": "vpp",
+               "ga": "ga", "all_gpus": "all_gpus", "checkpoints": "checkpoints",
+               "checkpoint_initiates": "checkpoint_initiates", "pp_comm": "pp_comm_bytes",
+               "DLRM_LAST_BOTTOM_LAYER": "dlrm_last_bottom_layer"}
+_REQUIRED_TRANSFORMER_KEYS = ("model_parallel_NPU_group", "all_gpus")
+
+#: time_unit -> microseconds per unit
+TIME_UNITS_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
+PHASES = ("fwd", "ig", "wg")
+
+
+class SimaiFormatError(ValueError):
+    """A malformed SimAI workload file; the message names file, line, column and value.
+
+    Attributes: path, line (1-based, 0 = whole file), column (name or None), value.
+    """
+
+    def __init__(self, path: str, line: int, column: Optional[str], value: object,
+                 problem: str):
+        self.path, self.line, self.column, self.value = path, line, column, value
+        where = f"{path}:{line}" if line else path
+        col = f" column {column!r}" if column else ""
+        val = f" value {value!r}" if value is not None else ""
+        super().__init__(f"{where}:{col}{val}: {problem}")
+
+
+@dataclass(frozen=True)
+class SimaiHeader:
+    """Line 1. Sizes are GPU counts; pp_comm_bytes the pipeline send/recv size."""
+
+    policy: str
+    tp_size: int = 1
+    ep_size: int = 1
+    pp_size: int = 1
+    vpp: int = 1
+    ga: int = 1
+    all_gpus: Optional[int] = None
+    checkpoints: Tuple[int, ...] = ()
+    checkpoint_initiates: Tuple[int, ...] = ()
+    pp_comm_bytes: int = 0
+    dlrm_last_bottom_layer: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class SimaiRow:
+    """One layer row. ``*_ticks`` are in the file's unstated time unit (SimAI: ns)."""
+
+    line: int
+    layer_name: str
+    layer_id: int
+    fwd_compute_ticks: int
+    fwd_collective: str
+    fwd_size_bytes: int
+    ig_compute_ticks: int
+    ig_collective: str
+    ig_size_bytes: int
+    wg_compute_ticks: int
+    wg_collective: str
+    wg_size_bytes: int
+    wg_update_ticks: int
+    row_policy: Optional[str] = None     # HYBRID_CUSTOMIZED only
+
+
+@dataclass(frozen=True)
+class SimaiWorkload:
+    """A parsed file: its path, header and rows in file order."""
+
+    path: str
+    header: SimaiHeader
+    rows: Tuple[SimaiRow, ...]
+
+
+@dataclass(frozen=True)
+class CollectiveOp:
+    """One collective to replay, in execution order.
+
+    index: position in the op list; layer: layer name; layer_index: row
+    (0-based); phase: 'fwd', 'ig' or 'wg'; collective: base name
+    (:data:`BASE_COLLECTIVES`); group: 'TP', 'DP', 'EP' or 'DP_EP';
+    size_bytes: scaled size (0 stays 0, else >= 1); compute_time_us: compute
+    to run before issuing it, since the previous op (includes the compute of
+    phases in between that issue no selected collective); update_time_us:
+    wait after it completes; blocking: whether SimAI waits for it before the
+    next phase (fwd and ig yes, wg no).
+    """
+
+    index: int
+    layer: str
+    layer_index: int
+    phase: str
+    collective: str
+    group: str
+    size_bytes: int
+    compute_time_us: float
+    update_time_us: float
+    blocking: bool
+
+
+# --- parsing -------------------------------------------------------------------
+
+def _int(path: str, line: int, column: str, token: str, lo: Optional[int] = 0,
+         what: str = "a non-negative integer") -> int:
+    digits = token[1:] if token.startswith("-") else token
+    if not (digits.isascii() and digits.isdigit()):
+        raise SimaiFormatError(path, line, column, token, f"is not {what}")
+    value = int(token)
+    if lo is not None and value < lo:
+        raise SimaiFormatError(path, line, column, token, f"is not {what}")
+    return value
+
+
+def _parse_header(path: str, text: str) -> SimaiHeader:
+    tokens = text.split()
+    if not tokens:
+        raise SimaiFormatError(path, 1, "policy", "", "line 1 is empty: expected a "
+                               f"parallelism policy, one of {', '.join(POLICIES)}")
+    policy = tokens[0]
+    if policy not in POLICIES:
+        raise SimaiFormatError(path, 1, "policy", policy,
+                               f"unknown parallelism policy; allowed: {', '.join(POLICIES)}")
+    fields: dict = {}
+    seen = set()
+    i = 1
+    while i < len(tokens):
+        key = tokens[i].rstrip(":")
+        if key not in HEADER_KEYS:
+            raise SimaiFormatError(path, 1, "header key", tokens[i], "unknown key; allowed: "
+                                   + ", ".join(k + ":" for k in HEADER_KEYS))
+        if key in seen:
+            raise SimaiFormatError(path, 1, key, tokens[i], "key given twice")
+        seen.add(key)
+        if i + 1 >= len(tokens):
+            raise SimaiFormatError(path, 1, key, None, "has no value")
+        field = HEADER_KEYS[key]
+        if key in ("checkpoints", "checkpoint_initiates"):
+            n = _int(path, 1, key, tokens[i + 1], what="a layer count (non-negative integer)")
+            layers = []
+            for t in tokens[i + 2:i + 2 + n]:
+                if t.rstrip(":") in HEADER_KEYS:
+                    break                      # the next key: the list is short
+                layers.append(t)
+            if len(layers) < n:
+                raise SimaiFormatError(path, 1, key, tokens[i + 1],
+                                       f"announces {n} layer numbers, {len(layers)} follow")
+            fields[field] = tuple(_int(path, 1, key, t, what="a layer number (integer >= 0)")
+                                  for t in layers)
+            i += 2 + n
+            continue
+        token = tokens[i + 1]
+        if key == "pp_comm":        # AICB writes a float after division by TP
+            try:
+                value = float(token)
+            except ValueError:
+                value = -1.0
+            if not (math.isfinite(value) and value >= 0 and value.is_integer()):
+                raise SimaiFormatError(path, 1, key, token,
+                                       "is not a whole non-negative number of bytes")
+            fields[field] = int(value)
+        elif key == "DLRM_LAST_BOTTOM_LAYER":
+            fields[field] = _int(path, 1, key, token, what="a layer number (integer >= 0)")
+        else:
+            fields[field] = _int(path, 1, key, token, lo=1, what="a positive integer")
+        i += 2
+    if policy in _TRANSFORMER:
+        missing = [k for k in _REQUIRED_TRANSFORMER_KEYS if k not in seen]
+        if missing:
+            raise SimaiFormatError(path, 1, missing[0], None,
+                                   f"missing: {policy} needs "
+                                   + " and ".join(k + ":" for k in _REQUIRED_TRANSFORMER_KEYS))
+    h = SimaiHeader(policy=policy, **fields)
+    if h.all_gpus is not None and h.all_gpus % (h.tp_size * h.pp_size):
+        raise SimaiFormatError(path, 1, "all_gpus", h.all_gpus,
+                               f"is not a multiple of model_parallel_NPU_group x pp = "
+                               f"{h.tp_size} x {h.pp_size}")
+    return h
+
+
+def _parse_row(path: str, line: int, text: str, policy: str) -> SimaiRow:
+    tokens = text.split()
+    ncols = len(ROW_COLUMNS) + (policy == "HYBRID_CUSTOMIZED")
+    if len(tokens) != ncols:
+        raise SimaiFormatError(
+            path, line, None, None,
+            f"{len(tokens)} columns, expected {ncols} ({', '.join(ROW_COLUMNS)}"
+            + (", row_policy)" if ncols > len(ROW_COLUMNS) else ")"))
+    values: dict = {"line": line, "layer_name": tokens[0],
+                    "layer_id": _int(path, line, "layer_id", tokens[1], lo=None,
+                                     what="an integer")}
+    for col, tok in zip(ROW_COLUMNS[2:], tokens[2:]):
+        if col.endswith("_collective"):
+            if tok not in COLLECTIVES:
+                raise SimaiFormatError(path, line, col, tok, "unknown collective; allowed: "
+                                       + ", ".join(COLLECTIVES))
+            values[col] = tok
+        elif col.endswith("_bytes"):
+            values[col] = _int(path, line, col, tok, what="a non-negative integer byte count")
+        else:
+            values[col] = _int(path, line, col, tok,
+                               what="a non-negative integer time in ticks")
+    if ncols > len(ROW_COLUMNS):
+        if tokens[-1] not in POLICIES:
+            raise SimaiFormatError(path, line, "row_policy", tokens[-1],
+                                   f"unknown parallelism policy; allowed: {', '.join(POLICIES)}")
+        values["row_policy"] = tokens[-1]
+    return SimaiRow(**values)
+
+
+def parse_simai(text: str, path: str = "<string>") -> SimaiWorkload:
+    """Parse the text of a workload file; ``path`` is used in error messages only.
+
+    Raises :class:`SimaiFormatError` (a ValueError) naming path, line, column,
+    the bad value and what is allowed.
+    """
+    lines = text.splitlines()
+    if not lines or not lines[0].strip():
+        raise SimaiFormatError(path, 1, "policy", "", "line 1 is empty: expected a "
+                               f"parallelism policy, one of {', '.join(POLICIES)}")
+    header = _parse_header(path, lines[0])
+    if len(lines) < 2:
+        raise SimaiFormatError(path, 2, "row_count", None,
+                               "missing: line 2 must hold the number of layer rows")
+    n_rows = _int(path, 2, "row_count", lines[1].strip(),
+                  what="a non-negative integer (the number of layer rows)")
+    rows: List[SimaiRow] = []
+    for lineno, text_line in enumerate(lines[2:], start=3):
+        if not text_line.strip():
+            continue              # SimAI reads with >>, which skips blank lines
+        if len(rows) == n_rows:
+            raise SimaiFormatError(path, lineno, None, None,
+                                   f"more rows than the {n_rows} declared on line 2")
+        rows.append(_parse_row(path, lineno, text_line, header.policy))
+    if len(rows) != n_rows:
+        raise SimaiFormatError(path, 2, "row_count", n_rows,
+                               f"line 2 declares {n_rows} rows, the file has {len(rows)}")
+    return SimaiWorkload(path=path, header=header, rows=tuple(rows))
+
+
+def load_simai(path: Union[str, Path]) -> SimaiWorkload:
+    """Read and parse a SimAI/AICB workload file.
+
+    Raises OSError when it cannot be read, :class:`SimaiFormatError` (a
+    ValueError naming file, line, column, value and what is allowed) when it
+    is malformed.
+    """
+    p = str(path)
+    with open(p, encoding="utf-8") as f:
+        return parse_simai(f.read(), p)
+
+
+# --- execution order -----------------------------------------------------------------
+
+def _group(phase: str, token: str) -> Tuple[str, str]:
+    """(base collective, group) of a token for a phase (Workload.cc group_type branches)."""
+    for suffix, group in _SUFFIX_GROUP.items():
+        if token.endswith(suffix) and token[:-len(suffix)] in BASE_COLLECTIVES:
+            return token[:-len(suffix)], group
+    return token, ("DP" if phase == "wg" else "TP")
+
+
+def _phases(workload: SimaiWorkload) -> Iterable[Tuple[int, str, bool, bool]]:
+    """(row index, phase, issues its collective, blocking) in SimAI's execution order."""
+    policy, n = workload.header.policy, len(workload.rows)
+    if policy in _TRANSFORMER:
+        for i in range(n):
+            yield i, "fwd", True, True
+        for i in reversed(range(n)):
+            yield i, "ig", True, True
+            yield i, "wg", True, False
+    elif policy == "DATA":
+        for i in range(n):
+            yield i, "fwd", False, True
+        for i in reversed(range(n)):
+            yield i, "wg", True, False
+            if i:
+                yield i, "ig", False, True
+    elif policy == "MICRO":
+        for i in range(n):
+            yield i, "wg", True, False
+    else:
+        raise ValueError(f"{workload.path}: policy {policy!r} is not supported by "
+                         f"collective_ops; supported: {', '.join(OPS_POLICIES)}")
+
+
+def collective_ops(workload: SimaiWorkload, collectives: Optional[Iterable[str]] = ("ALLREDUCE",),
+                   size_scale: float = 1.0, time_unit: str = "ns") -> List[CollectiveOp]:
+    """The collectives of one training iteration, in SimAI's execution order.
+
+    collectives: names to keep, base names (``ALLREDUCE``: any group) or full
+    tokens (``ALLTOALL_EP``); None = all. size_scale > 0 multiplies every size
+    (time dilation); a scaled size is rounded to the nearest byte, at least 1
+    unless the file says 0. time_unit: unit of the file's compute times, one
+    of :data:`TIME_UNITS_US` (SimAI itself uses ns, see the module docstring).
+    Order and group scopes: module docstring. Policies: :data:`OPS_POLICIES`.
+    Raises ValueError for an unknown collective name or time unit, a
+    size_scale <= 0, or an unsupported policy.
+    """
+    if time_unit not in TIME_UNITS_US:
+        raise ValueError(f"time_unit {time_unit!r} not allowed: one of "
+                         f"{', '.join(TIME_UNITS_US)}")
+    if not size_scale > 0:
+        raise ValueError(f"size_scale {size_scale!r} not allowed: must be > 0")
+    keep = None
+    if collectives is not None:
+        keep = set(collectives)
+        allowed = set(COLLECTIVES) - {"NONE"}
+        bad = sorted(keep - allowed)
+        if bad:
+            raise ValueError(f"collectives {bad} unknown: allowed {', '.join(sorted(allowed))}")
+    us = TIME_UNITS_US[time_unit]
+    ops: List[CollectiveOp] = []
+    pending_ticks = 0
+    for i, phase, issues, blocking in _phases(workload):
+        row = workload.rows[i]
+        pending_ticks += getattr(row, f"{phase}_compute_ticks")
+        token = getattr(row, f"{phase}_collective")
+        if not issues or token == "NONE":
+            continue
+        base, group = _group(phase, token)
+        if keep is not None and base not in keep and token not in keep:
+            continue
+        size = getattr(row, f"{phase}_size_bytes")
+        scaled = max(1, round(size * size_scale)) if size else 0
+        ops.append(CollectiveOp(index=len(ops), layer=row.layer_name, layer_index=i,
+                                phase=phase, collective=base, group=group,
+                                size_bytes=scaled, compute_time_us=pending_ticks * us,
+                                update_time_us=row.wg_update_ticks * us, blocking=blocking))
+        pending_ticks = 0
+    return ops
