@@ -28,6 +28,8 @@ from mininet.net import Mininet
 from mininet.node import Host, OVSSwitch, RemoteController
 from pyroute2 import IPRoute
 
+NUD_PERMANENT = 0x80  # <linux/neighbour.h>
+
 from testbed import shaping
 from testbed.controller_proc import ControllerProcess
 from testbed.spec import ScenarioSpec
@@ -158,6 +160,7 @@ class Fabric:
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
 
     def _shape_all(self) -> None:
+        """Shape every egress (testbed.shaping), read it back, install hosts' static neighbours."""
         f = self.spec.fabric
         mtu = 1500
         for h in self.layout.hosts:
@@ -165,6 +168,12 @@ class Fabric:
             with IPRoute(netns=f"/proc/{node.pid}/ns/net") as ipr:
                 shaping.shape_egress(ipr, h.intf, f.host_link_bps, HOST_NIC_QUEUE_BYTES, mtu)
                 self.readback[h.intf] = shaping.read_back(ipr, h.intf)
+                # static neighbours: host traffic never waits for (or sends) ARP during a run;
+                # the controller still answers ARP for anything else (controllers/fabric_app.py)
+                idx = ipr.link_lookup(ifname=h.intf)[0]
+                for peer in self.layout.hosts:
+                    if peer is not h:
+                        ipr.neigh("replace", dst=peer.ip, lladdr=peer.mac, ifindex=idx, state=NUD_PERMANENT)
             self.port_rate_bps[h.intf] = f.host_link_bps
         with IPRoute() as ipr:
             for h in self.layout.hosts:

@@ -121,6 +121,12 @@ def run_scenario(spec: ScenarioSpec, scenario_path: Path | None, results_root: P
     ops_plan = workload_ops(spec)
     progress = Progress(len(ops_plan), quiet)
 
+    with RunLock(run_id):  # held from the probe on: a concurrent clean never takes our objects
+        return _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
+
+
+def _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet) -> dict:
+    stamp = run_dir.name.split("-")[0]
     caps = capabilities.probe(run_id)
     datapath = caps.datapath if spec.fabric.datapath == "auto" else spec.fabric.datapath
     if datapath == "kernel" and caps.datapath != "kernel":
@@ -146,7 +152,7 @@ def run_scenario(spec: ScenarioSpec, scenario_path: Path | None, results_root: P
                  f"results in {run_dir}")
 
     rank_rows, op_meta, stats = [], {}, []
-    with RunLock(run_id), Fabric(spec, run_id, run_dir, datapath) as fab:
+    with Fabric(spec, run_id, run_dir, datapath) as fab:
         progress.say(f"fabric up: {len(fab.ready.get('dpids', []))} switches confirmed flows and groups; "
                      f"{len(fab.port_rate_bps)} shaped links read back within 1%")
         peers = lambda r: [(r + 1) % n, (r - 1) % n]  # noqa: E731  ring neighbours
@@ -202,7 +208,7 @@ def _write_results(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta
     extra_lost = sent_pkts - recv_pkts - switch_drops
     host_tx = pd.DataFrame({"host": [fab.layout.hosts[r].name for r in req["rank"]],
                             "tx_wire_bytes": req["tx_wire_bytes"].to_numpy(),
-                            "tx_busy_s": req["tx_busy_ns"].to_numpy() / 1e9,
+                            "tx_busy_s": req["tx_work_ns"].to_numpy() / 1e9,
                             "link_bps": spec.fabric.host_link_bps})
     th = fidelity.FidelityThresholds(min_cpu_idle_pct=spec.fidelity.min_cpu_idle_pct,
                                      max_unexplained_drops=spec.fidelity.max_unexplained_drops_pkts,

@@ -162,16 +162,27 @@ def test_host_nic_rate():
                             "tx_wire_bytes": [12_500_000, 6_250_000, 100],
                             "tx_busy_s": [10.0, 10.0, 0.01],
                             "link_bps": [RATE_BPS] * 3})
-    v = healthy(host_tx=host_tx)
-    assert v.violations == ["host tb12abh2 NIC sent 5.0 Mbit/s = 50% of 10.0 Mbit/s while it had data queued "
-                            "(10.00 s busy; minimum 90%)"]
+    v = healthy(host_tx=host_tx, port_samples=port_frame(PORT, 50, 1.0, backlog_bytes=0))
+    assert v.violations == ["host tb12abh2 NIC sent 5.0 Mbit/s = 50% of 10.0 Mbit/s while it had data "
+                            "unacknowledged (10.00 s; minimum 90%) while the switch queues were empty: "
+                            "the CPU, not the network, limited it"]
     assert v.figures["hosts"]["tb12abh1"]["ratio"] == pytest.approx(1.0)
     assert "ratio" not in v.figures["hosts"]["tb12abh3"]  # 10 ms busy < min_host_busy_s
 
 
+def test_slow_host_behind_congested_fabric_is_not_judged():
+    host_tx = pd.DataFrame({"host": ["tb12abh2"], "tx_wire_bytes": [6_250_000], "tx_busy_s": [10.0],
+                            "link_bps": [RATE_BPS]})
+    v = healthy(host_tx=host_tx, port_samples=port_frame(PORT, 50, 1.0, backlog_bytes=20_000))
+    assert v.faithful, v.violations
+    assert v.figures["hosts"]["fabric_congested_fraction"] == pytest.approx(1.0)
+    assert v.figures["hosts"]["tb12abh2"]["ratio"] == pytest.approx(0.5)
+
+
 def test_host_rate_from_port_rate_bps_or_error():
     host_tx = pd.DataFrame({"host": ["tb12abh1"], "tx_wire_bytes": [11_000_000], "tx_busy_s": [10.0]})
-    v = healthy(host_tx=host_tx, port_rate_bps={PORT: RATE_BPS, "tb12abh1": RATE_BPS})
+    v = healthy(host_tx=host_tx, port_rate_bps={PORT: RATE_BPS, "tb12abh1": RATE_BPS},
+                port_samples=port_frame(PORT, 50, 1.0, backlog_bytes=0))
     assert v.figures["hosts"]["tb12abh1"]["ratio"] == pytest.approx(0.88)
     assert not v.faithful
     with pytest.raises(ValueError, match="tb12abh1"):

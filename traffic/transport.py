@@ -125,7 +125,8 @@ class QPCounters:
     retx_pkts: int = 0
     naks_rx: int = 0
     timeouts: int = 0
-    tx_busy_ns: int = 0
+    tx_busy_ns: int = 0   # time with a packet ready to send and the window open
+    tx_work_ns: int = 0   # time with posted data not yet acknowledged (an RNIC with work to do)
     nic_full_waits: int = 0
     posted_bytes: int = 0
     acked_bytes: int = 0
@@ -155,6 +156,7 @@ class RequesterQP:
         self.tail_psn = 0     # one past the last posted PSN
         self.high_psn = 0     # one past the highest PSN ever sent
         self.done_msgs = 0    # messages fully acknowledged
+        self._work_since_ns = 0
         self._last_progress = time.monotonic()
         self._stop = False
         self.thread = threading.Thread(target=self._run, name=f"qp{qpn:#x}", daemon=True)
@@ -170,10 +172,11 @@ class RequesterQP:
             m = _Message(seq, size_bytes, self.tail_psn, npkts, time.time_ns())
             self.messages.append(m)
             self._first_psns.append(m.first_psn)
+            if self.una == self.tail_psn:  # idle -> work
+                self._work_since_ns = time.monotonic_ns()
+                self._last_progress = time.monotonic()
             self.tail_psn += npkts
             self.counters.posted_bytes += size_bytes
-            if self.una == self.next_psn:
-                self._last_progress = time.monotonic()
             self.cond.notify_all()
         return seq
 
@@ -199,6 +202,8 @@ class RequesterQP:
                 self.una = new_una
                 self._last_progress = time.monotonic()
                 self._complete_messages()
+                if self.una >= self.tail_psn:  # work -> idle
+                    self.counters.tx_work_ns += time.monotonic_ns() - self._work_since_ns
             if nak:
                 self.counters.naks_rx += 1
                 if self.una <= psn < self.next_psn:
