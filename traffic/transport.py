@@ -9,8 +9,8 @@ where the destination QP in the BTH, not the UDP port, selects the QP.
   24-bit PSNs; at most ``window_pkts`` are unacknowledged; recovery is
   go-back-N (IBA vol. 1, 9.7.5.1.1 "PSN sequence error NAK" and 9.7.6.1.3
   "retry on transport timer"): on a NAK the requester resends from the NAK's
-  PSN, on a timeout (no ACK progress for ``rto_us``) from the oldest
-  unacknowledged PSN. Each requester QP sends from its own UDP source port,
+  PSN, on a timeout (``rto_us`` without ACK progress since the last
+  transmission) from the oldest unacknowledged PSN. Each requester QP sends from its own UDP source port,
   the ECMP entropy of RoCEv2 (IBTA RoCEv2 annex A17.3.1: "the UDP source port
   ... used as entropy"). Data packets carry DSCP 26 with ECT(0).
 - :class:`ResponderQP` (receive side): accepts only the expected PSN, sends one
@@ -276,6 +276,9 @@ class RequesterQP:
             pkt = self.builder.build(opcode, self.dest_qpn, psn & PSN_MASK, ack_req, m.seq, idx, plen)
             if not _send_lossless(self.sock, pkt, self.dst, c):
                 return
+            # the retransmission timer runs from the last transmission or ACK progress, whichever is
+            # later: a QP that is still sending (slowly, sharing its NIC) is not timed out
+            self._last_progress = time.monotonic()
             c.tx_pkts += 1
             c.tx_wire_bytes += wire_bytes(len(pkt))
 
