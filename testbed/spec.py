@@ -144,12 +144,15 @@ class SimaiSpec(_Spec):
 
     ``size_scale`` multiplies every message size (time dilation: scale sizes by
     the same factor as link rates); ``time_unit`` is the unit of the file's
-    compute times, which the format does not state.
+    compute times, which the format does not state (SimAI's ns-3 backend reads
+    them as nanoseconds, hence the default). Each ALLREDUCE entry runs as a
+    ring all-reduce over all hosts of the fabric; compute times are recorded,
+    not replayed as gaps.
     """
 
     path: str
     size_scale: float = Field(1.0, gt=0, le=1.0)
-    time_unit: Literal["ns", "us"] = "us"
+    time_unit: Literal["ns", "us"] = "ns"
     iterations: int = Field(1, ge=1, le=1000)
 
 

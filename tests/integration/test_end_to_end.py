@@ -59,3 +59,15 @@ def test_too_fast_is_not_faithful(tmp_path):
     assert s["faithful"] is False
     assert s["violations"], "an unfaithful run must list what was violated"
     assert "NOT faithful" in res.stdout
+
+
+def test_simai_replay(tmp_path):
+    text = (REPO / "scenarios" / "simai_replay.yaml").read_text().replace(
+        "workloads/tiny_allreduce.txt", str(REPO / "scenarios" / "workloads" / "tiny_allreduce.txt"))
+    res, s = run_scenario_file(tmp_path, text)
+    ops = pd.read_csv(Path(s["run_dir"]) / "ops.csv")
+    # tiny_allreduce.txt: weight-gradient ALLREDUCEs of 1, 2, 1 MiB, backward order, scaled by 0.25
+    assert ops["size_bytes"].tolist() == [262144, 524288, 262144] * 2
+    assert ops["layer"].tolist()[:3] == ["mlp_layer:wg", "attention_layer:wg", "embedding_layer:wg"]
+    assert s["transport"]["delivered_bytes"] == s["transport"]["posted_bytes"]
+    assert all(r["busbw_ratio"] > 0.8 for r in s["sizes"])
