@@ -14,13 +14,14 @@ import time
 from pathlib import Path
 
 from testbed.fabric import Fabric
+from testbed.lifecycle import StartStop
 
 
 class AgentError(RuntimeError):
     """An agent failed, died, or did not answer in time."""
 
 
-class AgentGroup:
+class AgentGroup(StartStop):
     """Start, drive and stop the agents of a fabric's hosts.
 
     ``peers_of(rank) -> list[int]`` names the ranks each agent needs queue
@@ -35,17 +36,6 @@ class AgentGroup:
         self.procs: list[subprocess.Popen] = []
         self._logs = []
         self._buf: dict[int, bytes] = {}
-
-    def __enter__(self) -> "AgentGroup":
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     def start(self, timeout_s: float = 30.0) -> None:
         layout = self.fabric.layout

@@ -32,6 +32,7 @@ NUD_PERMANENT = 0x80  # <linux/neighbour.h>
 
 from testbed import shaping
 from testbed.controller_proc import ControllerProcess
+from testbed.lifecycle import StartStop
 from testbed.spec import ScenarioSpec
 from testbed.topo import FabricLayout, SpineLeafTopo
 
@@ -47,7 +48,7 @@ class FabricError(RuntimeError):
     """The fabric could not be built or failed its start-up self-check."""
 
 
-class Fabric:
+class Fabric(StartStop):
     """A running spine-leaf fabric of one run (see module docstring)."""
 
     def __init__(self, spec: ScenarioSpec, run_id: str, run_dir: Path, datapath: str = "user"):
@@ -68,18 +69,7 @@ class Fabric:
         self._owner_pid = os.getpid()
         self.readback: dict[str, shaping.ShapedLink] = {}
 
-    # -- lifecycle ---------------------------------------------------------
-    def __enter__(self) -> "Fabric":
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
+    # -- lifecycle (StartStop) -----------------------------------------------
     def start(self) -> None:
         setLogLevel("warning")
         topo_path = self.run_dir / "topology.json"
