@@ -8,6 +8,7 @@ destination port 4791 to BTH. scapy has no RETH; :class:`RETH` is defined here
 """
 from __future__ import annotations
 
+import os
 import struct
 from typing import Optional, Tuple
 
@@ -166,7 +167,7 @@ def _parse(data: bytes, linktype: int, wirelen: int, time_s: float) -> Optional[
             b.psn, b.ack_req, b.becn, payload_bytes, wirelen, icrc_ok, syndrome, msn)
 
 
-def read_roce_pcap(path: str) -> pd.DataFrame:
+def read_roce_pcap(path: "str | os.PathLike") -> pd.DataFrame:
     """Read a pcap or pcapng file: one row per RoCEv2-over-IPv4 packet.
 
     A packet counts as RoCEv2 when it is an unfragmented IPv4/UDP datagram to
@@ -178,7 +179,7 @@ def read_roce_pcap(path: str) -> pd.DataFrame:
     capture, OSError when it cannot be opened.
     """
     rows = []
-    with RawPcapReader(path) as reader:
+    with RawPcapReader(os.fspath(path)) as reader:
         ng = isinstance(reader, RawPcapNgReader)
         scale = 1e-9 if getattr(reader, "nano", False) else 1e-6
         for data, meta in reader:

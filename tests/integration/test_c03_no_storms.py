@@ -20,7 +20,7 @@ def test_no_storms(make_fabric, tmp_path):
     caps = []
     for h in fab.layout.hosts:
         f = tmp_path / f"{h.name}-lldp.pcap"
-        caps.append((f, fab.net.get(h.name).popen(["tcpdump", "-i", h.intf, "-w", str(f), "ether proto 0x88cc"])))
+        caps.append((f, fab.net.get(h.name).popen(["tcpdump", "-i", h.intf, "-w", str(f), "--immediate-mode", "ether proto 0x88cc"])))
     before = sum(_counter(p, "rx_packets") for p in spine_ports)
     time.sleep(10)
     spine_rx = sum(_counter(p, "rx_packets") for p in spine_ports) - before
