@@ -25,12 +25,12 @@ from pathlib import Path
 from mininet.link import Link
 from mininet.log import setLogLevel
 from mininet.net import Mininet
-from mininet.node import Host, OVSSwitch, RemoteController
+from mininet.node import Host, OVSSwitch
 from pyroute2 import IPRoute
 
 NUD_PERMANENT = 0x80  # <linux/neighbour.h>
 
-from testbed import shaping
+from testbed import cleanup, shaping
 from testbed.controller_proc import ControllerProcess
 from testbed.lifecycle import StartStop
 from testbed.spec import ScenarioSpec
@@ -79,12 +79,12 @@ class Fabric(StartStop):
         self.net = Mininet(topo=SpineLeafTopo(layout=self.layout), switch=switch_cls, host=Host, link=Link,
                            controller=None, build=False, autoSetMacs=False, autoStaticArp=False,
                            waitConnected=False)
-        self.net.addController(RemoteController("c0", ip="127.0.0.1", port=self.controller.port))
         self.net.build()
         self._configure_hosts()
         self.net.start()
         # after start: adding a port makes OVS reset its qdisc unless its QoS is linux-noop
         self._leave_qdiscs_to_us()
+        self._connect_controller()
         self._shape_all()
         self.ready = self.controller.wait_ready()
         log.info("fabric %s ready: %s", self.run_id, self.ready)
@@ -106,6 +106,10 @@ class Fabric(StartStop):
         if self.controller is not None:
             self.controller.stop()
             self.controller = None
+        # safety net: anything of this run that Mininet did not remove (e.g. a start cut short)
+        report = cleanup.clean([self.run_id], include_live=True)
+        if report.total:
+            log.info("removed what Mininet left of run %s: %s", self.run_id, report)
 
     # -- access --------------------------------------------------------------
     @property
@@ -138,6 +142,15 @@ class Fabric(StartStop):
                 if self.datapath == "user":
                     subprocess.run(["ethtool", "-K", intf.name, *OFFLOADS_OFF],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+
+    def _connect_controller(self) -> None:
+        """Point every bridge at our controller (no Mininet controller node: it would start a
+        shell and probe the port with telnet; the controller is known to listen already)."""
+        target = f"tcp:127.0.0.1:{self.controller.port}"
+        cmd = ["ovs-vsctl", "--timeout=10"]
+        for sw in self.layout.switches:
+            cmd += ["--", "set-controller", sw.name, target]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
 
     def _leave_qdiscs_to_us(self) -> None:
         """QoS type linux-noop on every switch port: OVS then never touches its tc qdisc."""
