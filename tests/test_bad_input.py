@@ -62,7 +62,7 @@ def _kernel_snapshot():
     br = subprocess.run(["ovs-vsctl", "--timeout=3", "list-br"], capture_output=True, text=True).stdout
     netns = sorted(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else []
     state = sorted(os.listdir("/run/aifabric")) if os.path.isdir("/run/aifabric") else []
-    return names, br, netns, state
+    return {"links": names, "bridges": br.split(), "netns": netns, "state": state}
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the CLI run path needs root")
@@ -76,5 +76,7 @@ def test_cli_rejects_before_touching_kernel(name, tmp_path):
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 2, res.stderr
     assert "error" in res.stderr and words[0] in res.stderr
-    assert _kernel_snapshot() == before
+    after = _kernel_snapshot()
+    created = {kind: sorted(set(after[kind]) - set(before[kind])) for kind in before}
+    assert not any(created.values()), created
     assert not (tmp_path / "res").exists()
