@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from testbed.fabric import Fabric
-from testbed.lifecycle import StartStop
+from testbed.lifecycle import StartStop, raise_if_interrupted
 
 
 class AgentError(RuntimeError):
@@ -74,7 +74,8 @@ class AgentGroup(StartStop):
                 if left <= 0:
                     missing = sorted(set(range(len(self.procs))) - set(got))
                     raise AgentError(f"no {event!r} from ranks {missing} within {timeout_s:.1f} s")
-                for key, _ in sel.select(min(left, 1.0)):
+                raise_if_interrupted()
+                for key, _ in sel.select(min(left, 0.2)):
                     i = key.data
                     chunk = key.fileobj.read1(65536) if hasattr(key.fileobj, "read1") else key.fileobj.read(65536)
                     if not chunk:

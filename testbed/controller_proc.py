@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+from testbed.lifecycle import raise_if_interrupted
+
 
 class ControllerError(RuntimeError):
     """The controller did not start, or reported OpenFlow errors."""
@@ -72,6 +74,7 @@ class ControllerProcess:
         """
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
+            raise_if_interrupted()
             if self.proc is None or self.proc.poll() is not None:
                 raise ControllerError(f"controller died (see {self.log_path})")
             if self.ready_path.exists():

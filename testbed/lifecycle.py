@@ -1,4 +1,12 @@
-"""Start/stop objects as context managers that clean up after a failed start too."""
+"""Start/stop objects as context managers whose start and stop Ctrl-C cannot cut in half.
+
+``start()`` and ``stop()`` run with SIGINT and SIGTERM held back (blocked in the
+main thread): a signal arriving meanwhile stays pending. Long waits inside
+``start()`` call :func:`raise_if_interrupted` to give up early. If a signal
+arrived during ``start()``, ``stop()`` removes what was created before the
+signal is let through (it then raises KeyboardInterrupt from the runner's
+handler). So a run interrupted at any moment leaves nothing behind.
+"""
 from __future__ import annotations
 
 import signal
@@ -7,27 +15,31 @@ import threading
 _TEARDOWN_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
-def _stop_uninterrupted(obj) -> None:
-    """Run ``obj.stop()`` with SIGINT/SIGTERM held back (in the main thread).
-
-    A second Ctrl-C must not cut a teardown short and leave half a fabric
-    behind; the held signal is delivered when stop() returns.
-    """
+def _block():
     if threading.current_thread() is not threading.main_thread():
-        obj.stop()
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, _TEARDOWN_SIGNALS)
-    try:
-        obj.stop()
-    finally:
+        return None
+    return signal.pthread_sigmask(signal.SIG_BLOCK, _TEARDOWN_SIGNALS)
+
+
+def _restore(old) -> None:
+    if old is not None:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
+def interrupt_pending() -> bool:
+    """True when SIGINT or SIGTERM is waiting (held back) for this process."""
+    return bool(signal.sigpending() & _TEARDOWN_SIGNALS)
+
+
+def raise_if_interrupted() -> None:
+    """Call in long waits while signals are held back: give up when the user asked to stop."""
+    if interrupt_pending():
+        raise KeyboardInterrupt("interrupted while starting")
+
+
 class StartStop:
-    """``with obj:`` calls ``start()``; ``stop()`` runs on exit and also when ``start()`` fails
-    half-way (KeyboardInterrupt included), so whatever was created is removed.
-    ``stop()`` must therefore cope with a partial start and be safe to call twice;
-    it runs with SIGINT/SIGTERM held back."""
+    """``with obj:`` runs ``start()``; ``stop()`` runs on exit and also when ``start()`` fails or
+    is interrupted half-way. ``stop()`` must cope with a partial start and be safe to call twice."""
 
     def start(self) -> None:
         raise NotImplementedError
@@ -36,12 +48,21 @@ class StartStop:
         raise NotImplementedError
 
     def __enter__(self):
+        old = _block()
         try:
-            self.start()
-        except BaseException:
-            _stop_uninterrupted(self)
-            raise
+            try:
+                self.start()
+                raise_if_interrupted()
+            except BaseException:
+                self.stop()
+                raise
+        finally:
+            _restore(old)  # a held-back signal is delivered here, after stop() if it was needed
         return self
 
     def __exit__(self, *exc) -> None:
-        _stop_uninterrupted(self)
+        old = _block()
+        try:
+            self.stop()
+        finally:
+            _restore(old)

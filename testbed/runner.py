@@ -251,6 +251,7 @@ def _write_results(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta
 
 
 _MAIN_PID = os.getpid()
+_INTERRUPTED = 0
 
 
 def _interrupt(signum, frame):
@@ -261,8 +262,12 @@ def _interrupt(signum, frame):
     must exit at once, never unwind its copy of our stack (that would tear
     down the parent's fabric).
     """
+    global _INTERRUPTED
     if os.getpid() != _MAIN_PID:
         os._exit(128 + signum)
+    if _INTERRUPTED:  # already unwinding: a second Ctrl-C must not cut the teardown short
+        return
+    _INTERRUPTED = signum
     raise KeyboardInterrupt(f"signal {signum}")
 
 
@@ -286,7 +291,7 @@ def run_from_cli(args) -> int:
         run_scenario(spec, Path(args.scenario), Path(args.results or "results"), quiet=args.quiet)
     except KeyboardInterrupt:
         print("testbed: interrupted; everything this run created was removed", file=sys.stderr)
-        return 130
+        return 128 + (_INTERRUPTED or signal.SIGINT)
     except ScenarioError as e:
         print(f"testbed: error: {e}", file=sys.stderr)
         return 2

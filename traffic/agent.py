@@ -57,6 +57,8 @@ class Agent:
         ports = entropy_ports(cfg["seed"], self.rank, 2 * len(peers))
         self.ep = Endpoint(my_ip)
         self.send_qp: dict[int, RequesterQP] = {}
+        #: messages from each peer that finished operations consumed (see ring_allreduce)
+        self.rx_consumed: dict[int, int] = {q: 0 for q in cfg["peers"]}
         self.recv_qp: dict[int, ResponderQP] = {}
         for i, q in enumerate(peers):
             req = RequesterQP(REQ_QPN_BASE + q, RESP_QPN_BASE + self.rank, my_ip, self.ips[q],
@@ -75,7 +77,8 @@ class Agent:
         nxt, prv = (self.rank + 1) % self.n, (self.rank - 1) % self.n
         t0 = time.time_ns()
         res = collectives.ring_allreduce(self.rank, self.n, int(cmd["size_bytes"]), self.send_qp[nxt],
-                                         self.recv_qp[prv], float(cmd.get("timeout_s", 60)))
+                                         self.recv_qp[prv], self.rx_consumed[prv], float(cmd.get("timeout_s", 60)))
+        self.rx_consumed[prv] += res["rx_msgs"]
         t1 = time.time_ns()
         return {"event": "op_done", "op_id": cmd["op_id"], "rank": self.rank, "t_start_ns": t0,
                 "t_end_ns": t1, **res}

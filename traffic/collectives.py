@@ -26,17 +26,22 @@ def chunk_sizes(size_bytes: int, n: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(n)]
 
 
-def ring_allreduce(rank: int, n: int, size_bytes: int, send_qp, recv_qp, timeout_s: float) -> dict:
+def ring_allreduce(rank: int, n: int, size_bytes: int, send_qp, recv_qp, rx_base: int,
+                   timeout_s: float) -> dict:
     """Run one ring all-reduce of ``size_bytes`` as ``rank`` of ``n``.
 
     ``send_qp`` is the RequesterQP to rank (r+1) mod n, ``recv_qp`` the
-    ResponderQP from rank (r-1) mod n. Returns per-rank figures: bytes sent,
-    message sequence numbers posted, and the time the last chunk arrived.
-    Raises CollectiveTimeout when a step waits longer than ``timeout_s``.
+    ResponderQP from rank (r-1) mod n; ``rx_base`` is how many messages of
+    ``recv_qp`` earlier operations consumed (the caller keeps this count: the
+    previous rank may already have sent this operation's first chunk before
+    this rank was told to start, so a snapshot of the counter would be wrong).
+    Returns per-rank figures: bytes sent, messages received (``rx_msgs``) and
+    the time the last chunk arrived. Raises CollectiveTimeout when a step
+    waits longer than ``timeout_s``.
     """
     chunks = chunk_sizes(size_bytes, n)
     deadline = time.monotonic() + timeout_s
-    base_rx = recv_qp.counters.messages
+    base_rx = rx_base
     expected_rx = base_rx
     last_seq = None
     sent_bytes = 0
