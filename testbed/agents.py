@@ -86,7 +86,8 @@ class AgentGroup(StartStop):
                         line, self._buf[i] = self._buf[i].split(b"\n", 1)
                         msg = json.loads(line)
                         if msg.get("event") == "error":
-                            raise AgentError(f"rank {i}: {msg['error']}")
+                            err = msg["error"]
+                            raise AgentError(err if err.startswith(f"rank {i}:") else f"rank {i}: {err}")
                         if msg.get("event") == event:
                             got[i] = msg
         finally:

@@ -16,6 +16,7 @@ controller's and agents' logs.
 from __future__ import annotations
 
 import json
+from collections import Counter
 import logging
 import math
 import os
@@ -71,6 +72,11 @@ def workload_ops(spec: ScenarioSpec) -> list[dict]:
                                  time_unit=w.simai.time_unit)
         if not sim_ops:
             raise ScenarioError(f"workload.simai.path: {w.simai.path} has no ALLREDUCE entries")
+        skipped = Counter(op.collective for op in collective_ops(wl, collectives=None) if op.collective != "ALLREDUCE")
+        if skipped:
+            print(f"testbed: note: replaying the {len(sim_ops)} ALLREDUCE entries of {w.simai.path}; skipped "
+                  + ", ".join(f"{n} {c}" for c, n in sorted(skipped.items())) + " (not supported yet)",
+                  file=sys.stderr)
         for it in range(w.simai.iterations):
             for op in sim_ops:
                 ops.append({"size_bytes": max(1, int(op.size_bytes)), "iteration": it, "warmup": False,
@@ -78,8 +84,18 @@ def workload_ops(spec: ScenarioSpec) -> list[dict]:
     return ops
 
 
+def _git_commit() -> str | None:
+    import subprocess
+    try:
+        res = subprocess.run(["git", "-C", str(Path(__file__).resolve().parent), "rev-parse", "HEAD"],
+                             capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return res.stdout.strip() or None
+
+
 def _versions() -> dict:
-    out = {"python": platform.python_version(), "kernel": platform.release()}
+    out = {"python": platform.python_version(), "kernel": platform.release(), "git_commit": _git_commit()}
     for pkg in ("aifabric-testbed", "os-ken", "scapy", "pandas", "pyroute2", "pydantic", "mininet"):
         try:
             out[pkg] = metadata.version(pkg)
@@ -116,10 +132,9 @@ def run_scenario(spec: ScenarioSpec, scenario_path: Path | None, results_root: P
     """Run a validated scenario; return summary.json's content (also written to the run directory)."""
     run_id = run_id or new_run_id()
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    run_dir = Path(results_root) / f"{stamp}-{spec.name}-{run_id}"
-    run_dir.mkdir(parents=True)
+    run_dir = Path(results_root).resolve() / f"{stamp}-{spec.name}-{run_id}"
     ops_plan = workload_ops(spec)
-    progress = Progress(len(ops_plan), quiet)
+    progress = Progress(len(ops_plan), quiet)  # --quiet: no progress, only the summary
 
     with RunLock(run_id):  # held from the probe on: a concurrent clean never takes our objects
         return _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
@@ -136,10 +151,11 @@ def _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
     rto_us = auto_rto_us(spec) if spec.transport.rto_us == "auto" else spec.transport.rto_us
     transport = {"payload_bytes": spec.transport.payload_bytes, "window_pkts": spec.transport.window_pkts,
                  "ack_every_pkts": spec.transport.ack_every_pkts, "rto_us": rto_us}
+    run_dir.mkdir(parents=True)
     efficiency = payload_efficiency(spec.transport.payload_bytes)
     goodput_bps = spec.fabric.host_link_bps * efficiency
     manifest = {
-        "run_id": run_id, "started_utc": stamp, "scenario_path": str(scenario_path) if scenario_path else None,
+        "run_id": run_id, "started_utc": stamp, "scenario_path": str(Path(scenario_path).resolve()) if scenario_path else None,
         "scenario": spec.model_dump(mode="json"), "versions": _versions(),
         "capabilities": caps.as_dict(), "backends": {"datapath": datapath, "ecn_marker": caps.ecn_marker,
                                                      "delay": caps.delay},
@@ -177,17 +193,17 @@ def _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
             drops_after = fidelity.DropSnapshot.take(host_pids, fab.switch_ports, host_ifs)
 
     return _write_results(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta, stats, sampler, cpu,
-                          fidelity.DropSnapshot.delta(drops_before, drops_after), fab, quiet)
+                          fidelity.DropSnapshot.delta(drops_before, drops_after), fab)
 
 
 def _write_results(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta, stats, sampler, cpu,
-                   drop_delta, fab, quiet) -> dict:
+                   drop_delta, fab) -> dict:
     ops = results.ops_table(rank_rows, op_meta, n)
     sizes = results.size_table(ops, n, goodput_bps)
     pd.DataFrame(rank_rows).to_csv(run_dir / "rank_ops.csv", index=False)
     ops.to_csv(run_dir / "ops.csv", index=False)
     sizes.to_csv(run_dir / "sizes.csv", index=False)
-    qps = pd.DataFrame([q for s in stats for q in s["qps"]])
+    qps = pd.DataFrame([q for s in stats for q in s["qps"]]).convert_dtypes()
     qps.to_csv(run_dir / "qps.csv", index=False)
     msgs = pd.DataFrame([m for s in stats for m in s["msgs"]])
     if not msgs.empty:
@@ -206,9 +222,13 @@ def _write_results(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta
     sent_pkts = int(req["tx_pkts"].sum() + resp["acks_tx"].sum() + resp["naks_tx"].sum())
     recv_pkts = int(sum(s["rx_pkts"] for s in stats))
     extra_lost = sent_pkts - recv_pkts - switch_drops
-    host_tx = pd.DataFrame({"host": [fab.layout.hosts[r].name for r in req["rank"]],
-                            "tx_wire_bytes": req["tx_wire_bytes"].to_numpy(),
-                            "tx_busy_s": req["tx_work_ns"].to_numpy() / 1e9,
+    # one row per host NIC: bytes of all its QPs over the longest time one of them had work
+    # (an approximation when several QPs of a host overlap only partly)
+    active = req[req["tx_pkts"] > 0]
+    per_host = active.groupby("rank").agg(tx_wire_bytes=("tx_wire_bytes", "sum"), tx_work_ns=("tx_work_ns", "max"))
+    host_tx = pd.DataFrame({"host": [fab.layout.hosts[int(r)].name for r in per_host.index],
+                            "tx_wire_bytes": per_host["tx_wire_bytes"].to_numpy(),
+                            "tx_busy_s": per_host["tx_work_ns"].to_numpy() / 1e9,
                             "link_bps": spec.fabric.host_link_bps})
     th = fidelity.FidelityThresholds(min_cpu_idle_pct=spec.fidelity.min_cpu_idle_pct,
                                      max_unexplained_drops=spec.fidelity.max_unexplained_drops_pkts,
@@ -232,21 +252,20 @@ def _write_results(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta
                   for row in sizes.to_dict("records")],
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=float))
-    if not quiet:
-        print(f"# ring all-reduce, {n} ranks, host link {spec.fabric.host_link_bps / 1e6:g} Mbit/s, "
-              f"payload efficiency {efficiency:.3f} (busbw/link = busbw / (link x efficiency))")
-        print(results.format_size_table(sizes))
-        t = transport_summary
-        print(f"# transport: {t['delivered_bytes']} of {t['posted_bytes']} bytes delivered exactly once "
-              f"(order errors {t['order_errors']}), {t['retx_pkts']} retransmitted packets, "
-              f"{t['switch_drops_pkts']} switch-buffer drops")
-        if verdict.faithful:
-            print("# fidelity: faithful")
-        else:
-            print("# fidelity: NOT faithful:")
-            for v in verdict.violations:
-                print(f"#   - {v}")
-        print(f"# results: {run_dir}")
+    print(f"# ring all-reduce, {n} ranks, host link {spec.fabric.host_link_bps / 1e6:g} Mbit/s, "
+          f"payload efficiency {efficiency:.3f} (busbw/link = busbw / (link x efficiency))")
+    print(results.format_size_table(sizes))
+    t = transport_summary
+    print(f"# transport: {t['delivered_bytes']} of {t['posted_bytes']} bytes delivered exactly once "
+          f"(order errors {t['order_errors']}), {t['retx_pkts']} retransmitted packets, "
+          f"{t['switch_drops_pkts']} switch-buffer drops")
+    if verdict.faithful:
+        print("# fidelity: faithful")
+    else:
+        print("# fidelity: NOT faithful:")
+        for v in verdict.violations:
+            print(f"#   - {v}")
+    print(f"# results: {run_dir}")
     return summary
 
 

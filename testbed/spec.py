@@ -55,8 +55,21 @@ def _size(v: Any) -> Any:
     return v
 
 
-RateBps = Annotated[float, BeforeValidator(_rate), Field(gt=0, allow_inf_nan=False)]
-SizeBytes = Annotated[int, BeforeValidator(_size), Field(gt=0)]
+def _no_bool(v: Any) -> Any:
+    if isinstance(v, bool):  # YAML true/false would otherwise count as 1/0
+        raise ValueError(f"{v!r} is a boolean, not a number")
+    return v
+
+
+#: HTB shapes from 100 kbit/s (below, one 1500-byte frame takes over 0.1 s) to 100 Gbit/s
+RateBps = Annotated[float, BeforeValidator(_rate), BeforeValidator(_no_bool),
+                    Field(ge=100e3, le=100e9, allow_inf_nan=False)]
+SizeBytes = Annotated[int, BeforeValidator(_size), BeforeValidator(_no_bool), Field(gt=0)]
+Count = Annotated[int, BeforeValidator(_no_bool)]
+#: largest scenario file read (a scenario is a few hundred bytes)
+MAX_SCENARIO_BYTES = 1 << 20
+#: smallest switch port buffer: one full Ethernet frame (1500 MTU + 14 header)
+MIN_BUFFER_BYTES = 1514
 
 
 class _Spec(BaseModel):
@@ -73,17 +86,20 @@ class FabricSpec(_Spec):
     ports, a spine needs leaves ports.
     """
 
-    spines: int = Field(2, ge=1, le=16)
-    leaves: int = Field(2, ge=1, le=32)
-    hosts_per_leaf: int = Field(2, ge=1, le=32)
+    spines: Count = Field(2, ge=1, le=16)
+    leaves: Count = Field(2, ge=1, le=32)
+    hosts_per_leaf: Count = Field(2, ge=1, le=32)
     host_link_bps: RateBps = 10e6
     fabric_link_bps: RateBps = 10e6
     buffer_bytes: SizeBytes = 100_000
-    ports_per_switch: int = Field(32, ge=2, le=254)
+    ports_per_switch: Count = Field(32, ge=2, le=254)
     datapath: Literal["auto", "user", "kernel"] = "auto"
 
     @model_validator(mode="after")
     def _fits(self) -> "FabricSpec":
+        if self.buffer_bytes < MIN_BUFFER_BYTES:
+            raise ValueError(f"fabric.buffer_bytes = {self.buffer_bytes} cannot hold one full frame: "
+                             f"allowed >= {MIN_BUFFER_BYTES}")
         leaf_ports = self.hosts_per_leaf + self.spines
         if leaf_ports > self.ports_per_switch:
             raise ValueError(
@@ -113,9 +129,16 @@ class TransportSpec(_Spec):
     """
 
     payload_bytes: Literal[256, 512, 1024, 2048, 4096] = 1024
-    window_pkts: int = Field(64, ge=1, le=4096)
-    ack_every_pkts: int = Field(8, ge=1, le=1024)
+    window_pkts: Count = Field(64, ge=1, le=4096)
+    ack_every_pkts: Count = Field(8, ge=1, le=1024)
     rto_us: Union[Literal["auto"], Annotated[int, Field(ge=100, le=10_000_000)]] = "auto"
+
+    @model_validator(mode="after")
+    def _acks_within_window(self) -> "TransportSpec":
+        if self.ack_every_pkts > self.window_pkts:
+            raise ValueError(f"transport.ack_every_pkts = {self.ack_every_pkts} exceeds transport.window_pkts = "
+                             f"{self.window_pkts}: a full window would never be acknowledged")
+        return self
 
 
 class SizeSweep(_Spec):
@@ -123,7 +146,7 @@ class SizeSweep(_Spec):
 
     min_bytes: SizeBytes = 65536
     max_bytes: SizeBytes = 4 * 1024 * 1024
-    factor: int = Field(2, ge=2, le=1024)
+    factor: Count = Field(2, ge=2, le=1024)
 
     @model_validator(mode="after")
     def _order(self) -> "SizeSweep":
@@ -153,7 +176,7 @@ class SimaiSpec(_Spec):
     path: str
     size_scale: float = Field(1.0, gt=0, le=1.0)
     time_unit: Literal["ns", "us"] = "ns"
-    iterations: int = Field(1, ge=1, le=1000)
+    iterations: Count = Field(1, ge=1, le=1000)
 
 
 class WorkloadSpec(_Spec):
@@ -163,8 +186,8 @@ class WorkloadSpec(_Spec):
     algorithm: Literal["ring"] = "ring"
     sizes: Optional[SizeSweep] = None
     simai: Optional[SimaiSpec] = None
-    iterations: int = Field(5, ge=1, le=10_000)
-    warmup_iterations: int = Field(1, ge=0, le=100)
+    iterations: Count = Field(5, ge=1, le=10_000)
+    warmup_iterations: Count = Field(1, ge=0, le=100)
     #: cap on the bytes each size may move in total (iterations are cut to fit), 0 = no cap
     max_bytes_per_size: SizeBytes = 64 * 1024 * 1024
 
@@ -179,7 +202,7 @@ class FidelityThresholdsSpec(_Spec):
     """When a run counts as faithful (Handigol et al., CoNEXT 2012)."""
 
     min_cpu_idle_pct: float = Field(5.0, ge=0, le=100)
-    max_unexplained_drops_pkts: int = Field(0, ge=0)
+    max_unexplained_drops_pkts: Count = Field(0, ge=0)
     min_link_rate_ratio: float = Field(0.9, gt=0, le=1)
 
 
@@ -191,7 +214,7 @@ class ScenarioSpec(_Spec):
     """A whole scenario file."""
 
     name: str = Field("scenario", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
-    seed: int = Field(1, ge=0)
+    seed: Count = Field(1, ge=0)
     #: link rate the scaled-down host link stands for (records the time-dilation scale factor)
     reference_link_bps: RateBps = 400e9
     fabric: FabricSpec = FabricSpec()
@@ -207,6 +230,9 @@ class ScenarioSpec(_Spec):
 
     @model_validator(mode="after")
     def _fits(self) -> "ScenarioSpec":
+        if self.reference_link_bps < self.fabric.host_link_bps:
+            raise ValueError(f"reference_link_bps = {self.reference_link_bps:g} is below fabric.host_link_bps = "
+                             f"{self.fabric.host_link_bps:g}: the scaled-down link cannot be faster than the real one")
         if self.fabric.n_hosts < 2:
             raise ValueError("a collective needs at least 2 hosts: fabric.leaves * fabric.hosts_per_leaf < 2")
         return self
@@ -264,6 +290,20 @@ def parse_scenario(data: Any, source: str = "scenario") -> ScenarioSpec:
         raise ScenarioError(format_validation_error(e, source)) from None
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that rejects a key given twice in one mapping (PyYAML keeps the last silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} appears twice in one mapping", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
 def load_scenario(path: Union[str, Path]) -> ScenarioSpec:
     """Read and validate a scenario YAML file.
 
@@ -272,9 +312,17 @@ def load_scenario(path: Union[str, Path]) -> ScenarioSpec:
     FileNotFoundError.
     """
     p = Path(path)
-    text = p.read_text()
+    if p.exists() and not p.is_file():
+        raise ScenarioError(f"{p}: not a regular file")
+    if p.stat().st_size > MAX_SCENARIO_BYTES:
+        raise ScenarioError(f"{p}: {p.stat().st_size} bytes; a scenario file may have at most {MAX_SCENARIO_BYTES}")
     try:
-        data = yaml.safe_load(text)
+        with open(p, encoding="utf-8") as f:
+            data = yaml.load(f, Loader=_UniqueKeyLoader)
+    except UnicodeDecodeError as e:
+        raise ScenarioError(f"{p}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except RecursionError:
+        raise ScenarioError(f"{p}: nested too deeply to be a scenario") from None
     except yaml.YAMLError as e:
         raise ScenarioError(f"{p}: not valid YAML: {e}") from None
     spec = parse_scenario(data, str(p))

@@ -15,7 +15,7 @@ BAD = {
     "unknown_top_key": ("fabrik: {spines: 2}\n" + OK_WORKLOAD, ["fabrik", "unknown key", "fabric"]),
     "unknown_nested_key": ("fabric: {spine: 2}\n" + OK_WORKLOAD, ["fabric.spine", "unknown key", "spines"]),
     "zero_spines": ("fabric: {spines: 0}\n" + OK_WORKLOAD, ["fabric.spines", "greater than or equal to 1"]),
-    "negative_rate": ("fabric: {host_link_bps: -10}\n" + OK_WORKLOAD, ["fabric.host_link_bps", "greater than 0"]),
+    "negative_rate": ("fabric: {host_link_bps: -10}\n" + OK_WORKLOAD, ["fabric.host_link_bps", "greater than or equal to 100000"]),
     "rate_garbage": ("fabric: {fabric_link_bps: fast}\n" + OK_WORKLOAD, ["fabric.fabric_link_bps", "'10M'"]),
     "more_hosts_than_ports": ("fabric: {hosts_per_leaf: 30, spines: 4, ports_per_switch: 32}\n" + OK_WORKLOAD,
                               ["fabric.hosts_per_leaf", "ports_per_switch"]),
@@ -29,6 +29,13 @@ BAD = {
     "bad_yaml": ("fabric: {spines: [\n", ["not valid YAML"]),
     "missing_simai_file": ("workload: {simai: {path: nowhere.txt}}\n", ["workload.simai.path", "no such file"]),
     "bad_buffer": ("fabric: {buffer_bytes: 10 apples}\n" + OK_WORKLOAD, ["fabric.buffer_bytes", "not a size"]),
+    "buffer_below_one_frame": ("fabric: {buffer_bytes: 10B}\n" + OK_WORKLOAD, ["fabric.buffer_bytes", ">= 1514"]),
+    "rate_too_low": ("fabric: {host_link_bps: 1}\n" + OK_WORKLOAD, ["fabric.host_link_bps", "100000"]),
+    "boolean_count": ("fabric: {spines: true}\n" + OK_WORKLOAD, ["fabric.spines", "boolean"]),
+    "duplicate_key": ("fabric: {spines: 2}\nfabric: {spines: 1}\n" + OK_WORKLOAD, ["appears twice"]),
+    "ack_beyond_window": ("transport: {window_pkts: 8, ack_every_pkts: 16}\n" + OK_WORKLOAD,
+                          ["transport.ack_every_pkts", "window_pkts"]),
+    "reference_slower_than_link": ("reference_link_bps: 1M\n" + OK_WORKLOAD, ["reference_link_bps", "below"]),
 }
 
 
@@ -80,3 +87,22 @@ def test_cli_rejects_before_touching_kernel(name, tmp_path):
     created = {kind: sorted(set(after[kind]) - set(before[kind])) for kind in before}
     assert not any(created.values()), created
     assert not (tmp_path / "res").exists()
+
+
+def test_not_a_scenario_file(tmp_path):
+    from testbed.spec import load_scenario
+    for path, words in ((Path("/dev/zero"), "not a regular file"), (tmp_path, "not a regular file")):
+        with pytest.raises(ScenarioError, match=words):
+            load_scenario(path)
+    garbage = tmp_path / "garbage.yaml"
+    garbage.write_bytes(bytes(range(128, 256)) * 4)
+    with pytest.raises(ScenarioError, match="not UTF-8"):
+        load_scenario(garbage)
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("[" * 5000 + "]" * 5000)
+    with pytest.raises(ScenarioError, match=str(deep)):
+        load_scenario(deep)
+    big = tmp_path / "big.yaml"
+    big.write_text("#" * (2 << 20))
+    with pytest.raises(ScenarioError, match="at most"):
+        load_scenario(big)

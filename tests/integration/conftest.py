@@ -52,7 +52,7 @@ def make_fabric(tmp_path, datapath):
         lock.__exit__(None, None, None)
 
 
-def testbed_cli(*args, timeout=600, **kw):
+def run_cli(*args, timeout=600, **kw):
     """Run the ``testbed`` command of this Python environment."""
     return subprocess.run([sys.executable, "-m", "testbed.cli", *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, **kw)
@@ -62,7 +62,7 @@ def run_scenario_file(tmp_path, text: str, timeout=600) -> tuple[subprocess.Comp
     """Write a scenario, run it with ``testbed run``, return (process, summary.json)."""
     p = tmp_path / "scenario.yaml"
     p.write_text(text)
-    res = testbed_cli("run", p, "--results", tmp_path / "results", timeout=timeout)
+    res = run_cli("run", p, "--results", tmp_path / "results", timeout=timeout)
     summaries = list((tmp_path / "results").glob("*/summary.json"))
     assert res.returncode == 0, f"testbed run failed ({res.returncode}):\n{res.stdout}\n{res.stderr}"
     assert len(summaries) == 1, res.stderr

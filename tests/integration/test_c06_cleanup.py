@@ -9,7 +9,7 @@ import time
 
 import psutil
 
-from conftest import run_scenario_file, testbed_cli
+from conftest import run_scenario_file, run_cli
 
 LONG = """
 name: killme
@@ -62,7 +62,7 @@ def test_sigkill_then_clean(tmp_path):
         proc.wait(timeout=10)
         assert any(_leftovers(rid).values()), "SIGKILL left nothing behind: the test proves nothing"
 
-        res = testbed_cli("clean")
+        res = run_cli("clean")
         assert res.returncode == 0, res.stderr
         assert _leftovers(rid) == {"links": [], "bridges": [], "netns": [], "procs": []}
         with socket.socket() as s:
