@@ -64,6 +64,9 @@ def _no_bool(v: Any) -> Any:
 #: HTB shapes from 100 kbit/s (below, one 1500-byte frame takes over 0.1 s) to 100 Gbit/s
 RateBps = Annotated[float, BeforeValidator(_rate), BeforeValidator(_no_bool),
                     Field(ge=100e3, le=100e9, allow_inf_nan=False)]
+#: a real link rate a scaled-down link stands for (up to 10 Tbit/s)
+ReferenceBps = Annotated[float, BeforeValidator(_rate), BeforeValidator(_no_bool),
+                         Field(ge=100e3, le=10e12, allow_inf_nan=False)]
 SizeBytes = Annotated[int, BeforeValidator(_size), BeforeValidator(_no_bool), Field(gt=0)]
 Count = Annotated[int, BeforeValidator(_no_bool)]
 #: largest scenario file read (a scenario is a few hundred bytes)
@@ -216,7 +219,7 @@ class ScenarioSpec(_Spec):
     name: str = Field("scenario", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     seed: Count = Field(1, ge=0)
     #: link rate the scaled-down host link stands for (records the time-dilation scale factor)
-    reference_link_bps: RateBps = 400e9
+    reference_link_bps: ReferenceBps = 400e9
     fabric: FabricSpec = FabricSpec()
     transport: TransportSpec = TransportSpec()
     workload: WorkloadSpec

@@ -106,3 +106,11 @@ def test_not_a_scenario_file(tmp_path):
     big.write_text("#" * (2 << 20))
     with pytest.raises(ScenarioError, match="at most"):
         load_scenario(big)
+
+
+def test_shipped_scenarios_are_valid():
+    from testbed.spec import load_scenario
+    scenarios = sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("*.yaml"))
+    assert len(scenarios) >= 2
+    for p in scenarios:
+        load_scenario(p)
