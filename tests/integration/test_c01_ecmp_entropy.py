@@ -43,9 +43,11 @@ def test_udp_source_port_spreads_flows(make_fabric):
     # ECMP keeps each flow on one path: PSNs arrive in order, nothing out of order or duplicated
     bad = [(i, f) for i, f in enumerate(got["flows"]) if f["out_of_order_pkts"] or f["order_errors"] or f["dup_pkts"]]
     assert not bad, (bad[:3], sent["flows"][:2])
+    print(f"C01 uplink byte shares with 64 source ports: {[round(s, 3) for s in shares]}")
     assert all(0.30 <= s <= 0.70 for s in shares), f"uplink byte shares {shares}"
 
     # control: one shared source port -> one hash value -> one uplink carries everything
     shares, sent, got = _run_flows(fab, f"50000x{FLOWS}")
     assert sent["ok"] and got["ok"]
+    print(f"C01 uplink byte shares with one shared source port: {[round(s, 3) for s in shares]}")
     assert max(shares) >= 0.99, f"uplink byte shares with one source port {shares}"

@@ -28,6 +28,7 @@ def test_tcp_across_leaves(make_fabric, tmp_path, datapath):
     # --connect-timeout 1000: iperf3 fails with an error if the TCP connection takes over 1 s
     assert "error" not in res, res.get("error")
     rx_bps = res["end"]["sum_received"]["bits_per_second"]
+    print(f"C02 TCP goodput {rx_bps / 1e6:.2f} Mbit/s on a 20 Mbit/s path")
     assert rx_bps >= 0.8 * 20e6 * 1448 / 1514, f"TCP goodput {rx_bps / 1e6:.2f} Mbit/s"
     pkts = [p for p in rdpcap(str(pcap)) if TCP in p]
     assert len(pkts) >= 100

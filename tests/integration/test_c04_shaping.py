@@ -18,5 +18,6 @@ def test_udp_over_shaped_link(make_fabric):
     res = json.loads(out)
     rx = res["end"]["sum_received"]
     goodput_bps = rx["bits_per_second"]
+    print(f"C04 receiver goodput {goodput_bps / 1e6:.2f} Mbit/s, loss {rx['lost_percent']:.1f}%")
     assert 9.0e6 <= goodput_bps <= 10.2e6, f"receiver goodput {goodput_bps / 1e6:.2f} Mbit/s"
     assert 45.0 <= rx["lost_percent"] <= 55.0, f"loss {rx['lost_percent']:.1f}%"

@@ -38,6 +38,7 @@ workload: {sizes: {min_bytes: 256KiB, max_bytes: 1MiB, factor: 4}, iterations: 2
 def test_tiny_buffer_drops_but_every_byte_arrives_once(tmp_path):
     res, s = run_scenario_file(tmp_path, TINY_BUFFER)
     t = s["transport"]
+    print(f"tiny buffer: {t}")
     assert t["switch_drops_pkts"] > 0, "a 4 KB buffer behind a 2:1 oversubscribed uplink must drop"
     assert t["retx_pkts"] > 0 and (t["naks"] > 0 or t["timeouts"] > 0)
     assert t["delivered_bytes"] == t["posted_bytes"] == t["acked_bytes"]
@@ -56,6 +57,7 @@ workload: {sizes: {min_bytes: 2MiB, max_bytes: 2MiB}, iterations: 3, warmup_iter
 
 def test_too_fast_is_not_faithful(tmp_path):
     res, s = run_scenario_file(tmp_path, FAST)
+    print(f"500 Mbit/s: faithful={s['faithful']}, violations={s['violations'][:2]}")
     assert s["faithful"] is False
     assert s["violations"], "an unfaithful run must list what was violated"
     assert "NOT faithful" in res.stdout
