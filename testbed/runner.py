@@ -168,32 +168,43 @@ def _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
                  f"results in {run_dir}")
 
     rank_rows, op_meta, stats = [], {}, []
-    with Fabric(spec, run_id, run_dir, datapath) as fab:
-        progress.say(f"fabric up: {len(fab.ready.get('dpids', []))} switches confirmed flows and groups; "
-                     f"{len(fab.port_rate_bps)} shaped links read back within 1%")
-        peers = lambda r: [(r + 1) % n, (r - 1) % n]  # noqa: E731  ring neighbours
-        with AgentGroup(fab, transport, spec.seed, peers) as agents:
-            host_pids = {h.name: fab.net.get(h.name).pid for h in fab.layout.hosts}
-            host_ifs = {h.name: [h.intf] for h in fab.layout.hosts}
-            drops_before = fidelity.DropSnapshot.take(host_pids, fab.switch_ports, host_ifs)
-            sampler = QdiscSampler(fab.switch_ports, spec.output.sample_period_ms / 1e3)
-            cpu = fidelity.CpuIdleMonitor()
-            with sampler, cpu:
-                for k, op in enumerate(ops_plan):
-                    size = op["size_bytes"]
-                    expect_s = results.allreduce_busbw_factor(n) * size * 8 / goodput_bps
-                    recs = agents.run_op(k, size, timeout_s=10 * expect_s + 20)
-                    rank_rows.extend(recs)
-                    op_meta[k] = op
-                    t_us = (max(r["t_end_ns"] for r in recs) - min(r["t_start_ns"] for r in recs)) / 1e3
-                    last = k + 1 == len(ops_plan) or ops_plan[k + 1]["size_bytes"] != size
-                    progress.op(k + 1, size, size * 8 / (t_us / 1e6) * results.allreduce_busbw_factor(n), last)
-                time.sleep(0.2)  # let the last ACKs land before counting
-                stats = agents.stats()
-            drops_after = fidelity.DropSnapshot.take(host_pids, fab.switch_ports, host_ifs)
-
-    return _write_results(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta, stats, sampler, cpu,
-                          fidelity.DropSnapshot.delta(drops_before, drops_after), fab)
+    measured = False
+    try:
+        with Fabric(spec, run_id, run_dir, datapath) as fab:
+            progress.say(f"fabric up: {len(fab.ready.get('dpids', []))} switches confirmed flows and groups; "
+                         f"{len(fab.port_rate_bps)} shaped links read back within 1%")
+            peers = lambda r: [(r + 1) % n, (r - 1) % n]  # noqa: E731  ring neighbours
+            with AgentGroup(fab, transport, spec.seed, peers) as agents:
+                host_pids = {h.name: fab.net.get(h.name).pid for h in fab.layout.hosts}
+                host_ifs = {h.name: [h.intf] for h in fab.layout.hosts}
+                drops_before = fidelity.DropSnapshot.take(host_pids, fab.switch_ports, host_ifs)
+                sampler = QdiscSampler(fab.switch_ports, spec.output.sample_period_ms / 1e3)
+                cpu = fidelity.CpuIdleMonitor()
+                with sampler, cpu:
+                    for k, op in enumerate(ops_plan):
+                        size = op["size_bytes"]
+                        expect_s = results.allreduce_busbw_factor(n) * size * 8 / goodput_bps
+                        recs = agents.run_op(k, size, timeout_s=10 * expect_s + 20)
+                        rank_rows.extend(recs)
+                        op_meta[k] = op
+                        t_us = (max(r["t_end_ns"] for r in recs) - min(r["t_start_ns"] for r in recs)) / 1e3
+                        last = k + 1 == len(ops_plan) or ops_plan[k + 1]["size_bytes"] != size
+                        progress.op(k + 1, size, size * 8 / (t_us / 1e6) * results.allreduce_busbw_factor(n), last)
+                    time.sleep(0.2)  # let the last ACKs land before counting
+                    stats = agents.stats()
+                drops_after = fidelity.DropSnapshot.take(host_pids, fab.switch_ports, host_ifs)
+                measured = True
+    except KeyboardInterrupt as e:
+        if not measured:
+            raise
+        interrupted = e  # during the teardown: every measurement is in, keep the results
+    else:
+        interrupted = None
+    summary = _write_results(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta, stats, sampler, cpu,
+                             fidelity.DropSnapshot.delta(drops_before, drops_after), fab)
+    if interrupted:
+        raise interrupted
+    return summary
 
 
 def _write_results(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta, stats, sampler, cpu,
