@@ -11,7 +11,6 @@ import selectors
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from testbed.fabric import Fabric
 from testbed.lifecycle import StartStop, raise_if_interrupted

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 from collections import Counter
 import logging
-import math
 import os
 import platform
 import signal

@@ -12,13 +12,12 @@ Rates accept a number of bit/s (``10000000``) or a string with an SI suffix
 """
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from typing_extensions import Annotated
 from pydantic import BeforeValidator
 

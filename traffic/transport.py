@@ -34,7 +34,7 @@ import errno
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from traffic import wire
 

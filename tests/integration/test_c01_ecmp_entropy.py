@@ -3,7 +3,6 @@ import json
 import sys
 from pathlib import Path
 
-import pytest
 
 FLOWS = 64
 SIZE_BYTES = 128 * 1024  # 1 MB in the report, scaled with the link rate (time dilation)
