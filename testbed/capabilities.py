@@ -43,6 +43,7 @@ TOOLS = ("iperf3", "tcpdump", "tshark", "mnexec")
 NFT_MARK_RULE = "ip ecn { ect0, ect1 } numgen random mod 1000 < 100 ip ecn set ce"
 
 _OVS_TIMEOUT_S = 5
+NEEDS_ROOT = "run 'sudo testbed doctor'"
 _LOCAL_OFPORT = "65534"  # OFPP_LOCAL: the bridge's own port exists once the datapath made it
 
 
@@ -150,14 +151,18 @@ def _probe(rid: str) -> Capabilities:
         datapath = "user"
     else:
         datapath = "none"
-        notes.append("no OVS datapath usable: " + feats["ovs"].detail)
+        if os.geteuid() != 0:
+            notes.append(f"not root: Open vSwitch, qdiscs, nftables and ethtool were not probed; {NEEDS_ROOT}")
+        else:
+            notes.append("no OVS datapath usable: " + feats["ovs"].detail)
     if feats["qdisc_red"].available:
         ecn = "red"
     elif feats["nft_egress"].available:
         ecn = "nftables"
     else:
         ecn = "none"
-        notes.append("no ECN marking backend: neither sch_red nor the nftables egress hook")
+        if os.geteuid() == 0:
+            notes.append("no ECN marking backend: neither sch_red nor the nftables egress hook")
     delay = "netem" if feats["qdisc_netem"].available else "none"
     return Capabilities(
         run_id=rid,
@@ -227,6 +232,12 @@ def _probe_ovs(rid: str, feats: dict[str, Feature]) -> str:
         feats.update(ovs=off, ovs_kernel_datapath=off, ovs_userspace_datapath=off)
         return ""
     rc, _, err = _ovs_vsctl("show", timeout=2)
+    if rc != 0 and os.geteuid() != 0:
+        # an ordinary user cannot open OVS's database socket: that says nothing about whether OVS runs
+        off = Feature(False, f"not probed: needs root ({NEEDS_ROOT})")
+        feats.update(ovs=off, ovs_userspace_datapath=off)
+        feats["ovs_kernel_datapath"] = Feature(False, module_text + "; OVS not probed: needs root")
+        return ""
     if rc != 0:
         off = Feature(False, f"OVS not reachable ({err}); start it with scripts/start-ovs as root")
         feats.update(ovs=off, ovs_userspace_datapath=off)

@@ -30,17 +30,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--debug", action="store_true",
                         help="show the full traceback on errors")
+    # --debug also after the subcommand: SUPPRESS keeps the top-level value when it is not given there
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show the full traceback on errors")
     sub = parser.add_subparsers(dest="command", metavar="{run,clean,doctor}",
                                 parser_class=_Parser)
 
-    run = sub.add_parser("run", help="run a scenario (root)")
+    run = sub.add_parser("run", help="run a scenario (root)", parents=[common])
     run.add_argument("scenario", metavar="SCENARIO.yaml", help="scenario file")
     run.add_argument("--results", metavar="DIR", default=None,
-                     help="results root directory (default: ./results)")
+                     help="results root directory (default: ./results); checked before anything is built")
     run.add_argument("--quiet", action="store_true", help="print only the summary")
+    run.add_argument("--max-duration", metavar="SECONDS", type=_duration, default=None,
+                     help="refuse runs estimated to take longer (seconds, or 90s/30m/3h; "
+                     "default 2h); the estimate is printed before anything is built")
 
     clean = sub.add_parser(
-        "clean", help="remove leftovers of dead runs (root)",
+        "clean", help="remove leftovers of dead runs (root)", parents=[common],
         description="Remove processes, OVS bridges, interfaces, named netns and state "
         "files of runs that are no longer live. Without RUN_ID: every run found.",
     )
@@ -49,9 +56,21 @@ def build_parser() -> argparse.ArgumentParser:
     clean.add_argument("--force", action="store_true",
                        help="also clean runs whose lock is held (kills a running run)")
 
-    doctor = sub.add_parser("doctor", help="probe what this machine supports")
+    doctor = sub.add_parser("doctor", help="probe what this machine supports (root)", parents=[common])
     doctor.add_argument("--json", action="store_true", help="print the probe as JSON")
+    doctor.add_argument("--calibrate", action="store_true",
+                        help="measure this machine's faithful capacity on a small real fabric (about 15 s) "
+                        "and cache it")
     return parser
+
+
+def _duration(text: str) -> float:
+    from testbed.estimate import parse_duration_s
+
+    try:
+        return parse_duration_s(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _require_root(command: str) -> None:
@@ -88,15 +107,28 @@ def _cmd_clean(args) -> int:
 
 
 def _cmd_doctor(args) -> int:
+    from testbed import capacity
     from testbed.capabilities import format_report, probe
 
+    if args.calibrate:
+        _require_root("doctor --calibrate")
     caps = probe()
+    cal = capacity.load_cached(caps.datapath if caps.datapath != "none" else None)
+    if args.calibrate:
+        if caps.datapath == "none":
+            raise CliError("cannot calibrate: no Open vSwitch datapath works here (see 'testbed doctor')")
+        cal = capacity.calibrate(caps.datapath, quiet=args.json)
+        path = capacity.save(cal)
+        if not args.json:
+            print(f"calibration cached in {path}", file=sys.stderr)
     if args.json:
-        print(json.dumps(caps.as_dict(), indent=2))
+        print(json.dumps({**caps.as_dict(), "faithful_capacity": cal}, indent=2))
     else:
         print(format_report(caps))
+        print(f"faithful capacity . {capacity.format_capacity(cal)}")
         if os.geteuid() != 0:
-            print("note: not root, so qdiscs, nftables and ethtool were not probed")
+            print(f"{PROG}: root is needed to probe Open vSwitch, qdiscs, nftables and ethtool: "
+                  f"run 'sudo {PROG} doctor'", file=sys.stderr)
     return 0
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from testbed import capabilities, cleanup, fidelity, results
+from testbed import capabilities, cleanup, estimate, fidelity, results
 from testbed.agents import AgentGroup
 from testbed.fabric import Fabric
 from testbed.naming import new_run_id
@@ -41,17 +41,59 @@ from traffic.transport import payload_efficiency, wire_bytes
 log = logging.getLogger(__name__)
 
 
-def auto_rto_us(spec: ScenarioSpec) -> int:
-    """Go-back-N timeout: twice the worst queueing on a 3-switch path plus an ACK interval.
+#: floor and cap of the automatic retransmission timeout (see :func:`auto_rto_us`)
+MIN_AUTO_RTO_US = 5_000
+MAX_AUTO_RTO_US = 2_000_000
+#: queue pairs per host that can have data in flight at once (a ring rank talks to both neighbours)
+QPS_PER_HOST = 2
 
-    Worst queueing = 3 full switch buffers drained at the slower link rate;
-    ACK interval = ack_every_pkts full packets at the host link rate. Floor 5 ms.
+
+def auto_rto_us(spec: ScenarioSpec) -> int:
+    """Go-back-N timeout, us: :func:`rto_basis` ``["rto_us"]``."""
+    return rto_basis(spec)["rto_us"]
+
+
+def rto_basis(spec: ScenarioSpec) -> dict:
+    """The automatic go-back-N timeout and how it was derived (stated in the manifest and printed).
+
+    rto = 2 x (3 x queue_bytes x 8 / slow_bps + ack_every_pkts x frame x 8 / host_link_bps),
+    clamped to [5 ms, 2 s]: twice (there and back) the worst queueing on a
+    3-switch path plus an ACK interval. ``queue_bytes`` per hop is the smaller
+    of the switch buffer and all data the senders may have unacknowledged
+    (hosts x QPS_PER_HOST x window_pkts x frame): a queue cannot hold more than
+    is in flight, so a 100 MB buffer does not make a 40-minute timeout (C15).
+    The 2 s cap bounds how long one lost packet stalls a collective; where the
+    derived value is larger (deep buffers on slow links) ``capped`` is true,
+    and an ACK later than 2 s would show as a spurious retransmission in the
+    fidelity verdict rather than pass unseen.
+
+    Returns: dict with rto_us, derived_us, capped, queue_bytes, slow_bps.
     """
+    from traffic import wire
+
     f, t = spec.fabric, spec.transport
     slow_bps = min(f.host_link_bps, f.fabric_link_bps)
-    queue_s = 3 * f.buffer_bytes * 8 / slow_bps
-    pkt_s = wire_bytes(12 + t.payload_bytes + 4) * 8 / f.host_link_bps
-    return max(5000, int(2e6 * (queue_s + t.ack_every_pkts * pkt_s)))
+    frame = wire_bytes(wire.BTH_BYTES + t.payload_bytes + wire.ICRC_BYTES)
+    in_flight = f.n_hosts * QPS_PER_HOST * t.window_pkts * frame
+    queue_bytes = min(f.buffer_bytes, in_flight)
+    queue_s = 3 * queue_bytes * 8 / slow_bps
+    pkt_s = frame * 8 / f.host_link_bps
+    derived = int(2e6 * (queue_s + t.ack_every_pkts * pkt_s))
+    rto = min(MAX_AUTO_RTO_US, max(MIN_AUTO_RTO_US, derived))
+    return {"rto_us": rto, "derived_us": derived, "capped": derived > MAX_AUTO_RTO_US,
+            "queue_bytes": queue_bytes, "slow_bps": slow_bps}
+
+
+def describe_rto(spec: ScenarioSpec) -> str:
+    """One line stating the run's retransmission timeout and where it came from."""
+    if spec.transport.rto_us != "auto":
+        return f"retransmission timeout {spec.transport.rto_us / 1e3:g} ms (transport.rto_us)"
+    b = rto_basis(spec)
+    text = (f"retransmission timeout {b['rto_us'] / 1e3:g} ms (auto: 2 x (3 hops x {b['queue_bytes']} B queued "
+            f"at {b['slow_bps'] / 1e6:g} Mbit/s + ACK interval)")
+    if b["capped"]:
+        text += f"; derived {b['derived_us'] / 1e6:.1f} s, capped at {MAX_AUTO_RTO_US / 1e6:g} s"
+    return text + ")"
 
 
 def workload_ops(spec: ScenarioSpec) -> list[dict]:
@@ -60,7 +102,8 @@ def workload_ops(spec: ScenarioSpec) -> list[dict]:
     ops = []
     if w.sizes is not None:
         for size in w.sizes.sizes():
-            iters = min(w.iterations, max(1, w.max_bytes_per_size // size))
+            cap = w.max_bytes_per_size
+            iters = w.iterations if cap is None else min(w.iterations, max(1, cap // size))
             for i in range(w.warmup_iterations + iters):
                 ops.append({"size_bytes": size, "iteration": i - w.warmup_iterations,
                             "warmup": i < w.warmup_iterations, "layer": ""})
@@ -127,12 +170,15 @@ class Progress:
 
 
 def run_scenario(spec: ScenarioSpec, scenario_path: Path | None, results_root: Path,
-                 quiet: bool = False, run_id: str | None = None) -> dict:
-    """Run a validated scenario; return summary.json's content (also written to the run directory)."""
+                 quiet: bool = False, run_id: str | None = None, ops_plan: list[dict] | None = None) -> dict:
+    """Run a validated scenario; return summary.json's content (also written to the run directory).
+
+    ``ops_plan`` defaults to :func:`workload_ops` ``(spec)``.
+    """
     run_id = run_id or new_run_id()
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     run_dir = Path(results_root).resolve() / f"{stamp}-{spec.name}-{run_id}"
-    ops_plan = workload_ops(spec)
+    ops_plan = workload_ops(spec) if ops_plan is None else ops_plan
     progress = Progress(len(ops_plan), quiet)  # --quiet: no progress, only the summary
 
     with RunLock(run_id):  # held from the probe on: a concurrent clean never takes our objects
@@ -160,11 +206,17 @@ def _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
                                                      "delay": caps.delay},
         "scale_factor": spec.scale_factor, "reference_link_bps": spec.reference_link_bps,
         "seed": spec.seed, "transport": transport, "payload_efficiency": efficiency,
+        "rto": {"source": "auto" if spec.transport.rto_us == "auto" else "transport.rto_us",
+                **(rto_basis(spec) if spec.transport.rto_us == "auto" else {"rto_us": rto_us}),
+                "text": describe_rto(spec)},
+        "estimated_duration_s": round(estimate.estimate_for_spec(spec, ops_plan), 1),
+        "fidelity_checks_switched_off": spec.fidelity.switched_off(),
     }
     (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=1))
     progress.say(f"run {run_id}: {spec.fabric.spines} spines, {spec.fabric.leaves} leaves, {n} hosts, "
                  f"host links {spec.fabric.host_link_bps / 1e6:g} Mbit/s, datapath {datapath}; "
                  f"results in {run_dir}")
+    progress.say(describe_rto(spec))
 
     rank_rows, op_meta, stats = [], {}, []
     measured = False
@@ -206,6 +258,16 @@ def _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
     return summary
 
 
+def _thresholds(spec: ScenarioSpec) -> fidelity.FidelityThresholds:
+    """The verdict's thresholds; a check the scenario switched ``off`` gets a limit it cannot fail
+    (listed in manifest.json ``fidelity_checks_switched_off`` and printed)."""
+    f = spec.fidelity
+    return fidelity.FidelityThresholds(
+        min_cpu_idle_pct=0.0 if f.min_cpu_idle_pct is None else f.min_cpu_idle_pct,
+        max_unexplained_drops=2**62 if f.max_unexplained_drops_pkts is None else f.max_unexplained_drops_pkts,
+        min_link_rate_ratio=1e-12 if f.min_link_rate_ratio is None else f.min_link_rate_ratio)
+
+
 def _write_results(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta, stats, sampler, cpu,
                    drop_delta, fab) -> dict:
     ops = results.ops_table(rank_rows, op_meta, n)
@@ -240,9 +302,7 @@ def _write_results(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta
                             "tx_wire_bytes": per_host["tx_wire_bytes"].to_numpy(),
                             "tx_busy_s": per_host["tx_work_ns"].to_numpy() / 1e9,
                             "link_bps": spec.fabric.host_link_bps})
-    th = fidelity.FidelityThresholds(min_cpu_idle_pct=spec.fidelity.min_cpu_idle_pct,
-                                     max_unexplained_drops=spec.fidelity.max_unexplained_drops_pkts,
-                                     min_link_rate_ratio=spec.fidelity.min_link_rate_ratio)
+    th = _thresholds(spec)
     verdict = fidelity.evaluate(cpu_df, drop_delta, ports, fab.port_rate_bps, host_tx, th,
                                 extra_lost_pkts=extra_lost)
     transport_summary = {
@@ -269,6 +329,8 @@ def _write_results(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta
     print(f"# transport: {t['delivered_bytes']} of {t['posted_bytes']} bytes delivered exactly once "
           f"(order errors {t['order_errors']}), {t['retx_pkts']} retransmitted packets, "
           f"{t['switch_drops_pkts']} switch-buffer drops")
+    if spec.fidelity.switched_off():
+        print(f"# fidelity: switched off by the scenario: {', '.join(spec.fidelity.switched_off())}")
     if verdict.faithful:
         print("# fidelity: faithful")
     else:
@@ -300,13 +362,48 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def check_results_root(root: Path) -> None:
+    """Raise ScenarioError unless ``root`` is a writable directory or can be created (nothing is made).
+
+    Probes by really creating and removing a temporary file in ``root`` or in
+    its nearest existing ancestor (so read-only mounts, files in the way and
+    missing permissions are all caught before anything is built).
+    """
+    import tempfile
+
+    root = Path(root).absolute()
+    probe_dir = root
+    while not probe_dir.exists():
+        probe_dir = probe_dir.parent
+    if not probe_dir.is_dir():
+        raise ScenarioError(f"--results {root}: {probe_dir} is not a directory")
+    try:
+        with tempfile.TemporaryFile(dir=probe_dir):
+            pass
+    except OSError as e:
+        what = "is not writable" if probe_dir == root else f"cannot be created ({probe_dir} is not writable)"
+        raise ScenarioError(f"--results {root}: {what}: {e.strerror}") from None
+
+
 def run_from_cli(args) -> int:
     """Entry of ``testbed run``: validate, run, print. Exit code 0 when the run completed."""
     try:
         spec = load_scenario(args.scenario)
-    except (ScenarioError, FileNotFoundError, IsADirectoryError) as e:
+        ops_plan = workload_ops(spec)
+        check_results_root(Path(args.results or "results"))
+        est_s = estimate.estimate_for_spec(spec, ops_plan)
+        if not args.quiet:
+            print(f"testbed: estimated duration {estimate.format_duration(est_s)} ({len(ops_plan)} operations; "
+                  f"cap {estimate.format_duration(getattr(args, 'max_duration', None) or estimate.MAX_DURATION_S)})",
+                  file=sys.stderr)
+        estimate.check_duration(spec, est_s, getattr(args, "max_duration", None) or estimate.MAX_DURATION_S)
+    except (ScenarioError, FileNotFoundError, IsADirectoryError, estimate.DurationError) as e:
         print(f"testbed: error: {e}", file=sys.stderr)
         return 2
+    from testbed import capacity
+    warning = capacity.check_scenario(spec)
+    if warning:
+        print(f"testbed: warning: {warning}", file=sys.stderr)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # SIGTERM tears down like Ctrl-C: context managers remove what the run created
     global _MAIN_PID
@@ -317,7 +414,8 @@ def run_from_cli(args) -> int:
     if getattr(removed, "total", 0):
         print(f"testbed: removed leftovers of dead runs: {removed}", file=sys.stderr)
     try:
-        run_scenario(spec, Path(args.scenario), Path(args.results or "results"), quiet=args.quiet)
+        run_scenario(spec, Path(args.scenario), Path(args.results or "results"), quiet=args.quiet,
+                     ops_plan=ops_plan)
     except KeyboardInterrupt:
         print("testbed: interrupted; everything this run created was removed", file=sys.stderr)
         return 128 + (_INTERRUPTED or signal.SIGINT)

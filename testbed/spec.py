@@ -25,7 +25,7 @@ from pydantic import BeforeValidator
 ROCE_MTUS_BYTES = (256, 512, 1024, 2048, 4096)
 
 _RATE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMgGtT]?)(?:bit|bps|b)?(?:/s)?\s*$")
-_SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(|B|KB|KiB|MB|MiB|GB|GiB|K|M|G)\s*$")
+_SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(|B|KB|KiB|MB|MiB|GB|GiB|K|M|G)\s*$")
 _SI = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
 _SIZE_UNITS = {"": 1, "B": 1, "KB": 1000, "MB": 1000**2, "GB": 1000**3,
                "K": 1024, "M": 1024**2, "G": 1024**3,
@@ -54,10 +54,25 @@ def _size(v: Any) -> Any:
     return v
 
 
+def _off(v: Any) -> Any:
+    """``off`` (or YAML null) switches a limit off explicitly; 0 is refused (it would do so silently)."""
+    if isinstance(v, str) and v.strip().lower() == "off":
+        return None
+    if not isinstance(v, bool) and isinstance(v, (int, float)) and v == 0:
+        raise ValueError("0 is refused: it would silently mean 'no limit'; write off (or null) to switch "
+                         "the limit off explicitly")
+    return v
+
+
 def _no_bool(v: Any) -> Any:
     if isinstance(v, bool):  # YAML true/false would otherwise count as 1/0
         raise ValueError(f"{v!r} is a boolean, not a number")
     return v
+
+
+def _off_only(v: Any) -> Any:
+    """``off`` (or YAML null) switches a limit off; every number keeps its meaning."""
+    return None if isinstance(v, str) and v.strip().lower() == "off" else v
 
 
 #: HTB shapes from 100 kbit/s (below, one 1500-byte frame takes over 0.1 s) to 100 Gbit/s
@@ -72,6 +87,8 @@ Count = Annotated[int, BeforeValidator(_no_bool)]
 MAX_SCENARIO_BYTES = 1 << 20
 #: smallest switch port buffer: one full Ethernet frame (1500 MTU + 14 header)
 MIN_BUFFER_BYTES = 1514
+#: largest switch port buffer: bfifo's limit is a __u32 byte count (struct tc_fifo_qopt)
+MAX_BUFFER_BYTES = 2**32 - 1
 
 
 class _Spec(BaseModel):
@@ -102,6 +119,9 @@ class FabricSpec(_Spec):
         if self.buffer_bytes < MIN_BUFFER_BYTES:
             raise ValueError(f"fabric.buffer_bytes = {self.buffer_bytes} cannot hold one full frame: "
                              f"allowed >= {MIN_BUFFER_BYTES}")
+        if self.buffer_bytes > MAX_BUFFER_BYTES:
+            raise ValueError(f"fabric.buffer_bytes = {self.buffer_bytes} is above {MAX_BUFFER_BYTES}, the most a "
+                             f"bfifo queue can hold (its limit is a 32-bit byte count)")
         leaf_ports = self.hosts_per_leaf + self.spines
         if leaf_ports > self.ports_per_switch:
             raise ValueError(
@@ -190,8 +210,9 @@ class WorkloadSpec(_Spec):
     simai: Optional[SimaiSpec] = None
     iterations: Count = Field(5, ge=1, le=10_000)
     warmup_iterations: Count = Field(1, ge=0, le=100)
-    #: cap on the bytes each size may move in total (iterations are cut to fit), 0 = no cap
-    max_bytes_per_size: SizeBytes = 64 * 1024 * 1024
+    #: cap on the bytes each size may move in total (iterations are cut to fit, at least one
+    #: runs); ``off`` (or null) = no cap
+    max_bytes_per_size: Annotated[Optional[SizeBytes], BeforeValidator(_off)] = 64 * 1024 * 1024
 
     @model_validator(mode="after")
     def _one_source(self) -> "WorkloadSpec":
@@ -201,11 +222,21 @@ class WorkloadSpec(_Spec):
 
 
 class FidelityThresholdsSpec(_Spec):
-    """When a run counts as faithful (Handigol et al., CoNEXT 2012)."""
+    """When a run counts as faithful (Handigol et al., CoNEXT 2012).
 
-    min_cpu_idle_pct: float = Field(5.0, ge=0, le=100)
-    max_unexplained_drops_pkts: Count = Field(0, ge=0)
-    min_link_rate_ratio: float = Field(0.9, gt=0, le=1)
+    A check is switched off only explicitly, with ``off`` (or null): a threshold
+    of 0 that would disable ``min_cpu_idle_pct`` or ``min_link_rate_ratio``
+    silently is refused. ``max_unexplained_drops_pkts: 0`` is the strictest
+    limit (``off`` = no limit).
+    """
+
+    min_cpu_idle_pct: Annotated[Optional[Annotated[float, Field(gt=0, le=100)]], BeforeValidator(_off)] = 5.0
+    max_unexplained_drops_pkts: Annotated[Optional[Annotated[Count, Field(ge=0)]], BeforeValidator(_off_only)] = 0
+    min_link_rate_ratio: Annotated[Optional[Annotated[float, Field(gt=0, le=1)]], BeforeValidator(_off)] = 0.9
+
+    def switched_off(self) -> list[str]:
+        """Names of the checks the scenario switched off (``off``/null)."""
+        return [k for k in type(self).model_fields if getattr(self, k) is None]
 
 
 class OutputSpec(_Spec):
@@ -237,7 +268,32 @@ class ScenarioSpec(_Spec):
                              f"{self.fabric.host_link_bps:g}: the scaled-down link cannot be faster than the real one")
         if self.fabric.n_hosts < 2:
             raise ValueError("a collective needs at least 2 hosts: fabric.leaves * fabric.hosts_per_leaf < 2")
+        rto = self.transport.rto_us
+        if rto != "auto" and rto < min_rto_us(self):
+            raise ValueError(
+                f"transport.rto_us = {rto} is below {min_rto_us(self):.0f} us, the least time an ACK can take "
+                f"(transport.ack_every_pkts = {self.transport.ack_every_pkts} full frames plus one ACK at "
+                f"fabric.host_link_bps = {self.fabric.host_link_bps:g}): every packet would time out; "
+                f"allowed: auto or >= {min_rto_us(self):.0f}")
         return self
+
+
+def min_rto_us(spec: "ScenarioSpec") -> float:
+    """Least useful go-back-N timeout, us: the time before the first ACK can possibly arrive.
+
+    = (ack_every_pkts full data frames + one ACK frame) x 8 / host_link_bps: the
+    requester serializes ``ack_every_pkts`` frames, the responder acknowledges the
+    last and its ACK serializes back, with empty queues and no switch latency (a
+    lower bound: store-and-forward hops and queueing only add). A timeout below
+    this fires before any ACK can come back, so every packet is retransmitted.
+    """
+    from traffic import wire
+    from traffic.transport import wire_bytes
+
+    t = spec.transport
+    data_frame = wire_bytes(wire.BTH_BYTES + t.payload_bytes + wire.ICRC_BYTES)
+    ack_frame = wire_bytes(wire.BTH_BYTES + wire.AETH_BYTES + wire.ICRC_BYTES)
+    return (t.ack_every_pkts * data_frame + ack_frame) * 8 / spec.fabric.host_link_bps * 1e6
 
 
 def _allowed_keys(model: type[BaseModel], loc: tuple) -> list[str]:
@@ -272,13 +328,14 @@ def format_validation_error(err: ValidationError, source: str = "scenario") -> s
             allowed = _allowed_keys(ScenarioSpec, loc[:-1])
             msg = f"unknown key; allowed keys here: {', '.join(allowed)}"
         elif "input" in e and e["type"] != "missing" and not isinstance(e["input"], dict):
-            msg = f"{msg} (got {e['input']!r})"
+            msg = f"{msg} (got {_clip(repr(e['input']), 80)})"
         by_path.setdefault(path, [])
         if msg not in by_path[path]:
             by_path[path].append(msg)
-    lines = [f"{path}: {' or '.join(msgs)}" for path, msgs in by_path.items()]
-    uniq = lines
-    return f"{source}: invalid scenario:\n  " + "\n  ".join(uniq)
+    lines = [_clip(f"{path}: {' or '.join(msgs)}", 400) for path, msgs in by_path.items()]
+    if len(lines) > 20:
+        lines = lines[:20] + [f"... and {len(lines) - 20} more"]
+    return _clip(f"{source}: invalid scenario:\n  " + "\n  ".join(lines))
 
 
 def parse_scenario(data: Any, source: str = "scenario") -> ScenarioSpec:
@@ -292,18 +349,171 @@ def parse_scenario(data: Any, source: str = "scenario") -> ScenarioSpec:
         raise ScenarioError(format_validation_error(e, source)) from None
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that rejects a key given twice in one mapping (PyYAML keeps the last silently)."""
+#: most values a scenario may expand to once YAML aliases are followed (C18: alias bombs)
+MAX_EXPANDED_VALUES = 10_000
+#: longest error message (C18: an error never repeats a huge value)
+MAX_ERROR_CHARS = 3000
+
+_AMBIGUOUS_TAG = "tag:testbed,2026:ambiguous-number"
+#: YAML 1.2 core schema integers plus explicit hex/binary; a leading zero is ambiguous (below)
+_INT_RE = re.compile(r"^(?:[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+|[-+]?0b[01_]+)$")
+#: floats need a dot or an exponent; the exponent sign is optional (YAML 1.2): 1e5 == 1.0e+5
+_FLOAT_RE = re.compile(r"^(?:[-+]?(?:[0-9][0-9_]*\.[0-9_]*|\.[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)?"
+                       r"|[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
+#: YAML 1.1 reads these as octal (0100000 -> 32768) or base 60 (1:30 -> 90): refused
+_LEADING_ZERO_RE = re.compile(r"^[-+]?0[0-9_]+$")
+_SEXAGESIMAL_RE = re.compile(r"^[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?$")
+#: only true/false are booleans (YAML 1.2); yes/no/on/off stay strings, so ``off`` can mean "disabled"
+_BOOL_RE = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+
+
+class _Ambiguous:
+    """A plain scalar that YAML 1.1 would turn into a number the user did not write."""
+
+    def __init__(self, literal: str):
+        self.literal = literal
+
+    def explain(self) -> str:
+        lit = self.literal
+        digits = lit.lstrip("+-").replace("_", "")
+        if _SEXAGESIMAL_RE.match(lit) and ":" in lit:
+            total = 0.0
+            for part in digits.split(":"):
+                total = total * 60 + float(part)
+            yaml11 = f"{total:g}"
+            what = "a base-60 (sexagesimal) number"
+        else:
+            yaml11 = str(int(digits, 8)) if set(digits) <= set("01234567") else f"the string {lit!r}"
+            what = "a number with a leading zero (octal in YAML 1.1)"
+        return (f"{lit} is {what}: YAML 1.1 reads it as {yaml11}, not what it looks like; "
+                f"write the value in plain decimal without a leading zero or ':' "
+                f"(or quote it with a unit, e.g. '100KB')")
+
+    def __repr__(self) -> str:
+        return self.literal
+
+
+def _resolvers() -> dict:
+    """SafeLoader's implicit resolvers with int, float and bool replaced (see the regexes above)."""
+    out: dict = {}
+    for first, pairs in yaml.SafeLoader.yaml_implicit_resolvers.items():
+        keep = [(t, r) for t, r in pairs
+                if t not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool")]
+        if keep:
+            out[first] = keep
+    adds = [(_AMBIGUOUS_TAG, _LEADING_ZERO_RE, "-+0"), (_AMBIGUOUS_TAG, _SEXAGESIMAL_RE, "-+0123456789"),
+            ("tag:yaml.org,2002:int", _INT_RE, "-+0123456789"),
+            ("tag:yaml.org,2002:float", _FLOAT_RE, "-+0123456789."),
+            ("tag:yaml.org,2002:bool", _BOOL_RE, "tTfF")]
+    for tag, regex, firsts in adds:
+        for ch in firsts:
+            # ambiguous forms first: a leading-zero literal must not fall through to int or timestamp
+            pairs = out.setdefault(ch, [])
+            if tag == _AMBIGUOUS_TAG:
+                pairs.insert(0, (tag, regex))
+            else:
+                pairs.append((tag, regex))
+    return out
+
+
+class _ScenarioLoader(yaml.SafeLoader):
+    """SafeLoader with YAML 1.2 numbers and booleans, no ambiguous forms, no duplicate keys.
+
+    - integers are decimal (or explicit ``0x``/``0b``); ``0100000`` (octal in YAML 1.1)
+      and ``1:30`` (base 60 in YAML 1.1) load as :class:`_Ambiguous` and are refused by
+      :func:`load_scenario` naming the key path and the literal;
+    - ``1e5`` is a float like ``1.0e+5`` (YAML 1.1 leaves it a string), so sizes and
+      rates written with exponents are read alike;
+    - only true/false are booleans; ``off``/``on``/``yes``/``no`` stay strings;
+    - a key given twice in one mapping is an error (PyYAML keeps the last silently).
+    """
+
+    yaml_implicit_resolvers = _resolvers()
 
     def construct_mapping(self, node, deep=False):
         seen = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, _Ambiguous):
+                key = key.literal
             if key in seen:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} appears twice in one mapping", key_node.start_mark)
+                    None, None, f"key {_clip(repr(key), 80)} appears twice in one mapping", key_node.start_mark)
             seen.add(key)
         return super().construct_mapping(node, deep)
+
+
+_ScenarioLoader.add_constructor(_AMBIGUOUS_TAG, lambda loader, node: _Ambiguous(node.value))
+
+
+def _expanded_values(node, memo: dict, stack: set) -> int:
+    """Values ``node`` stands for once every alias is copied out (shared nodes counted each time)."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    if key in stack:
+        raise ScenarioError("a YAML alias refers to the collection that contains it (recursive anchor)")
+    stack.add(key)
+    total = 1
+    if isinstance(node, yaml.SequenceNode):
+        for child in node.value:
+            total += _expanded_values(child, memo, stack)
+    elif isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            total += _expanded_values(k, memo, stack) + _expanded_values(v, memo, stack)
+    stack.discard(key)
+    memo[key] = total = min(total, MAX_EXPANDED_VALUES + 1)
+    return total
+
+
+def _ambiguous_paths(data: Any, path: str = "") -> list[str]:
+    """One line per :class:`_Ambiguous` value in ``data``: ``key.path: explanation``."""
+    out = []
+    if isinstance(data, _Ambiguous):
+        out.append(f"{path or '(top level)'}: {data.explain()}")
+    elif isinstance(data, dict):
+        for k, v in data.items():
+            name = k.literal if isinstance(k, _Ambiguous) else str(k)
+            out += _ambiguous_paths(v, f"{path}.{name}" if path else name)
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            out += _ambiguous_paths(v, f"{path}.{i}" if path else str(i))
+    return out
+
+
+def _clip(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"... ({len(text) - limit} more characters not shown)"
+
+
+def load_yaml(text: str, source: str = "scenario") -> Any:
+    """Parse scenario YAML with :class:`_ScenarioLoader`; raise ScenarioError naming the problem.
+
+    Refuses alias expansion bombs (more than :data:`MAX_EXPANDED_VALUES` values once
+    aliases are followed) and ambiguous YAML 1.1 numbers (leading zero, base 60),
+    each named by key path and literal.
+    """
+    loader = _ScenarioLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _expanded_values(node, {}, set()) > MAX_EXPANDED_VALUES:
+            raise ScenarioError(f"{source}: YAML aliases expand to more than {MAX_EXPANDED_VALUES} values; "
+                                f"a scenario is a few dozen keys: use fewer or less nested aliases")
+        data = loader.construct_document(node)
+    except RecursionError:
+        raise ScenarioError(f"{source}: nested too deeply to be a scenario") from None
+    except yaml.YAMLError as e:
+        raise ScenarioError(_clip(f"{source}: not valid YAML: {e}")) from None
+    finally:
+        loader.dispose()
+    bad = _ambiguous_paths(data)
+    if bad:
+        raise ScenarioError(_clip(f"{source}: invalid scenario:\n  " + "\n  ".join(bad)))
+    return data
 
 
 def load_scenario(path: Union[str, Path]) -> ScenarioSpec:
@@ -319,14 +529,10 @@ def load_scenario(path: Union[str, Path]) -> ScenarioSpec:
     if p.stat().st_size > MAX_SCENARIO_BYTES:
         raise ScenarioError(f"{p}: {p.stat().st_size} bytes; a scenario file may have at most {MAX_SCENARIO_BYTES}")
     try:
-        with open(p, encoding="utf-8") as f:
-            data = yaml.load(f, Loader=_UniqueKeyLoader)
+        text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
         raise ScenarioError(f"{p}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-    except RecursionError:
-        raise ScenarioError(f"{p}: nested too deeply to be a scenario") from None
-    except yaml.YAMLError as e:
-        raise ScenarioError(f"{p}: not valid YAML: {e}") from None
+    data = load_yaml(text, str(p))
     spec = parse_scenario(data, str(p))
     if spec.workload.simai is not None:
         sp = Path(spec.workload.simai.path)

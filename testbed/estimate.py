@@ -1,0 +1,114 @@
+"""How long a run will take, known before anything is built; the cap on it.
+
+The estimate adds, for every planned operation, the time of a ring
+all-reduce at the bottleneck link rate plus a fixed per-operation overhead,
+and a fixed setup-and-teardown time for the whole run:
+
+    op_s   = 2 (n - 1) / n * S * 8 / (link_bps * payload_efficiency) + OP_OVERHEAD_S
+    run_s  = SETUP_S + sum(op_s)
+
+``2 (n - 1) / n * S`` is the data each rank sends in a ring all-reduce of S
+bytes over n ranks (reduce-scatter then all-gather: Patarasuk and Yuan, JPDC
+2009; the nccl-tests busbw factor); ``payload_efficiency`` is payload / frame
+bytes of a full data packet (:func:`traffic.transport.payload_efficiency`);
+``link_bps`` is the host link rate, or the fabric link rate when that is
+slower and the ring crosses leaves (one queue pair takes one path). n is the
+op's ``group_size`` when the op plan gives one (a collective over a group of
+ranks), else every host. OP_OVERHEAD_S and SETUP_S are measured on the
+quickstart scenario (2 cores, userspace OVS): the run took within a few
+seconds of this estimate.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+from traffic.transport import payload_efficiency
+
+#: fabric build, controller, agents, teardown and results (quickstart on 2 cores: about 15 s)
+SETUP_S = 15.0
+#: runner <-> agent round trips and the last ACKs of each operation
+OP_OVERHEAD_S = 0.05
+#: longest run allowed without ``testbed run --max-duration``: 2 hours
+MAX_DURATION_S = 2 * 3600.0
+
+
+class DurationError(ValueError):
+    """The estimated run time exceeds the allowed maximum; the message names the keys that scale it."""
+
+
+def ring_allreduce_s(size_bytes: int, n_ranks: int, link_bps: float, payload_bytes: int) -> float:
+    """Seconds a ring all-reduce of ``size_bytes`` over ``n_ranks`` needs at ``link_bps``.
+
+    Raises ValueError when ``n_ranks < 2`` or ``link_bps <= 0``.
+    """
+    if n_ranks < 2 or not link_bps > 0:
+        raise ValueError(f"n_ranks = {n_ranks} (needs >= 2), link_bps = {link_bps} (needs > 0)")
+    return 2 * (n_ranks - 1) / n_ranks * size_bytes * 8 / (link_bps * payload_efficiency(payload_bytes))
+
+
+def estimate_run_s(ops: Iterable[Mapping], n_hosts: int, host_link_bps: float, fabric_link_bps: float,
+                   hosts_per_leaf: int, payload_bytes: int) -> float:
+    """Estimated seconds of a whole run (module docstring formula).
+
+    Args:
+        ops: the op plan (:func:`testbed.runner.workload_ops`): mappings with
+            ``size_bytes`` and optionally ``group_size`` (ranks of the op's group).
+        n_hosts: ranks when an op names no group size.
+        host_link_bps, fabric_link_bps: link rates, bit/s.
+        hosts_per_leaf: a group larger than this crosses leaves and runs at
+            min(host_link_bps, fabric_link_bps).
+        payload_bytes: transport payload per packet (path MTU).
+    """
+    total = SETUP_S
+    for op in ops:
+        n = int(op.get("group_size") or n_hosts)
+        link = host_link_bps if n <= hosts_per_leaf else min(host_link_bps, fabric_link_bps)
+        total += ring_allreduce_s(int(op["size_bytes"]), n, link, payload_bytes) + OP_OVERHEAD_S
+    return total
+
+
+def estimate_for_spec(spec, ops: Iterable[Mapping]) -> float:
+    """:func:`estimate_run_s` with the rates and ranks of a :class:`testbed.spec.ScenarioSpec`."""
+    f = spec.fabric
+    return estimate_run_s(ops, f.n_hosts, f.host_link_bps, f.fabric_link_bps, f.hosts_per_leaf,
+                          spec.transport.payload_bytes)
+
+
+def scaling_keys(spec) -> str:
+    """The scenario keys that make a run longer or shorter, for error messages."""
+    if spec.workload.simai is not None:
+        return "workload.simai.size_scale, workload.simai.iterations (or fabric.host_link_bps)"
+    return ("workload.sizes.max_bytes, workload.iterations, workload.max_bytes_per_size "
+            "(or fabric.host_link_bps)")
+
+
+def format_duration(seconds: float) -> str:
+    """``95 s``, ``12.5 min`` or ``2.02 h``."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.2f} h"
+
+
+def check_duration(spec, estimate_s: float, max_duration_s: float = MAX_DURATION_S) -> None:
+    """Raise :class:`DurationError` when ``estimate_s > max_duration_s``, naming the keys that scale it."""
+    if estimate_s > max_duration_s:
+        raise DurationError(
+            f"estimated duration {format_duration(estimate_s)} exceeds the cap of "
+            f"{format_duration(max_duration_s)}: reduce {scaling_keys(spec)}, "
+            f"or allow it with 'testbed run --max-duration {int(estimate_s) + 1}'")
+
+
+def parse_duration_s(text: str) -> float:
+    """Seconds from ``7200``, ``90s``, ``30m`` or ``3h``; ValueError names the text and the forms allowed."""
+    t = str(text).strip().lower()
+    mult = {"s": 1, "m": 60, "h": 3600}.get(t[-1:], None)
+    num = t[:-1] if mult else t
+    try:
+        value = float(num) * (mult or 1)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a duration: use seconds (7200) or 90s, 30m, 3h") from None
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"{text!r} is not a duration: it must be above 0 and finite")
+    return value
