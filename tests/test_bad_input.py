@@ -36,7 +36,35 @@ BAD = {
     "ack_beyond_window": ("transport: {window_pkts: 8, ack_every_pkts: 16}\n" + OK_WORKLOAD,
                           ["transport.ack_every_pkts", "window_pkts"]),
     "reference_slower_than_link": ("reference_link_bps: 1M\n" + OK_WORKLOAD, ["reference_link_bps", "below"]),
+    # C08: YAML 1.1 number traps, named by key path and the literal as written
+    "octal_buffer": ("fabric: {buffer_bytes: 0100000}\n" + OK_WORKLOAD,
+                     ["fabric.buffer_bytes", "0100000", "32768", "leading zero"]),
+    "sexagesimal_rto": ("transport: {rto_us: 1:30}\n" + OK_WORKLOAD, ["transport.rto_us", "1:30", "90", "base-60"]),
+    "octal_in_list_key": ("workload: {sizes: {min_bytes: 064, max_bytes: 64KiB}}\n",
+                          ["workload.sizes.min_bytes", "064", "52"]),
+    # values that cannot work
+    "rto_below_ack_time": ("transport: {rto_us: 1000}\n" + OK_WORKLOAD, ["transport.rto_us = 1000", "6974"]),
+    "cpu_idle_zero": ("fidelity: {min_cpu_idle_pct: 0}\n" + OK_WORKLOAD,
+                      ["fidelity.min_cpu_idle_pct", "write off (or null)"]),
+    "link_ratio_zero": ("fidelity: {min_link_rate_ratio: 0.0}\n" + OK_WORKLOAD,
+                        ["fidelity.min_link_rate_ratio", "write off (or null)"]),
+    "max_bytes_per_size_zero": ("workload: {sizes: {min_bytes: 64KiB, max_bytes: 64KiB}, max_bytes_per_size: 0}\n",
+                                ["workload.max_bytes_per_size", "write off (or null)"]),
+    "buffer_above_u32": ("fabric: {buffer_bytes: 5GiB}\n" + OK_WORKLOAD, ["fabric.buffer_bytes", "32-bit"]),
+    # C18: an alias bomb is refused in a few lines
+    "alias_bomb": (None, ["aliases expand to more than"]),
 }
+
+
+def alias_bomb() -> str:
+    """C18: nested aliases, each level repeating the previous ten times (411 bytes, 10**8 values)."""
+    text = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
+    for x, y in zip("bcdefgh", "abcdefg"):
+        text += f"{x}: &{x} [" + ",".join([f"*{y}"] * 10) + "]\n"
+    return text + "fabric: {spines: *h}\n" + OK_WORKLOAD
+
+
+BAD["alias_bomb"] = (alias_bomb(), BAD["alias_bomb"][1])
 
 
 @pytest.mark.parametrize("name", sorted(BAD))
@@ -72,6 +100,29 @@ def _kernel_snapshot():
     return {"links": names, "bridges": br.split(), "netns": netns, "state": state}
 
 
+def _created_by_us(before: dict, after: dict) -> dict:
+    """Objects new in ``after``, less those of runs still live (other runs on a shared machine).
+
+    The CLI call under test has exited, so every run lock still held belongs to someone else.
+    """
+    from testbed.naming import run_id_of
+    from testbed.runlock import is_live, known_runs
+
+    others = {rid for rid in known_runs() if is_live(rid)}
+    created = {}
+    for kind in before:
+        new = set(after[kind]) - set(before[kind])
+        if others:
+            new = {n for n in new if run_id_of(n.split(".")[0]) not in others and n != "ovs-netdev"}
+        created[kind] = sorted(new)
+    return created
+
+
+def _cli_run(scenario: Path, results: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "testbed.cli", "run", str(scenario), "--results", str(results),
+                           *extra], capture_output=True, text=True, timeout=60)
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="the CLI run path needs root")
 @pytest.mark.parametrize("name", sorted(BAD))
 def test_cli_rejects_before_touching_kernel(name, tmp_path):
@@ -79,14 +130,149 @@ def test_cli_rejects_before_touching_kernel(name, tmp_path):
     p = tmp_path / f"{name}.yaml"
     p.write_text(text)
     before = _kernel_snapshot()
-    res = subprocess.run([sys.executable, "-m", "testbed.cli", "run", str(p), "--results", str(tmp_path / "res")],
-                         capture_output=True, text=True, timeout=60)
+    res = _cli_run(p, tmp_path / "res")
     assert res.returncode == 2, res.stderr
     assert "error" in res.stderr and words[0] in res.stderr
-    after = _kernel_snapshot()
-    created = {kind: sorted(set(after[kind]) - set(before[kind])) for kind in before}
+    assert len(res.stderr) < 4096, len(res.stderr)
+    created = _created_by_us(before, _kernel_snapshot())
     assert not any(created.values()), created
     assert not (tmp_path / "res").exists()
+
+
+def _simai_file(tmp_path: Path, size_bytes: int) -> Path:
+    """A SimAI/AICB workload with one ALLREDUCE of ``size_bytes`` on 8 GPUs."""
+    p = tmp_path / "huge.txt"
+    p.write_text("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 ep: 1 pp: 1 vpp: 1 ga: 1 "
+                 "all_gpus: 8 checkpoints: 0 checkpoint_initiates: 0 pp_comm: 0\n1\n"
+                 f"grad\t-1\t1000\tNONE\t0\t1000\tNONE\t0\t1000\tALLREDUCE\t{size_bytes}\t100\n")
+    return p
+
+
+FABRIC_8 = "fabric: {spines: 2, leaves: 4, hosts_per_leaf: 2, host_link_bps: 10M, fabric_link_bps: 10M}\n"
+
+
+def _run_level_cases(tmp_path: Path) -> dict:
+    """Rejections after parsing, still before anything is built: (scenario, extra args, results, words)."""
+    ok = tmp_path / "ok.yaml"
+    ok.write_text(FABRIC_8 + OK_WORKLOAD)
+    huge = tmp_path / "huge.yaml"
+    huge.write_text(FABRIC_8 + f"workload: {{simai: {{path: {_simai_file(tmp_path, 4919918592)}, size_scale: 1.0}}}}\n")
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    return {
+        # C11: one all-reduce of 4919918592 B on 8 hosts at 10 Mbit/s: about 2 hours, refused naming the key
+        "duration_over_cap": (huge, [], tmp_path / "res", ["estimated duration 2.0", "workload.simai.size_scale",
+                                                           "--max-duration"]),
+        "duration_bad_override": (huge, ["--max-duration", "soon"], tmp_path / "res", ["'soon' is not a duration"]),
+        "results_is_a_file": (ok, [], a_file, ["--results", "is not a directory"]),
+        "results_under_a_file": (ok, [], a_file / "sub", ["--results", "is not a directory"]),
+        "results_not_writable": (ok, [], Path("/proc/testbed-results"), ["--results", "cannot be created"]),
+    }
+
+
+RUN_LEVEL = ["duration_over_cap", "duration_bad_override", "results_is_a_file", "results_under_a_file",
+             "results_not_writable"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the CLI run path needs root")
+@pytest.mark.parametrize("name", RUN_LEVEL)
+def test_cli_run_level_rejections_before_touching_kernel(name, tmp_path):
+    scenario, extra, results, words = _run_level_cases(tmp_path)[name]
+    before = _kernel_snapshot()
+    res = _cli_run(scenario, results, *extra)
+    assert res.returncode == 2, res.stderr
+    for w in words:
+        assert w in res.stderr, f"{w!r} not in {res.stderr!r}"
+    created = _created_by_us(before, _kernel_snapshot())
+    assert not any(created.values()), created
+    assert not (tmp_path / "res").exists()
+
+
+def test_alias_bomb_is_small_and_short(tmp_path):
+    """C18: a 411-byte alias bomb gives one error under 4 KB; a smaller expansion's value is clipped."""
+    from testbed.spec import load_scenario
+    text = alias_bomb()
+    assert len(text.encode()) < 512  # the case's file was 378 bytes
+    p = tmp_path / "bomb.yaml"
+    p.write_text(text)
+    with pytest.raises(ScenarioError) as ei:
+        load_scenario(p)
+    assert len(str(ei.value)) < 4096 and "aliases expand to more than 10000 values" in str(ei.value)
+    # 1000 values: allowed by the loader, so the validation error must clip the value it quotes
+    p.write_text('a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
+                 'b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\n'
+                 "fabric: {spines: *c, leaves: *c, hosts_per_leaf: *c}\n" + OK_WORKLOAD)
+    with pytest.raises(ScenarioError) as ei:
+        load_scenario(p)
+    msg = str(ei.value)
+    assert "fabric.spines" in msg and "fabric.hosts_per_leaf" in msg and len(msg) < 4096, len(msg)
+
+
+def test_recursive_alias_is_refused(tmp_path):
+    from testbed.spec import load_scenario
+    p = tmp_path / "rec.yaml"
+    p.write_text("a: &a [1, *a]\n" + OK_WORKLOAD)
+    with pytest.raises(ScenarioError, match="recursive"):
+        load_scenario(p)
+
+
+def test_exponent_sizes_and_rates_read_alike(tmp_path):
+    """C08: 1e5 (a string in YAML 1.1) and 1.0e+5 are the same number, for sizes and rates alike."""
+    from testbed.spec import load_scenario
+    p = tmp_path / "exp.yaml"
+    p.write_text("fabric: {buffer_bytes: 1e5, host_link_bps: 1e7, fabric_link_bps: 1.0e+7}\n"
+                 "workload: {sizes: {min_bytes: 1.0e+5, max_bytes: '2e5'}}\n")
+    s = load_scenario(p)
+    assert s.fabric.buffer_bytes == 100000 and isinstance(s.fabric.buffer_bytes, int)
+    assert s.fabric.host_link_bps == s.fabric.fabric_link_bps == 1e7
+    assert s.workload.sizes.min_bytes == 100000 and s.workload.sizes.max_bytes == 200000
+    p.write_text("fabric: {buffer_bytes: 1.5e3}\n" + OK_WORKLOAD)  # 1500: whole, but below one frame
+    with pytest.raises(ScenarioError, match="fabric.buffer_bytes = 1500"):
+        load_scenario(p)
+    p.write_text("fabric: {buffer_bytes: 2.5e-1}\n" + OK_WORKLOAD)
+    with pytest.raises(ScenarioError, match="fabric.buffer_bytes.*fractional.*0.25"):
+        load_scenario(p)
+
+
+def test_yaml12_scalars(tmp_path):
+    """Decimal, hex and underscores are numbers; yes/no/on/off are strings, so off can switch a check off."""
+    from testbed.spec import load_yaml
+    d = load_yaml("a: 100000\nb: 0x10\nc: 1_000\nd: -0\ne: off\nf: yes\ng: true\nh: ~\ni: '0100'\nj: .5\n")
+    assert d == {"a": 100000, "b": 16, "c": 1000, "d": 0, "e": "off", "f": "yes", "g": True, "h": None,
+                 "i": "0100", "j": 0.5}
+    with pytest.raises(ScenarioError, match=r"name: 012 is a number with a leading zero"):
+        load_yaml("name: 012\n")
+
+
+def test_quoted_leading_zero_reads_as_written():
+    """A quoted literal is the decimal the user wrote, never octal."""
+    s = parse_scenario({"fabric": {"buffer_bytes": "0100000"}, "workload": {"sizes": {"min_bytes": 65536}}})
+    assert s.fabric.buffer_bytes == 100000
+
+
+def test_off_switches_checks_off_explicitly():
+    s = parse_scenario({"workload": {"sizes": {"min_bytes": 65536}, "max_bytes_per_size": "off"},
+                        "fidelity": {"min_cpu_idle_pct": "off", "min_link_rate_ratio": None,
+                                     "max_unexplained_drops_pkts": "off"}})
+    assert s.workload.max_bytes_per_size is None
+    assert s.fidelity.switched_off() == ["min_cpu_idle_pct", "max_unexplained_drops_pkts", "min_link_rate_ratio"]
+    assert parse_scenario({"workload": {"sizes": {"min_bytes": 65536}}}).fidelity.switched_off() == []
+    # 0 unexplained drops is the strictest limit, not a switch
+    assert parse_scenario({"workload": {"sizes": {"min_bytes": 65536}},
+                           "fidelity": {"max_unexplained_drops_pkts": 0}}).fidelity.max_unexplained_drops_pkts == 0
+
+
+def test_manifest_echoes_every_parsed_number(tmp_path):
+    """The manifest's scenario dump holds every parsed number and validates back to the same spec."""
+    from testbed.spec import load_scenario
+    p = tmp_path / "s.yaml"
+    p.write_text("fabric: {buffer_bytes: 1e5, host_link_bps: 20M}\ntransport: {rto_us: 20000}\n"
+                 "workload: {sizes: {min_bytes: 64KiB, max_bytes: 1MiB}, max_bytes_per_size: off}\n")
+    s = load_scenario(p)
+    dumped = s.model_dump(mode="json")
+    assert dumped["fabric"]["buffer_bytes"] == 100000 and dumped["fabric"]["host_link_bps"] == 20e6
+    assert dumped["transport"]["rto_us"] == 20000 and dumped["workload"]["max_bytes_per_size"] is None
+    assert parse_scenario(dumped) == s
 
 
 def test_not_a_scenario_file(tmp_path):

@@ -1,0 +1,204 @@
+"""Checks made before anything is built: duration estimate and cap, retransmission timeout,
+results directory, CLI flags, faithful-capacity arithmetic. No root, no fabric."""
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from testbed import capacity, estimate
+from testbed.runner import MAX_AUTO_RTO_US, auto_rto_us, check_results_root, describe_rto, rto_basis, workload_ops
+from testbed.spec import ScenarioError, min_rto_us, parse_scenario
+
+QUICKSTART = Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.yaml"
+
+
+def spec_of(**sections):
+    sections.setdefault("workload", {"sizes": {"min_bytes": 65536, "max_bytes": 65536}})
+    return parse_scenario(sections)
+
+
+# ------------------------------------------------------------------ duration estimate
+
+def test_ring_allreduce_time_worked_value():
+    # 2 (8-1)/8 * 1 MiB * 8 bit / (10 Mbit/s * 1024/1082) = 1.5515 s (C11: "about 1.55 s" as one 8-rank ring)
+    t = estimate.ring_allreduce_s(1 << 20, 8, 10e6, 1024)
+    assert t == pytest.approx(1.75 * 8388608 / (10e6 * 1024 / 1082), rel=1e-12)
+    assert t == pytest.approx(1.5515, abs=1e-3)
+    with pytest.raises(ValueError, match="n_ranks = 1"):
+        estimate.ring_allreduce_s(1, 1, 10e6, 1024)
+
+
+def test_c11_huge_allreduce_is_about_two_hours_and_refused():
+    ops = [{"size_bytes": 4919918592, "iteration": 0, "warmup": False, "layer": ""}]
+    est = estimate.estimate_run_s(ops, 8, 10e6, 10e6, 2, 1024)
+    # 1.75 * 4919918592 * 8 / (10e6 * 0.94640) = 7277.6 s, + 15 s setup + 0.05 s per op
+    assert est == pytest.approx(7292.7, abs=0.5)
+    spec = spec_of(fabric={"spines": 2, "leaves": 4, "hosts_per_leaf": 2})
+    with pytest.raises(estimate.DurationError) as ei:
+        estimate.check_duration(spec, est)
+    msg = str(ei.value)
+    assert "estimated duration 2.03 h exceeds the cap of 2.00 h" in msg
+    assert "workload.sizes.max_bytes" in msg and "--max-duration 7294" in msg
+    estimate.check_duration(spec, est, max_duration_s=7300)  # overridden: no error
+
+
+def test_group_size_shortens_and_fabric_rate_bounds():
+    op = {"size_bytes": 1 << 20}
+    whole = estimate.estimate_run_s([op], 8, 10e6, 10e6, 2, 1024) - estimate.SETUP_S
+    tp2 = estimate.estimate_run_s([{**op, "group_size": 2}], 8, 10e6, 10e6, 2, 1024) - estimate.SETUP_S
+    # a 2-rank ring moves 2(2-1)/2 = 1x the size, an 8-rank one 1.75x (C11: 0.89 s vs 1.55 s)
+    assert tp2 == pytest.approx(0.8866 + estimate.OP_OVERHEAD_S, abs=1e-3)
+    assert whole == pytest.approx(1.5515 + estimate.OP_OVERHEAD_S, abs=1e-3)
+    # crossing leaves over a 2 Mbit/s fabric link: 5x slower than the 10 Mbit/s host link
+    slow = estimate.estimate_run_s([op], 8, 10e6, 2e6, 2, 1024) - estimate.SETUP_S
+    assert slow - estimate.OP_OVERHEAD_S == pytest.approx(5 * 1.5515, abs=5e-3)
+
+
+def test_quickstart_estimate_matches_its_documented_90_s():
+    from testbed.spec import load_scenario
+    spec = load_scenario(QUICKSTART)
+    est = estimate.estimate_for_spec(spec, workload_ops(spec))
+    assert 60 <= est <= 120, est
+
+
+def test_max_bytes_per_size_off_runs_every_iteration():
+    capped = spec_of(workload={"sizes": {"min_bytes": "4MiB", "max_bytes": "4MiB"}, "iterations": 10,
+                               "warmup_iterations": 0, "max_bytes_per_size": "8MiB"})
+    uncapped = spec_of(workload={"sizes": {"min_bytes": "4MiB", "max_bytes": "4MiB"}, "iterations": 10,
+                                 "warmup_iterations": 0, "max_bytes_per_size": "off"})
+    assert len(workload_ops(capped)) == 2
+    assert len(workload_ops(uncapped)) == 10
+
+
+@pytest.mark.parametrize("text, seconds", [("7200", 7200), ("90s", 90), ("30m", 1800), ("3h", 10800), ("1.5h", 5400)])
+def test_parse_duration(text, seconds):
+    assert estimate.parse_duration_s(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "soon", "0", "-5m", "inf", "3d"])
+def test_parse_duration_rejects(text):
+    with pytest.raises(ValueError, match="is not a duration"):
+        estimate.parse_duration_s(text)
+
+
+# ------------------------------------------------------------------ retransmission timeout
+
+def test_auto_rto_quickstart_worked_value():
+    # 2 x (3 x 100000 B x 8 / 10 Mbit/s + 8 x 1082 B x 8 / 10 Mbit/s) = 2 x (0.24 + 0.0069248) s
+    assert auto_rto_us(spec_of()) == 493849
+
+
+def test_auto_rto_deep_buffer_bounded_c15():
+    """C15: a 100 MB buffer must not make a 40-minute timeout."""
+    spec = spec_of(fabric={"spines": 2, "leaves": 2, "hosts_per_leaf": 2, "host_link_bps": "10M",
+                           "fabric_link_bps": "2M", "buffer_bytes": "100MB"})
+    b = rto_basis(spec)
+    # the queue per hop cannot exceed what is in flight: 4 hosts x 2 QPs x 64 packets x 1082 B
+    assert b["queue_bytes"] == 4 * 2 * 64 * 1082
+    assert b["derived_us"] == int(2e6 * (3 * 553984 * 8 / 2e6 + 8 * 1082 * 8 / 10e6))
+    assert b["capped"] and b["rto_us"] == MAX_AUTO_RTO_US == 2_000_000
+    assert "capped at 2 s" in describe_rto(spec)
+    # the same fabric with the old formula would have been 2 x 3 x 100 MB x 8 / 2 Mbit/s = 2400 s
+    tiny = spec_of(fabric={"host_link_bps": "100G", "fabric_link_bps": "100G"}, reference_link_bps="400G")
+    assert auto_rto_us(tiny) == 5000  # floor
+
+
+def test_min_rto_worked_value():
+    # (8 data frames of 1082 B + one 62-byte ACK) x 8 / 10 Mbit/s = 6.974 ms
+    assert min_rto_us(spec_of()) == pytest.approx((8 * 1082 + 62) * 8 / 10e6 * 1e6)
+    assert spec_of(transport={"rto_us": 6975}).transport.rto_us == 6975
+    with pytest.raises(ScenarioError, match="transport.rto_us = 6973 is below 6974 us"):
+        spec_of(transport={"rto_us": 6973})
+    assert describe_rto(spec_of(transport={"rto_us": 20000})) == "retransmission timeout 20 ms (transport.rto_us)"
+
+
+# ------------------------------------------------------------------ results directory
+
+def test_results_root_checked_without_creating(tmp_path):
+    check_results_root(tmp_path)
+    deep = tmp_path / "a" / "b"
+    check_results_root(deep)
+    assert not (tmp_path / "a").exists()
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(ScenarioError, match="is not a directory"):
+        check_results_root(f / "sub")
+    with pytest.raises(ScenarioError, match="cannot be created"):
+        check_results_root(Path("/proc/testbed-results/x"))
+    assert os.listdir(tmp_path) == ["file"]
+
+
+# ------------------------------------------------------------------ CLI flags
+
+@pytest.mark.parametrize("argv, debug", [
+    (["run", "s.yaml"], False), (["--debug", "run", "s.yaml"], True), (["run", "s.yaml", "--debug"], True),
+    (["clean", "--debug"], True), (["doctor", "--debug", "--json"], True), (["--debug", "doctor"], True),
+])
+def test_debug_before_and_after_subcommand(argv, debug):
+    from testbed.cli import build_parser
+    assert build_parser().parse_args(argv).debug is debug
+
+
+def test_debug_after_subcommand_shows_traceback(capsys, monkeypatch):
+    import sys
+    import types
+
+    from testbed import cli
+
+    def run_from_cli(args):
+        raise RuntimeError("fabric did not come up")
+    monkeypatch.setitem(sys.modules, "testbed.runner", types.SimpleNamespace(run_from_cli=run_from_cli))
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert cli.main(["run", "s.yaml", "--debug"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "testbed: error: RuntimeError: fabric did not come up" in err
+
+
+def test_max_duration_flag_parsed():
+    from testbed.cli import CliError, build_parser
+    assert build_parser().parse_args(["run", "s.yaml", "--max-duration", "3h"]).max_duration == 10800
+    with pytest.raises(CliError, match="'soon' is not a duration"):
+        build_parser().parse_args(["run", "s.yaml", "--max-duration", "soon"])
+
+
+# ------------------------------------------------------------------ faithful capacity
+
+def test_capacity_from_steps_worked_value():
+    # busy = 0.2 + 50 us/pkt x pps (all CPUs); ovs thread = 0.05 + 20 us/pkt x pps
+    steps = [{"delivered_pps": x, "busy_cores": 0.2 + 50e-6 * x, "ovs_thread_busy": 0.05 + 20e-6 * x}
+             for x in (0, 2000, 4000, 8000)]
+    cap = capacity.capacity_from_steps(steps, cores=2)
+    # cpu: (2 x 0.95 - 0.1 - 0.2) / 50e-6 = 32000 pps; ovs thread: (0.95 - 0.05) / 20e-6 = 45000 pps
+    assert cap["limited_by"] == "cpu"
+    assert cap["capacity_pps"] == pytest.approx(32000)
+    assert cap["capacity_bps"] == pytest.approx(32000 * 1082 * 8)
+    assert cap["cost_core_us_per_pkt"] == pytest.approx(50) and cap["ovs_thread_us_per_pkt"] == pytest.approx(20)
+    one_thread = capacity.capacity_from_steps(
+        [{**s, "ovs_thread_busy": 0.05 + 40e-6 * s["delivered_pps"]} for s in steps], cores=2)
+    assert one_thread["limited_by"] == "ovs_thread" and one_thread["capacity_pps"] == pytest.approx(22500)
+    flat = capacity.capacity_from_steps([{**s, "busy_cores": 0.5, "ovs_thread_busy": 0.1} for s in steps], 2)
+    assert flat["capacity_pps"] is None
+
+
+def test_scenario_warned_above_calibrated_capacity(tmp_path, monkeypatch):
+    monkeypatch.setenv("TESTBED_CACHE_DIR", str(tmp_path))
+    assert capacity.load_cached() is None and capacity.check_scenario(spec_of()) is None  # nothing cached
+    cal = {"capacity_pps": 20000.0, "capacity_bps": 20000 * 1082 * 8.0, "limited_by": "cpu",
+           "machine": capacity.machine_facts("user"), "measured_utc": "2026-11-30T16:00:00Z"}
+    capacity.save(cal)
+    assert capacity.load_cached("user")["capacity_pps"] == 20000
+    assert capacity.load_cached("kernel") is None  # another datapath: not this calibration
+    # 8 hosts x 10 Mbit/s / (1082 B x 8) = 9242 pps: within
+    assert capacity.check_scenario(spec_of(fabric={"leaves": 4})) is None
+    # 8 hosts x 40 Mbit/s = 36969 pps: above
+    w = capacity.check_scenario(spec_of(fabric={"leaves": 4, "host_link_bps": "40M", "fabric_link_bps": "40M"}))
+    assert w and "8 hosts x 40 Mbit/s" in w and "36,969 packets/s" in w and "20,000 packets/s" in w
+    # 4 KB packets: 8 x 40 Mbit/s / (4154 B x 8) = 9629 pps, within (the cost is per packet)
+    assert capacity.check_scenario(spec_of(fabric={"leaves": 4, "host_link_bps": "40M", "fabric_link_bps": "40M"},
+                                           transport={"payload_bytes": 4096})) is None
+    # a calibration made on another kernel is not used
+    stale = json.loads(capacity.cache_path().read_text())
+    stale["machine"]["kernel"] = "0.0.1"
+    capacity.cache_path().write_text(json.dumps(stale))
+    assert capacity.load_cached("user") is None
