@@ -164,21 +164,27 @@ def test_max_duration_flag_parsed():
 
 # ------------------------------------------------------------------ faithful capacity
 
-def test_capacity_from_steps_worked_value():
-    # busy = 0.2 + 50 us/pkt x pps (all CPUs); ovs thread = 0.05 + 20 us/pkt x pps
-    steps = [{"delivered_pps": x, "busy_cores": 0.2 + 50e-6 * x, "ovs_thread_busy": 0.05 + 20e-6 * x}
-             for x in (0, 2000, 4000, 8000)]
-    cap = capacity.capacity_from_steps(steps, cores=2)
-    # cpu: (2 x 0.95 - 0.1 - 0.2) / 50e-6 = 32000 pps; ovs thread: (0.95 - 0.05) / 20e-6 = 45000 pps
-    assert cap["limited_by"] == "cpu"
-    assert cap["capacity_pps"] == pytest.approx(32000)
-    assert cap["capacity_bps"] == pytest.approx(32000 * 1082 * 8)
-    assert cap["cost_core_us_per_pkt"] == pytest.approx(50) and cap["ovs_thread_us_per_pkt"] == pytest.approx(20)
-    one_thread = capacity.capacity_from_steps(
-        [{**s, "ovs_thread_busy": 0.05 + 40e-6 * s["delivered_pps"]} for s in steps], cores=2)
-    assert one_thread["limited_by"] == "ovs_thread" and one_thread["capacity_pps"] == pytest.approx(22500)
-    flat = capacity.capacity_from_steps([{**s, "busy_cores": 0.5, "ovs_thread_busy": 0.1} for s in steps], 2)
-    assert flat["capacity_pps"] is None
+def _step(pps, idle=50.0, thread=0.3, lost=0):
+    sent = int(pps * 1.2)
+    return {"sent_pkts": sent, "delivered_pkts": sent - lost, "delivered_pps": (sent - lost) / 1.2,
+            "min_core_idle_pct": idle, "ovs_thread_busy": thread}
+
+
+def test_capacity_is_the_last_faithful_step():
+    steps = [_step(1000), _step(2000), _step(4000, idle=6), _step(8000, idle=3), _step(16000, idle=0)]
+    cap = capacity.capacity_from_steps(steps)
+    assert cap["capacity_pps"] == pytest.approx(4000) and not cap["lower_bound"]
+    assert cap["capacity_bps"] == pytest.approx(4000 * 1082 * 8)
+    assert cap["limited_by"] == "at 8,000 packets/s a core was 3.0% idle"
+    # a later step that happens to pass (noise) does not raise the figure past the first failure
+    assert capacity.capacity_from_steps(steps[:3] + [_step(8000, thread=0.97), _step(16000)])["limited_by"] == \
+        "at 8,000 packets/s ovs-vswitchd's busiest thread was 97% busy"
+    lossy = capacity.capacity_from_steps([_step(1000), _step(2000, lost=30)])
+    assert lossy["capacity_pps"] == pytest.approx(1000) and "2370 of 2400 datagrams delivered" in lossy["limited_by"]
+    assert capacity.capacity_from_steps([_step(1000, lost=100)])["capacity_pps"] == 0
+    top = capacity.capacity_from_steps([_step(1000), _step(2000)])
+    assert top["lower_bound"] and top["capacity_pps"] == pytest.approx(2000)
+    assert capacity.format_capacity(top).startswith("at least 17 Mbit/s of host link traffic")
 
 
 def test_scenario_warned_above_calibrated_capacity(tmp_path, monkeypatch):

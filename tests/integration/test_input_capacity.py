@@ -12,18 +12,18 @@ def test_calibration_measures_a_per_packet_cost(datapath, tmp_path, monkeypatch)
     cal = capacity.calibrate(datapath, quiet=True)
     steps = cal["steps"]
     for s in steps:
-        print(f"calibration step {s['per_host_bps'] / 1e6:g} Mbit/s/host: {s['delivered_pkts']}/{s['sent_pkts']} "
-              f"delivered, busy {s['busy_cores']:.2f} cores, ovs thread {s['ovs_thread_busy']:.0%}")
+        print(f"calibration {s['per_host_bps'] / 1e6:g} Mbit/s/host: {s['delivered_pkts']}/{s['sent_pkts']} "
+              f"delivered, least idle core {s['min_core_idle_pct']:.0f}%, ovs thread {s['ovs_thread_busy']:.0%}")
     print(f"calibrated faithful capacity {cal['capacity_pps']:.0f} pps = {cal['capacity_bps'] / 1e6:.0f} Mbit/s "
-          f"(limited by {cal['limited_by']}; {cal['cost_core_us_per_pkt']:.1f} core-us/pkt)")
-    assert steps[0]["sent_pkts"] == 0 and steps[0]["delivered_pkts"] == 0
-    for s in steps[1:]:
+          f"({cal['limited_by']})")
+    for s in steps:
         expected = 4 * s["per_host_bps"] / (capacity.DATAGRAM_BYTES * 8) * capacity.STEP_S
         assert s["sent_pkts"] == pytest.approx(expected, rel=0.1)  # the senders kept their pace
-        assert s["delivered_pkts"] >= 0.99 * s["sent_pkts"]  # far below capacity: nothing lost
-    # forwarding costs CPU, so the capacity is finite, and above the load the fabric just carried
-    assert cal["cost_core_us_per_pkt"] > 0 and cal["capacity_pps"] is not None
-    assert cal["capacity_pps"] > steps[-1]["delivered_pps"]
+    # the lowest step (0.9k packets/s in all) is far below any capacity: nothing lost, cores not saturated
+    assert capacity.judge_step(steps[0]) is None, steps[0]
+    assert cal["capacity_pps"] >= steps[0]["delivered_pps"]
+    failed = [s for s in steps if capacity.judge_step(s)]
+    assert cal["lower_bound"] == (not failed)
     path = capacity.save(cal)
     assert capacity.load_cached(datapath)["capacity_pps"] == cal["capacity_pps"], path
 
