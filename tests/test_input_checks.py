@@ -164,25 +164,25 @@ def test_max_duration_flag_parsed():
 
 # ------------------------------------------------------------------ faithful capacity
 
-def _step(pps, idle=50.0, thread=0.3, lost=0):
+def _step(pps, busy=0.5, thread=0.3, lost=0):
     sent = int(pps * 1.2)
     return {"sent_pkts": sent, "delivered_pkts": sent - lost, "delivered_pps": (sent - lost) / 1.2,
-            "min_core_idle_pct": idle, "ovs_thread_busy": thread}
+            "busy_cores": busy, "ovs_thread_busy": thread, "min_core_idle_pct": 0.0}
 
 
 def test_capacity_is_the_last_faithful_step():
-    steps = [_step(1000), _step(2000), _step(4000, idle=6), _step(8000, idle=3), _step(16000, idle=0)]
-    cap = capacity.capacity_from_steps(steps)
+    steps = [_step(1000), _step(2000), _step(4000, busy=1.89), _step(8000, busy=1.95), _step(16000, busy=2.0)]
+    cap = capacity.capacity_from_steps(steps, cores=2)
     assert cap["capacity_pps"] == pytest.approx(4000) and not cap["lower_bound"]
     assert cap["capacity_bps"] == pytest.approx(4000 * 1082 * 8)
-    assert cap["limited_by"] == "at 8,000 packets/s a core was 3.0% idle"
+    assert cap["limited_by"] == "at 8,000 packets/s the emulation used 1.95 of 2 cores"
     # a later step that happens to pass (noise) does not raise the figure past the first failure
-    assert capacity.capacity_from_steps(steps[:3] + [_step(8000, thread=0.97), _step(16000)])["limited_by"] == \
+    assert capacity.capacity_from_steps(steps[:3] + [_step(8000, thread=0.97), _step(16000)], 2)["limited_by"] == \
         "at 8,000 packets/s ovs-vswitchd's busiest thread was 97% busy"
-    lossy = capacity.capacity_from_steps([_step(1000), _step(2000, lost=30)])
+    lossy = capacity.capacity_from_steps([_step(1000), _step(2000, lost=30)], 2)
     assert lossy["capacity_pps"] == pytest.approx(1000) and "2370 of 2400 datagrams delivered" in lossy["limited_by"]
-    assert capacity.capacity_from_steps([_step(1000, lost=100)])["capacity_pps"] == 0
-    top = capacity.capacity_from_steps([_step(1000), _step(2000)])
+    assert capacity.capacity_from_steps([_step(1000, lost=100)], 2)["capacity_pps"] == 0
+    top = capacity.capacity_from_steps([_step(1000), _step(2000)], 2)
     assert top["lower_bound"] and top["capacity_pps"] == pytest.approx(2000)
     assert capacity.format_capacity(top).startswith("at least 17 Mbit/s of host link traffic")
 

@@ -13,7 +13,7 @@ def test_calibration_measures_a_per_packet_cost(datapath, tmp_path, monkeypatch)
     steps = cal["steps"]
     for s in steps:
         print(f"calibration {s['per_host_bps'] / 1e6:g} Mbit/s/host: {s['delivered_pkts']}/{s['sent_pkts']} "
-              f"delivered, least idle core {s['min_core_idle_pct']:.0f}%, ovs thread {s['ovs_thread_busy']:.0%}")
+              f"delivered, emulation CPU {s['busy_cores']:.2f} cores, ovs thread {s['ovs_thread_busy']:.0%}")
     print(f"calibrated faithful capacity {cal['capacity_pps']:.0f} pps = {cal['capacity_bps'] / 1e6:.0f} Mbit/s "
           f"({cal['limited_by']})")
     for s in steps:
