@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", help="probe what this machine supports (root)", parents=[common])
     doctor.add_argument("--json", action="store_true", help="print the probe as JSON")
     doctor.add_argument("--calibrate", action="store_true",
-                        help="measure this machine's faithful capacity on a small real fabric (about 15 s) "
+                        help="measure this machine's faithful capacity on a small real fabric (about 20 s) "
                         "and cache it")
     return parser
 

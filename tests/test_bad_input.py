@@ -2,6 +2,7 @@
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -43,7 +44,7 @@ BAD = {
     "octal_in_list_key": ("workload: {sizes: {min_bytes: 064, max_bytes: 64KiB}}\n",
                           ["workload.sizes.min_bytes", "064", "52"]),
     # values that cannot work
-    "rto_below_ack_time": ("transport: {rto_us: 1000}\n" + OK_WORKLOAD, ["transport.rto_us = 1000", "6974"]),
+    "rto_below_ack_time": ("transport: {rto_us: 1000}\n" + OK_WORKLOAD, ["transport.rto_us: 1000 us is below 6974 us"]),
     "cpu_idle_zero": ("fidelity: {min_cpu_idle_pct: 0}\n" + OK_WORKLOAD,
                       ["fidelity.min_cpu_idle_pct", "write off (or null)"]),
     "link_ratio_zero": ("fidelity: {min_link_rate_ratio: 0.0}\n" + OK_WORKLOAD,
@@ -100,27 +101,44 @@ def _kernel_snapshot():
     return {"links": names, "bridges": br.split(), "netns": netns, "state": state}
 
 
-def _created_by_us(before: dict, after: dict) -> dict:
-    """Objects new in ``after``, less those of runs still live (other runs on a shared machine).
+def _created_by_us(before: dict, after: dict, our_pid: int) -> dict:
+    """Objects new in ``after`` that are still there 2 s later, less those of other runs.
 
-    The CLI call under test has exited, so every run lock still held belongs to someone else.
+    The machine may be shared: the CLI call under test (``our_pid``) has exited,
+    so every run lock still held belongs to someone else, as does every run
+    whose state file names another process; objects that vanish within 2 s
+    belong to someone's short-lived probe (nothing would remove ours).
     """
     from testbed.naming import run_id_of
-    from testbed.runlock import is_live, known_runs
+    from testbed.runlock import is_live, known_runs, read_state
 
-    others = {rid for rid in known_runs() if is_live(rid)}
-    created = {}
-    for kind in before:
-        new = set(after[kind]) - set(before[kind])
-        if others:
-            new = {n for n in new if run_id_of(n.split(".")[0]) not in others and n != "ovs-netdev"}
-        created[kind] = sorted(new)
-    return created
+    def new_objects(snap):
+        others = {rid for rid in known_runs()
+                  if is_live(rid) or (read_state(rid) or {}).get("pid", our_pid) != our_pid}
+        out = {}
+        for kind in before:
+            new = set(snap[kind]) - set(before[kind])
+            if others:
+                new = {n for n in new if run_id_of(n.split(".")[0]) not in others and n != "ovs-netdev"}
+            out[kind] = new
+        return out
+
+    created = new_objects(after)
+    if any(created.values()):
+        time.sleep(2.0)
+        later = new_objects(_kernel_snapshot())
+        created = {kind: created[kind] & later[kind] for kind in created}
+    return {kind: sorted(v) for kind, v in created.items()}
 
 
 def _cli_run(scenario: Path, results: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "testbed.cli", "run", str(scenario), "--results", str(results),
-                           *extra], capture_output=True, text=True, timeout=60)
+    """``testbed run`` as a child process; the result carries the child's ``pid``."""
+    argv = [sys.executable, "-m", "testbed.cli", "run", str(scenario), "--results", str(results), *extra]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        out, err = proc.communicate(timeout=60)
+    res = subprocess.CompletedProcess(argv, proc.returncode, out, err)
+    res.pid = proc.pid
+    return res
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the CLI run path needs root")
@@ -134,7 +152,7 @@ def test_cli_rejects_before_touching_kernel(name, tmp_path):
     assert res.returncode == 2, res.stderr
     assert "error" in res.stderr and words[0] in res.stderr
     assert len(res.stderr) < 4096, len(res.stderr)
-    created = _created_by_us(before, _kernel_snapshot())
+    created = _created_by_us(before, _kernel_snapshot(), res.pid)
     assert not any(created.values()), created
     assert not (tmp_path / "res").exists()
 
@@ -183,7 +201,7 @@ def test_cli_run_level_rejections_before_touching_kernel(name, tmp_path):
     assert res.returncode == 2, res.stderr
     for w in words:
         assert w in res.stderr, f"{w!r} not in {res.stderr!r}"
-    created = _created_by_us(before, _kernel_snapshot())
+    created = _created_by_us(before, _kernel_snapshot(), res.pid)
     assert not any(created.values()), created
     assert not (tmp_path / "res").exists()
 
