@@ -119,7 +119,8 @@ def _created_by_us(before: dict, after: dict, our_pid: int) -> dict:
         for kind in before:
             new = set(snap[kind]) - set(before[kind])
             if others:
-                new = {n for n in new if run_id_of(n.split(".")[0]) not in others and n != "ovs-netdev"}
+                new = {n for n in new if (n.split(".")[0] if kind == "state" else run_id_of(n)) not in others
+                       and n != "ovs-netdev"}
             out[kind] = new
         return out
 
