@@ -33,6 +33,8 @@ import numpy as np
 import pandas as pd
 import psutil
 
+from traffic.clock import unix_ns
+
 OVS_VSWITCHD_PIDFILE = "/var/run/openvswitch/ovs-vswitchd.pid"
 #: Open vSwitch coverage counters that count dropped packets. Names checked in
 #: OVS 3.1.0 (Debian 3.1.0-2+deb12u1, ``strings ovs-vswitchd``): 13
@@ -111,6 +113,7 @@ class CpuIdleMonitor:
             if stopping and now - last < min(0.2, self.period_s):
                 return
             cur = psutil.cpu_times(percpu=True)
+            t_ns = unix_ns()
             last = now
             pcts, tot_idle, tot_all = [], 0.0, 0.0
             for a, b in zip(prev, cur):
@@ -123,14 +126,15 @@ class CpuIdleMonitor:
                     pcts.append(100.0 * di / (di + db))
             prev = cur
             if tot_all > 0:
-                self._rows.append((now, 100.0 * tot_idle / tot_all, min(pcts)))
+                self._rows.append((t_ns, 100.0 * tot_idle / tot_all, min(pcts)))
             if stopping:
                 return
 
     def samples(self) -> pd.DataFrame:
-        """Samples so far: DataFrame(time_s: float CLOCK_MONOTONIC at the interval
-        end, idle_pct: float 0-100 whole machine, min_cpu_idle_pct: float 0-100)."""
-        return pd.DataFrame(list(self._rows), columns=["time_s", "idle_pct", "min_cpu_idle_pct"])
+        """Samples so far: DataFrame(time_ns: int Unix-epoch ns at the interval end
+        (:func:`traffic.clock.unix_ns`, the clock of every results table),
+        idle_pct: float 0-100 whole machine, min_cpu_idle_pct: float 0-100)."""
+        return pd.DataFrame(list(self._rows), columns=["time_ns", "idle_pct", "min_cpu_idle_pct"])
 
 
 # ---------------------------------------------------------------------------

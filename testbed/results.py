@@ -1,61 +1,145 @@
-"""Results of a run: tables with units in column names, nccl-tests-style summary, summary.json.
+"""Results of a run: tables with units in column names, nccl-tests-style summary, the run directory's state.
 
-Formulas (nccl-tests doc/PERFORMANCE.md): for an all-reduce of S bytes that
+Bandwidth (nccl-tests doc/PERFORMANCE.md): for an all-reduce of S bytes that
 took t seconds on n ranks, algbw = S / t and busbw = algbw * 2(n-1)/n. Here
 both are in bit/s. ``busbw_ratio`` = busbw / (host link rate x payload
 efficiency), where payload efficiency = payload bytes / frame bytes of a full
 data packet (Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + payload + ICRC 4; the
 emulated links carry no preamble, FCS or inter-frame gap): 1.0 means the ring
 ran at the link's goodput.
+
+Time of one collective, two ways (both in ``ops.csv`` and ``sizes.csv``):
+
+- ``time_us``: the span, last rank's end minus first rank's start (every rank
+  is told to start at once; the operation is over for the job when the last
+  rank is done). ``algbw_bps``/``busbw_bps`` come from it.
+- ``time_rank_avg_us``: each rank's own time (its end minus its start),
+  averaged over the ranks, as nccl-tests reports by default (src/common.cu:
+  every rank times its own iterations, then ``Allreduce(args, &deltaSec,
+  average)`` with ``-a 1``, the mean over ranks). ``busbw_rank_avg_bps``
+  comes from it. It is never above the span.
+
+Percentiles of per-operation time (``p50_us``, ``p99_us``, ``p999_us``) use
+the nearest-rank method (Hyndman & Fan 1996, definition 1; numpy
+``method="inverted_cdf"``, computed here in exact arithmetic): the p-th
+percentile of n sorted samples is the ceil(p/100 * n)-th smallest sample, so it is always one of the samples and
+never above the maximum. A percentile needs enough samples to mean anything:
+p99 needs 100, p99.9 needs 1000 (:data:`PERCENTILES`); with fewer it is NaN
+in ``sizes.csv``, null in ``summary.json`` and ``n<100`` / ``n<1000`` in the
+printed table. ``count`` (the number of samples) is next to them everywhere.
+
+Clock: every ``*_ns`` time column of every table is Unix-epoch nanoseconds
+from :func:`traffic.clock.unix_ns`, so tables join on time.
+
+Run directory state: :func:`mark_incomplete` writes ``INCOMPLETE`` (the
+reason, one line) as soon as the directory exists; :func:`mark_complete`
+removes it once ``summary.json`` of a run with every measurement in is
+written. A directory with ``INCOMPLETE`` holds partial results (or none).
 """
 from __future__ import annotations
+
+import json
+import math
+import os
+from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+#: (percentile, column, fewest samples for which it is reported)
+PERCENTILES = ((50.0, "p50_us", 1), (99.0, "p99_us", 100), (99.9, "p999_us", 1000))
+PERCENTILE_METHOD = "nearest-rank (Hyndman & Fan 1996 def. 1, numpy method='inverted_cdf')"
+INCOMPLETE_FILE = "INCOMPLETE"
+
+OPS_COLUMNS = ["op_id", "size_bytes", "iteration", "warmup", "layer", "t_start_ns", "t_end_ns", "time_us",
+               "time_rank_avg_us", "algbw_bps", "busbw_bps", "busbw_rank_avg_bps"]
+SIZES_COLUMNS = ["size_bytes", "time_us", "algbw_bps", "busbw_bps", "busbw_ratio", "time_rank_avg_us",
+                 "busbw_rank_avg_bps", "count"] + [c for _, c, _ in PERCENTILES]
+
 
 def allreduce_busbw_factor(n_ranks: int) -> float:
-    """nccl-tests bus bandwidth factor for all-reduce: 2(n-1)/n."""
+    """nccl-tests bus bandwidth factor for all-reduce: 2(n-1)/n (doc/PERFORMANCE.md).
+
+    Raises ValueError when ``n_ranks < 1``.
+    """
+    if n_ranks < 1:
+        raise ValueError(f"n_ranks={n_ranks}: need at least 1 rank")
     return 2.0 * (n_ranks - 1) / n_ranks
 
 
+def percentile_us(values, q: float, min_samples: int = 1) -> float:
+    """Nearest-rank ``q``-th percentile (0 < q <= 100) of ``values``; NaN with fewer than ``min_samples``.
+
+    Raises ValueError when ``q`` is outside (0, 100].
+    """
+    if not 0 < q <= 100:
+        raise ValueError(f"q={q}: a percentile must be in (0, 100]")
+    v = np.sort(np.asarray(values, dtype=float))
+    if len(v) < max(1, min_samples):
+        return math.nan
+    rank = math.ceil(Fraction(str(q)) * len(v) / 100)  # exact: 0.999 * 1000 is 999, not 999.0000000000001
+    return float(v[max(rank, 1) - 1])
+
+
 def ops_table(rank_rows: list[dict], op_meta: dict[int, dict], n_ranks: int) -> pd.DataFrame:
-    """One row per collective operation.
+    """One row per collective operation, columns :data:`OPS_COLUMNS`.
 
     ``rank_rows``: every rank's op_done record (op_id, rank, t_start_ns,
-    t_end_ns); ``op_meta[op_id]``: size_bytes, iteration, warmup.
-    Columns: op_id, size_bytes, iteration, warmup, time_us, algbw_bps, busbw_bps.
-    The operation's time runs from the first rank's start to the last rank's end.
+    t_end_ns); ``op_meta[op_id]``: size_bytes, iteration, warmup, layer.
+    ``t_start_ns``/``t_end_ns``: first rank's start, last rank's end (Unix ns);
+    ``time_us`` is their difference; ``time_rank_avg_us`` the mean over ranks
+    of each rank's own end minus start. Operations without rank records are
+    left out; no records gives an empty table with the same columns.
     """
+    if not rank_rows or not op_meta:
+        return pd.DataFrame({c: pd.Series(dtype="float64") for c in OPS_COLUMNS})
     df = pd.DataFrame(rank_rows)
-    g = df.groupby("op_id").agg(t_start_ns=("t_start_ns", "min"), t_end_ns=("t_end_ns", "max")).reset_index()
-    meta = pd.DataFrame([{"op_id": k, **v} for k, v in op_meta.items()])
+    df["rank_time_ns"] = df["t_end_ns"] - df["t_start_ns"]
+    g = df.groupby("op_id").agg(t_start_ns=("t_start_ns", "min"), t_end_ns=("t_end_ns", "max"),
+                                rank_time_ns=("rank_time_ns", "mean")).reset_index()
+    meta = pd.DataFrame([{"op_id": k, "layer": "", **v} for k, v in op_meta.items()])
     out = meta.merge(g, on="op_id")
+    factor = allreduce_busbw_factor(n_ranks)
     out["time_us"] = (out["t_end_ns"] - out["t_start_ns"]) / 1e3
+    out["time_rank_avg_us"] = out["rank_time_ns"] / 1e3
     out["algbw_bps"] = out["size_bytes"] * 8 / (out["time_us"] / 1e6)
-    out["busbw_bps"] = out["algbw_bps"] * allreduce_busbw_factor(n_ranks)
-    return out.drop(columns=["t_start_ns", "t_end_ns"]).sort_values("op_id").reset_index(drop=True)
+    out["busbw_bps"] = out["algbw_bps"] * factor
+    out["busbw_rank_avg_bps"] = out["size_bytes"] * 8 / (out["time_rank_avg_us"] / 1e6) * factor
+    return out[OPS_COLUMNS].sort_values("op_id").reset_index(drop=True)
 
 
 def size_table(ops: pd.DataFrame, n_ranks: int, goodput_bps: float) -> pd.DataFrame:
-    """nccl-tests-style table per size over the timed (non-warmup) operations.
+    """nccl-tests-style table per size over the timed (non-warmup) operations, columns :data:`SIZES_COLUMNS`.
 
-    Columns: size_bytes, count, time_us (mean, as nccl-tests), algbw_bps,
-    busbw_bps (from the mean time), busbw_ratio (busbw / goodput_bps),
-    p50_us, p99_us, p999_us (percentiles of per-operation time, linear interpolation).
+    ``time_us`` and ``time_rank_avg_us`` are means over the operations (as
+    nccl-tests averages its iterations); algbw/busbw come from those means;
+    ``busbw_ratio`` = busbw / ``goodput_bps``; ``count`` = operations (the
+    percentiles' sample count); p50/p99/p99.9 as in the module docstring.
     """
-    timed = ops[~ops["warmup"]]
+    timed = ops[~ops["warmup"].astype(bool)] if len(ops) else ops
+    factor = allreduce_busbw_factor(n_ranks)
     rows = []
     for size, g in timed.groupby("size_bytes"):
-        t = g["time_us"].to_numpy()
-        mean_us = float(t.mean())
+        t = g["time_us"].to_numpy(dtype=float)
+        mean_us, rank_avg_us = float(t.mean()), float(g["time_rank_avg_us"].mean())
         algbw = size * 8 / (mean_us / 1e6)
-        busbw = algbw * allreduce_busbw_factor(n_ranks)
-        rows.append({"size_bytes": int(size), "count": len(t), "time_us": mean_us, "algbw_bps": algbw,
-                     "busbw_bps": busbw, "busbw_ratio": busbw / goodput_bps,
-                     "p50_us": float(np.percentile(t, 50)), "p99_us": float(np.percentile(t, 99)),
-                     "p999_us": float(np.percentile(t, 99.9))})
-    return pd.DataFrame(rows)
+        row = {"size_bytes": int(size), "time_us": mean_us, "algbw_bps": algbw, "busbw_bps": algbw * factor,
+               "busbw_ratio": algbw * factor / goodput_bps, "time_rank_avg_us": rank_avg_us,
+               "busbw_rank_avg_bps": size * 8 / (rank_avg_us / 1e6) * factor, "count": len(t)}
+        for q, col, need in PERCENTILES:
+            row[col] = percentile_us(t, q, need)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=SIZES_COLUMNS)
+
+
+def size_rows_json(sizes: pd.DataFrame) -> list[dict]:
+    """``sizes`` as summary.json rows: same keys as sizes.csv, ints for size_bytes/count, null for NaN."""
+    out = []
+    for row in sizes.to_dict("records"):
+        out.append({k: (int(v) if k in ("size_bytes", "count") else (None if math.isnan(v) else float(v)))
+                    for k, v in row.items()})
+    return out
 
 
 def _human_size(n: int) -> str:
@@ -65,13 +149,53 @@ def _human_size(n: int) -> str:
     return f"{n} B"
 
 
+def _pct_cell(v: float, need: int) -> str:
+    return f"n<{need}" if math.isnan(v) else f"{v:.0f}"
+
+
 def format_size_table(sizes: pd.DataFrame) -> str:
-    """The table as nccl-tests prints it, in Mbit/s and microseconds."""
-    head = (f"{'size':>10} {'count':>5} {'time(us)':>11} {'algbw(Mb/s)':>11} {'busbw(Mb/s)':>11} "
-            f"{'busbw/link':>10} {'p50(us)':>11} {'p99(us)':>11} {'p99.9(us)':>11}")
+    """The table as nccl-tests prints it, in Mbit/s and microseconds.
+
+    ``time`` is the span (first start to last end), ``avg`` the per-rank
+    average time (nccl-tests' own); ``n`` is the sample count of the
+    percentiles that follow it; a percentile without enough samples prints
+    ``n<100`` / ``n<1000``.
+    """
+    head = (f"{'size':>10} {'time(us)':>10} {'algbw(Mb/s)':>11} {'busbw(Mb/s)':>11} {'busbw/link':>10} "
+            f"{'avg(us)':>10} {'avg busbw':>10} {'n':>5} {'p50(us)':>10} {'p99(us)':>10} {'p99.9(us)':>10}")
     lines = [head]
     for r in sizes.itertuples():
-        lines.append(f"{_human_size(r.size_bytes):>10} {r.count:>5} {r.time_us:>11.0f} {r.algbw_bps / 1e6:>11.3f} "
-                     f"{r.busbw_bps / 1e6:>11.3f} {r.busbw_ratio:>10.3f} {r.p50_us:>11.0f} {r.p99_us:>11.0f} "
-                     f"{r.p999_us:>11.0f}")
+        pcts = " ".join(f"{_pct_cell(getattr(r, col), need):>10}" for _, col, need in PERCENTILES)
+        lines.append(f"{_human_size(r.size_bytes):>10} {r.time_us:>10.0f} {r.algbw_bps / 1e6:>11.3f} "
+                     f"{r.busbw_bps / 1e6:>11.3f} {r.busbw_ratio:>10.3f} {r.time_rank_avg_us:>10.0f} "
+                     f"{r.busbw_rank_avg_bps / 1e6:>10.3f} {r.count:>5} {pcts}")
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# The run directory
+# ---------------------------------------------------------------------------
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write_json(path: Path, obj) -> None:
+    """Write ``obj`` as indented JSON, atomically (a reader never sees half a file)."""
+    _atomic_write(Path(path), json.dumps(obj, indent=1, default=float))
+
+
+def write_csv(df: pd.DataFrame, path: Path) -> None:
+    """Write ``df`` as CSV without the index, atomically."""
+    _atomic_write(Path(path), df.to_csv(index=False))
+
+
+def mark_incomplete(run_dir: Path, reason: str) -> None:
+    """Write ``run_dir/INCOMPLETE`` holding ``reason`` (one line)."""
+    _atomic_write(Path(run_dir) / INCOMPLETE_FILE, reason.rstrip("\n") + "\n")
+
+
+def mark_complete(run_dir: Path) -> None:
+    """Remove ``run_dir/INCOMPLETE`` (no error if absent)."""
+    (Path(run_dir) / INCOMPLETE_FILE).unlink(missing_ok=True)

@@ -69,6 +69,8 @@ import pandas as pd
 from pyroute2 import IPRoute
 from pyroute2.netns import create_socket
 
+from traffic.clock import from_monotonic_ns
+
 log = logging.getLogger(__name__)
 
 # Netlink / rtnetlink constants (include/uapi/linux/{netlink,rtnetlink,
@@ -208,7 +210,8 @@ class QdiscSampler:
             277 k samples (4.6 min at 1 ms, 46 min at 10 ms) for 24 ports. Memory
             is allocated in chunks of 4096 samples as needed; past the cap new
             samples are counted in ``discarded_samples`` and a warning is logged.
-        on_sample: optional callback ``f(time_ns, counters)`` run in the sampler
+        on_sample: optional callback ``f(time_ns, counters)`` (``time_ns``: Unix-epoch
+            ns, :func:`traffic.clock.unix_ns`) run in the sampler
             thread after each sample; ``counters`` is an int64 array of shape
             ``(len(ifnames), 5)`` in :data:`COUNTERS` order (-1 = port missing),
             valid only during the call. Keep it short: it delays the next tick.
@@ -330,7 +333,7 @@ class QdiscSampler:
         next_ns = time.monotonic_ns()
         try:
             while not self._stop.is_set():
-                t_ns = time.monotonic_ns()
+                t_ns = from_monotonic_ns(time.monotonic_ns())  # the run's one clock (traffic.clock)
                 self._dumper.dump_into(row)
                 view = self._store(t_ns, row)
                 if self.on_sample is not None:
@@ -355,7 +358,8 @@ class QdiscSampler:
     def to_frame(self) -> pd.DataFrame:
         """All samples as a long table, one row per (sample, port).
 
-        Returns: DataFrame with columns ``time_ns`` (int64, CLOCK_MONOTONIC),
+        Returns: DataFrame with columns ``time_ns`` (int64, Unix-epoch ns of
+        :func:`traffic.clock.unix_ns`, the clock of every results table),
         ``port`` (categorical of ``ifnames``), and the int64 cumulative
         counters ``tx_bytes, tx_pkts, drops_pkts, backlog_bytes, backlog_pkts``.
         Rows of ports whose root qdisc was missing from a dump are left out.

@@ -15,7 +15,7 @@ PORT = "tb12abl1-eth3"
 
 def cpu_frame(idle, min_cpu=None):
     idle = np.asarray(idle, dtype=float)
-    df = pd.DataFrame({"time_s": np.arange(1, len(idle) + 1, dtype=float), "idle_pct": idle})
+    df = pd.DataFrame({"time_ns": np.arange(1, len(idle) + 1, dtype=np.int64) * 10**9, "idle_pct": idle})
     if min_cpu is not None:
         df["min_cpu_idle_pct"] = min_cpu
     return df
@@ -234,10 +234,13 @@ def test_cpu_idle_monitor_samples():
         while time.monotonic() < t_end:  # keep one core busy
             pass
     df = mon.samples()
-    assert list(df.columns) == ["time_s", "idle_pct", "min_cpu_idle_pct"]
+    assert list(df.columns) == ["time_ns", "idle_pct", "min_cpu_idle_pct"]
     assert 4 <= len(df) <= 9
     assert df["idle_pct"].between(0, 100).all()
     assert (df["min_cpu_idle_pct"] <= df["idle_pct"] + 1e-9).all()
-    assert df["time_s"].is_monotonic_increasing
+    assert df["time_ns"].is_monotonic_increasing
+    # the one clock of every table: Unix-epoch ns, one sample per 0.05 s period
+    assert abs(df["time_ns"].iloc[-1] - time.time_ns()) < 1e9
+    assert np.diff(df["time_ns"].to_numpy()).min() >= 0.04e9
     with pytest.raises(ValueError, match="period_s"):
         fidelity.CpuIdleMonitor(period_s=0)

@@ -1,9 +1,12 @@
-"""The RC transport over loopback (no root): delivery, go-back-N under loss, exactly-once."""
+"""The RC transport over loopback (no root): delivery, go-back-N under loss, exactly-once,
+ACK counts for an ACK interval, seeded initial PSNs and the 2^24 PSN wrap."""
 import random
+import time
 
 import pytest
 
-from traffic.transport import Endpoint, RequesterQP, ResponderQP, TransportParams
+from traffic.transport import PSN_MASK, Endpoint, RequesterQP, ResponderQP, TransportParams, initial_psn
+from traffic.wire import unpack_bth
 
 
 def _pair(params, a="127.0.0.1", b="127.0.0.2", sport=50000):
@@ -59,3 +62,126 @@ def test_messages_delivered_exactly_once(p_drop):
     finally:
         ep_a.stop()
         ep_b.stop()
+
+
+# ---------------------------------------------------------------- ACK interval, initial PSN, wrap-around
+# addresses of their own on lo, so a concurrent run of the tests above cannot take port 4791 from us
+A, B = "127.77.0.1", "127.77.0.2"
+
+
+class _Tap:
+    """Socket proxy that records every datagram sent (``sent``) and can drop some (``drop(data) -> bool``)."""
+
+    def __init__(self, sock, drop=None):
+        self._s, self.sent, self._drop = sock, [], drop
+
+    def sendto(self, data, addr):
+        data = bytes(data)
+        self.sent.append(data)
+        if self._drop is not None and self._drop(data):
+            return len(data)
+        return self._s.sendto(data, addr)
+
+    def __getattr__(self, k):
+        return getattr(self._s, k)
+
+
+def _qp_pair(params, first_psn, sport=51000):
+    ep_a, ep_b = Endpoint(A), Endpoint(B)
+    req = RequesterQP(0x10001, 0x20000, A, B, sport, params, first_psn=first_psn)
+    resp = ResponderQP(0x20000, 0x10001, B, A, sport + 1, params, first_psn=first_psn)
+    ep_a.requesters[req.qpn] = req
+    ep_b.responders[resp.qpn] = resp
+    return ep_a, ep_b, req, resp
+
+
+def _psns(datagrams):
+    return [unpack_bth(d).psn for d in datagrams]
+
+
+@pytest.mark.parametrize("first_psn", [0, PSN_MASK - 4, 123_456])
+def test_ack_every_8_on_a_20_packet_message_gives_3_acks(first_psn):
+    params = TransportParams(payload_bytes=1024, window_pkts=64, ack_every_pkts=8, rto_us=500_000)
+    ep_a, ep_b, req, resp = _qp_pair(params, first_psn)
+    req.sock, resp.sock = _Tap(req.sock), _Tap(resp.sock)
+    ep_a.start()
+    ep_b.start()
+    try:
+        seq = req.post_send(20 * 1024)
+        assert req.wait_acked(seq, timeout_s=10)
+        time.sleep(0.05)
+        want = [(first_psn + i) & PSN_MASK for i in (7, 15, 19)]   # packets 8, 16 and the last (20th)
+        assert _psns(resp.sock.sent) == want
+        assert resp.counters.acks_tx == 3 and req.counters.acks_rx == 3
+        sent = [unpack_bth(d) for d in req.sock.sent]
+        assert [b.psn for b in sent if b.ack_req] == want
+        assert req.counters.tx_pkts == 20 and req.counters.retx_pkts == 0
+    finally:
+        ep_a.stop()
+        ep_b.stop()
+
+
+def test_psn_wraps_at_2_pow_24_delivered_once_in_order():
+    params = TransportParams(payload_bytes=1024, window_pkts=64, ack_every_pkts=8, rto_us=500_000)
+    first = (1 << 24) - 5
+    ep_a, ep_b, req, resp = _qp_pair(params, first)
+    req.sock = _Tap(req.sock)
+    ep_a.start()
+    ep_b.start()
+    try:
+        sizes = [3 * 1024, 10 * 1024, 7 * 1024 - 100]  # 20 packets: the 2nd message crosses the wrap
+        seqs = [req.post_send(s) for s in sizes]
+        assert req.wait_acked(seqs[-1], timeout_s=10)
+        assert resp.wait_messages(3, timeout_s=2)
+        assert _psns(req.sock.sent) == [16777211, 16777212, 16777213, 16777214, 16777215] + list(range(15))
+        c = resp.counters
+        assert resp.msg_bytes == sizes and c.delivered_bytes == sum(sizes) == req.counters.acked_bytes
+        assert (c.order_errors, c.dup_pkts, c.out_of_order_pkts, c.naks_tx) == (0, 0, 0, 0)
+        assert c.rx_pkts == 20 and req.counters.retx_pkts == 0
+    finally:
+        ep_a.stop()
+        ep_b.stop()
+
+
+def test_go_back_n_across_the_wrap_recovers_losses():
+    """Every 7th first transmission is lost; NAKs and resends straddle 2^24 - 1 -> 0."""
+    params = TransportParams(payload_bytes=1024, window_pkts=16, ack_every_pkts=4, rto_us=20_000)
+    first = (1 << 24) - 40
+    ep_a, ep_b, req, resp = _qp_pair(params, first)
+    seen = set()
+
+    def drop(data):
+        psn = unpack_bth(data).psn
+        lose = psn % 7 == 0 and psn not in seen
+        seen.add(psn)
+        return lose
+    req.sock = _Tap(req.sock, drop)
+    ep_a.start()
+    ep_b.start()
+    try:
+        seq = req.post_send(80 * 1024)
+        assert req.wait_acked(seq, timeout_s=20)
+        assert resp.wait_messages(1, timeout_s=2)
+        c = resp.counters
+        assert resp.msg_bytes == [80 * 1024] and c.delivered_bytes == 80 * 1024
+        assert c.order_errors == 0
+        lost = sum(1 for p in seen if p % 7 == 0)
+        assert lost == len([i for i in range(80) if (first + i) % (1 << 24) % 7 == 0]) > 5
+        assert req.counters.retx_pkts >= lost
+        assert {0, PSN_MASK} <= seen
+    finally:
+        ep_a.stop()
+        ep_b.stop()
+
+
+def test_initial_psn_is_seeded_24_bit_and_per_direction():
+    values = {initial_psn(1, r, q) for r in range(8) for q in range(8) if r != q}
+    assert len(values) == 56 and all(0 <= v <= PSN_MASK for v in values)
+    assert initial_psn(1, 0, 1) == initial_psn(1, 0, 1) != initial_psn(2, 0, 1)
+    assert initial_psn(1, 0, 1) != initial_psn(1, 1, 0)
+
+
+@pytest.mark.parametrize("bad", [-1, 1 << 24])
+def test_first_psn_out_of_range_is_refused(bad):
+    with pytest.raises(ValueError, match=f"first_psn={bad}"):
+        ResponderQP(0x20000, 0x10001, A, B, 0, TransportParams(), first_psn=bad)

@@ -17,7 +17,12 @@ Protocol, one JSON object per line:
 QP numbers: the requester QP at rank r towards rank q is 0x10000+q, the
 responder QP at rank q for requester r is 0x20000+r; each QP binds its own
 UDP source port, drawn without repeats from 49152-65535 by a generator seeded
-with (seed, rank): the QP's ECMP entropy.
+with (seed, rank): the QP's ECMP entropy. The QP from rank r to rank q starts
+at the initial PSN ``initial_psn(seed, r, q)`` (24-bit, seeded random, as RNICs
+pick one), which both ends compute.
+
+Times in records (``t_start_ns``, ``t_end_ns``, ``t_post_ns``, ...) are
+Unix-epoch ns from :func:`traffic.clock.unix_ns`, the clock of every table.
 """
 from __future__ import annotations
 
@@ -25,12 +30,12 @@ import argparse
 import json
 import random
 import sys
-import time
 import traceback
 from dataclasses import asdict
 
 from traffic import collectives
-from traffic.transport import Endpoint, RequesterQP, ResponderQP, TransportParams
+from traffic.clock import unix_ns
+from traffic.transport import Endpoint, RequesterQP, ResponderQP, TransportParams, initial_psn
 
 REQ_QPN_BASE = 0x10000
 RESP_QPN_BASE = 0x20000
@@ -62,9 +67,9 @@ class Agent:
         self.recv_qp: dict[int, ResponderQP] = {}
         for i, q in enumerate(peers):
             req = RequesterQP(REQ_QPN_BASE + q, RESP_QPN_BASE + self.rank, my_ip, self.ips[q],
-                              ports[2 * i], self.params)
+                              ports[2 * i], self.params, first_psn=initial_psn(cfg["seed"], self.rank, q))
             resp = ResponderQP(RESP_QPN_BASE + q, REQ_QPN_BASE + self.rank, my_ip, self.ips[q],
-                               ports[2 * i + 1], self.params)
+                               ports[2 * i + 1], self.params, first_psn=initial_psn(cfg["seed"], q, self.rank))
             self.send_qp[q], self.recv_qp[q] = req, resp
             self.ep.requesters[req.qpn] = req
             self.ep.responders[resp.qpn] = resp
@@ -75,11 +80,11 @@ class Agent:
             raise ValueError(f"unsupported collective {cmd.get('collective')!r}/{cmd.get('algorithm')!r}: "
                              "allowed allreduce/ring")
         nxt, prv = (self.rank + 1) % self.n, (self.rank - 1) % self.n
-        t0 = time.time_ns()
+        t0 = unix_ns()
         res = collectives.ring_allreduce(self.rank, self.n, int(cmd["size_bytes"]), self.send_qp[nxt],
                                          self.recv_qp[prv], self.rx_consumed[prv], float(cmd.get("timeout_s", 60)))
         self.rx_consumed[prv] += res["rx_msgs"]
-        t1 = time.time_ns()
+        t1 = unix_ns()
         return {"event": "op_done", "op_id": cmd["op_id"], "rank": self.rank, "t_start_ns": t0,
                 "t_end_ns": t1, **res}
 
@@ -87,9 +92,10 @@ class Agent:
         qps = []
         for q, qp in self.send_qp.items():
             qps.append({"rank": self.rank, "peer": q, "role": "requester", "qpn": qp.qpn,
-                        "udp_sport": qp.sock.getsockname()[1], **asdict(qp.counters)})
+                        "udp_sport": qp.sock.getsockname()[1], "first_psn": qp.first_psn, **asdict(qp.counters)})
         for q, qp in self.recv_qp.items():
-            qps.append({"rank": self.rank, "peer": q, "role": "responder", "qpn": qp.qpn, **asdict(qp.counters)})
+            qps.append({"rank": self.rank, "peer": q, "role": "responder", "qpn": qp.qpn,
+                        "first_psn": qp.first_psn, **asdict(qp.counters)})
         msgs = []
         for q, qp in self.send_qp.items():
             for m in qp.messages:

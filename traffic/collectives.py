@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import time
 
+from traffic.clock import unix_ns
+
 
 class CollectiveTimeout(RuntimeError):
     """A step did not complete in time (a peer is stuck or packets are lost for good)."""
@@ -24,6 +26,18 @@ def chunk_sizes(size_bytes: int, n: int) -> list[int]:
         raise ValueError(f"need n >= 1 and size_bytes >= 0, got n={n}, size_bytes={size_bytes}")
     base, extra = divmod(size_bytes, n)
     return [base + (1 if i < extra else 0) for i in range(n)]
+
+
+def ring_allreduce_steps(rank: int, n: int) -> list[tuple[int, int]]:
+    """The 2(n-1) steps of ``rank`` in a ring all-reduce of ``n`` ranks: (chunk sent, chunk received).
+
+    Steps 0..n-2 are the reduce-scatter (the received chunk is reduced into the
+    local one and sent on at the next step), steps n-1..2n-3 the all-gather.
+    Raises ValueError unless 0 <= rank < n.
+    """
+    if not 0 <= rank < n:
+        raise ValueError(f"rank={rank} must be in 0..{n - 1}")
+    return [((rank - s) % n, (rank - s - 1) % n) for s in range(2 * (n - 1))]
 
 
 def ring_allreduce(rank: int, n: int, size_bytes: int, send_qp, recv_qp, rx_base: int,
@@ -45,17 +59,17 @@ def ring_allreduce(rank: int, n: int, size_bytes: int, send_qp, recv_qp, rx_base
     expected_rx = base_rx
     last_seq = None
     sent_bytes = 0
-    for s in range(2 * (n - 1)):
-        c_send = chunks[(rank - s) % n]
+    for s, (i_send, i_recv) in enumerate(ring_allreduce_steps(rank, n)):
+        c_send = chunks[i_send]
         if c_send:
             last_seq = send_qp.post_send(c_send)
             sent_bytes += c_send
-        if chunks[(rank - s - 1) % n]:
+        if chunks[i_recv]:
             expected_rx += 1
             if not recv_qp.wait_messages(expected_rx, max(0.0, deadline - time.monotonic())):
                 raise CollectiveTimeout(f"rank {rank}: step {s} of ring all-reduce ({size_bytes} B) "
                                         f"got no chunk from rank {(rank - 1) % n} within {timeout_s:.1f} s")
-    t_rx_done_ns = time.time_ns()
+    t_rx_done_ns = unix_ns()
     if last_seq is not None and not send_qp.wait_acked(last_seq, max(0.0, deadline - time.monotonic())):
         raise CollectiveTimeout(f"rank {rank}: chunks to rank {(rank + 1) % n} not acknowledged "
                                 f"within {timeout_s:.1f} s")

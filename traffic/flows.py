@@ -21,6 +21,7 @@ import sys
 import time
 from dataclasses import asdict
 
+from traffic.clock import unix_ns
 from traffic.transport import Endpoint, RequesterQP, ResponderQP, TransportParams
 
 REQ_QPN_BASE = 0x30000
@@ -57,11 +58,11 @@ def send(ip: str, peer: str, sports: list[int], size_bytes: int, params: Transpo
     ep.start()
     print(json.dumps({"event": "ready"}), flush=True)
     sys.stdin.readline()  # the test says go once the receiver is ready
-    t0 = time.time_ns()
+    t0 = unix_ns()
     for qp in qps:
         qp.post_send(size_bytes)
-    ok = all(qp.wait_acked(0, max(0.0, timeout_s - (time.time_ns() - t0) / 1e9)) for qp in qps)
-    out = {"event": "done", "ok": ok, "t_start_ns": t0, "t_end_ns": time.time_ns(),
+    ok = all(qp.wait_acked(0, max(0.0, timeout_s - (unix_ns() - t0) / 1e9)) for qp in qps)
+    out = {"event": "done", "ok": ok, "t_start_ns": t0, "t_end_ns": unix_ns(),
            "flows": [{"sport": s, **asdict(qp.counters)} for s, qp in zip(sports, qps)]}
     ep.stop()
     return out

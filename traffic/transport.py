@@ -6,7 +6,9 @@ where the destination QP in the BTH, not the UDP port, selects the QP.
 
 - :class:`RequesterQP` (send side): messages are split into packets of
   ``payload_bytes`` with SEND FIRST/MIDDLE/LAST/ONLY opcodes and consecutive
-  24-bit PSNs; at most ``window_pkts`` are unacknowledged; recovery is
+  24-bit PSNs, starting at the QP's initial PSN and wrapping from 2^24 - 1 to
+  0 (IBA vol. 1, 9.7.1: PSNs are modulo 2^24; RNICs start each QP at a random
+  initial PSN, which :func:`initial_psn` draws from a seed); at most ``window_pkts`` are unacknowledged; recovery is
   go-back-N (IBA vol. 1, 9.7.5.1.1 "PSN sequence error NAK" and 9.7.6.1.3
   "retry on transport timer"): on a NAK the requester resends from the NAK's
   PSN, on a timeout (``rto_us`` without ACK progress since the last
@@ -16,8 +18,10 @@ where the destination QP in the BTH, not the UDP port, selects the QP.
 - :class:`ResponderQP` (receive side): accepts only the expected PSN, sends one
   NAK (PSN sequence error, AETH syndrome 0x60) per gap, drops out-of-order and
   duplicate packets (re-acknowledging duplicates that ask for an ACK), and
-  acknowledges every packet with AckReq set (the requester sets it every
-  ``ack_every_pkts`` packets and on the last of each message).
+  acknowledges every packet with AckReq set (the requester sets it on every
+  ``ack_every_pkts``-th packet counted from the QP's initial PSN, and on the
+  last of each message: a 20-packet message on a fresh QP with
+  ``ack_every_pkts`` 8 asks for 3 ACKs, after its packets 8, 16 and 20).
 
 Exactly-once check: the first 8 payload bytes of every packet carry
 (message sequence, packet index in message); the responder checks each
@@ -31,12 +35,14 @@ from __future__ import annotations
 
 import bisect
 import errno
+import random
 import socket
 import threading
 import time
 from dataclasses import dataclass
 
 from traffic import wire
+from traffic.clock import unix_ns
 
 PSN_MASK = 0xFFFFFF
 HALF_PSN = 1 << 23
@@ -53,6 +59,16 @@ NIC_FULL_WAIT_S = 200e-6
 def wire_bytes(ib_bytes: int) -> int:
     """Frame bytes on the emulated link for an InfiniBand transport payload of ``ib_bytes``."""
     return L2_L4_BYTES + ib_bytes
+
+
+def initial_psn(seed, requester: object, responder: object) -> int:
+    """Initial 24-bit PSN of the queue pair from ``requester`` to ``responder``, drawn from ``seed``.
+
+    Both ends compute it (the requester sends from it, the responder expects
+    it), as RC connection setup exchanges it. Deterministic for a seed, so
+    runs are reproducible; uniform over 0..2^24-1, so the 2^24 wrap happens.
+    """
+    return random.Random(f"ipsn-{seed}-{requester}-{responder}").randrange(1 << 24)
 
 
 def payload_efficiency(payload_bytes: int) -> float:
@@ -124,6 +140,7 @@ class QPCounters:
     tx_wire_bytes: int = 0
     retx_pkts: int = 0
     naks_rx: int = 0
+    acks_rx: int = 0
     timeouts: int = 0
     tx_busy_ns: int = 0   # time with a packet ready to send and the window open
     tx_work_ns: int = 0   # time with posted data not yet acknowledged (an RNIC with work to do)
@@ -137,11 +154,16 @@ class RequesterQP:
 
     ``post_send(size_bytes)`` queues a message and returns its sequence number;
     ``wait_acked(seq)`` blocks until that message and all before it are
-    acknowledged. PSNs are kept as unbounded ints and put on the wire mod 2^24.
+    acknowledged. PSNs are kept as unbounded ints counted from ``first_psn``
+    (0 to 2^24 - 1) and put on the wire mod 2^24. Raises ValueError for a
+    ``first_psn`` outside 0..2^24-1.
     """
 
     def __init__(self, qpn: int, dest_qpn: int, src_ip: str, dst_ip: str, sport: int,
-                 params: TransportParams):
+                 params: TransportParams, first_psn: int = 0):
+        if not 0 <= first_psn <= PSN_MASK:
+            raise ValueError(f"first_psn={first_psn}: a PSN is 24 bits, allowed 0..{PSN_MASK}")
+        self.first_psn = first_psn
         self.qpn, self.dest_qpn = qpn, dest_qpn
         self.dst = (dst_ip, wire.ROCEV2_UDP_PORT)
         self.params = params
@@ -151,10 +173,10 @@ class RequesterQP:
         self.cond = threading.Condition()
         self.messages: list[_Message] = []
         self._first_psns: list[int] = []
-        self.una = 0          # oldest unacknowledged PSN
-        self.next_psn = 0     # next PSN to (re)send
-        self.tail_psn = 0     # one past the last posted PSN
-        self.high_psn = 0     # one past the highest PSN ever sent
+        self.una = first_psn       # oldest unacknowledged PSN
+        self.next_psn = first_psn  # next PSN to (re)send
+        self.tail_psn = first_psn  # one past the last posted PSN
+        self.high_psn = first_psn  # one past the highest PSN ever sent
         self.done_msgs = 0    # messages fully acknowledged
         self._work_since_ns = 0
         self._last_progress = time.monotonic()
@@ -169,7 +191,7 @@ class RequesterQP:
         npkts = -(-size_bytes // self.params.payload_bytes)
         with self.cond:
             seq = len(self.messages)
-            m = _Message(seq, size_bytes, self.tail_psn, npkts, time.time_ns())
+            m = _Message(seq, size_bytes, self.tail_psn, npkts, unix_ns())
             self.messages.append(m)
             self._first_psns.append(m.first_psn)
             if self.una == self.tail_psn:  # idle -> work
@@ -204,7 +226,9 @@ class RequesterQP:
                 self._complete_messages()
                 if self.una >= self.tail_psn:  # work -> idle
                     self.counters.tx_work_ns += time.monotonic_ns() - self._work_since_ns
-            if nak:
+            if not nak:
+                self.counters.acks_rx += 1
+            else:
                 self.counters.naks_rx += 1
                 if self.una <= psn < self.next_psn:
                     self.next_psn = psn
@@ -220,7 +244,7 @@ class RequesterQP:
         return self.una + d
 
     def _complete_messages(self) -> None:
-        now = time.time_ns()
+        now = unix_ns()
         while self.done_msgs < len(self.messages) and self.messages[self.done_msgs].end_psn <= self.una:
             m = self.messages[self.done_msgs]
             m.t_acked_ns = now
@@ -271,7 +295,7 @@ class RequesterQP:
                 opcode = wire.Opcode.RC_SEND_LAST
             else:
                 opcode = wire.Opcode.RC_SEND_MIDDLE
-            ack_req = last or (psn % p.ack_every_pkts == p.ack_every_pkts - 1)
+            ack_req = last or ((psn - self.first_psn) % p.ack_every_pkts == p.ack_every_pkts - 1)
             # payload tag = (message sequence, packet index): what the responder checks
             pkt = self.builder.build(opcode, self.dest_qpn, psn & PSN_MASK, ack_req, m.seq, idx, plen)
             if not _send_lossless(self.sock, pkt, self.dst, c):
@@ -296,10 +320,13 @@ class ResponderCounters:
 
 
 class ResponderQP:
-    """Receive side of one RC queue pair (see module docstring)."""
+    """Receive side of one RC queue pair (see module docstring); ``first_psn`` is the requester's."""
 
     def __init__(self, qpn: int, requester_qpn: int, src_ip: str, peer_ip: str, sport: int,
-                 params: TransportParams):
+                 params: TransportParams, first_psn: int = 0):
+        if not 0 <= first_psn <= PSN_MASK:
+            raise ValueError(f"first_psn={first_psn}: a PSN is 24 bits, allowed 0..{PSN_MASK}")
+        self.first_psn = first_psn
         self.qpn, self.requester_qpn = qpn, requester_qpn
         self.peer = (peer_ip, wire.ROCEV2_UDP_PORT)
         self.params = params
@@ -307,7 +334,7 @@ class ResponderQP:
         self.sock = _rdma_socket(src_ip, sport, ACK_TOS)
         bound_sport = self.sock.getsockname()[1]  # sport 0 = any: the ICRC covers the real one
         self.ack_builder = wire.AckPacketBuilder(src_ip, peer_ip, bound_sport, tos=ACK_TOS)
-        self.epsn = 0
+        self.epsn = first_psn  # expected PSN, unbounded (compared mod 2^24)
         self.nak_sent = False
         self.msg_seq = 0
         self.pkt_idx = 0
@@ -337,7 +364,7 @@ class ResponderQP:
             self.pkt_idx += 1
             if opcode in (wire.Opcode.RC_SEND_LAST, wire.Opcode.RC_SEND_ONLY):
                 with self.cond:
-                    self.msg_done_ns.append(time.time_ns())
+                    self.msg_done_ns.append(unix_ns())
                     self.msg_bytes.append(self._msg_bytes_acc)
                     self._msg_bytes_acc = 0
                     self.msg_seq += 1
