@@ -11,11 +11,14 @@ Results directory ``<results>/<UTC time>-<name>-<run id>/``: manifest.json,
 ops.csv (per operation), rank_ops.csv (per rank and operation), msgs.csv (per
 message: FCT), qps.csv (per queue pair counters), ports.csv (switch queue
 samples), cpu.csv, sizes.csv (the printed table), summary.json, the
-controller's and agents' logs.
+controller's and agents' logs. Every ``*_ns`` column is Unix-epoch ns of
+:func:`traffic.clock.unix_ns`. ``INCOMPLETE`` (the reason) is there from the
+start and removed once a run with every measurement in wrote summary.json; a
+run cut short during traffic writes the tables of the collectives that
+finished and a summary.json with ``"complete": false``.
 """
 from __future__ import annotations
 
-import json
 from collections import Counter
 import logging
 import os
@@ -197,6 +200,8 @@ def _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
     transport = {"payload_bytes": spec.transport.payload_bytes, "window_pkts": spec.transport.window_pkts,
                  "ack_every_pkts": spec.transport.ack_every_pkts, "rto_us": rto_us}
     run_dir.mkdir(parents=True)
+    results.mark_incomplete(run_dir, "running (still here after the run ended: it was killed before it could "
+                                     "write its results)")
     efficiency = payload_efficiency(spec.transport.payload_bytes)
     goodput_bps = spec.fabric.host_link_bps * efficiency
     manifest = {
@@ -212,16 +217,17 @@ def _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
         "estimated_duration_s": round(estimate.estimate_for_spec(spec, ops_plan), 1),
         "fidelity_checks_switched_off": spec.fidelity.switched_off(),
     }
-    (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    results.write_json(run_dir / "manifest.json", manifest)
     progress.say(f"run {run_id}: {spec.fabric.spines} spines, {spec.fabric.leaves} leaves, {n} hosts, "
                  f"host links {spec.fabric.host_link_bps / 1e6:g} Mbit/s, datapath {datapath}; "
                  f"results in {run_dir}")
     progress.say(describe_rto(spec))
 
-    rank_rows, op_meta, stats = [], {}, []
+    rec = _Recording(run_id=run_id, ops_planned=len(ops_plan))
     measured = False
     try:
         with Fabric(spec, run_id, run_dir, datapath) as fab:
+            rec.fab = fab
             progress.say(f"fabric up: {len(fab.ready.get('dpids', []))} switches confirmed flows and groups; "
                          f"{len(fab.port_rate_bps)} shaped links read back within 1%")
             peers = lambda r: [(r + 1) % n, (r - 1) % n]  # noqa: E731  ring neighbours
@@ -229,33 +235,122 @@ def _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
                 host_pids = {h.name: fab.net.get(h.name).pid for h in fab.layout.hosts}
                 host_ifs = {h.name: [h.intf] for h in fab.layout.hosts}
                 drops_before = fidelity.DropSnapshot.take(host_pids, fab.switch_ports, host_ifs)
-                sampler = QdiscSampler(fab.switch_ports, spec.output.sample_period_ms / 1e3)
-                cpu = fidelity.CpuIdleMonitor()
-                with sampler, cpu:
-                    for k, op in enumerate(ops_plan):
-                        size = op["size_bytes"]
-                        expect_s = results.allreduce_busbw_factor(n) * size * 8 / goodput_bps
-                        recs = agents.run_op(k, size, timeout_s=10 * expect_s + 20)
-                        rank_rows.extend(recs)
-                        op_meta[k] = op
-                        t_us = (max(r["t_end_ns"] for r in recs) - min(r["t_start_ns"] for r in recs)) / 1e3
-                        last = k + 1 == len(ops_plan) or ops_plan[k + 1]["size_bytes"] != size
-                        progress.op(k + 1, size, size * 8 / (t_us / 1e6) * results.allreduce_busbw_factor(n), last)
-                    time.sleep(0.2)  # let the last ACKs land before counting
-                    stats = agents.stats()
-                drops_after = fidelity.DropSnapshot.take(host_pids, fab.switch_ports, host_ifs)
-                measured = True
-    except KeyboardInterrupt as e:
-        if not measured:
+                rec.sampler = QdiscSampler(fab.switch_ports, spec.output.sample_period_ms / 1e3)
+                rec.cpu = fidelity.CpuIdleMonitor()
+                rec.phase = "traffic"
+                try:
+                    with rec.sampler, rec.cpu:
+                        for k, op in enumerate(ops_plan):
+                            size = op["size_bytes"]
+                            expect_s = results.allreduce_busbw_factor(n) * size * 8 / goodput_bps
+                            recs = agents.run_op(k, size, timeout_s=10 * expect_s + 20)
+                            rec.rank_rows.extend(recs)
+                            rec.op_meta[k] = op
+                            if k + 1 == len(ops_plan):  # every collective is done: finish measuring, then stop
+                                _defer_signals()
+                                rec.phase = "the final measurements"
+                            t_us = (max(r["t_end_ns"] for r in recs) - min(r["t_start_ns"] for r in recs)) / 1e3
+                            last = k + 1 == len(ops_plan) or ops_plan[k + 1]["size_bytes"] != size
+                            progress.op(k + 1, size, size * 8 / (t_us / 1e6) * results.allreduce_busbw_factor(n),
+                                        last)
+                        time.sleep(0.2)  # let the last ACKs land before counting
+                        rec.stats = agents.stats()
+                    drops_after = fidelity.DropSnapshot.take(host_pids, fab.switch_ports, host_ifs)
+                    measured = True
+                    rec.phase = "teardown"
+                finally:
+                    pending = _release_signals()
+                if pending:
+                    raise KeyboardInterrupt(f"signal {pending}")
+    except BaseException as e:
+        if not measured:  # keep what was measured, marked incomplete, then fail as before
+            _write_partial(spec, run_dir, n, goodput_bps, efficiency, rec, e)
             raise
-        interrupted = e  # during the teardown: every measurement is in, keep the results
-    else:
-        interrupted = None
-    summary = _write_results(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta, stats, sampler, cpu,
-                             fidelity.DropSnapshot.delta(drops_before, drops_after), fab)
-    if interrupted:
-        raise interrupted
-    return summary
+        note = f"{_what_stopped(e)} during the teardown, after every measurement was in; results complete"
+        summary = _write_results(spec, run_dir, n, goodput_bps, efficiency, rec.rank_rows, rec.op_meta, rec.stats,
+                                 rec.sampler, rec.cpu, fidelity.DropSnapshot.delta(drops_before, drops_after),
+                                 rec.fab, note=note)
+        e.results_note = f"complete results kept in {run_dir}"
+        raise
+    return _write_results(spec, run_dir, n, goodput_bps, efficiency, rec.rank_rows, rec.op_meta, rec.stats,
+                          rec.sampler, rec.cpu, fidelity.DropSnapshot.delta(drops_before, drops_after), fab)
+
+
+class _Recording:
+    """What a run measured so far: kept and written even when the run is cut short."""
+
+    def __init__(self, run_id: str, ops_planned: int):
+        self.run_id, self.ops_planned = run_id, ops_planned
+        self.phase = "start-up"
+        self.fab = self.sampler = self.cpu = None
+        self.rank_rows: list[dict] = []
+        self.op_meta: dict[int, dict] = {}
+        self.stats: list[dict] = []
+
+
+def _what_stopped(e: BaseException) -> str:
+    if isinstance(e, KeyboardInterrupt):
+        return f"interrupted by {signal.Signals(_INTERRUPTED).name}" if _INTERRUPTED else "interrupted"
+    text = f"{type(e).__name__}: {e}"
+    return "failed: " + (text if len(text) <= 300 else text[:300] + "...")
+
+
+def _write_tables(run_dir: Path, n: int, goodput_bps: float, rank_rows, op_meta, stats, sampler, cpu):
+    """Write the tables (all times Unix ns, traffic.clock); return (ops, sizes, qps, msgs, ports, cpu)."""
+    ops = results.ops_table(rank_rows, op_meta, n)
+    sizes = results.size_table(ops, n, goodput_bps)
+    results.write_csv(pd.DataFrame(rank_rows).drop(columns=["event"], errors="ignore"), run_dir / "rank_ops.csv")
+    results.write_csv(ops, run_dir / "ops.csv")
+    results.write_csv(sizes, run_dir / "sizes.csv")
+    qps = pd.DataFrame([q for s in stats for q in s["qps"]]).convert_dtypes()
+    msgs = pd.DataFrame([m for s in stats for m in s["msgs"]])
+    if not msgs.empty:  # fct_us: NaN for a message never acknowledged
+        msgs["fct_us"] = ((msgs["t_acked_ns"] - msgs["t_post_ns"]) / 1e3).where(msgs["t_acked_ns"] > 0)
+    if stats:
+        results.write_csv(qps, run_dir / "qps.csv")
+        results.write_csv(msgs, run_dir / "msgs.csv")
+    ports = sampler.to_frame() if sampler is not None else pd.DataFrame()
+    cpu_df = cpu.samples() if cpu is not None else pd.DataFrame()
+    if sampler is not None:
+        results.write_csv(ports, run_dir / "ports.csv")
+    if cpu is not None:
+        results.write_csv(cpu_df, run_dir / "cpu.csv")
+    return ops, sizes, qps, msgs, ports, cpu_df
+
+
+def _write_partial(spec, run_dir, n, goodput_bps, efficiency, rec: _Recording, exc: BaseException) -> None:
+    """The run stopped before every measurement was in: write what there is, mark the directory INCOMPLETE.
+
+    Sets ``exc.results_note`` (what was kept, for the closing message). Never raises: the run's own
+    error is the one to report.
+    """
+    done = len(rec.op_meta)
+    reason = f"{_what_stopped(exc)} during {rec.phase} after {done} of {rec.ops_planned} collectives"
+    _defer_signals()
+    try:
+        results.mark_incomplete(run_dir, reason)
+        ops, sizes, *_ = _write_tables(run_dir, n, goodput_bps, rec.rank_rows, rec.op_meta, rec.stats,
+                                       rec.sampler, rec.cpu)
+        summary = {
+            "run_id": rec.run_id, "run_dir": str(run_dir), "scenario": spec.name, "n_ranks": n,
+            "complete": False, "incomplete_reason": reason, "ops_done": done, "ops_planned": rec.ops_planned,
+            "faithful": None, "violations": [], "fidelity": "not judged: the run is incomplete",
+            "host_link_bps": spec.fabric.host_link_bps, "payload_efficiency": efficiency,
+            "scale_factor": spec.scale_factor, "transport": None,
+            "percentile_method": results.PERCENTILE_METHOD, "sizes": results.size_rows_json(sizes),
+        }
+        results.write_json(run_dir / "summary.json", summary)
+        if done:
+            print(f"# INCOMPLETE: {reason}; the collectives that finished:")
+            print(results.format_size_table(sizes))
+        exc.results_note = (f"partial results ({done} of {rec.ops_planned} collectives) kept in {run_dir}, "
+                            f"marked INCOMPLETE")
+    except Exception as e:  # noqa: BLE001  the directory keeps its INCOMPLETE mark
+        log.warning("could not write the partial results to %s: %s", run_dir, e)
+        exc.results_note = f"partial results could not be written; {run_dir} is marked INCOMPLETE"
+    finally:
+        if _release_signals() and not isinstance(exc, KeyboardInterrupt):
+            exc.results_note += "; interrupted while writing them"
 
 
 def _thresholds(spec: ScenarioSpec) -> fidelity.FidelityThresholds:
@@ -269,22 +364,26 @@ def _thresholds(spec: ScenarioSpec) -> fidelity.FidelityThresholds:
 
 
 def _write_results(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta, stats, sampler, cpu,
-                   drop_delta, fab) -> dict:
-    ops = results.ops_table(rank_rows, op_meta, n)
-    sizes = results.size_table(ops, n, goodput_bps)
-    pd.DataFrame(rank_rows).to_csv(run_dir / "rank_ops.csv", index=False)
-    ops.to_csv(run_dir / "ops.csv", index=False)
-    sizes.to_csv(run_dir / "sizes.csv", index=False)
-    qps = pd.DataFrame([q for s in stats for q in s["qps"]]).convert_dtypes()
-    qps.to_csv(run_dir / "qps.csv", index=False)
-    msgs = pd.DataFrame([m for s in stats for m in s["msgs"]])
-    if not msgs.empty:
-        msgs["fct_us"] = (msgs["t_acked_ns"] - msgs["t_post_ns"]) / 1e3
-    msgs.to_csv(run_dir / "msgs.csv", index=False)
-    ports = sampler.to_frame()
-    ports.to_csv(run_dir / "ports.csv", index=False)
-    cpu_df = cpu.samples()
-    cpu_df.to_csv(run_dir / "cpu.csv", index=False)
+                   drop_delta, fab, note: str | None = None) -> dict:
+    """Every measurement is in: write the tables, judge fidelity, write summary.json, clear INCOMPLETE, print.
+
+    ``note``: what happened after the measurements (e.g. an interrupt during the teardown), kept in
+    summary.json as ``interrupted``. Signals are held back while writing, so the directory is never
+    left half-written by a Ctrl-C.
+    """
+    _defer_signals()
+    try:
+        return _write_results_now(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta, stats, sampler,
+                                  cpu, drop_delta, fab, note)
+    finally:
+        if _release_signals():
+            print("testbed: interrupted while writing the results; they were written first", file=sys.stderr)
+
+
+def _write_results_now(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta, stats, sampler, cpu,
+                       drop_delta, fab, note) -> dict:
+    ops, sizes, qps, msgs, ports, cpu_df = _write_tables(run_dir, n, goodput_bps, rank_rows, op_meta, stats,
+                                                         sampler, cpu)
 
     req, resp = qps[qps["role"] == "requester"], qps[qps["role"] == "responder"]
     switch_drops = 0
@@ -315,15 +414,17 @@ def _write_results(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta
     }
     summary = {
         "run_id": fab.run_id, "run_dir": str(run_dir), "scenario": spec.name, "n_ranks": n,
+        "complete": True, "interrupted": note, "ops_done": len(op_meta), "ops_planned": len(op_meta),
         "faithful": verdict.faithful, "violations": verdict.violations, "fidelity": verdict.figures,
         "host_link_bps": spec.fabric.host_link_bps, "payload_efficiency": efficiency,
         "scale_factor": spec.scale_factor, "transport": transport_summary,
-        "sizes": [{k: (int(v) if k in ("size_bytes", "count") else float(v)) for k, v in row.items()}
-                  for row in sizes.to_dict("records")],
+        "percentile_method": results.PERCENTILE_METHOD, "sizes": results.size_rows_json(sizes),
     }
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=float))
+    results.write_json(run_dir / "summary.json", summary)
+    results.mark_complete(run_dir)
     print(f"# ring all-reduce, {n} ranks, host link {spec.fabric.host_link_bps / 1e6:g} Mbit/s, "
-          f"payload efficiency {efficiency:.3f} (busbw/link = busbw / (link x efficiency))")
+          f"payload efficiency {efficiency:.3f} (busbw/link = busbw / (link x efficiency)); time = first rank's "
+          f"start to last rank's end, avg = per-rank time averaged over ranks (nccl-tests); n = samples")
     print(results.format_size_table(sizes))
     t = transport_summary
     print(f"# transport: {t['delivered_bytes']} of {t['posted_bytes']} bytes delivered exactly once "
@@ -343,6 +444,28 @@ def _write_results(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta
 
 _MAIN_PID = os.getpid()
 _INTERRUPTED = 0
+_DEFER_DEPTH = 0
+_PENDING = 0
+
+
+def _defer_signals() -> None:
+    """Hold SIGINT/SIGTERM back (our handler records them) until the matching :func:`_release_signals`.
+
+    A flag, not a signal mask: a mask on the main thread does not stop the kernel from delivering the
+    signal to another thread (the samplers), whose arrival Python then handles in the main thread anyway.
+    """
+    global _DEFER_DEPTH
+    _DEFER_DEPTH += 1
+
+
+def _release_signals() -> int:
+    """End one :func:`_defer_signals`; at the outermost, return the signal that arrived meanwhile (else 0)."""
+    global _DEFER_DEPTH, _PENDING
+    _DEFER_DEPTH = max(0, _DEFER_DEPTH - 1)
+    if _DEFER_DEPTH:
+        return 0
+    pending, _PENDING = _PENDING, 0
+    return pending
 
 
 def _interrupt(signum, frame):
@@ -353,12 +476,15 @@ def _interrupt(signum, frame):
     must exit at once, never unwind its copy of our stack (that would tear
     down the parent's fabric).
     """
-    global _INTERRUPTED
+    global _INTERRUPTED, _PENDING
     if os.getpid() != _MAIN_PID:
         os._exit(128 + signum)
     if _INTERRUPTED:  # already unwinding: a second Ctrl-C must not cut the teardown short
         return
     _INTERRUPTED = signum
+    if _DEFER_DEPTH:  # finishing the measurements or writing results: raise once that is done
+        _PENDING = signum
+        return
     raise KeyboardInterrupt(f"signal {signum}")
 
 
@@ -416,10 +542,16 @@ def run_from_cli(args) -> int:
     try:
         run_scenario(spec, Path(args.scenario), Path(args.results or "results"), quiet=args.quiet,
                      ops_plan=ops_plan)
-    except KeyboardInterrupt:
-        print("testbed: interrupted; everything this run created was removed", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        kept = getattr(e, "results_note", "no results were written")
+        print(f"testbed: interrupted; the fabric and everything else this run created were removed; {kept}",
+              file=sys.stderr)
         return 128 + (_INTERRUPTED or signal.SIGINT)
     except ScenarioError as e:
         print(f"testbed: error: {e}", file=sys.stderr)
         return 2
+    except Exception as e:
+        if getattr(e, "results_note", None):
+            print(f"testbed: the run failed; {e.results_note}", file=sys.stderr)
+        raise
     return 0
