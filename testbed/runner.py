@@ -344,7 +344,8 @@ def _write_partial(spec, run_dir, n, goodput_bps, efficiency, rec: _Recording, e
             print(f"# INCOMPLETE: {reason}; the collectives that finished:")
             print(results.format_size_table(sizes))
         exc.results_note = (f"partial results ({done} of {rec.ops_planned} collectives) kept in {run_dir}, "
-                            f"marked INCOMPLETE")
+                            f"marked INCOMPLETE" if done else
+                            f"no collective had finished; {run_dir} is marked INCOMPLETE")
     except Exception as e:  # noqa: BLE001  the directory keeps its INCOMPLETE mark
         log.warning("could not write the partial results to %s: %s", run_dir, e)
         exc.results_note = f"partial results could not be written; {run_dir} is marked INCOMPLETE"
@@ -375,6 +376,10 @@ def _write_results(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta
     try:
         return _write_results_now(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta, stats, sampler,
                                   cpu, drop_delta, fab, note)
+    except Exception as e:
+        results.mark_incomplete(run_dir, f"every measurement was in, but writing the results failed: {e}"[:500])
+        e.results_note = f"{run_dir} is marked INCOMPLETE"
+        raise
     finally:
         if _release_signals():
             print("testbed: interrupted while writing the results; they were written first", file=sys.stderr)

@@ -216,7 +216,16 @@ def test_proc_parsers_read_this_process_netns():
     snmp = fidelity._read_snmp("/proc/self/net/snmp")
     assert {"RcvbufErrors", "SndbufErrors", "InErrors"} <= set(snmp["Udp"])
     assert "lo" in fidelity._read_net_dev("/proc/self/net/dev")
-    assert fidelity._read_softnet_dropped() >= 0
+    assert isinstance(fidelity._read_softnet_dropped(), int)
+
+
+def test_softnet_dropped_sums_the_second_hex_column(monkeypatch, tmp_path):
+    stat = tmp_path / "softnet_stat"  # two CPUs: processed, dropped, time_squeeze, ... (hex)
+    stat.write_text("0000a1b2 00000003 00000000 00000000\n0001ffff 0000001f 00000002 00000000\n")
+    real_open = open
+    monkeypatch.setattr(fidelity, "open", lambda path, *a: real_open(stat if "softnet" in str(path) else path, *a),
+                        raising=False)
+    assert fidelity._read_softnet_dropped() == 3 + 0x1F
 
 
 def test_ovs_drop_coverage_names():
@@ -241,6 +250,7 @@ def test_cpu_idle_monitor_samples():
     assert df["time_ns"].is_monotonic_increasing
     # the one clock of every table: Unix-epoch ns, one sample per 0.05 s period
     assert abs(df["time_ns"].iloc[-1] - time.time_ns()) < 1e9
-    assert np.diff(df["time_ns"].to_numpy()).min() >= 0.04e9
+    span_ns = df["time_ns"].iloc[-1] - df["time_ns"].iloc[0]
+    assert np.diff(df["time_ns"].to_numpy()).min() > 0 and 0.1e9 <= span_ns <= 2e9  # ns, not s
     with pytest.raises(ValueError, match="period_s"):
         fidelity.CpuIdleMonitor(period_s=0)
