@@ -101,7 +101,7 @@ def _psns(datagrams):
 
 @pytest.mark.parametrize("first_psn", [0, PSN_MASK - 4, 123_456])
 def test_ack_every_8_on_a_20_packet_message_gives_3_acks(first_psn):
-    params = TransportParams(payload_bytes=1024, window_pkts=64, ack_every_pkts=8, rto_us=500_000)
+    params = TransportParams(payload_bytes=1024, window_pkts=64, ack_every_pkts=8, rto_us=5_000_000)  # no spurious timeout
     ep_a, ep_b, req, resp = _qp_pair(params, first_psn)
     req.sock, resp.sock = _Tap(req.sock), _Tap(resp.sock)
     ep_a.start()
@@ -122,7 +122,7 @@ def test_ack_every_8_on_a_20_packet_message_gives_3_acks(first_psn):
 
 
 def test_psn_wraps_at_2_pow_24_delivered_once_in_order():
-    params = TransportParams(payload_bytes=1024, window_pkts=64, ack_every_pkts=8, rto_us=500_000)
+    params = TransportParams(payload_bytes=1024, window_pkts=64, ack_every_pkts=8, rto_us=5_000_000)  # no spurious timeout
     first = (1 << 24) - 5
     ep_a, ep_b, req, resp = _qp_pair(params, first)
     req.sock = _Tap(req.sock)
