@@ -590,7 +590,7 @@ def evaluate(
     """Judge one run (Handigol et al., CoNEXT 2012, section 3: fidelity monitor).
 
     Args:
-        cpu: :meth:`CpuIdleMonitor.samples` (time_s, idle_pct[, min_cpu_idle_pct]).
+        cpu: :meth:`CpuIdleMonitor.samples` (time_ns, idle_pct[, min_cpu_idle_pct]).
         drops: :func:`delta` of two :class:`DropSnapshot` (packets per key).
         port_samples: :meth:`testbed.telemetry.QdiscSampler.to_frame` of the
             switch ports (time_ns, port, tx_bytes, backlog_bytes, ...).

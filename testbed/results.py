@@ -191,6 +191,33 @@ def write_csv(df: pd.DataFrame, path: Path) -> None:
     _atomic_write(Path(path), df.to_csv(index=False))
 
 
+def write_tables(run_dir: Path, n: int, goodput_bps: float, rank_rows: list[dict], op_meta: dict[int, dict],
+                 stats: list[dict], ports: pd.DataFrame | None, cpu: pd.DataFrame | None):
+    """Write rank_ops, ops, sizes (always), qps and msgs (when agent ``stats`` are in), ports and cpu (when
+    sampled: not None) into ``run_dir``; return (ops, sizes, qps, msgs, ports, cpu) as DataFrames.
+
+    ``msgs.fct_us`` = t_acked_ns - t_post_ns in us, NaN for a message never acknowledged.
+    """
+    run_dir = Path(run_dir)
+    ops = ops_table(rank_rows, op_meta, n)
+    sizes = size_table(ops, n, goodput_bps)
+    write_csv(pd.DataFrame(rank_rows).drop(columns=["event"], errors="ignore"), run_dir / "rank_ops.csv")
+    write_csv(ops, run_dir / "ops.csv")
+    write_csv(sizes, run_dir / "sizes.csv")
+    qps = pd.DataFrame([q for s in stats for q in s["qps"]]).convert_dtypes()
+    msgs = pd.DataFrame([m for s in stats for m in s["msgs"]])
+    if not msgs.empty:
+        msgs["fct_us"] = ((msgs["t_acked_ns"] - msgs["t_post_ns"]) / 1e3).where(msgs["t_acked_ns"] > 0)
+    if stats:
+        write_csv(qps, run_dir / "qps.csv")
+        write_csv(msgs, run_dir / "msgs.csv")
+    for name, frame in (("ports.csv", ports), ("cpu.csv", cpu)):
+        if frame is not None:
+            write_csv(frame, run_dir / name)
+    return (ops, sizes, qps, msgs, ports if ports is not None else pd.DataFrame(),
+            cpu if cpu is not None else pd.DataFrame())
+
+
 def mark_incomplete(run_dir: Path, reason: str) -> None:
     """Write ``run_dir/INCOMPLETE`` holding ``reason`` (one line)."""
     _atomic_write(Path(run_dir) / INCOMPLETE_FILE, reason.rstrip("\n") + "\n")

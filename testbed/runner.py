@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections import Counter
 import logging
-import os
 import platform
 import signal
 import sys
@@ -32,7 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from testbed import capabilities, cleanup, estimate, fidelity, results
+from testbed import capabilities, cleanup, estimate, fidelity, results, signals
 from testbed.agents import AgentGroup
 from testbed.fabric import Fabric
 from testbed.naming import new_run_id
@@ -247,7 +246,7 @@ def _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
                             rec.rank_rows.extend(recs)
                             rec.op_meta[k] = op
                             if k + 1 == len(ops_plan):  # every collective is done: finish measuring, then stop
-                                _defer_signals()
+                                signals.defer()
                                 rec.phase = "the final measurements"
                             t_us = (max(r["t_end_ns"] for r in recs) - min(r["t_start_ns"] for r in recs)) / 1e3
                             last = k + 1 == len(ops_plan) or ops_plan[k + 1]["size_bytes"] != size
@@ -259,7 +258,7 @@ def _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
                     measured = True
                     rec.phase = "teardown"
                 finally:
-                    pending = _release_signals()
+                    pending = signals.release()
                 if pending:
                     raise KeyboardInterrupt(f"signal {pending}")
     except BaseException as e:
@@ -290,32 +289,16 @@ class _Recording:
 
 def _what_stopped(e: BaseException) -> str:
     if isinstance(e, KeyboardInterrupt):
-        return f"interrupted by {signal.Signals(_INTERRUPTED).name}" if _INTERRUPTED else "interrupted"
+        return signals.received_name()
     text = f"{type(e).__name__}: {e}"
     return "failed: " + (text if len(text) <= 300 else text[:300] + "...")
 
 
-def _write_tables(run_dir: Path, n: int, goodput_bps: float, rank_rows, op_meta, stats, sampler, cpu):
-    """Write the tables (all times Unix ns, traffic.clock); return (ops, sizes, qps, msgs, ports, cpu)."""
-    ops = results.ops_table(rank_rows, op_meta, n)
-    sizes = results.size_table(ops, n, goodput_bps)
-    results.write_csv(pd.DataFrame(rank_rows).drop(columns=["event"], errors="ignore"), run_dir / "rank_ops.csv")
-    results.write_csv(ops, run_dir / "ops.csv")
-    results.write_csv(sizes, run_dir / "sizes.csv")
-    qps = pd.DataFrame([q for s in stats for q in s["qps"]]).convert_dtypes()
-    msgs = pd.DataFrame([m for s in stats for m in s["msgs"]])
-    if not msgs.empty:  # fct_us: NaN for a message never acknowledged
-        msgs["fct_us"] = ((msgs["t_acked_ns"] - msgs["t_post_ns"]) / 1e3).where(msgs["t_acked_ns"] > 0)
-    if stats:
-        results.write_csv(qps, run_dir / "qps.csv")
-        results.write_csv(msgs, run_dir / "msgs.csv")
-    ports = sampler.to_frame() if sampler is not None else pd.DataFrame()
-    cpu_df = cpu.samples() if cpu is not None else pd.DataFrame()
-    if sampler is not None:
-        results.write_csv(ports, run_dir / "ports.csv")
-    if cpu is not None:
-        results.write_csv(cpu_df, run_dir / "cpu.csv")
-    return ops, sizes, qps, msgs, ports, cpu_df
+def _frame(sampler):
+    """A sampler's table (QdiscSampler.to_frame / CpuIdleMonitor.samples), None if it never started."""
+    if sampler is None:
+        return None
+    return sampler.to_frame() if hasattr(sampler, "to_frame") else sampler.samples()
 
 
 def _write_partial(spec, run_dir, n, goodput_bps, efficiency, rec: _Recording, exc: BaseException) -> None:
@@ -326,11 +309,11 @@ def _write_partial(spec, run_dir, n, goodput_bps, efficiency, rec: _Recording, e
     """
     done = len(rec.op_meta)
     reason = f"{_what_stopped(exc)} during {rec.phase} after {done} of {rec.ops_planned} collectives"
-    _defer_signals()
+    signals.defer()
     try:
         results.mark_incomplete(run_dir, reason)
-        ops, sizes, *_ = _write_tables(run_dir, n, goodput_bps, rec.rank_rows, rec.op_meta, rec.stats,
-                                       rec.sampler, rec.cpu)
+        ops, sizes, *_ = results.write_tables(run_dir, n, goodput_bps, rec.rank_rows, rec.op_meta, rec.stats,
+                                              _frame(rec.sampler), _frame(rec.cpu))
         summary = {
             "run_id": rec.run_id, "run_dir": str(run_dir), "scenario": spec.name, "n_ranks": n,
             "complete": False, "incomplete_reason": reason, "ops_done": done, "ops_planned": rec.ops_planned,
@@ -350,7 +333,7 @@ def _write_partial(spec, run_dir, n, goodput_bps, efficiency, rec: _Recording, e
         log.warning("could not write the partial results to %s: %s", run_dir, e)
         exc.results_note = f"partial results could not be written; {run_dir} is marked INCOMPLETE"
     finally:
-        if _release_signals() and not isinstance(exc, KeyboardInterrupt):
+        if signals.release() and not isinstance(exc, KeyboardInterrupt):
             exc.results_note += "; interrupted while writing them"
 
 
@@ -372,7 +355,7 @@ def _write_results(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta
     summary.json as ``interrupted``. Signals are held back while writing, so the directory is never
     left half-written by a Ctrl-C.
     """
-    _defer_signals()
+    signals.defer()
     try:
         return _write_results_now(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta, stats, sampler,
                                   cpu, drop_delta, fab, note)
@@ -381,14 +364,14 @@ def _write_results(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta
         e.results_note = f"{run_dir} is marked INCOMPLETE"
         raise
     finally:
-        if _release_signals():
+        if signals.release():
             print("testbed: interrupted while writing the results; they were written first", file=sys.stderr)
 
 
 def _write_results_now(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta, stats, sampler, cpu,
                        drop_delta, fab, note) -> dict:
-    ops, sizes, qps, msgs, ports, cpu_df = _write_tables(run_dir, n, goodput_bps, rank_rows, op_meta, stats,
-                                                         sampler, cpu)
+    ops, sizes, qps, msgs, ports, cpu_df = results.write_tables(run_dir, n, goodput_bps, rank_rows, op_meta, stats,
+                                                                _frame(sampler), _frame(cpu))
 
     req, resp = qps[qps["role"] == "requester"], qps[qps["role"] == "responder"]
     switch_drops = 0
@@ -447,52 +430,6 @@ def _write_results_now(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_
     return summary
 
 
-_MAIN_PID = os.getpid()
-_INTERRUPTED = 0
-_DEFER_DEPTH = 0
-_PENDING = 0
-
-
-def _defer_signals() -> None:
-    """Hold SIGINT/SIGTERM back (our handler records them) until the matching :func:`_release_signals`.
-
-    A flag, not a signal mask: a mask on the main thread does not stop the kernel from delivering the
-    signal to another thread (the samplers), whose arrival Python then handles in the main thread anyway.
-    """
-    global _DEFER_DEPTH
-    _DEFER_DEPTH += 1
-
-
-def _release_signals() -> int:
-    """End one :func:`_defer_signals`; at the outermost, return the signal that arrived meanwhile (else 0)."""
-    global _DEFER_DEPTH, _PENDING
-    _DEFER_DEPTH = max(0, _DEFER_DEPTH - 1)
-    if _DEFER_DEPTH:
-        return 0
-    pending, _PENDING = _PENDING, 0
-    return pending
-
-
-def _interrupt(signum, frame):
-    """SIGINT/SIGTERM: unwind the main process (context managers tear down); end forked children.
-
-    pyroute2 forks short-lived children to open sockets in host namespaces and
-    stops them with SIGTERM; a terminal's Ctrl-C reaches them too. A child
-    must exit at once, never unwind its copy of our stack (that would tear
-    down the parent's fabric).
-    """
-    global _INTERRUPTED, _PENDING
-    if os.getpid() != _MAIN_PID:
-        os._exit(128 + signum)
-    if _INTERRUPTED:  # already unwinding: a second Ctrl-C must not cut the teardown short
-        return
-    _INTERRUPTED = signum
-    if _DEFER_DEPTH:  # finishing the measurements or writing results: raise once that is done
-        _PENDING = signum
-        return
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def check_results_root(root: Path) -> None:
     """Raise ScenarioError unless ``root`` is a writable directory or can be created (nothing is made).
 
@@ -537,10 +474,7 @@ def run_from_cli(args) -> int:
         print(f"testbed: warning: {warning}", file=sys.stderr)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # SIGTERM tears down like Ctrl-C: context managers remove what the run created
-    global _MAIN_PID
-    _MAIN_PID = os.getpid()
-    signal.signal(signal.SIGTERM, _interrupt)
-    signal.signal(signal.SIGINT, _interrupt)
+    signals.install()
     removed = cleanup.clean()
     if getattr(removed, "total", 0):
         print(f"testbed: removed leftovers of dead runs: {removed}", file=sys.stderr)
@@ -551,7 +485,7 @@ def run_from_cli(args) -> int:
         kept = getattr(e, "results_note", "no results were written")
         print(f"testbed: interrupted; the fabric and everything else this run created were removed; {kept}",
               file=sys.stderr)
-        return 128 + (_INTERRUPTED or signal.SIGINT)
+        return 128 + (signals.received() or signal.SIGINT)
     except ScenarioError as e:
         print(f"testbed: error: {e}", file=sys.stderr)
         return 2
