@@ -11,7 +11,7 @@ backlog on the root; ``htb_dequeue`` counts sent bytes/packets on the root):
 =============== ================================== ==========================
 column          kernel source                      meaning
 =============== ================================== ==========================
-time_ns         ``time.monotonic_ns()`` after send  CLOCK_MONOTONIC, system-wide
+time_ns         clock read before the dump          Unix-epoch ns (traffic.clock)
 port            interface name
 tx_bytes        TCA_STATS_BASIC.bytes (u64)         cumulative bytes dequeued
 tx_pkts         TCA_STATS_BASIC.packets, or         cumulative packets dequeued
