@@ -2,7 +2,8 @@
 
 Each collective is started on every agent at once and waits for every agent's
 ``op_done``; that is the barrier between operations (nccl-tests also starts
-each timed operation on all ranks together).
+each timed operation on all ranks together). A group-scoped collective (SimAI
+TP/DP/EP groups) runs one ring per group, all groups concurrently.
 """
 from __future__ import annotations
 
@@ -93,10 +94,17 @@ class AgentGroup(StartStop):
             sel.close()
         return [got[i] for i in range(len(self.procs))]
 
-    def run_op(self, op_id: int, size_bytes: int, timeout_s: float) -> list[dict]:
-        """Run one ring all-reduce on every rank; return each rank's op_done record."""
+    def run_op(self, op_id: int, size_bytes: int, groups, timeout_s: float) -> list[dict]:
+        """Run one ring all-reduce in every rank group at once; return each rank's op_done record.
+
+        ``groups``: lists of ranks, each a ring in that order, run concurrently
+        (every agent is told all groups and runs the one holding its rank; a
+        rank in none records an idle op). Each agent needs queue pairs with its
+        ring neighbours in every group it will be given (``peers_of``).
+        """
         self._send_all({"cmd": "op", "op_id": op_id, "collective": "allreduce", "algorithm": "ring",
-                        "size_bytes": size_bytes, "timeout_s": timeout_s})
+                        "size_bytes": size_bytes, "groups": [list(g) for g in groups],
+                        "timeout_s": timeout_s})
         return self._collect("op_done", timeout_s + 10)
 
     def stats(self) -> list[dict]:

@@ -53,8 +53,9 @@ def estimate_run_s(ops: Iterable[Mapping], n_hosts: int, host_link_bps: float, f
     """Estimated seconds of a whole run (module docstring formula).
 
     Args:
-        ops: the op plan (:func:`testbed.runner.workload_ops`): mappings with
-            ``size_bytes`` and optionally ``group_size`` (ranks of the op's group).
+        ops: the op plan (:func:`testbed.runner.workload_ops`: testbed.plan.PlannedOp,
+            whose ``group_size`` is the ranks of each of its rings), or mappings with
+            ``size_bytes`` and optionally ``group_size``.
         n_hosts: ranks when an op names no group size.
         host_link_bps, fabric_link_bps: link rates, bit/s.
         hosts_per_leaf: a group larger than this crosses leaves and runs at
@@ -63,6 +64,7 @@ def estimate_run_s(ops: Iterable[Mapping], n_hosts: int, host_link_bps: float, f
     """
     total = SETUP_S
     for op in ops:
+        op = op.meta() if hasattr(op, "meta") else op
         n = int(op.get("group_size") or n_hosts)
         link = host_link_bps if n <= hosts_per_leaf else min(host_link_bps, fabric_link_bps)
         total += ring_allreduce_s(int(op["size_bytes"]), n, link, payload_bytes) + OP_OVERHEAD_S

@@ -19,7 +19,6 @@ finished and a summary.json with ``"complete": false``.
 """
 from __future__ import annotations
 
-from collections import Counter
 import logging
 import platform
 import signal
@@ -35,6 +34,7 @@ from testbed import capabilities, cleanup, estimate, fidelity, results, signals
 from testbed.agents import AgentGroup
 from testbed.fabric import Fabric
 from testbed.naming import new_run_id
+from testbed.plan import PlannedOp, plan_workload
 from testbed.runlock import RunLock
 from testbed.spec import ScenarioError, ScenarioSpec, load_scenario
 from testbed.telemetry import QdiscSampler
@@ -98,34 +98,19 @@ def describe_rto(spec: ScenarioSpec) -> str:
     return text + ")"
 
 
-def workload_ops(spec: ScenarioSpec) -> list[dict]:
-    """The operations to run, in order: dicts with size_bytes, iteration, warmup, layer."""
-    w = spec.workload
-    ops = []
-    if w.sizes is not None:
-        for size in w.sizes.sizes():
-            cap = w.max_bytes_per_size
-            iters = w.iterations if cap is None else min(w.iterations, max(1, cap // size))
-            for i in range(w.warmup_iterations + iters):
-                ops.append({"size_bytes": size, "iteration": i - w.warmup_iterations,
-                            "warmup": i < w.warmup_iterations, "layer": ""})
-    else:
-        from traffic.simai import collective_ops, load_simai
-        wl = load_simai(w.simai.path)
-        sim_ops = collective_ops(wl, collectives={"ALLREDUCE"}, size_scale=w.simai.size_scale,
-                                 time_unit=w.simai.time_unit)
-        if not sim_ops:
-            raise ScenarioError(f"workload.simai.path: {w.simai.path} has no ALLREDUCE entries")
-        skipped = Counter(op.collective for op in collective_ops(wl, collectives=None) if op.collective != "ALLREDUCE")
-        if skipped:
-            print(f"testbed: note: replaying the {len(sim_ops)} ALLREDUCE entries of {w.simai.path}; skipped "
-                  + ", ".join(f"{n} {c}" for c, n in sorted(skipped.items())) + " (not supported yet)",
-                  file=sys.stderr)
-        for it in range(w.simai.iterations):
-            for op in sim_ops:
-                ops.append({"size_bytes": max(1, int(op.size_bytes)), "iteration": it, "warmup": False,
-                            "layer": f"{op.layer}:{op.phase}"})
-    return ops
+def workload_ops(spec: ScenarioSpec) -> list[PlannedOp]:
+    """The operations to run, in order (testbed.plan.PlannedOp: size, group scope and rank groups)."""
+    return list(plan_workload(spec).ops)
+
+
+def ring_peers(ops_plan) -> dict[int, list[int]]:
+    """rank -> the ranks it needs queue pairs with: its ring neighbours in every group of the plan."""
+    peers: dict[int, set] = {}
+    for groups in {op.groups for op in ops_plan}:
+        for g in groups:
+            for i, r in enumerate(g):
+                peers.setdefault(r, set()).update({g[(i + 1) % len(g)], g[i - 1]})
+    return {r: sorted(p) for r, p in peers.items()}
 
 
 def _git_commit() -> str | None:
@@ -172,15 +157,20 @@ class Progress:
 
 
 def run_scenario(spec: ScenarioSpec, scenario_path: Path | None, results_root: Path,
-                 quiet: bool = False, run_id: str | None = None, ops_plan: list[dict] | None = None) -> dict:
+                 quiet: bool = False, run_id: str | None = None,
+                 ops_plan: list[PlannedOp] | None = None) -> dict:
     """Run a validated scenario; return summary.json's content (also written to the run directory).
 
-    ``ops_plan`` defaults to :func:`workload_ops` ``(spec)``.
+    ``ops_plan`` defaults to the plan of :func:`testbed.plan.plan_workload` ``(spec)`` (its notes printed).
     """
     run_id = run_id or new_run_id()
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     run_dir = Path(results_root).resolve() / f"{stamp}-{spec.name}-{run_id}"
-    ops_plan = workload_ops(spec) if ops_plan is None else ops_plan
+    if ops_plan is None:
+        plan = plan_workload(spec)
+        ops_plan = list(plan.ops)
+        for note in plan.notes:
+            print(f"testbed: note: {note}", file=sys.stderr)
     progress = Progress(len(ops_plan), quiet)  # --quiet: no progress, only the summary
 
     with RunLock(run_id):  # held from the probe on: a concurrent clean never takes our objects
@@ -229,8 +219,8 @@ def _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
             rec.fab = fab
             progress.say(f"fabric up: {len(fab.ready.get('dpids', []))} switches confirmed flows and groups; "
                          f"{len(fab.port_rate_bps)} shaped links read back within 1%")
-            peers = lambda r: [(r + 1) % n, (r - 1) % n]  # noqa: E731  ring neighbours
-            with AgentGroup(fab, transport, spec.seed, peers) as agents:
+            peers = ring_peers(ops_plan)
+            with AgentGroup(fab, transport, spec.seed, lambda r: peers.get(r, [])) as agents:
                 host_pids = {h.name: fab.net.get(h.name).pid for h in fab.layout.hosts}
                 host_ifs = {h.name: [h.intf] for h in fab.layout.hosts}
                 drops_before = fidelity.DropSnapshot.take(host_pids, fab.switch_ports, host_ifs)
@@ -240,18 +230,17 @@ def _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
                 try:
                     with rec.sampler, rec.cpu:
                         for k, op in enumerate(ops_plan):
-                            size = op["size_bytes"]
-                            expect_s = results.allreduce_busbw_factor(n) * size * 8 / goodput_bps
-                            recs = agents.run_op(k, size, timeout_s=10 * expect_s + 20)
+                            size, factor = op.size_bytes, results.allreduce_busbw_factor(op.group_size)
+                            expect_s = factor * size * 8 / goodput_bps
+                            recs = agents.run_op(k, size, op.groups, timeout_s=10 * expect_s + 20)
                             rec.rank_rows.extend(recs)
-                            rec.op_meta[k] = op
+                            rec.op_meta[k] = op.meta()
                             if k + 1 == len(ops_plan):  # every collective is done: finish measuring, then stop
                                 signals.defer()
                                 rec.phase = "the final measurements"
                             t_us = (max(r["t_end_ns"] for r in recs) - min(r["t_start_ns"] for r in recs)) / 1e3
-                            last = k + 1 == len(ops_plan) or ops_plan[k + 1]["size_bytes"] != size
-                            progress.op(k + 1, size, size * 8 / (t_us / 1e6) * results.allreduce_busbw_factor(n),
-                                        last)
+                            last = k + 1 == len(ops_plan) or ops_plan[k + 1].size_bytes != size
+                            progress.op(k + 1, size, size * 8 / (t_us / 1e6) * factor, last)
                         time.sleep(0.2)  # let the last ACKs land before counting
                         rec.stats = agents.stats()
                     drops_after = fidelity.DropSnapshot.take(host_pids, fab.switch_ports, host_ifs)
@@ -457,7 +446,10 @@ def run_from_cli(args) -> int:
     """Entry of ``testbed run``: validate, run, print. Exit code 0 when the run completed."""
     try:
         spec = load_scenario(args.scenario)
-        ops_plan = workload_ops(spec)
+        plan = plan_workload(spec)
+        ops_plan = list(plan.ops)
+        for note in plan.notes:
+            print(f"testbed: note: {note}", file=sys.stderr)
         check_results_root(Path(args.results or "results"))
         est_s = estimate.estimate_for_spec(spec, ops_plan)
         if not args.quiet:

@@ -187,9 +187,13 @@ class SimaiSpec(_Spec):
     ``size_scale`` multiplies every message size (time dilation: scale sizes by
     the same factor as link rates); ``time_unit`` is the unit of the file's
     compute times, which the format does not state (SimAI's ns-3 backend reads
-    them as nanoseconds, hence the default). Each ALLREDUCE entry runs as a
-    ring all-reduce over all hosts of the fabric; compute times are recorded,
-    not replayed as gaps.
+    them as nanoseconds, hence the default). Each ALLREDUCE entry runs as
+    concurrent ring all-reduces, one per group of its scope (TP, DP, EP, DP_EP
+    in SimAI's rank layout, rank r on host r); the file's ``all_gpus`` must
+    equal the fabric's host count. Other collectives, size-0 entries and
+    one-rank groups are skipped with a note (testbed.plan); compute times are
+    read exactly but not replayed as gaps. The file is read and checked when
+    the scenario is loaded, before anything touches the kernel.
     """
 
     path: str
@@ -375,4 +379,9 @@ def load_scenario(path: Union[str, Path]) -> ScenarioSpec:
             raise ScenarioError(f"{p}: workload.simai.path: no such file {str(sp)!r}")
         simai = spec.workload.simai.model_copy(update={"path": str(sp)})
         spec = spec.model_copy(update={"workload": spec.workload.model_copy(update={"simai": simai})})
+        from testbed.plan import plan_workload  # reads the file: all_gpus, groups, sizes (ScenarioError)
+        try:
+            plan_workload(spec)
+        except ScenarioError as e:
+            raise ScenarioError(f"{p}: {e}") from None
     return spec

@@ -1,10 +1,15 @@
 """SimAI / AICB workload reader: shared samples, our own files, malformed inputs."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from testbed.spec import ScenarioError
+from traffic.parallel_groups import SCOPES, rank_groups
 from traffic.simai import (COLLECTIVES, ROW_COLUMNS, CollectiveOp, SimaiFormatError,
                            collective_ops, load_simai, parse_simai)
 
@@ -35,11 +40,11 @@ def test_micro_allreduce_sample():
             row.fwd_size_bytes, row.wg_collective, row.wg_update_ticks, row.line) == \
         ("embedding_layer", -1, 556000, "ALLREDUCE", 536870912, "NONE", 1, 3)
     (op,) = collective_ops(w, {"ALLREDUCE"}, time_unit="ns")
-    assert op == CollectiveOp(index=0, layer="embedding_layer", layer_index=0, phase="fwd",
+    assert op == CollectiveOp(index=0, layer="embedding_layer", layer_index=0, line=3, phase="fwd",
                               collective="ALLREDUCE", group="TP", size_bytes=536870912,
-                              compute_time_us=556.0, update_time_us=0.001, blocking=True)
+                              compute_time_ns=556000, update_time_ns=1, blocking=True)
     (scaled,) = collective_ops(w, size_scale=1 / 1024, time_unit="us")
-    assert (scaled.size_bytes, scaled.compute_time_us) == (524288, 556000.0)
+    assert (scaled.size_bytes, scaled.compute_time_ns) == (524288, 556000000)
 
 
 @needs_shared
@@ -85,14 +90,13 @@ def test_ep_sample_parses_and_orders_like_simai():
 
 @needs_shared
 def test_compute_time_is_conserved_up_to_the_last_op():
-    """compute_time_us sums every phase's compute before the last selected op."""
+    """compute_time_ns sums every phase's compute before the last selected op, exactly."""
     w = load_simai(SHARED / "workload_ep_test.txt")
     ops = collective_ops(w, {"ALLREDUCE"}, time_unit="ns")
     # the last ALLREDUCE is embedding_grads' ig (row 3): everything before it in order
     fwd = sum(r.fwd_compute_ticks for r in w.rows)
     bwd = sum(r.ig_compute_ticks + r.wg_compute_ticks for r in w.rows[4:])
-    assert sum(o.compute_time_us for o in ops) == pytest.approx(
-        (fwd + bwd + w.rows[3].ig_compute_ticks) / 1000)
+    assert sum(o.compute_time_ns for o in ops) == fwd + bwd + w.rows[3].ig_compute_ticks
 
 
 # --- our own files --------------------------------------------------------------------
@@ -107,7 +111,7 @@ def test_tiny_allreduce_file():
         ("embedding_layer", "wg", "DP", 1 << 20)]
     total_ticks = sum(r.fwd_compute_ticks + r.ig_compute_ticks + r.wg_compute_ticks
                       for r in w.rows)
-    assert sum(o.compute_time_us for o in ops) == pytest.approx(total_ticks / 1000)
+    assert sum(o.compute_time_ns for o in ops) == total_ticks
     # small enough to replay in seconds at 10 Mbit/s: ring all-reduce moves 2(n-1)/n x size
     ring_bits = sum(2 * 7 / 8 * o.size_bytes * 8 for o in ops)
     assert ring_bits / 10e6 < 10
@@ -131,10 +135,10 @@ def test_size_scale_rounding_and_time_units():
     ops = collective_ops(w, size_scale=0.001, time_unit="ms")
     assert [(o.layer, o.phase, o.size_bytes) for o in ops] == [
         ("layer_a", "fwd", 4), ("tiny", "fwd", 1), ("tiny", "ig", 0), ("layer_a", "wg", 8)]
-    assert ops[0].compute_time_us == 1000 * 1000.0
+    assert ops[0].compute_time_ns == 1000 * 1_000_000
     us = collective_ops(w, time_unit="us")
     ns = collective_ops(w, time_unit="ns")
-    assert [a.compute_time_us for a in us] == pytest.approx([1000 * b.compute_time_us for b in ns])
+    assert [a.compute_time_ns for a in us] == [1000 * b.compute_time_ns for b in ns]
 
 
 @pytest.mark.parametrize("kwargs,match", [
@@ -224,3 +228,240 @@ def test_malformed_inputs(tmp_path, name, text, line, column, value, fragment):
 def test_constants_agree():
     assert len(ROW_COLUMNS) == 12
     assert "ALLTOALL_EP" in COLLECTIVES and "ALLGATHER_DP_EP" in COLLECTIVES
+
+
+# --- huge values: read exactly or refused naming the line (C11) --------------------------
+
+def test_huge_compute_times_are_exact_integers():
+    row = "big\t-1\t3000000000\tALLREDUCE\t4096\t4294967296\tNONE\t0\t1\tNONE\t0\t18446744073709551615"
+    w = parse_simai(f"{HEADER}\n1\n{row}\n")
+    r = w.rows[0]
+    assert (r.fwd_compute_ticks, r.ig_compute_ticks, r.wg_update_ticks) == \
+        (3000000000, 4294967296, 2**64 - 1)
+    assert all(type(v) is int for v in (r.fwd_compute_ticks, r.ig_compute_ticks, r.wg_update_ticks))
+    (op,) = collective_ops(w, time_unit="us")
+    assert op.compute_time_ns == 3_000_000_000_000 and type(op.compute_time_ns) is int
+    assert op.update_time_ns == (2**64 - 1) * 1000
+
+
+def test_huge_sizes_scale_exactly():
+    row = "big\t-1\t1\tALLREDUCE\t18446744073709551615\t1\tNONE\t0\t1\tNONE\t0\t1"
+    w = parse_simai(f"{HEADER}\n1\n{row}\n")
+    assert w.rows[0].fwd_size_bytes == 2**64 - 1
+    assert collective_ops(w)[0].size_bytes == 2**64 - 1
+    # 0.1 x (2^64 - 1) = 1844674407370955161.5 -> ties to even; a float product would give ...264
+    assert collective_ops(w, size_scale=0.1)[0].size_bytes == 1844674407370955162
+
+
+@pytest.mark.parametrize("column,index", [("fwd_compute_ticks", 2), ("wg_size_bytes", 10),
+                                          ("wg_update_ticks", 11)])
+def test_two_to_the_64_is_refused_naming_the_line(tmp_path, column, index):
+    cells = ROW_B.split("\t")
+    cells[index] = str(2**64)
+    path = tmp_path / "huge.txt"
+    path.write_text(f"{HEADER}\n2\n{ROW_A}\n" + "\t".join(cells) + "\n")
+    with pytest.raises(SimaiFormatError) as info:
+        load_simai(path)
+    err = info.value
+    assert (err.line, err.column, err.value) == (4, column, "18446744073709551616")
+    assert str(err).startswith(f"{path}:4:")
+    assert "larger than 18446744073709551615" in str(err)
+
+
+def test_header_values_beyond_int32_are_refused():
+    with pytest.raises(SimaiFormatError, match=r":1: column 'all_gpus' value '2147483648': is larger"):
+        parse_simai(HEADER.replace("all_gpus: 8", "all_gpus: 2147483648") + f"\n1\n{ROW_A}\n")
+
+
+# --- rank layout of groups (SimAI MockNcclGroup) -----------------------------------------
+
+def _simai_loops(ngpus, tp, ep):
+    """The loops of SimAI's MockNcclGroup constructor, transcribed line by line (PP size 1)."""
+    dp = ngpus // tp
+    dp_ep = dp // ep
+    tp_nums, dp_nums = ngpus // tp, ngpus // dp
+    out = {"TP": [], "DP": [], "EP": [], "DP_EP": []}
+    for i in range(tp_nums):
+        out["TP"].append(tuple(i * tp + j for j in range(tp)))
+    for i in range(dp_nums):
+        out["DP"].append(tuple(i + j * dp_nums for j in range(dp)))
+    all_tp = out["TP"]
+    for i in range(tp_nums // ep):
+        tp_idx = i * ep
+        for k in range(len(all_tp[tp_idx])):
+            out["EP"].append(tuple(all_tp[l][k] for l in range(tp_idx, tp_idx + ep)))
+    for i in range(tp_nums // dp_ep):
+        for k in range(len(all_tp[i])):
+            out["DP_EP"].append(tuple(all_tp[l][k] for l in range(i, i + dp_ep * ep, ep)))
+    return {scope: tuple(g) for scope, g in out.items()}
+
+
+def test_layout_tp2_ep2_on_8():
+    assert rank_groups("TP", 8, tp_size=2, ep_size=2) == ((0, 1), (2, 3), (4, 5), (6, 7))
+    assert rank_groups("DP", 8, tp_size=2, ep_size=2) == ((0, 2, 4, 6), (1, 3, 5, 7))
+    assert rank_groups("EP", 8, tp_size=2, ep_size=2) == ((0, 2), (1, 3), (4, 6), (5, 7))
+    assert rank_groups("DP_EP", 8, tp_size=2, ep_size=2) == ((0, 4), (1, 5), (2, 6), (3, 7))
+
+
+def test_layout_of_the_shared_moe_sample_tp4_ep4_on_32():
+    assert rank_groups("TP", 32, 4, 4)[1] == (4, 5, 6, 7)
+    assert rank_groups("DP", 32, 4, 4)[3] == (3, 7, 11, 15, 19, 23, 27, 31)
+    assert rank_groups("EP", 32, 4, 4)[:2] == ((0, 4, 8, 12), (1, 5, 9, 13))
+    assert rank_groups("EP", 32, 4, 4)[4] == (16, 20, 24, 28)
+    assert rank_groups("DP_EP", 32, 4, 4)[:2] == ((0, 16), (1, 17))
+
+
+@pytest.mark.parametrize("ngpus,tp,ep", [(8, 1, 1), (8, 2, 1), (8, 2, 2), (8, 2, 4), (8, 4, 2),
+                                         (8, 8, 1), (16, 2, 4), (32, 4, 4), (64, 8, 2), (12, 3, 2)])
+def test_layout_matches_simai_loops_and_partitions_the_ranks(ngpus, tp, ep):
+    oracle = _simai_loops(ngpus, tp, ep)
+    for scope in SCOPES:
+        groups = rank_groups(scope, ngpus, tp_size=tp, ep_size=ep)
+        assert sorted(r for g in groups for r in g) == list(range(ngpus)), scope
+        assert len({len(g) for g in groups}) == 1 and all(list(g) == sorted(g) for g in groups)
+        assert groups == oracle[scope], scope
+    assert len(rank_groups("TP", ngpus, tp, ep)[0]) == tp
+    assert len(rank_groups("DP", ngpus, tp, ep)[0]) == ngpus // tp
+    assert len(rank_groups("EP", ngpus, tp, ep)[0]) == ep
+    assert len(rank_groups("DP_EP", ngpus, tp, ep)[0]) == ngpus // tp // ep
+
+
+@pytest.mark.parametrize("args,match", [
+    (("PP", 8, 2), r"group scope 'PP' unknown: allowed TP, DP, EP, DP_EP"),
+    (("DP", 8, 2, 1, 2), r"pp 2 not supported: .* allowed: pp 1"),
+    (("EP", 8, 2, 3), r"ep 3 does not divide the DP size 4 \(all_gpus 8 / TP 2\)"),
+    (("TP", 8, 3), r"model_parallel_NPU_group \(TP\) 3 does not divide all_gpus 8"),
+    (("TP", 0, 1), r"all_gpus = 0: must be a positive integer"),
+])
+def test_layout_refusals(args, match):
+    with pytest.raises(ValueError, match=match):
+        rank_groups(*args)
+
+
+# --- the op plan of a SimAI replay (testbed.plan) -----------------------------------------
+
+C11_FILE = ("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 ep: 1 pp: 1 vpp: 1 ga: 1 "
+            "all_gpus: {all_gpus} checkpoints: 0 checkpoint_initiates: 0\n"
+            "{n}\n"
+            "layer_tp\t-1\t3000000000\tALLREDUCE\t1048576\t4294967296\tNONE\t0\t1\tALLREDUCE\t1048576\t1\n"
+            "{extra}")
+
+
+def _scenario(tmp_path, workload_text, iterations=1, leaves=4):
+    (tmp_path / "w.txt").write_text(workload_text)
+    p = tmp_path / "s.yaml"
+    p.write_text(f"fabric: {{spines: 2, leaves: {leaves}, hosts_per_leaf: 2}}\n"
+                 f"workload: {{simai: {{path: w.txt, iterations: {iterations}}}}}\n")
+    return p
+
+
+def test_plan_tp_and_dp_scoped_allreduce_on_8_hosts(tmp_path):
+    from testbed.plan import PlannedOp, plan_workload
+    from testbed.runner import ring_peers
+    from testbed.spec import load_scenario
+    spec = load_scenario(_scenario(tmp_path, C11_FILE.format(all_gpus=8, n=1, extra=""), iterations=2))
+    plan = plan_workload(spec)
+    tp = ((0, 1), (2, 3), (4, 5), (6, 7))
+    dp = ((0, 2, 4, 6), (1, 3, 5, 7))
+    assert plan.ops == tuple(PlannedOp(1048576, it, False, f"layer_tp:{ph}", "allreduce", g, gs)
+                             for it in (0, 1) for ph, g, gs in (("fwd", "TP", tp), ("wg", "DP", dp)))
+    assert [(o.group_size, o.n_groups) for o in plan.ops[:2]] == [(2, 4), (4, 2)]
+    assert plan.ops[1].meta() == {"size_bytes": 1048576, "iteration": 0, "warmup": False,
+                                  "layer": "layer_tp:wg", "collective": "allreduce", "group": "DP",
+                                  "group_size": 4, "n_groups": 2}
+    assert "1 TP-scoped (4 concurrent rings of 2 ranks), 1 DP-scoped (2 concurrent rings of 4 ranks)" \
+        in plan.notes[0]
+    # queue pairs: TP ring neighbour plus both DP ring neighbours
+    assert ring_peers(plan.ops) == {0: [1, 2, 6], 1: [0, 3, 7], 2: [0, 3, 4], 3: [1, 2, 5],
+                                    4: [2, 5, 6], 5: [3, 4, 7], 6: [0, 4, 7], 7: [1, 5, 6]}
+
+
+def test_plan_of_a_size_sweep_is_one_ring_of_all_hosts():
+    from testbed.plan import plan_workload
+    from testbed.spec import parse_scenario
+    spec = parse_scenario({"fabric": {"leaves": 2, "hosts_per_leaf": 2}, "workload": {
+        "sizes": {"min_bytes": 1024, "max_bytes": 4096, "factor": 4}, "iterations": 2,
+        "warmup_iterations": 1}})
+    plan = plan_workload(spec)
+    assert [(o.size_bytes, o.iteration, o.warmup) for o in plan.ops] == [
+        (1024, -1, True), (1024, 0, False), (1024, 1, False),
+        (4096, -1, True), (4096, 0, False), (4096, 1, False)]
+    assert {(o.group, o.groups, o.group_size) for o in plan.ops} == {("all", ((0, 1, 2, 3),), 4)}
+    assert plan.notes == ()
+
+
+def test_size_zero_is_skipped_with_a_note_never_run_as_one_byte(tmp_path):
+    from testbed.plan import plan_workload
+    from testbed.spec import load_scenario
+    zero = "layer_zero\t-1\t1\tALLREDUCE\t0\t1\tNONE\t0\t1\tALLREDUCE\t0\t1\n"
+    spec = load_scenario(_scenario(tmp_path, C11_FILE.format(all_gpus=8, n=2, extra=zero)))
+    plan = plan_workload(spec)
+    assert [o.size_bytes for o in plan.ops] == [1048576, 1048576]
+    assert [o.layer for o in plan.ops] == ["layer_tp:fwd", "layer_tp:wg"]
+    (note,) = [m for m in plan.notes if "size 0" in m]
+    assert "skipped 2 ALLREDUCE entries of size 0" in note
+    assert "line 4 layer_zero:fwd" in note and "line 4 layer_zero:wg" in note
+    # a file whose only ALLREDUCE has size 0 is refused: nothing to run
+    only_zero = C11_FILE.format(all_gpus=8, n=0, extra="").rsplit("\n", 2)[0].replace("\n0", "\n1") + \
+        "\n" + zero
+    with pytest.raises(ScenarioError, match=r"has no ALLREDUCE entry the testbed can run.*size 0"):
+        load_scenario(_scenario(tmp_path, only_zero))
+
+
+def test_other_collectives_and_one_rank_groups_are_noted(tmp_path):
+    from testbed.plan import plan_workload
+    from testbed.spec import load_scenario
+    text = (OURS / "tiny_moe_tp2_ep2.txt").read_text()
+    plan = plan_workload(load_scenario(_scenario(tmp_path, text)))
+    assert [(o.layer, o.group, o.groups) for o in plan.ops] == [
+        ("embedding_layer:fwd", "TP", ((0, 1), (2, 3), (4, 5), (6, 7)))]
+    notes = "\n".join(plan.notes)
+    for words in ("skipped 3 ALLGATHER (TP) entries: not supported yet (line 7 attention_column:fwd",
+                  "skipped 1 ALLGATHER (DP_EP) entries", "skipped 2 ALLTOALL (EP) entries"):
+        assert words in notes
+    tp1 = C11_FILE.format(all_gpus=8, n=1, extra="").replace("group: 2", "group: 1")
+    plan = plan_workload(load_scenario(_scenario(tmp_path, tp1)))
+    assert [(o.group, o.group_size) for o in plan.ops] == [("DP", 8)]
+    assert any("skipped 1 ALLREDUCE (TP) entries over groups of 1 rank: no data moves (line 3 layer_tp:fwd)"
+               in m for m in plan.notes)
+
+
+def test_all_gpus_must_match_the_hosts(tmp_path):
+    from testbed.spec import load_scenario
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(_scenario(tmp_path, C11_FILE.format(all_gpus=64, n=1, extra="")))
+    msg = str(info.value)
+    assert "workload.simai.path" in msg and "w.txt:1: all_gpus: 64 but the fabric has 8 hosts" in msg
+    assert "fabric.leaves 4 x fabric.hosts_per_leaf 2" in msg
+    # the same file on a fabric of 64 hosts would be accepted: 32 leaves x 2
+    load_scenario(_scenario(tmp_path, C11_FILE.format(all_gpus=64, n=1, extra=""), leaves=32))
+
+
+@pytest.mark.parametrize("change,words", [
+    (("pp: 1", "pp: 2"), "w.txt:1: pp 2 not supported"),
+    (("4294967296", str(2**64)), "w.txt:3: column 'ig_compute_ticks' value '18446744073709551616': is larger"),
+    (("ALLREDUCE\t1048576\t1\n", "ALLREDUCE\t18446744073709551616\t1\n"), "w.txt:3: column 'wg_size_bytes'"),
+])
+def test_bad_files_are_refused_when_the_scenario_loads(tmp_path, change, words):
+    from testbed.spec import load_scenario
+    text = C11_FILE.format(all_gpus=8, n=1, extra="").replace(*change)
+    with pytest.raises(ScenarioError, match="workload.simai.path") as info:
+        load_scenario(_scenario(tmp_path, text))
+    assert words in str(info.value)
+
+
+def _objects():
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    netns = sorted(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else []
+    return {line.split(":")[1].strip() for line in links.splitlines()}, set(netns)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the CLI run path needs root")
+def test_cli_refuses_all_gpus_64_on_8_hosts_before_building(tmp_path):
+    p = _scenario(tmp_path, C11_FILE.format(all_gpus=64, n=1, extra=""))
+    before = _objects()
+    res = subprocess.run([sys.executable, "-m", "testbed.cli", "run", str(p), "--results", str(tmp_path / "res")],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2, res.stderr
+    assert "testbed: error:" in res.stderr and "all_gpus: 64 but the fabric has 8 hosts" in res.stderr
+    assert _objects() == before and not (tmp_path / "res").exists()

@@ -11,8 +11,11 @@ Protocol, one JSON object per line:
   collective; ``{"event": "stats", ...}`` on request; ``{"event": "error",
   "error": "..."}`` on failure.
 - testbed -> agent: ``{"cmd": "op", "op_id", "collective": "allreduce",
-  "algorithm": "ring", "size_bytes", "timeout_s"}``; ``{"cmd": "stats"}``;
-  ``{"cmd": "exit"}``.
+  "algorithm": "ring", "size_bytes", "groups", "timeout_s"}``; ``{"cmd":
+  "stats"}``; ``{"cmd": "exit"}``. ``groups`` lists the rank groups that run
+  the op concurrently, each in ring order (absent: one ring of all ranks); the
+  agent runs the group holding its rank, and records an idle op (no bytes)
+  when no group holds it.
 
 QP numbers: the requester QP at rank r towards rank q is 0x10000+q, the
 responder QP at rank q for requester r is 0x20000+r; each QP binds its own
@@ -79,14 +82,28 @@ class Agent:
         if cmd.get("collective") != "allreduce" or cmd.get("algorithm", "ring") != "ring":
             raise ValueError(f"unsupported collective {cmd.get('collective')!r}/{cmd.get('algorithm')!r}: "
                              "allowed allreduce/ring")
-        nxt, prv = (self.rank + 1) % self.n, (self.rank - 1) % self.n
+        groups = cmd.get("groups") or [sorted(self.ips)]
+        mine = [g for g in groups if self.rank in g]
+        if len(mine) > 1 or (mine and len(set(mine[0])) != len(mine[0])):
+            raise ValueError(f"rank {self.rank} appears more than once in the groups of op {cmd['op_id']}")
         t0 = unix_ns()
-        res = collectives.ring_allreduce(self.rank, self.n, int(cmd["size_bytes"]), self.send_qp[nxt],
-                                         self.recv_qp[prv], self.rx_consumed[prv], float(cmd.get("timeout_s", 60)))
+        if not mine:  # not in this op: idle
+            return {"event": "op_done", "op_id": cmd["op_id"], "rank": self.rank, "group_index": None,
+                    "group_size": 0, "t_start_ns": t0, "t_end_ns": t0, "sent_bytes": 0, "rx_msgs": 0,
+                    "t_rx_done_ns": t0}
+        group = mine[0]
+        g, pos = len(group), group.index(self.rank)
+        nxt, prv = group[(pos + 1) % g], group[pos - 1]
+        if nxt not in self.send_qp or prv not in self.recv_qp:
+            raise ValueError(f"rank {self.rank} has no queue pair with ring neighbours {prv}/{nxt} of "
+                             f"group {group}: the agent was started without them as peers")
+        res = collectives.ring_allreduce(pos, g, int(cmd["size_bytes"]), self.send_qp[nxt],
+                                         self.recv_qp[prv], self.rx_consumed[prv], float(cmd.get("timeout_s", 60)),
+                                         ring=group)
         self.rx_consumed[prv] += res["rx_msgs"]
         t1 = unix_ns()
-        return {"event": "op_done", "op_id": cmd["op_id"], "rank": self.rank, "t_start_ns": t0,
-                "t_end_ns": t1, **res}
+        return {"event": "op_done", "op_id": cmd["op_id"], "rank": self.rank,
+                "group_index": groups.index(group), "group_size": g, "t_start_ns": t0, "t_end_ns": t1, **res}
 
     def stats(self) -> dict:
         qps = []

@@ -41,11 +41,13 @@ def ring_allreduce_steps(rank: int, n: int) -> list[tuple[int, int]]:
 
 
 def ring_allreduce(rank: int, n: int, size_bytes: int, send_qp, recv_qp, rx_base: int,
-                   timeout_s: float) -> dict:
-    """Run one ring all-reduce of ``size_bytes`` as ``rank`` of ``n``.
+                   timeout_s: float, ring=None) -> dict:
+    """Run one ring all-reduce of ``size_bytes`` as position ``rank`` of an ``n``-rank ring.
 
-    ``send_qp`` is the RequesterQP to rank (r+1) mod n, ``recv_qp`` the
-    ResponderQP from rank (r-1) mod n; ``rx_base`` is how many messages of
+    ``ring``: the job ranks in ring order (a group of a larger job, e.g. a
+    SimAI TP group), used to name peers in errors; default 0..n-1.
+    ``send_qp`` is the RequesterQP to position (r+1) mod n, ``recv_qp`` the
+    ResponderQP from position (r-1) mod n; ``rx_base`` is how many messages of
     ``recv_qp`` earlier operations consumed (the caller keeps this count: the
     previous rank may already have sent this operation's first chunk before
     this rank was told to start, so a snapshot of the counter would be wrong).
@@ -53,6 +55,8 @@ def ring_allreduce(rank: int, n: int, size_bytes: int, send_qp, recv_qp, rx_base
     the time the last chunk arrived. Raises CollectiveTimeout when a step
     waits longer than ``timeout_s``.
     """
+    ring = list(ring) if ring is not None else list(range(n))
+    me, prv, nxt = ring[rank], ring[(rank - 1) % n], ring[(rank + 1) % n]
     chunks = chunk_sizes(size_bytes, n)
     deadline = time.monotonic() + timeout_s
     base_rx = rx_base
@@ -67,10 +71,10 @@ def ring_allreduce(rank: int, n: int, size_bytes: int, send_qp, recv_qp, rx_base
         if chunks[i_recv]:
             expected_rx += 1
             if not recv_qp.wait_messages(expected_rx, max(0.0, deadline - time.monotonic())):
-                raise CollectiveTimeout(f"rank {rank}: step {s} of ring all-reduce ({size_bytes} B) "
-                                        f"got no chunk from rank {(rank - 1) % n} within {timeout_s:.1f} s")
+                raise CollectiveTimeout(f"rank {me}: step {s} of ring all-reduce ({size_bytes} B) "
+                                        f"got no chunk from rank {prv} within {timeout_s:.1f} s")
     t_rx_done_ns = unix_ns()
     if last_seq is not None and not send_qp.wait_acked(last_seq, max(0.0, deadline - time.monotonic())):
-        raise CollectiveTimeout(f"rank {rank}: chunks to rank {(rank + 1) % n} not acknowledged "
+        raise CollectiveTimeout(f"rank {me}: chunks to rank {nxt} not acknowledged "
                                 f"within {timeout_s:.1f} s")
     return {"sent_bytes": sent_bytes, "rx_msgs": expected_rx - base_rx, "t_rx_done_ns": t_rx_done_ns}

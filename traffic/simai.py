@@ -11,6 +11,10 @@ Workload.cc`` ``initialize_workload``; samples in ``shared/workloads/simai``):
 - line 2: number of layer rows.
 - one row per layer, whitespace separated, the 12 :data:`ROW_COLUMNS`
   (HYBRID_CUSTOMIZED rows have a 13th column, the row's own policy).
+- numbers are read as exact integers (Python ints, never floats): a row's
+  times and sizes up to 2**64 - 1 (SimAI reads them as ``uint64_t``), header
+  values and the row count up to 2**31 - 1 (``std::stoi``); larger values are
+  refused naming file, line and column.
 
 How SimAI runs a file, and what :func:`collective_ops` copies (Workload.cc,
 ``iterate_hybrid_parallel_Transformer[_fwd_in_bckwd]``, Layer.cc):
@@ -24,6 +28,7 @@ How SimAI runs a file, and what :func:`collective_ops` copies (Workload.cc,
 - group scope from the collective's name (Workload.cc, the ``*_group_type``
   branches): a plain name is the TP group in the fwd and ig phases and the DP
   group in the wg phase; suffix ``_EP`` = EP group, ``_DP_EP`` = DP-within-EP.
+  Which ranks form each group: :mod:`traffic.parallel_groups`.
 - ``ga``: AICB already unrolls gradient accumulation into the rows (its
   generator loops ``ga_num`` times), so rows are not repeated.
 - after each collective completes SimAI waits the row's weight-update time
@@ -44,6 +49,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Iterable, List, Optional, Tuple, Union
 
@@ -75,8 +81,12 @@ HEADER_KEYS = {"model_parallel_NPU_group": "tp_size", "ep": "ep_size",
                "DLRM_LAST_BOTTOM_LAYER": "dlrm_last_bottom_layer"}
 _REQUIRED_TRANSFORMER_KEYS = ("model_parallel_NPU_group", "all_gpus")
 
-#: time_unit -> microseconds per unit
-TIME_UNITS_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
+#: time_unit -> nanoseconds per unit (integers: compute times convert exactly)
+TIME_UNITS_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+#: largest time or size a row may hold: SimAI reads them as uint64_t (Tick, comm size)
+MAX_ROW_VALUE = 2**64 - 1
+#: largest header number: SimAI reads header values with std::stoi (int)
+MAX_HEADER_VALUE = 2**31 - 1
 PHASES = ("fwd", "ig", "wg")
 
 
@@ -146,37 +156,43 @@ class CollectiveOp:
     """One collective to replay, in execution order.
 
     index: position in the op list; layer: layer name; layer_index: row
-    (0-based); phase: 'fwd', 'ig' or 'wg'; collective: base name
-    (:data:`BASE_COLLECTIVES`); group: 'TP', 'DP', 'EP' or 'DP_EP';
-    size_bytes: scaled size (0 stays 0, else >= 1); compute_time_us: compute
-    to run before issuing it, since the previous op (includes the compute of
-    phases in between that issue no selected collective); update_time_us:
-    wait after it completes; blocking: whether SimAI waits for it before the
-    next phase (fwd and ig yes, wg no).
+    (0-based); line: the row's line in the file (1-based); phase: 'fwd', 'ig'
+    or 'wg'; collective: base name (:data:`BASE_COLLECTIVES`); group: 'TP',
+    'DP', 'EP' or 'DP_EP' (ranks: :mod:`traffic.parallel_groups`); size_bytes:
+    scaled size (0 stays 0, else >= 1); compute_time_ns: compute to run before
+    issuing it, since the previous op (includes the compute of phases in
+    between that issue no selected collective); update_time_ns: wait after it
+    completes; both exact integers (file ticks x ns per time unit); blocking:
+    whether SimAI waits for it before the next phase (fwd and ig yes, wg no).
     """
 
     index: int
     layer: str
     layer_index: int
+    line: int
     phase: str
     collective: str
     group: str
     size_bytes: int
-    compute_time_us: float
-    update_time_us: float
+    compute_time_ns: int
+    update_time_ns: int
     blocking: bool
 
 
 # --- parsing -------------------------------------------------------------------
 
 def _int(path: str, line: int, column: str, token: str, lo: Optional[int] = 0,
-         what: str = "a non-negative integer") -> int:
+         what: str = "a non-negative integer", hi: int = MAX_ROW_VALUE) -> int:
+    """The exact integer of a decimal token (Python int: no float rounding), lo <= value <= hi."""
     digits = token[1:] if token.startswith("-") else token
-    if not (digits.isascii() and digits.isdigit()):
-        raise SimaiFormatError(path, line, column, token, f"is not {what}")
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > 40:
+        raise SimaiFormatError(path, line, column, token[:48], f"is not {what}")
     value = int(token)
     if lo is not None and value < lo:
         raise SimaiFormatError(path, line, column, token, f"is not {what}")
+    if value > hi:
+        raise SimaiFormatError(path, line, column, token,
+                               f"is larger than {hi}, the largest value SimAI reads here")
     return value
 
 
@@ -204,7 +220,8 @@ def _parse_header(path: str, text: str) -> SimaiHeader:
             raise SimaiFormatError(path, 1, key, None, "has no value")
         field = HEADER_KEYS[key]
         if key in ("checkpoints", "checkpoint_initiates"):
-            n = _int(path, 1, key, tokens[i + 1], what="a layer count (non-negative integer)")
+            n = _int(path, 1, key, tokens[i + 1], what="a layer count (non-negative integer)",
+                     hi=MAX_HEADER_VALUE)
             layers = []
             for t in tokens[i + 2:i + 2 + n]:
                 if t.rstrip(":") in HEADER_KEYS:
@@ -213,8 +230,8 @@ def _parse_header(path: str, text: str) -> SimaiHeader:
             if len(layers) < n:
                 raise SimaiFormatError(path, 1, key, tokens[i + 1],
                                        f"announces {n} layer numbers, {len(layers)} follow")
-            fields[field] = tuple(_int(path, 1, key, t, what="a layer number (integer >= 0)")
-                                  for t in layers)
+            fields[field] = tuple(_int(path, 1, key, t, what="a layer number (integer >= 0)",
+                                       hi=MAX_HEADER_VALUE) for t in layers)
             i += 2 + n
             continue
         token = tokens[i + 1]
@@ -224,13 +241,19 @@ def _parse_header(path: str, text: str) -> SimaiHeader:
             except ValueError:
                 value = -1.0
             if not (math.isfinite(value) and value >= 0 and value.is_integer()):
-                raise SimaiFormatError(path, 1, key, token,
+                raise SimaiFormatError(path, 1, key, token[:48],
                                        "is not a whole non-negative number of bytes")
-            fields[field] = int(value)
+            if value > MAX_ROW_VALUE:
+                raise SimaiFormatError(path, 1, key, token, f"is larger than {MAX_ROW_VALUE}, "
+                                       "the largest value SimAI reads here")
+            # exact for integer tokens; a float token is exact up to 2**53
+            fields[field] = int(token) if token.isdigit() else int(value)
         elif key == "DLRM_LAST_BOTTOM_LAYER":
-            fields[field] = _int(path, 1, key, token, what="a layer number (integer >= 0)")
+            fields[field] = _int(path, 1, key, token, what="a layer number (integer >= 0)",
+                                 hi=MAX_HEADER_VALUE)
         else:
-            fields[field] = _int(path, 1, key, token, lo=1, what="a positive integer")
+            fields[field] = _int(path, 1, key, token, lo=1, what="a positive integer",
+                                 hi=MAX_HEADER_VALUE)
         i += 2
     if policy in _TRANSFORMER:
         missing = [k for k in _REQUIRED_TRANSFORMER_KEYS if k not in seen]
@@ -255,8 +278,8 @@ def _parse_row(path: str, line: int, text: str, policy: str) -> SimaiRow:
             f"{len(tokens)} columns, expected {ncols} ({', '.join(ROW_COLUMNS)}"
             + (", row_policy)" if ncols > len(ROW_COLUMNS) else ")"))
     values: dict = {"line": line, "layer_name": tokens[0],
-                    "layer_id": _int(path, line, "layer_id", tokens[1], lo=None,
-                                     what="an integer")}
+                    "layer_id": _int(path, line, "layer_id", tokens[1], lo=-2**31,
+                                     what="an integer (int32)", hi=MAX_HEADER_VALUE)}
     for col, tok in zip(ROW_COLUMNS[2:], tokens[2:]):
         if col.endswith("_collective"):
             if tok not in COLLECTIVES:
@@ -291,7 +314,7 @@ def parse_simai(text: str, path: str = "<string>") -> SimaiWorkload:
         raise SimaiFormatError(path, 2, "row_count", None,
                                "missing: line 2 must hold the number of layer rows")
     n_rows = _int(path, 2, "row_count", lines[1].strip(),
-                  what="a non-negative integer (the number of layer rows)")
+                  what="a non-negative integer (the number of layer rows)", hi=MAX_HEADER_VALUE)
     rows: List[SimaiRow] = []
     for lineno, text_line in enumerate(lines[2:], start=3):
         if not text_line.strip():
@@ -358,18 +381,21 @@ def collective_ops(workload: SimaiWorkload, collectives: Optional[Iterable[str]]
 
     collectives: names to keep, base names (``ALLREDUCE``: any group) or full
     tokens (``ALLTOALL_EP``); None = all. size_scale > 0 multiplies every size
-    (time dilation); a scaled size is rounded to the nearest byte, at least 1
+    (time dilation), exactly (the decimal value of size_scale, as a fraction):
+    a scaled size is rounded to the nearest byte (ties to even), at least 1
     unless the file says 0. time_unit: unit of the file's compute times, one
-    of :data:`TIME_UNITS_US` (SimAI itself uses ns, see the module docstring).
+    of :data:`TIME_UNITS_NS` (SimAI itself uses ns, see the module docstring).
     Order and group scopes: module docstring. Policies: :data:`OPS_POLICIES`.
     Raises ValueError for an unknown collective name or time unit, a
     size_scale <= 0, or an unsupported policy.
     """
-    if time_unit not in TIME_UNITS_US:
+    if time_unit not in TIME_UNITS_NS:
         raise ValueError(f"time_unit {time_unit!r} not allowed: one of "
-                         f"{', '.join(TIME_UNITS_US)}")
-    if not size_scale > 0:
+                         f"{', '.join(TIME_UNITS_NS)}")
+    if isinstance(size_scale, bool) or not (isinstance(size_scale, (int, float, Fraction))
+                                            and size_scale > 0 and math.isfinite(size_scale)):
         raise ValueError(f"size_scale {size_scale!r} not allowed: must be > 0")
+    scale = Fraction(repr(size_scale)) if isinstance(size_scale, float) else Fraction(size_scale)
     keep = None
     if collectives is not None:
         keep = set(collectives)
@@ -377,7 +403,7 @@ def collective_ops(workload: SimaiWorkload, collectives: Optional[Iterable[str]]
         bad = sorted(keep - allowed)
         if bad:
             raise ValueError(f"collectives {bad} unknown: allowed {', '.join(sorted(allowed))}")
-    us = TIME_UNITS_US[time_unit]
+    ns = TIME_UNITS_NS[time_unit]
     ops: List[CollectiveOp] = []
     pending_ticks = 0
     for i, phase, issues, blocking in _phases(workload):
@@ -390,10 +416,10 @@ def collective_ops(workload: SimaiWorkload, collectives: Optional[Iterable[str]]
         if keep is not None and base not in keep and token not in keep:
             continue
         size = getattr(row, f"{phase}_size_bytes")
-        scaled = max(1, round(size * size_scale)) if size else 0
-        ops.append(CollectiveOp(index=len(ops), layer=row.layer_name, layer_index=i,
+        scaled = max(1, round(size * scale)) if size else 0
+        ops.append(CollectiveOp(index=len(ops), layer=row.layer_name, layer_index=i, line=row.line,
                                 phase=phase, collective=base, group=group,
-                                size_bytes=scaled, compute_time_us=pending_ticks * us,
-                                update_time_us=row.wg_update_ticks * us, blocking=blocking))
+                                size_bytes=scaled, compute_time_ns=pending_ticks * ns,
+                                update_time_ns=row.wg_update_ticks * ns, blocking=blocking))
         pending_ticks = 0
     return ops

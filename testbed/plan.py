@@ -1,0 +1,166 @@
+"""The op plan of a run: every collective the hosts will run, in order, as typed records.
+
+A size sweep (``workload.sizes``) gives warmup and timed ring all-reduces over
+all hosts. A SimAI/AICB replay (``workload.simai``) gives the file's
+ALLREDUCE entries, each over its own group scope: a TP-scoped all-reduce with
+TP 2 on 8 hosts is 4 concurrent 2-rank rings, a DP-scoped one 2 concurrent
+4-rank rings (rank layout: :mod:`traffic.parallel_groups`; rank r runs on the
+fabric's host r, hosts numbered leaf by leaf). What the testbed cannot run
+becomes a note, never a silent change:
+
+- other collectives (ALLGATHER, REDUCESCATTER, ALLTOALL, ...): skipped, noted;
+- entries of size 0: skipped, noted (never run as 1 byte);
+- groups of one rank (e.g. TP-scoped with TP 1): skipped, noted (no data moves;
+  SimAI builds no such group either).
+
+Refused before anything is built (:class:`~testbed.spec.ScenarioError`): a
+malformed file (naming file, line, column), a header ``all_gpus`` that differs
+from the fabric's host count (the testbed runs one rank per host; both numbers
+are named), pp > 1, or a file with nothing the testbed can run.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Tuple
+
+from testbed.spec import ScenarioError, ScenarioSpec
+
+#: notes list at most this many file locations per kind of skipped entry
+MAX_NOTE_PLACES = 5
+
+
+@dataclass(frozen=True)
+class PlannedOp:
+    """One collective of the plan.
+
+    size_bytes: bytes each rank all-reduces; iteration: 0-based (negative for
+    warmup of a size sweep); warmup: not timed; layer: ``layer:phase`` of the
+    SimAI row, '' for a sweep; collective: 'allreduce'; group: scope name,
+    'all' (every host) or a SimAI scope (TP, DP, EP, DP_EP); groups: the
+    concurrent rank groups, each in ring order, together covering the ranks
+    that take part (equal sizes).
+    """
+
+    size_bytes: int
+    iteration: int
+    warmup: bool
+    layer: str
+    collective: str = "allreduce"
+    group: str = "all"
+    groups: Tuple[Tuple[int, ...], ...] = ()
+
+    @property
+    def group_size(self) -> int:
+        """Ranks in each group (the n of the busbw factor 2(n-1)/n)."""
+        return len(self.groups[0])
+
+    @property
+    def n_groups(self) -> int:
+        return len(self.groups)
+
+    def meta(self) -> dict:
+        """Flat columns for the ops table: every field but groups, plus group_size and n_groups."""
+        return {"size_bytes": self.size_bytes, "iteration": self.iteration, "warmup": self.warmup,
+                "layer": self.layer, "collective": self.collective, "group": self.group,
+                "group_size": self.group_size, "n_groups": self.n_groups}
+
+
+@dataclass(frozen=True)
+class WorkloadPlan:
+    """The ops in run order and the notes to print before the run (what was skipped and why)."""
+
+    ops: Tuple[PlannedOp, ...]
+    notes: Tuple[str, ...] = field(default=())
+
+
+def _places(items: list) -> str:
+    shown = ", ".join(items[:MAX_NOTE_PLACES])
+    return shown + (f", ... ({len(items) - MAX_NOTE_PLACES} more)" if len(items) > MAX_NOTE_PLACES else "")
+
+
+def _sweep_plan(spec: ScenarioSpec) -> WorkloadPlan:
+    w, n = spec.workload, spec.fabric.n_hosts
+    world = (tuple(range(n)),)
+    ops = []
+    for size in w.sizes.sizes():
+        cap = w.max_bytes_per_size          # None: no cap
+        iters = w.iterations if cap is None else min(w.iterations, max(1, cap // size))
+        for i in range(w.warmup_iterations + iters):
+            ops.append(PlannedOp(size_bytes=size, iteration=i - w.warmup_iterations,
+                                 warmup=i < w.warmup_iterations, layer="", groups=world))
+    return WorkloadPlan(tuple(ops))
+
+
+def _simai_plan(spec: ScenarioSpec) -> WorkloadPlan:
+    from traffic.parallel_groups import rank_groups
+    from traffic.simai import SimaiFormatError, collective_ops, load_simai
+
+    s, f = spec.workload.simai, spec.fabric
+    key = "workload.simai.path"
+    try:
+        wl = load_simai(s.path)
+        all_ops = collective_ops(wl, collectives=None, size_scale=s.size_scale, time_unit=s.time_unit)
+    except SimaiFormatError as e:
+        raise ScenarioError(f"{key}: {e}") from None
+    except ValueError as e:              # a policy collective_ops cannot order
+        raise ScenarioError(f"{key}: {e}") from None
+    except OSError as e:
+        raise ScenarioError(f"{key}: cannot read {s.path}: {e.strerror or e}") from None
+    h, n = wl.header, f.n_hosts
+    notes = []
+    if h.all_gpus is None:
+        all_gpus = n
+        notes.append(f"{s.path}: the header gives no all_gpus: one rank per host, {n} ranks")
+    elif h.all_gpus != n:
+        raise ScenarioError(
+            f"{key}: {s.path}:1: all_gpus: {h.all_gpus} but the fabric has {n} hosts "
+            f"(fabric.leaves {f.leaves} x fabric.hosts_per_leaf {f.hosts_per_leaf}); the testbed runs one "
+            f"rank per host: use a fabric of {h.all_gpus} hosts or a workload file written for {n} GPUs")
+    else:
+        all_gpus = h.all_gpus
+    layouts: dict = {}
+    runnable, skipped = [], {}
+
+    def skip(reason: str, op) -> None:
+        skipped.setdefault(reason, []).append(f"line {op.line} {op.layer}:{op.phase}")
+
+    for op in all_ops:
+        if op.collective != "ALLREDUCE":
+            skip(f"{op.collective} ({op.group}) entries: not supported yet", op)
+            continue
+        if op.size_bytes == 0:
+            skip("ALLREDUCE entries of size 0: nothing to send", op)
+            continue
+        if op.group not in layouts:
+            try:
+                layouts[op.group] = rank_groups(op.group, all_gpus, h.tp_size, h.ep_size, h.pp_size)
+            except ValueError as e:
+                raise ScenarioError(f"{key}: {s.path}:1: {e}") from None
+        groups = layouts[op.group]
+        if len(groups[0]) < 2:
+            skip(f"ALLREDUCE ({op.group}) entries over groups of 1 rank: no data moves", op)
+            continue
+        runnable.append((op, groups))
+    for reason, places in skipped.items():
+        notes.append(f"{s.path}: skipped {len(places)} {reason} ({_places(places)})")
+    if not runnable:
+        raise ScenarioError(f"{key}: {s.path} has no ALLREDUCE entry the testbed can run"
+                            + "".join(f"; {m}" for m in notes))
+    counts = Counter(f"{op.group}-scoped ({len(g)} concurrent rings of {len(g[0])} ranks)"
+                     for op, g in runnable)
+    notes.insert(0, f"{s.path}: replaying {len(runnable)} ALLREDUCE entries x {s.iterations} iterations: "
+                 + ", ".join(f"{c} {k}" for k, c in counts.items()))
+    ops = tuple(PlannedOp(size_bytes=op.size_bytes, iteration=it, warmup=False,
+                          layer=f"{op.layer}:{op.phase}", group=op.group, groups=groups)
+                for it in range(s.iterations) for op, groups in runnable)
+    return WorkloadPlan(ops, tuple(notes))
+
+
+def plan_workload(spec: ScenarioSpec) -> WorkloadPlan:
+    """The op plan of a validated scenario (module docstring); reads the SimAI file if any.
+
+    Raises ScenarioError naming the key (and file line) when the workload
+    cannot run on this fabric.
+    """
+    return _sweep_plan(spec) if spec.workload.sizes is not None else _simai_plan(spec)
