@@ -52,9 +52,10 @@ PERCENTILES = ((50.0, "p50_us", 1), (99.0, "p99_us", 100), (99.9, "p999_us", 100
 PERCENTILE_METHOD = "nearest-rank (Hyndman & Fan 1996 def. 1, numpy method='inverted_cdf')"
 INCOMPLETE_FILE = "INCOMPLETE"
 
-OPS_COLUMNS = ["op_id", "size_bytes", "iteration", "warmup", "layer", "t_start_ns", "t_end_ns", "time_us",
+OPS_COLUMNS = ["op_id", "size_bytes", "iteration", "warmup", "layer", "collective", "group", "group_size",
+               "n_groups", "t_start_ns", "t_end_ns", "time_us",
                "time_rank_avg_us", "algbw_bps", "busbw_bps", "busbw_rank_avg_bps"]
-SIZES_COLUMNS = ["size_bytes", "time_us", "algbw_bps", "busbw_bps", "busbw_ratio", "time_rank_avg_us",
+SIZES_COLUMNS = ["size_bytes", "group_size", "time_us", "algbw_bps", "busbw_bps", "busbw_ratio", "time_rank_avg_us",
                  "busbw_rank_avg_bps", "count"] + [c for _, c, _ in PERCENTILES]
 
 
@@ -86,7 +87,10 @@ def ops_table(rank_rows: list[dict], op_meta: dict[int, dict], n_ranks: int) -> 
     """One row per collective operation, columns :data:`OPS_COLUMNS`.
 
     ``rank_rows``: every rank's op_done record (op_id, rank, t_start_ns,
-    t_end_ns); ``op_meta[op_id]``: size_bytes, iteration, warmup, layer.
+    t_end_ns); ``op_meta[op_id]``: size_bytes, iteration, warmup, layer, and
+    (testbed.plan.PlannedOp.meta) collective, group, group_size, n_groups.
+    busbw's factor 2(g-1)/g uses ``group_size`` g, the ranks of each
+    concurrent ring (a SimAI TP or DP group), else ``n_ranks``.
     ``t_start_ns``/``t_end_ns``: first rank's start, last rank's end (Unix ns);
     ``time_us`` is their difference; ``time_rank_avg_us`` the mean over ranks
     of each rank's own end minus start. Operations without rank records are
@@ -98,9 +102,10 @@ def ops_table(rank_rows: list[dict], op_meta: dict[int, dict], n_ranks: int) -> 
     df["rank_time_ns"] = df["t_end_ns"] - df["t_start_ns"]
     g = df.groupby("op_id").agg(t_start_ns=("t_start_ns", "min"), t_end_ns=("t_end_ns", "max"),
                                 rank_time_ns=("rank_time_ns", "mean")).reset_index()
-    meta = pd.DataFrame([{"op_id": k, "layer": "", **v} for k, v in op_meta.items()])
+    meta = pd.DataFrame([{"op_id": k, "layer": "", "collective": "allreduce", "group": "all",
+                          "group_size": n_ranks, "n_groups": 1, **v} for k, v in op_meta.items()])
     out = meta.merge(g, on="op_id")
-    factor = allreduce_busbw_factor(n_ranks)
+    factor = out["group_size"].map(allreduce_busbw_factor)
     out["time_us"] = (out["t_end_ns"] - out["t_start_ns"]) / 1e3
     out["time_rank_avg_us"] = out["rank_time_ns"] / 1e3
     out["algbw_bps"] = out["size_bytes"] * 8 / (out["time_us"] / 1e6)
@@ -110,7 +115,11 @@ def ops_table(rank_rows: list[dict], op_meta: dict[int, dict], n_ranks: int) -> 
 
 
 def size_table(ops: pd.DataFrame, n_ranks: int, goodput_bps: float) -> pd.DataFrame:
-    """nccl-tests-style table per size over the timed (non-warmup) operations, columns :data:`SIZES_COLUMNS`.
+    """nccl-tests-style table per size and group size over the timed (non-warmup) operations.
+
+    Columns :data:`SIZES_COLUMNS`; ops of one size over rings of different
+    sizes (``group_size``, default ``n_ranks``) are separate rows, each with
+    busbw factor 2(g-1)/g.
 
     ``time_us`` and ``time_rank_avg_us`` are means over the operations (as
     nccl-tests averages its iterations); algbw/busbw come from those means;
@@ -118,13 +127,15 @@ def size_table(ops: pd.DataFrame, n_ranks: int, goodput_bps: float) -> pd.DataFr
     percentiles' sample count); p50/p99/p99.9 as in the module docstring.
     """
     timed = ops[~ops["warmup"].astype(bool)] if len(ops) else ops
-    factor = allreduce_busbw_factor(n_ranks)
+    if "group_size" not in timed.columns:
+        timed = timed.assign(group_size=n_ranks)
     rows = []
-    for size, g in timed.groupby("size_bytes"):
+    for (size, group_size), g in timed.groupby(["size_bytes", "group_size"]):
+        factor = allreduce_busbw_factor(int(group_size))
         t = g["time_us"].to_numpy(dtype=float)
         mean_us, rank_avg_us = float(t.mean()), float(g["time_rank_avg_us"].mean())
         algbw = size * 8 / (mean_us / 1e6)
-        row = {"size_bytes": int(size), "time_us": mean_us, "algbw_bps": algbw, "busbw_bps": algbw * factor,
+        row = {"size_bytes": int(size), "group_size": int(group_size), "time_us": mean_us, "algbw_bps": algbw, "busbw_bps": algbw * factor,
                "busbw_ratio": algbw * factor / goodput_bps, "time_rank_avg_us": rank_avg_us,
                "busbw_rank_avg_bps": size * 8 / (rank_avg_us / 1e6) * factor, "count": len(t)}
         for q, col, need in PERCENTILES:
@@ -137,7 +148,7 @@ def size_rows_json(sizes: pd.DataFrame) -> list[dict]:
     """``sizes`` as summary.json rows: same keys as sizes.csv, ints for size_bytes/count, null for NaN."""
     out = []
     for row in sizes.to_dict("records"):
-        out.append({k: (int(v) if k in ("size_bytes", "count") else (None if math.isnan(v) else float(v)))
+        out.append({k: (int(v) if k in ("size_bytes", "group_size", "count") else (None if math.isnan(v) else float(v)))
                     for k, v in row.items()})
     return out
 
@@ -156,17 +167,18 @@ def _pct_cell(v: float, need: int) -> str:
 def format_size_table(sizes: pd.DataFrame) -> str:
     """The table as nccl-tests prints it, in Mbit/s and microseconds.
 
-    ``time`` is the span (first start to last end), ``avg`` the per-rank
+    ``ranks`` is the group size of each ring (all hosts unless a SimAI entry
+    is group-scoped); ``time`` is the span (first start to last end), ``avg`` the per-rank
     average time (nccl-tests' own); ``n`` is the sample count of the
     percentiles that follow it; a percentile without enough samples prints
     ``n<100`` / ``n<1000``.
     """
-    head = (f"{'size':>10} {'time(us)':>10} {'algbw(Mb/s)':>11} {'busbw(Mb/s)':>11} {'busbw/link':>10} "
+    head = (f"{'size':>10} {'ranks':>5} {'time(us)':>10} {'algbw(Mb/s)':>11} {'busbw(Mb/s)':>11} {'busbw/link':>10} "
             f"{'avg(us)':>10} {'avg busbw':>10} {'n':>5} {'p50(us)':>10} {'p99(us)':>10} {'p99.9(us)':>10}")
     lines = [head]
     for r in sizes.itertuples():
         pcts = " ".join(f"{_pct_cell(getattr(r, col), need):>10}" for _, col, need in PERCENTILES)
-        lines.append(f"{_human_size(r.size_bytes):>10} {r.time_us:>10.0f} {r.algbw_bps / 1e6:>11.3f} "
+        lines.append(f"{_human_size(r.size_bytes):>10} {r.group_size:>5} {r.time_us:>10.0f} {r.algbw_bps / 1e6:>11.3f} "
                      f"{r.busbw_bps / 1e6:>11.3f} {r.busbw_ratio:>10.3f} {r.time_rank_avg_us:>10.0f} "
                      f"{r.busbw_rank_avg_bps / 1e6:>10.3f} {r.count:>5} {pcts}")
     return "\n".join(lines)

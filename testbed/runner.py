@@ -399,7 +399,7 @@ def _write_results_now(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_
     }
     results.write_json(run_dir / "summary.json", summary)
     results.mark_complete(run_dir)
-    print(f"# ring all-reduce, {n} ranks, host link {spec.fabric.host_link_bps / 1e6:g} Mbit/s, "
+    print(f"# ring all-reduce, {n} hosts (ranks: per ring), host link {spec.fabric.host_link_bps / 1e6:g} Mbit/s, "
           f"payload efficiency {efficiency:.3f} (busbw/link = busbw / (link x efficiency)); time = first rank's "
           f"start to last rank's end, avg = per-rank time averaged over ranks (nccl-tests); n = samples")
     print(results.format_size_table(sizes))

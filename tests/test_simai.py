@@ -465,3 +465,19 @@ def test_cli_refuses_all_gpus_64_on_8_hosts_before_building(tmp_path):
     assert res.returncode == 2, res.stderr
     assert "testbed: error:" in res.stderr and "all_gpus: 64 but the fabric has 8 hosts" in res.stderr
     assert _objects() == before and not (tmp_path / "res").exists()
+
+
+def test_busbw_of_a_group_op_uses_the_group_size():
+    """nccl-tests busbw = algbw x 2(g-1)/g with g the ranks of each concurrent ring."""
+    from testbed import results
+    rank_rows = [{"op_id": k, "rank": r, "t_start_ns": 0, "t_end_ns": 1_000_000_000}
+                 for k in range(3) for r in range(8)]
+    meta = {0: {"size_bytes": 1_000_000, "iteration": 0, "warmup": False, "group": "TP", "group_size": 2},
+            1: {"size_bytes": 1_000_000, "iteration": 0, "warmup": False, "group": "DP", "group_size": 4},
+            2: {"size_bytes": 1_000_000, "iteration": 0, "warmup": False}}      # a sweep: all 8 ranks
+    ops = results.ops_table(rank_rows, meta, 8)
+    assert ops["algbw_bps"].tolist() == [8e6, 8e6, 8e6]
+    assert ops["busbw_bps"].tolist() == [8e6, 12e6, 14e6]
+    sizes = results.size_table(ops, 8, goodput_bps=10e6)
+    assert sizes[["group_size", "count", "busbw_bps"]].values.tolist() == [[2, 1, 8e6], [4, 1, 12e6],
+                                                                             [8, 1, 14e6]]
