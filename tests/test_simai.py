@@ -483,3 +483,47 @@ def test_busbw_of_a_group_op_uses_the_group_size():
     sizes = results.size_table(ops, 8, goodput_bps=10e6)
     assert sizes[["group_size", "count", "busbw_bps"]].values.tolist() == [[2, 1, 8e6], [4, 1, 12e6],
                                                                              [8, 1, 14e6]]
+
+
+def test_agents_run_concurrent_group_rings_over_loopback():
+    """Real agents and queue pairs (UDP over loopback, no fabric): TP then DP rings of a TP 2 job on 4 ranks."""
+    import threading
+
+    from testbed.plan import PlannedOp
+    from testbed.runner import ring_peers
+    from traffic.agent import Agent
+    tp, dp = rank_groups("TP", 4, 2), rank_groups("DP", 4, 2)
+    assert (tp, dp) == (((0, 1), (2, 3)), ((0, 2), (1, 3)))
+    plan = [PlannedOp(10_000, 0, False, "l:fwd", group="TP", groups=tp),
+            PlannedOp(10_001, 0, False, "l:wg", group="DP", groups=dp)]
+    peers = ring_peers(plan)
+    ranks = [{"rank": r, "ip": f"127.79.0.{r + 1}"} for r in range(4)]
+    agents = [Agent({"rank": r, "ranks": ranks, "peers": peers[r], "seed": 1,
+                     "transport": {"payload_bytes": 1024, "window_pkts": 16, "ack_every_pkts": 4,
+                                   "rto_us": 50_000}}) for r in range(4)]
+    try:
+        for k, op in enumerate(plan):
+            out = [None] * 4
+            cmd = {"cmd": "op", "op_id": k, "collective": "allreduce", "algorithm": "ring",
+                   "size_bytes": op.size_bytes, "groups": [list(g) for g in op.groups], "timeout_s": 20}
+            threads = [threading.Thread(target=lambda r=r: out.__setitem__(r, agents[r].run_op(cmd)))
+                       for r in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)
+            # a 2-rank ring all-reduce: each rank sends its half-chunk twice (2(g-1) steps of S/g)
+            half = [op.size_bytes // 2 + (op.size_bytes % 2), op.size_bytes // 2]
+            for r, rec in enumerate(out):
+                g = next(i for i, grp in enumerate(op.groups) if r in grp)
+                pos = op.groups[g].index(r)
+                assert (rec["group_index"], rec["group_size"]) == (g, 2)
+                assert rec["sent_bytes"] == half[pos] + half[(pos - 1) % 2]
+        # QPs used: TP neighbours carried op 0, DP neighbours op 1; no traffic between other pairs
+        delivered = {(r, q): qp.counters.delivered_bytes for r, a in enumerate(agents)
+                     for q, qp in a.recv_qp.items()}
+        assert delivered == {(0, 1): 10_000, (1, 0): 10_000, (2, 3): 10_000, (3, 2): 10_000,
+                             (0, 2): 10_001, (2, 0): 10_001, (1, 3): 10_001, (3, 1): 10_001}
+    finally:
+        for a in agents:
+            a.close()
