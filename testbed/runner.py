@@ -205,6 +205,7 @@ def _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
                 "text": describe_rto(spec)},
         "estimated_duration_s": round(estimate.estimate_for_spec(spec, ops_plan), 1),
         "fidelity_checks_switched_off": spec.fidelity.switched_off(),
+        "rank_groups": {op.group: [list(g) for g in op.groups] for op in ops_plan},  # scope -> concurrent rings
     }
     results.write_json(run_dir / "manifest.json", manifest)
     progress.say(f"run {run_id}: {spec.fabric.spines} spines, {spec.fabric.leaves} leaves, {n} hosts, "

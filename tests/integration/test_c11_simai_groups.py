@@ -9,6 +9,7 @@ Fabric links run at 20 Mbit/s so that two DP flows hashed onto one uplink (ECMP 
 case C01) cannot slow a ring: the host links alone set the pace, and the figure judged is
 the group scope.
 """
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -42,6 +43,8 @@ def test_tp_and_dp_scoped_allreduce_run_as_concurrent_group_rings(tmp_path):
     res, s = run_scenario_file(tmp_path, SCENARIO.format(path=wl), timeout=120)
     assert "4 concurrent rings of 2 ranks" in res.stderr and "2 concurrent rings of 4 ranks" in res.stderr
     run_dir = Path(s["run_dir"])
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["rank_groups"] == {"TP": [[0, 1], [2, 3], [4, 5], [6, 7]], "DP": [[0, 2, 4, 6], [1, 3, 5, 7]]}
     ops = pd.read_csv(run_dir / "ops.csv")
     assert ops["group"].tolist() == ["TP", "DP"] * 3
     assert ops["group_size"].tolist() == [2, 4] * 3 and ops["n_groups"].tolist() == [4, 2] * 3
