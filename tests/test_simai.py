@@ -527,3 +527,16 @@ def test_agents_run_concurrent_group_rings_over_loopback():
     finally:
         for a in agents:
             a.close()
+
+
+def test_binary_and_oversized_files_are_refused(tmp_path, monkeypatch):
+    import traffic.simai as simai
+    garbage = tmp_path / "garbage.txt"
+    garbage.write_bytes(bytes(range(128, 256)))
+    with pytest.raises(SimaiFormatError, match=r"garbage.txt: not UTF-8 text \(invalid start byte at byte 0\)"):
+        load_simai(garbage)
+    monkeypatch.setattr(simai, "MAX_FILE_BYTES", 100)
+    big = tmp_path / "big.txt"
+    big.write_text(f"{HEADER}\n1\n{ROW_A}\n")
+    with pytest.raises(SimaiFormatError, match=r"big.txt: larger than 100 bytes"):
+        load_simai(big)

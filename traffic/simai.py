@@ -87,6 +87,8 @@ TIME_UNITS_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 MAX_ROW_VALUE = 2**64 - 1
 #: largest header number: SimAI reads header values with std::stoi (int)
 MAX_HEADER_VALUE = 2**31 - 1
+#: largest workload file read
+MAX_FILE_BYTES = 64 * 1024 * 1024
 PHASES = ("fwd", "ig", "wg")
 
 
@@ -102,7 +104,7 @@ class SimaiFormatError(ValueError):
         where = f"{path}:{line}" if line else path
         col = f" column {column!r}" if column else ""
         val = f" value {value!r}" if value is not None else ""
-        super().__init__(f"{where}:{col}{val}: {problem}")
+        super().__init__(f"{where}:{col}{val}: {problem}" if col or val else f"{where}: {problem}")
 
 
 @dataclass(frozen=True)
@@ -334,11 +336,19 @@ def load_simai(path: Union[str, Path]) -> SimaiWorkload:
 
     Raises OSError when it cannot be read, :class:`SimaiFormatError` (a
     ValueError naming file, line, column, value and what is allowed) when it
-    is malformed.
+    is malformed, larger than :data:`MAX_FILE_BYTES` or not UTF-8 text.
     """
     p = str(path)
-    with open(p, encoding="utf-8") as f:
-        return parse_simai(f.read(), p)
+    with open(p, "rb") as f:
+        data = f.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise SimaiFormatError(p, 0, None, None, f"larger than {MAX_FILE_BYTES} bytes, the most read "
+                               "(a workload file of thousands of layers is well below)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SimaiFormatError(p, 0, None, None, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
+    return parse_simai(text, p)
 
 
 # --- execution order -----------------------------------------------------------------
