@@ -5,8 +5,10 @@ all hosts. A SimAI/AICB replay (``workload.simai``) gives the file's
 ALLREDUCE entries, each over its own group scope: a TP-scoped all-reduce with
 TP 2 on 8 hosts is 4 concurrent 2-rank rings, a DP-scoped one 2 concurrent
 4-rank rings (rank layout: :mod:`traffic.parallel_groups`; rank r runs on the
-fabric's host r, hosts numbered leaf by leaf). What the testbed cannot run
-becomes a note, never a silent change:
+fabric's host r, hosts numbered leaf by leaf). Ops run one after another in
+SimAI's order, each a barrier (SimAI overlaps non-blocking weight-gradient
+collectives with later work and waits compute times: not replayed yet). What
+the testbed cannot run becomes a note, never a silent change:
 
 - other collectives (ALLGATHER, REDUCESCATTER, ALLTOALL, ...): skipped, noted;
 - entries of size 0: skipped, noted (never run as 1 byte);
