@@ -135,7 +135,8 @@ def size_table(ops: pd.DataFrame, n_ranks: int, goodput_bps: float) -> pd.DataFr
         t = g["time_us"].to_numpy(dtype=float)
         mean_us, rank_avg_us = float(t.mean()), float(g["time_rank_avg_us"].mean())
         algbw = size * 8 / (mean_us / 1e6)
-        row = {"size_bytes": int(size), "group_size": int(group_size), "time_us": mean_us, "algbw_bps": algbw, "busbw_bps": algbw * factor,
+        row = {"size_bytes": int(size), "group_size": int(group_size), "time_us": mean_us, "algbw_bps": algbw,
+               "busbw_bps": algbw * factor,
                "busbw_ratio": algbw * factor / goodput_bps, "time_rank_avg_us": rank_avg_us,
                "busbw_rank_avg_bps": size * 8 / (rank_avg_us / 1e6) * factor, "count": len(t)}
         for q, col, need in PERCENTILES:
