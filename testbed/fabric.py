@@ -9,10 +9,12 @@ On enter: write the controller's topology file, start the controller, build the
 Mininet network (hosts in their own network namespaces, OVS bridges with
 OpenFlow 1.5, fail-mode secure), turn checksum/segmentation offloads off on
 every veth when the userspace datapath is used (it cannot fill in checksums),
-disable IPv6 in hosts (no neighbour-discovery noise), shape every egress with
-HTB (testbed.shaping), read every rate back (self-check), and wait until the
-controller confirmed every switch's flows and groups with a barrier. On exit
-(also after an exception or Ctrl-C), remove exactly what was created.
+disable IPv6 in hosts (no neighbour-discovery noise), set every veth's MTU and
+every OVS port's ``mtu_request`` to ``fabric.mtu_bytes``, shape every egress with
+HTB (testbed.shaping; HTB mtu, quantum, burst and the buffer sized for that MTU),
+read every rate back (self-check), and wait until the controller confirmed every
+switch's flows and groups with a barrier. On exit (also after an exception or
+Ctrl-C), remove exactly what was created.
 """
 from __future__ import annotations
 
@@ -84,6 +86,7 @@ class Fabric(StartStop):
         self.net.start()
         # after start: adding a port makes OVS reset its qdisc unless its QoS is linux-noop
         self._leave_qdiscs_to_us()
+        self._set_mtu()
         self._connect_controller()
         self._shape_all()
         self.ready = self.controller.wait_ready()
@@ -162,10 +165,40 @@ class Fabric(StartStop):
         cmd += ["--", "--id=@noop", "create", "qos", "type=linux-noop"]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
 
+    def _set_mtu(self) -> None:
+        """Every link at ``fabric.mtu_bytes``: OVS ``mtu_request`` on switch ports, then both veth ends.
+
+        Raises FabricError when a veth does not take the MTU (read back after setting).
+        """
+        mtu = self.spec.fabric.mtu_bytes
+        ports = [i.name for sw in self.layout.switches for i in self.net.get(sw.name).intfList()
+                 if i.name != "lo"]
+        cmd = ["ovs-vsctl", "--timeout=10"]
+        for port in ports:
+            cmd += ["--", "set", "interface", port, f"mtu_request={mtu}"]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        wrong = []
+        with IPRoute() as ipr:
+            for port in ports:
+                idx = ipr.link_lookup(ifname=port)[0]
+                ipr.link("set", index=idx, mtu=mtu)
+                got = ipr.get_links(idx)[0].get_attr("IFLA_MTU")
+                if got != mtu:
+                    wrong.append(f"{port}: {got}")
+        for h in self.layout.hosts:
+            with IPRoute(netns=f"/proc/{self.net.get(h.name).pid}/ns/net") as ipr:
+                idx = ipr.link_lookup(ifname=h.intf)[0]
+                ipr.link("set", index=idx, mtu=mtu)
+                got = ipr.get_links(idx)[0].get_attr("IFLA_MTU")
+                if got != mtu:
+                    wrong.append(f"{h.name}:{h.intf}: {got}")
+        if wrong:
+            raise FabricError(f"MTU {mtu} (fabric.mtu_bytes) not taken by: " + ", ".join(wrong))
+
     def _shape_all(self) -> None:
         """Shape every egress (testbed.shaping), read it back, install hosts' static neighbours."""
         f = self.spec.fabric
-        mtu = 1500
+        mtu = f.mtu_bytes
         for h in self.layout.hosts:
             node = self.net.get(h.name)
             with IPRoute(netns=f"/proc/{node.pid}/ns/net") as ipr:
@@ -190,7 +223,7 @@ class Fabric(StartStop):
             raise FabricError("link shaping self-check failed: " + "; ".join(problems))
 
     def _shape_switch_port(self, ipr: IPRoute, ifname: str, rate_bps: float) -> None:
-        shaping.shape_egress(ipr, ifname, rate_bps, self.spec.fabric.buffer_bytes, 1500)
+        shaping.shape_egress(ipr, ifname, rate_bps, self.spec.fabric.buffer_bytes, self.spec.fabric.mtu_bytes)
         self.readback[ifname] = shaping.read_back(ipr, ifname)
         self.port_rate_bps[ifname] = rate_bps
         self.switch_ports.append(ifname)

@@ -34,6 +34,7 @@ import pandas as pd
 import psutil
 
 from traffic.clock import unix_ns
+from testbed import timing
 
 OVS_VSWITCHD_PIDFILE = "/var/run/openvswitch/ovs-vswitchd.pid"
 #: Open vSwitch coverage counters that count dropped packets. Names checked in
@@ -586,6 +587,7 @@ def evaluate(
     host_tx: Optional[pd.DataFrame],
     thresholds: FidelityThresholds,
     extra_lost_pkts: Optional[int] = None,
+    departures: Optional[pd.DataFrame] = None,
 ) -> FidelityVerdict:
     """Judge one run (Handigol et al., CoNEXT 2012, section 3: fidelity monitor).
 
@@ -604,6 +606,8 @@ def evaluate(
         thresholds: :class:`FidelityThresholds`.
         extra_lost_pkts: packets the transport counted lost minus those the
             switch queues dropped, or None if unknown.
+        departures: :meth:`testbed.timing.DepartureCapture.to_frame`, or None:
+            (d) packet timing, :func:`testbed.timing.check_departures`.
 
     Checks:
         (a) CPU: seconds with idle < min_cpu_idle_pct. Violation when more than
@@ -633,6 +637,7 @@ def evaluate(
         "drops": _check_drops(drops, extra_lost_pkts, thresholds, violations),
         "links": _check_links(port_samples, port_rate_bps, thresholds, violations),
         "hosts": _check_hosts(host_tx, port_rate_bps, thresholds, violations, port_samples),
+        "packet_timing": timing.check_departures(departures, port_samples, port_rate_bps, violations),
         "thresholds": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(thresholds).items()},
     }
     return FidelityVerdict(faithful=not violations, violations=violations, figures=figures)

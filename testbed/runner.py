@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from testbed import capabilities, cleanup, estimate, fidelity, results, signals
+from testbed import capabilities, cleanup, estimate, fidelity, results, signals, timing
 from testbed.agents import AgentGroup
 from testbed.fabric import Fabric
 from testbed.naming import new_run_id
@@ -184,6 +184,7 @@ def _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
     if datapath == "kernel" and caps.datapath != "kernel":
         raise ScenarioError("fabric.datapath: 'kernel' asked for, but this machine has no openvswitch "
                             "kernel module; allowed here: auto, user")
+    timing.check_delay_backend(spec, caps.delay)
     n = spec.fabric.n_hosts
     rto_us = auto_rto_us(spec) if spec.transport.rto_us == "auto" else spec.transport.rto_us
     transport = {"payload_bytes": spec.transport.payload_bytes, "window_pkts": spec.transport.window_pkts,
@@ -206,6 +207,7 @@ def _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
         "estimated_duration_s": round(estimate.estimate_for_spec(spec, ops_plan), 1),
         "fidelity_checks_switched_off": spec.fidelity.switched_off(),
         "rank_groups": {op.group: [list(g) for g in op.groups] for op in ops_plan},  # scope -> concurrent rings
+        "link_model": timing.link_model(spec, caps.delay),
     }
     results.write_json(run_dir / "manifest.json", manifest)
     progress.say(f"run {run_id}: {spec.fabric.spines} spines, {spec.fabric.leaves} leaves, {n} hosts, "
@@ -225,11 +227,13 @@ def _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
                 host_pids = {h.name: fab.net.get(h.name).pid for h in fab.layout.hosts}
                 host_ifs = {h.name: [h.intf] for h in fab.layout.hosts}
                 drops_before = fidelity.DropSnapshot.take(host_pids, fab.switch_ports, host_ifs)
-                rec.sampler = QdiscSampler(fab.switch_ports, spec.output.sample_period_ms / 1e3)
+                rec.departures = timing.DepartureCapture(fab.switch_ports)
+                rec.sampler = QdiscSampler(fab.switch_ports, spec.output.sample_period_ms / 1e3,
+                                           on_sample=rec.departures.on_sample)
                 rec.cpu = fidelity.CpuIdleMonitor()
                 rec.phase = "traffic"
                 try:
-                    with rec.sampler, rec.cpu:
+                    with rec.sampler, rec.cpu, rec.departures:
                         for k, op in enumerate(ops_plan):
                             size, factor = op.size_bytes, results.allreduce_busbw_factor(op.group_size)
                             expect_s = factor * size * 8 / goodput_bps
@@ -258,11 +262,12 @@ def _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
         note = f"{_what_stopped(e)} during the teardown, after every measurement was in; results complete"
         summary = _write_results(spec, run_dir, n, goodput_bps, efficiency, rec.rank_rows, rec.op_meta, rec.stats,
                                  rec.sampler, rec.cpu, fidelity.DropSnapshot.delta(drops_before, drops_after),
-                                 rec.fab, note=note)
+                                 rec.fab, note=note, departures=rec.departures)
         e.results_note = f"complete results kept in {run_dir}"
         raise
     return _write_results(spec, run_dir, n, goodput_bps, efficiency, rec.rank_rows, rec.op_meta, rec.stats,
-                          rec.sampler, rec.cpu, fidelity.DropSnapshot.delta(drops_before, drops_after), fab)
+                          rec.sampler, rec.cpu, fidelity.DropSnapshot.delta(drops_before, drops_after), fab,
+                          departures=rec.departures)
 
 
 class _Recording:
@@ -271,7 +276,7 @@ class _Recording:
     def __init__(self, run_id: str, ops_planned: int):
         self.run_id, self.ops_planned = run_id, ops_planned
         self.phase = "start-up"
-        self.fab = self.sampler = self.cpu = None
+        self.fab = self.sampler = self.cpu = self.departures = None
         self.rank_rows: list[dict] = []
         self.op_meta: dict[int, dict] = {}
         self.stats: list[dict] = []
@@ -338,7 +343,7 @@ def _thresholds(spec: ScenarioSpec) -> fidelity.FidelityThresholds:
 
 
 def _write_results(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta, stats, sampler, cpu,
-                   drop_delta, fab, note: str | None = None) -> dict:
+                   drop_delta, fab, note: str | None = None, departures=None) -> dict:
     """Every measurement is in: write the tables, judge fidelity, write summary.json, clear INCOMPLETE, print.
 
     ``note``: what happened after the measurements (e.g. an interrupt during the teardown), kept in
@@ -348,7 +353,7 @@ def _write_results(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta
     signals.defer()
     try:
         return _write_results_now(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta, stats, sampler,
-                                  cpu, drop_delta, fab, note)
+                                  cpu, drop_delta, fab, note, departures)
     except Exception as e:
         results.mark_incomplete(run_dir, f"every measurement was in, but writing the results failed: {e}"[:500])
         e.results_note = f"{run_dir} is marked INCOMPLETE"
@@ -359,9 +364,12 @@ def _write_results(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta
 
 
 def _write_results_now(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta, stats, sampler, cpu,
-                       drop_delta, fab, note) -> dict:
+                       drop_delta, fab, note, departures=None) -> dict:
     ops, sizes, qps, msgs, ports, cpu_df = results.write_tables(run_dir, n, goodput_bps, rank_rows, op_meta, stats,
                                                                 _frame(sampler), _frame(cpu))
+    dep = departures.to_frame() if departures is not None else None
+    if dep is not None:
+        dep.to_csv(run_dir / "departures.csv", index=False)
 
     req, resp = qps[qps["role"] == "requester"], qps[qps["role"] == "responder"]
     switch_drops = 0
@@ -381,7 +389,7 @@ def _write_results_now(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_
                             "link_bps": spec.fabric.host_link_bps})
     th = _thresholds(spec)
     verdict = fidelity.evaluate(cpu_df, drop_delta, ports, fab.port_rate_bps, host_tx, th,
-                                extra_lost_pkts=extra_lost)
+                                extra_lost_pkts=extra_lost, departures=dep)
     transport_summary = {
         "posted_bytes": int(req["posted_bytes"].sum()), "acked_bytes": int(req["acked_bytes"].sum()),
         "delivered_bytes": int(resp["delivered_bytes"].sum()), "order_errors": int(resp["order_errors"].sum()),
@@ -398,6 +406,10 @@ def _write_results_now(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_
         "scale_factor": spec.scale_factor, "transport": transport_summary,
         "percentile_method": results.PERCENTILE_METHOD, "sizes": results.size_rows_json(sizes),
     }
+    for row in summary["sizes"]:  # HTB burst after idle: how far above 1 one operation's busbw/link may read
+        wire = results.allreduce_busbw_factor(n) * row["size_bytes"] / efficiency
+        row["busbw_ratio_error_bound"] = timing.busbw_ratio_error_bound(wire, spec.fabric.host_link_bps,
+                                                                        spec.fabric.mtu_bytes)
     results.write_json(run_dir / "summary.json", summary)
     results.mark_complete(run_dir)
     print(f"# ring all-reduce, {n} hosts (ranks: per ring), host link {spec.fabric.host_link_bps / 1e6:g} Mbit/s, "

@@ -86,6 +86,13 @@ MAX_SCENARIO_BYTES = 1 << 20
 MIN_BUFFER_BYTES = 1514
 #: largest switch port buffer: bfifo's limit is a __u32 byte count (struct tc_fifo_qopt)
 MAX_BUFFER_BYTES = 2**32 - 1
+#: link (IP) MTUs a fabric may use: Ethernet's 1500 up to the 9000 the userspace datapath carries
+#: (DESIGN.md: veths at 9000 and OVS mtu_request=9000 carry 8900-byte pings)
+MIN_LINK_MTU_BYTES, MAX_LINK_MTU_BYTES = 1500, 9000
+#: IPv4 (20) + UDP (8) + BTH (12) + ICRC (4): what a RoCEv2 packet adds to its payload inside the IP MTU
+ROCEV2_IP_OVERHEAD_BYTES = 20 + 8 + 12 + 4
+#: per-link propagation delay: up to 1 s (netem's delay; larger delays need larger buffers than we allow)
+MAX_LINK_DELAY_US = 1_000_000
 
 
 class _Spec(BaseModel):
@@ -100,6 +107,13 @@ class FabricSpec(_Spec):
     ``buffer_bytes`` is the egress buffer of every switch port (tail drop).
     ``ports_per_switch`` is the radix: a leaf needs hosts_per_leaf + spines
     ports, a spine needs leaves ports.
+
+    ``mtu_bytes`` is the IP MTU of every link (veths and OVS ``mtu_request``);
+    it must hold a full RoCEv2 packet: ``transport.payload_bytes + 44``
+    (IPv4 20, UDP 8, BTH 12, ICRC 4), e.g. 1500 for payloads up to 1024,
+    4200 or 9000 for the 4096-byte RoCE path MTU. ``link_delay_us`` is the
+    one-way propagation delay added on every link (netem; refused where the
+    kernel has no ``sch_netem``, before anything is built).
     """
 
     spines: Count = Field(2, ge=1, le=16)
@@ -110,12 +124,15 @@ class FabricSpec(_Spec):
     buffer_bytes: SizeBytes = 100_000
     ports_per_switch: Count = Field(32, ge=2, le=254)
     datapath: Literal["auto", "user", "kernel"] = "auto"
+    mtu_bytes: Count = Field(1500, ge=MIN_LINK_MTU_BYTES, le=MAX_LINK_MTU_BYTES)
+    link_delay_us: Count = Field(0, ge=0, le=MAX_LINK_DELAY_US)
 
     @model_validator(mode="after")
     def _fits(self) -> "FabricSpec":
-        if self.buffer_bytes < MIN_BUFFER_BYTES:
-            raise ValueError(f"fabric.buffer_bytes = {self.buffer_bytes} cannot hold one full frame: "
-                             f"allowed >= {MIN_BUFFER_BYTES}")
+        frame = self.mtu_bytes + 14
+        if self.buffer_bytes < frame:
+            raise ValueError(f"fabric.buffer_bytes = {self.buffer_bytes} cannot hold one full frame of "
+                             f"fabric.mtu_bytes = {self.mtu_bytes} (+14 Ethernet header): allowed >= {frame}")
         if self.buffer_bytes > MAX_BUFFER_BYTES:
             raise ValueError(f"fabric.buffer_bytes = {self.buffer_bytes} is above {MAX_BUFFER_BYTES}, the most a "
                              f"bfifo queue can hold (its limit is a 32-bit byte count)")
@@ -276,6 +293,14 @@ class ScenarioSpec(_Spec):
                 f"(transport.ack_every_pkts = {self.transport.ack_every_pkts} full frames plus one ACK at "
                 f"fabric.host_link_bps = {self.fabric.host_link_bps:g}): every packet would time out; "
                 f"allowed: auto or >= {min_rto_us(self):.0f}")
+        need = self.transport.payload_bytes + ROCEV2_IP_OVERHEAD_BYTES
+        if need > self.fabric.mtu_bytes:
+            raise ValueError(
+                f"transport.payload_bytes {self.transport.payload_bytes} does not fit fabric.mtu_bytes = "
+                f"{self.fabric.mtu_bytes}: a RoCEv2 packet needs payload + {ROCEV2_IP_OVERHEAD_BYTES} "
+                f"(IPv4, UDP, BTH, ICRC) = {need} bytes; raise fabric.mtu_bytes to >= {need} "
+                f"(at most {MAX_LINK_MTU_BYTES}) or lower transport.payload_bytes to "
+                f"<= {max(m for m in ROCE_MTUS_BYTES if m + ROCEV2_IP_OVERHEAD_BYTES <= self.fabric.mtu_bytes)}")
         return self
 
 

@@ -202,7 +202,8 @@ def test_scenario_warned_above_calibrated_capacity(tmp_path, monkeypatch):
     w = capacity.check_scenario(spec_of(fabric={"leaves": 4, "host_link_bps": "40M", "fabric_link_bps": "40M"}))
     assert w and "8 hosts x 40 Mbit/s" in w and "36,969 packets/s" in w and "20,000 packets/s" in w
     # 4 KB packets: 8 x 40 Mbit/s / (4154 B x 8) = 9629 pps, within (the cost is per packet)
-    assert capacity.check_scenario(spec_of(fabric={"leaves": 4, "host_link_bps": "40M", "fabric_link_bps": "40M"},
+    assert capacity.check_scenario(spec_of(fabric={"leaves": 4, "host_link_bps": "40M", "fabric_link_bps": "40M",
+                                                   "mtu_bytes": 4200},
                                            transport={"payload_bytes": 4096})) is None
     # a calibration made on another kernel is not used
     stale = json.loads(capacity.cache_path().read_text())

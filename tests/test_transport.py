@@ -185,3 +185,60 @@ def test_initial_psn_is_seeded_24_bit_and_per_direction():
 def test_first_psn_out_of_range_is_refused(bad):
     with pytest.raises(ValueError, match=f"first_psn={bad}"):
         ResponderQP(0x20000, 0x10001, A, B, 0, TransportParams(), first_psn=bad)
+
+
+def test_send_error_stops_the_qp_within_a_second_naming_qp_peer_and_errno():
+    """C12: a send error other than a full queue is reported at once, naming QP, peer and errno, not
+    retried forever or swallowed. A real kernel error without root: sending to the limited broadcast
+    address without SO_BROADCAST fails with EACCES (an MTU overflow fails the same way with EMSGSIZE)."""
+    import errno
+    import threading
+    import time
+
+    from traffic.transport import TransportError
+
+    params = TransportParams(payload_bytes=1024, window_pkts=4, ack_every_pkts=1, rto_us=20_000)
+    reported, when = [], threading.Event()
+    req = RequesterQP(0x10001, 0x20000, "127.0.0.1", "255.255.255.255", 50010, params,
+                      on_error=lambda text: (reported.append(text), when.set()))
+    try:
+        t0 = time.monotonic()
+        seq = req.post_send(5000)
+        assert when.wait(1.0), "no send error reported within 1 s"
+        assert time.monotonic() - t0 < 1.0
+        assert reported == [req.error]
+        text = reported[0]
+        assert "QP 0x10001" in text and "255.255.255.255:4791" in text
+        assert f"errno {errno.EACCES} (EACCES" in text
+        with pytest.raises(TransportError, match="EACCES"):
+            req.wait_acked(seq, timeout_s=5)
+        assert req.counters.tx_pkts == 0 and req.counters.nic_full_waits == 0
+    finally:
+        req.stop()
+
+
+def test_agent_reports_a_send_error_at_once(capsys):
+    """The agent tells the testbed (one ``error`` event on stdout) as soon as a QP's send fails,
+    without waiting for the collective's timeout: the testbed then stops the run."""
+    import json
+    import time
+
+    from traffic.agent import Agent
+
+    cfg = {"rank": 0, "seed": 1, "peers": [1],
+           "ranks": [{"rank": 0, "ip": "127.0.0.1"}, {"rank": 1, "ip": "255.255.255.255"}],
+           "transport": {"payload_bytes": 1024, "window_pkts": 4, "ack_every_pkts": 1, "rto_us": 20_000}}
+    agent = Agent(cfg)
+    try:
+        t0 = time.monotonic()
+        agent.send_qp[1].post_send(4096)
+        events = []
+        while time.monotonic() - t0 < 1.0 and not events:
+            time.sleep(0.01)
+            events = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
+        assert events, "no error event within 1 s"
+        ev = events[0]
+        assert ev["event"] == "error"
+        assert ev["error"].startswith("rank 0: QP 0x10001 -> 255.255.255.255:4791") and "EACCES" in ev["error"]
+    finally:
+        agent.close()

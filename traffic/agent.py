@@ -33,6 +33,7 @@ import argparse
 import json
 import random
 import sys
+import threading
 import traceback
 from dataclasses import asdict
 
@@ -44,9 +45,19 @@ REQ_QPN_BASE = 0x10000
 RESP_QPN_BASE = 0x20000
 
 
+_EMIT_LOCK = threading.Lock()
+
+
 def _emit(obj: dict) -> None:
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
+    line = json.dumps(obj) + "\n"
+    with _EMIT_LOCK:  # QP threads report send errors while the main thread reports ops
+        sys.stdout.write(line)
+        sys.stdout.flush()
+
+
+def _send_failed(rank: int, text: str) -> None:
+    """A QP hit a send error other than a full queue: tell the testbed now (it stops the run)."""
+    _emit({"event": "error", "error": f"rank {rank}: {text}"})
 
 
 def entropy_ports(seed: int, rank: int, count: int) -> list[int]:
@@ -69,10 +80,13 @@ class Agent:
         self.rx_consumed: dict[int, int] = {q: 0 for q in cfg["peers"]}
         self.recv_qp: dict[int, ResponderQP] = {}
         for i, q in enumerate(peers):
+            on_error = lambda text, r=self.rank: _send_failed(r, text)  # noqa: E731
             req = RequesterQP(REQ_QPN_BASE + q, RESP_QPN_BASE + self.rank, my_ip, self.ips[q],
-                              ports[2 * i], self.params, first_psn=initial_psn(cfg["seed"], self.rank, q))
+                              ports[2 * i], self.params, first_psn=initial_psn(cfg["seed"], self.rank, q),
+                              on_error=on_error)
             resp = ResponderQP(RESP_QPN_BASE + q, REQ_QPN_BASE + self.rank, my_ip, self.ips[q],
-                               ports[2 * i + 1], self.params, first_psn=initial_psn(cfg["seed"], q, self.rank))
+                               ports[2 * i + 1], self.params, first_psn=initial_psn(cfg["seed"], q, self.rank),
+                               on_error=on_error)
             self.send_qp[q], self.recv_qp[q] = req, resp
             self.ep.requesters[req.qpn] = req
             self.ep.responders[resp.qpn] = resp

@@ -78,6 +78,11 @@ def payload_efficiency(payload_bytes: int) -> float:
 
 @dataclass
 class TransportParams:
+    """payload_bytes: RoCE path MTU (payload per packet); sndbuf_bytes: send buffer of each data
+    socket. It must stay well below the host NIC queue (64 KiB, testbed.fabric): the sockets of a
+    host together must not overflow it, or sends fail with ENOBUFS, counted as host qdisc drops
+    (measured: 64 KiB per socket at path MTU 4096 gave ~2,900 such drops per host per MiB)."""
+
     payload_bytes: int = 1024
     window_pkts: int = 64
     ack_every_pkts: int = 8
@@ -104,15 +109,36 @@ def _rdma_socket(src_ip: str, sport: int, tos: int, sndbuf_bytes: int | None = N
     return s
 
 
+class TransportError(RuntimeError):
+    """A send failed for a reason other than a full queue; the message names QP, peer and errno."""
+
+
+#: errors that mean "the NIC queue or socket buffer is full, try again": an RNIC waits, never drops
+QUEUE_FULL_ERRNOS = (errno.ENOBUFS, errno.EAGAIN)
+
+
+def send_error_text(qpn: int, peer: tuple, e: OSError) -> str:
+    """One line naming the queue pair, the peer and the errno, e.g. ``QP 0x10001 -> 10.0.1.2:4791 ...``."""
+    name = errno.errorcode.get(e.errno, "?") if e.errno is not None else "?"
+    return (f"QP {qpn:#x} -> {peer[0]}:{peer[1]}: sendto failed with errno {e.errno} ({name}: "
+            f"{e.strerror or e}); the run stops")
+
+
 def _send_lossless(sock: socket.socket, pkt, dst: tuple, counters: "QPCounters | None") -> bool:
-    """sendto, retrying while the host's NIC queue is full; False once the socket is closed."""
+    """sendto, retrying while the host's NIC queue is full (ENOBUFS/EAGAIN).
+
+    Returns False once the socket was closed (EBADF: the QP is stopping).
+    Raises OSError for any other error (EMSGSIZE, ENETUNREACH, ...): the caller names it.
+    """
     while True:
         try:
             sock.sendto(pkt, dst)
             return True
         except OSError as e:
-            if e.errno != errno.ENOBUFS:
+            if e.errno == errno.EBADF:
                 return False
+            if e.errno not in QUEUE_FULL_ERRNOS:
+                raise
             if counters is not None:
                 counters.nic_full_waits += 1
             time.sleep(NIC_FULL_WAIT_S)
@@ -160,11 +186,14 @@ class RequesterQP:
     """
 
     def __init__(self, qpn: int, dest_qpn: int, src_ip: str, dst_ip: str, sport: int,
-                 params: TransportParams, first_psn: int = 0):
+                 params: TransportParams, first_psn: int = 0, on_error=None):
         if not 0 <= first_psn <= PSN_MASK:
             raise ValueError(f"first_psn={first_psn}: a PSN is 24 bits, allowed 0..{PSN_MASK}")
         self.first_psn = first_psn
         self.qpn, self.dest_qpn = qpn, dest_qpn
+        #: text of the send error that stopped this QP (see :func:`send_error_text`), else None
+        self.error: str | None = None
+        self.on_error = on_error
         self.dst = (dst_ip, wire.ROCEV2_UDP_PORT)
         self.params = params
         self.counters = QPCounters()
@@ -203,8 +232,23 @@ class RequesterQP:
         return seq
 
     def wait_acked(self, seq: int, timeout_s: float | None = None) -> bool:
+        """True once message ``seq`` and all before it are acknowledged, False on timeout.
+
+        Raises TransportError when a send error stopped the QP (see :func:`send_error_text`).
+        """
         with self.cond:
-            return self.cond.wait_for(lambda: self.done_msgs > seq or self._stop, timeout_s)
+            ok = self.cond.wait_for(lambda: self.done_msgs > seq or self._stop or self.error, timeout_s)
+            if self.error:
+                raise TransportError(self.error)
+            return ok
+
+    def _fail(self, e: OSError) -> None:
+        """Stop this QP on a send error other than a full queue and tell the owner at once."""
+        with self.cond:
+            self.error = send_error_text(self.qpn, self.dst, e)
+            self.cond.notify_all()
+        if self.on_error is not None:
+            self.on_error(self.error)
 
     def stop(self) -> None:
         with self.cond:
@@ -298,7 +342,11 @@ class RequesterQP:
             ack_req = last or ((psn - self.first_psn) % p.ack_every_pkts == p.ack_every_pkts - 1)
             # payload tag = (message sequence, packet index): what the responder checks
             pkt = self.builder.build(opcode, self.dest_qpn, psn & PSN_MASK, ack_req, m.seq, idx, plen)
-            if not _send_lossless(self.sock, pkt, self.dst, c):
+            try:
+                if not _send_lossless(self.sock, pkt, self.dst, c):
+                    return
+            except OSError as e:
+                self._fail(e)
                 return
             # the retransmission timer runs from the last transmission or ACK progress, whichever is
             # later: a QP that is still sending (slowly, sharing its NIC) is not timed out
@@ -323,11 +371,13 @@ class ResponderQP:
     """Receive side of one RC queue pair (see module docstring); ``first_psn`` is the requester's."""
 
     def __init__(self, qpn: int, requester_qpn: int, src_ip: str, peer_ip: str, sport: int,
-                 params: TransportParams, first_psn: int = 0):
+                 params: TransportParams, first_psn: int = 0, on_error=None):
         if not 0 <= first_psn <= PSN_MASK:
             raise ValueError(f"first_psn={first_psn}: a PSN is 24 bits, allowed 0..{PSN_MASK}")
         self.first_psn = first_psn
         self.qpn, self.requester_qpn = qpn, requester_qpn
+        self.error: str | None = None
+        self.on_error = on_error
         self.peer = (peer_ip, wire.ROCEV2_UDP_PORT)
         self.params = params
         self.counters = ResponderCounters()
@@ -385,7 +435,14 @@ class ResponderQP:
 
     def _send_ack(self, psn24: int, nak: bool) -> None:
         pkt = self.ack_builder.build(self.requester_qpn, psn24, nak, self.msg_seq & wire.MSN_MAX)
-        if not _send_lossless(self.sock, pkt, self.peer, None):
+        try:
+            if not _send_lossless(self.sock, pkt, self.peer, None):
+                return
+        except OSError as e:
+            if self.error is None:
+                self.error = send_error_text(self.qpn, self.peer, e)
+                if self.on_error is not None:
+                    self.on_error(self.error)
             return
         if nak:
             self.counters.naks_tx += 1
