@@ -184,7 +184,6 @@ def _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
     if datapath == "kernel" and caps.datapath != "kernel":
         raise ScenarioError("fabric.datapath: 'kernel' asked for, but this machine has no openvswitch "
                             "kernel module; allowed here: auto, user")
-    timing.check_delay_backend(spec, caps.delay)
     n = spec.fabric.n_hosts
     rto_us = auto_rto_us(spec) if spec.transport.rto_us == "auto" else spec.transport.rto_us
     transport = {"payload_bytes": spec.transport.payload_bytes, "window_pkts": spec.transport.window_pkts,
@@ -207,7 +206,7 @@ def _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
         "estimated_duration_s": round(estimate.estimate_for_spec(spec, ops_plan), 1),
         "fidelity_checks_switched_off": spec.fidelity.switched_off(),
         "rank_groups": {op.group: [list(g) for g in op.groups] for op in ops_plan},  # scope -> concurrent rings
-        "link_model": timing.link_model(spec, caps.delay),
+        "link_model": timing.link_model(spec, caps.delay),  # refuses a delay this kernel cannot add
     }
     results.write_json(run_dir / "manifest.json", manifest)
     progress.say(f"run {run_id}: {spec.fabric.spines} spines, {spec.fabric.leaves} leaves, {n} hosts, "
@@ -262,7 +261,7 @@ def _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
         note = f"{_what_stopped(e)} during the teardown, after every measurement was in; results complete"
         summary = _write_results(spec, run_dir, n, goodput_bps, efficiency, rec.rank_rows, rec.op_meta, rec.stats,
                                  rec.sampler, rec.cpu, fidelity.DropSnapshot.delta(drops_before, drops_after),
-                                 rec.fab, note=note, departures=rec.departures)
+                                 rec.fab, note, rec.departures)
         e.results_note = f"complete results kept in {run_dir}"
         raise
     return _write_results(spec, run_dir, n, goodput_bps, efficiency, rec.rank_rows, rec.op_meta, rec.stats,
@@ -367,9 +366,6 @@ def _write_results_now(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_
                        drop_delta, fab, note, departures=None) -> dict:
     ops, sizes, qps, msgs, ports, cpu_df = results.write_tables(run_dir, n, goodput_bps, rank_rows, op_meta, stats,
                                                                 _frame(sampler), _frame(cpu))
-    dep = departures.to_frame() if departures is not None else None
-    if dep is not None:
-        dep.to_csv(run_dir / "departures.csv", index=False)
 
     req, resp = qps[qps["role"] == "requester"], qps[qps["role"] == "responder"]
     switch_drops = 0
@@ -389,7 +385,7 @@ def _write_results_now(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_
                             "link_bps": spec.fabric.host_link_bps})
     th = _thresholds(spec)
     verdict = fidelity.evaluate(cpu_df, drop_delta, ports, fab.port_rate_bps, host_tx, th,
-                                extra_lost_pkts=extra_lost, departures=dep)
+                                extra_lost_pkts=extra_lost, departures=timing.write_departures(departures, run_dir))
     transport_summary = {
         "posted_bytes": int(req["posted_bytes"].sum()), "acked_bytes": int(req["acked_bytes"].sum()),
         "delivered_bytes": int(resp["delivered_bytes"].sum()), "order_errors": int(resp["order_errors"].sum()),
@@ -406,10 +402,7 @@ def _write_results_now(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_
         "scale_factor": spec.scale_factor, "transport": transport_summary,
         "percentile_method": results.PERCENTILE_METHOD, "sizes": results.size_rows_json(sizes),
     }
-    for row in summary["sizes"]:  # HTB burst after idle: how far above 1 one operation's busbw/link may read
-        wire = results.allreduce_busbw_factor(n) * row["size_bytes"] / efficiency
-        row["busbw_ratio_error_bound"] = timing.busbw_ratio_error_bound(wire, spec.fabric.host_link_bps,
-                                                                        spec.fabric.mtu_bytes)
+    timing.add_busbw_error_bounds(summary["sizes"], spec, results.allreduce_busbw_factor(n), efficiency)
     results.write_json(run_dir / "summary.json", summary)
     results.mark_complete(run_dir)
     print(f"# ring all-reduce, {n} hosts (ranks: per ring), host link {spec.fabric.host_link_bps / 1e6:g} Mbit/s, "

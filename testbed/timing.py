@@ -107,6 +107,26 @@ def busbw_ratio_error_bound(wire_bytes_per_rank: float, rate_bps: float, mtu_byt
     return (shaping.burst_bytes_for(rate_bps, mtu_bytes) + shaping.frame_bytes(mtu_bytes)) / wire_bytes_per_rank
 
 
+def add_busbw_error_bounds(size_rows: list[dict], spec: ScenarioSpec, busbw_factor: float, efficiency: float) -> None:
+    """Add ``busbw_ratio_error_bound`` (see :func:`busbw_ratio_error_bound`) to each summary size row.
+
+    A rank sends ``busbw_factor * size_bytes`` of payload, ``/ efficiency`` in frame bytes (an upper
+    bound on the bound: partial last packets only add frame bytes).
+    """
+    for row in size_rows:
+        wire = busbw_factor * row["size_bytes"] / efficiency
+        row["busbw_ratio_error_bound"] = busbw_ratio_error_bound(wire, spec.fabric.host_link_bps, spec.fabric.mtu_bytes)
+
+
+def write_departures(capture: "DepartureCapture | None", run_dir) -> "pd.DataFrame | None":
+    """The capture's departures, written to ``run_dir/departures.csv``; None without a capture."""
+    if capture is None:
+        return None
+    frame = capture.to_frame()
+    frame.to_csv(run_dir / "departures.csv", index=False)
+    return frame
+
+
 def check_delay_backend(spec: ScenarioSpec, delay_backend: str) -> None:
     """Refuse ``fabric.link_delay_us > 0`` before anything is built, naming the key and the reason.
 
@@ -125,7 +145,12 @@ def check_delay_backend(spec: ScenarioSpec, delay_backend: str) -> None:
 
 
 def link_model(spec: ScenarioSpec, delay_backend: str) -> dict:
-    """The manifest's ``link_model``: switching mode, delay and its backend, shaping figures."""
+    """The manifest's ``link_model``: switching mode, delay and its backend, shaping figures.
+
+    Raises ScenarioError first when ``fabric.link_delay_us`` cannot be honoured here
+    (:func:`check_delay_backend`): the manifest is written before anything is built.
+    """
+    check_delay_backend(spec, delay_backend)
     f = spec.fabric
     return {
         "switching": SWITCHING,

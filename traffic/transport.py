@@ -34,7 +34,6 @@ sleeping in Python.
 from __future__ import annotations
 
 import bisect
-import errno
 import random
 import socket
 import threading
@@ -42,6 +41,7 @@ import time
 from dataclasses import dataclass
 
 from traffic import wire
+from traffic.nic import TransportError, rdma_socket, send_error_text, send_lossless  # noqa: F401
 from traffic.clock import unix_ns
 
 PSN_MASK = 0xFFFFFF
@@ -51,9 +51,6 @@ MSG_HDR = wire.PAYLOAD_TAG  # (message sequence, packet index) at the start of e
 L2_L4_BYTES = 14 + 20 + 8
 DATA_TOS = wire.TOS_DATA  # DSCP 26, ECT(0)
 ACK_TOS = 0x68  # DSCP 26, Not-ECT
-SO_NO_CHECK = 11  # <asm-generic/socket.h>: send UDP checksum 0, as RoCEv2 does
-IP_MTU_DISCOVER, IP_PMTUDISC_DO, IP_RECVERR = 10, 2, 11  # <linux/in.h>
-NIC_FULL_WAIT_S = 200e-6
 
 
 def wire_bytes(ib_bytes: int) -> int:
@@ -88,60 +85,6 @@ class TransportParams:
     ack_every_pkts: int = 8
     rto_us: int = 200_000
     sndbuf_bytes: int = 16 * 1024
-
-
-def _rdma_socket(src_ip: str, sport: int, tos: int, sndbuf_bytes: int | None = None) -> socket.socket:
-    """A UDP socket as an RNIC sends: DF set, UDP checksum 0, given TOS, bound to its source port.
-
-    IP_RECVERR makes a full NIC queue (qdisc drop) raise ENOBUFS instead of
-    silently dropping the packet (net/ipv4/udp.c, udp_send_skb), so the sender
-    can wait and retry: like an RNIC, a host never drops its own packets.
-    """
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
-    if sndbuf_bytes:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf_bytes)
-    s.setsockopt(socket.SOL_SOCKET, SO_NO_CHECK, 1)
-    s.setsockopt(socket.IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO)
-    s.setsockopt(socket.IPPROTO_IP, IP_RECVERR, 1)
-    s.bind((src_ip, sport))
-    return s
-
-
-class TransportError(RuntimeError):
-    """A send failed for a reason other than a full queue; the message names QP, peer and errno."""
-
-
-#: errors that mean "the NIC queue or socket buffer is full, try again": an RNIC waits, never drops
-QUEUE_FULL_ERRNOS = (errno.ENOBUFS, errno.EAGAIN)
-
-
-def send_error_text(qpn: int, peer: tuple, e: OSError) -> str:
-    """One line naming the queue pair, the peer and the errno, e.g. ``QP 0x10001 -> 10.0.1.2:4791 ...``."""
-    name = errno.errorcode.get(e.errno, "?") if e.errno is not None else "?"
-    return (f"QP {qpn:#x} -> {peer[0]}:{peer[1]}: sendto failed with errno {e.errno} ({name}: "
-            f"{e.strerror or e}); the run stops")
-
-
-def _send_lossless(sock: socket.socket, pkt, dst: tuple, counters: "QPCounters | None") -> bool:
-    """sendto, retrying while the host's NIC queue is full (ENOBUFS/EAGAIN).
-
-    Returns False once the socket was closed (EBADF: the QP is stopping).
-    Raises OSError for any other error (EMSGSIZE, ENETUNREACH, ...): the caller names it.
-    """
-    while True:
-        try:
-            sock.sendto(pkt, dst)
-            return True
-        except OSError as e:
-            if e.errno == errno.EBADF:
-                return False
-            if e.errno not in QUEUE_FULL_ERRNOS:
-                raise
-            if counters is not None:
-                counters.nic_full_waits += 1
-            time.sleep(NIC_FULL_WAIT_S)
 
 
 @dataclass
@@ -197,7 +140,7 @@ class RequesterQP:
         self.dst = (dst_ip, wire.ROCEV2_UDP_PORT)
         self.params = params
         self.counters = QPCounters()
-        self.sock = _rdma_socket(src_ip, sport, DATA_TOS, params.sndbuf_bytes)
+        self.sock = rdma_socket(src_ip, sport, DATA_TOS, params.sndbuf_bytes)
         self.builder = wire.DataPacketBuilder(src_ip, dst_ip, sport, params.payload_bytes)
         self.cond = threading.Condition()
         self.messages: list[_Message] = []
@@ -343,7 +286,7 @@ class RequesterQP:
             # payload tag = (message sequence, packet index): what the responder checks
             pkt = self.builder.build(opcode, self.dest_qpn, psn & PSN_MASK, ack_req, m.seq, idx, plen)
             try:
-                if not _send_lossless(self.sock, pkt, self.dst, c):
+                if not send_lossless(self.sock, pkt, self.dst, c):
                     return
             except OSError as e:
                 self._fail(e)
@@ -381,7 +324,7 @@ class ResponderQP:
         self.peer = (peer_ip, wire.ROCEV2_UDP_PORT)
         self.params = params
         self.counters = ResponderCounters()
-        self.sock = _rdma_socket(src_ip, sport, ACK_TOS)
+        self.sock = rdma_socket(src_ip, sport, ACK_TOS)
         bound_sport = self.sock.getsockname()[1]  # sport 0 = any: the ICRC covers the real one
         self.ack_builder = wire.AckPacketBuilder(src_ip, peer_ip, bound_sport, tos=ACK_TOS)
         self.epsn = first_psn  # expected PSN, unbounded (compared mod 2^24)
@@ -436,7 +379,7 @@ class ResponderQP:
     def _send_ack(self, psn24: int, nak: bool) -> None:
         pkt = self.ack_builder.build(self.requester_qpn, psn24, nak, self.msg_seq & wire.MSN_MAX)
         try:
-            if not _send_lossless(self.sock, pkt, self.peer, None):
+            if not send_lossless(self.sock, pkt, self.peer, None):
                 return
         except OSError as e:
             if self.error is None:
