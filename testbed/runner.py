@@ -402,7 +402,7 @@ def _write_results_now(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_
         "scale_factor": spec.scale_factor, "transport": transport_summary,
         "percentile_method": results.PERCENTILE_METHOD, "sizes": results.size_rows_json(sizes),
     }
-    timing.add_busbw_error_bounds(summary["sizes"], spec, results.allreduce_busbw_factor(n), efficiency)
+    timing.add_busbw_error_bounds(summary["sizes"], spec, results.allreduce_busbw_factor, efficiency)
     results.write_json(run_dir / "summary.json", summary)
     results.mark_complete(run_dir)
     print(f"# ring all-reduce, {n} hosts (ranks: per ring), host link {spec.fabric.host_link_bps / 1e6:g} Mbit/s, "
