@@ -1,7 +1,7 @@
 """Command line: ``testbed run|clean|doctor``.
 
 Exit codes: 0 success; 2 usage or setup error (one line ``testbed: error: ...``
-on stderr); ``run`` returns what the runner returns; 130 on Ctrl-C.
+on stderr); 130 on Ctrl-C. ``run``: see :data:`RUN_EXIT_CODES`.
 """
 from __future__ import annotations
 
@@ -12,6 +12,15 @@ import sys
 import traceback
 
 PROG = "testbed"
+RUN_EXIT_CODES = """exit codes:
+  0        completed and faithful (every judged fidelity check passed)
+  3        completed but NOT faithful (summary.json lists the failed checks)
+  2        bad input (scenario or arguments); nothing was built
+  4        failed run: an error, a refused run (e.g. Open vSwitch's send buffer
+           smaller than the emulated buffers), or posted/acknowledged/delivered
+           bytes that differ
+  128+N    interrupted by signal N (130 SIGINT, 143 SIGTERM); what the run
+           created is removed"""
 
 
 class CliError(Exception):
@@ -37,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="{run,clean,doctor}",
                                 parser_class=_Parser)
 
-    run = sub.add_parser("run", help="run a scenario (root)", parents=[common])
+    run = sub.add_parser("run", help="run a scenario (root)", parents=[common], epilog=RUN_EXIT_CODES,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("scenario", metavar="SCENARIO.yaml", help="scenario file")
     run.add_argument("--results", metavar="DIR", default=None,
                      help="results root directory (default: ./results); checked before anything is built")

@@ -30,6 +30,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from testbed.exitcodes import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_FAITHFUL, EXIT_INTERRUPTED_BASE,  # noqa: F401
+                               EXIT_NOT_FAITHFUL, exit_code)
 from testbed import capabilities, cleanup, estimate, fidelity, results, signals, timing
 from testbed.agents import AgentGroup
 from testbed.fabric import Fabric
@@ -188,6 +190,7 @@ def _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
     rto_us = auto_rto_us(spec) if spec.transport.rto_us == "auto" else spec.transport.rto_us
     transport = {"payload_bytes": spec.transport.payload_bytes, "window_pkts": spec.transport.window_pkts,
                  "ack_every_pkts": spec.transport.ack_every_pkts, "rto_us": rto_us}
+    send_buffer = fidelity.check_run_send_buffer(spec, datapath)
     run_dir.mkdir(parents=True)
     results.mark_incomplete(run_dir, "running (still here after the run ended: it was killed before it could "
                                      "write its results)")
@@ -207,6 +210,7 @@ def _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
         "fidelity_checks_switched_off": spec.fidelity.switched_off(),
         "rank_groups": {op.group: [list(g) for g in op.groups] for op in ops_plan},  # scope -> concurrent rings
         "link_model": timing.link_model(spec, caps.delay),  # refuses a delay this kernel cannot add
+        "ovs_send_buffer": send_buffer,
     }
     results.write_json(run_dir / "manifest.json", manifest)
     progress.say(f"run {run_id}: {spec.fabric.spines} spines, {spec.fabric.leaves} leaves, {n} hosts, "
@@ -260,12 +264,12 @@ def _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
             raise
         note = f"{_what_stopped(e)} during the teardown, after every measurement was in; results complete"
         summary = _write_results(spec, run_dir, n, goodput_bps, efficiency, rec.rank_rows, rec.op_meta, rec.stats,
-                                 rec.sampler, rec.cpu, fidelity.DropSnapshot.delta(drops_before, drops_after),
-                                 rec.fab, note, rec.departures)
+                                 rec.sampler, rec.cpu, drops_before, drops_after, rec.fab, transport, send_buffer,
+                                 note=note, departures=rec.departures)
         e.results_note = f"complete results kept in {run_dir}"
         raise
     return _write_results(spec, run_dir, n, goodput_bps, efficiency, rec.rank_rows, rec.op_meta, rec.stats,
-                          rec.sampler, rec.cpu, fidelity.DropSnapshot.delta(drops_before, drops_after), fab,
+                          rec.sampler, rec.cpu, drops_before, drops_after, fab, transport, send_buffer,
                           departures=rec.departures)
 
 
@@ -338,11 +342,12 @@ def _thresholds(spec: ScenarioSpec) -> fidelity.FidelityThresholds:
     return fidelity.FidelityThresholds(
         min_cpu_idle_pct=0.0 if f.min_cpu_idle_pct is None else f.min_cpu_idle_pct,
         max_unexplained_drops=2**62 if f.max_unexplained_drops_pkts is None else f.max_unexplained_drops_pkts,
+        max_spurious_retx_pkts=2**62 if f.max_spurious_retx_pkts is None else f.max_spurious_retx_pkts,
         min_link_rate_ratio=1e-12 if f.min_link_rate_ratio is None else f.min_link_rate_ratio)
 
 
 def _write_results(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta, stats, sampler, cpu,
-                   drop_delta, fab, note: str | None = None, departures=None) -> dict:
+                   drops_before, drops_after, fab, transport, send_buffer, note=None, departures=None) -> dict:
     """Every measurement is in: write the tables, judge fidelity, write summary.json, clear INCOMPLETE, print.
 
     ``note``: what happened after the measurements (e.g. an interrupt during the teardown), kept in
@@ -352,7 +357,8 @@ def _write_results(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta
     signals.defer()
     try:
         return _write_results_now(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta, stats, sampler,
-                                  cpu, drop_delta, fab, note, departures)
+                                  cpu, drops_before, drops_after, fab, transport, send_buffer, note,
+                                  departures)
     except Exception as e:
         results.mark_incomplete(run_dir, f"every measurement was in, but writing the results failed: {e}"[:500])
         e.results_note = f"{run_dir} is marked INCOMPLETE"
@@ -363,18 +369,15 @@ def _write_results(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta
 
 
 def _write_results_now(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta, stats, sampler, cpu,
-                       drop_delta, fab, note, departures=None) -> dict:
+                       drops_before, drops_after, fab, transport, send_buffer, note,
+                       departures=None) -> dict:
     ops, sizes, qps, msgs, ports, cpu_df = results.write_tables(run_dir, n, goodput_bps, rank_rows, op_meta, stats,
                                                                 _frame(sampler), _frame(cpu))
 
-    req, resp = qps[qps["role"] == "requester"], qps[qps["role"] == "responder"]
-    switch_drops = 0
-    if not ports.empty:
-        last = ports.groupby("port")["drops_pkts"].agg(["first", "last"])
-        switch_drops = int((last["last"] - last["first"]).sum())
-    sent_pkts = int(req["tx_pkts"].sum() + resp["acks_tx"].sum() + resp["naks_tx"].sum())
-    recv_pkts = int(sum(s["rx_pkts"] for s in stats))
-    extra_lost = sent_pkts - recv_pkts - switch_drops
+    # switch queue drops from the queue counters read before and after the traffic, not from sampler rows
+    switch_drops = fidelity.queue_drops_delta(drops_before, drops_after)
+    t = fidelity.transport_totals(qps, [st["rx_pkts"] for st in stats], switch_drops, transport["window_pkts"])
+    req = qps[qps["role"] == "requester"]
     # one row per host NIC: bytes of all its QPs over the longest time one of them had work
     # (an approximation when several QPs of a host overlap only partly)
     active = req[req["tx_pkts"] > 0]
@@ -384,22 +387,17 @@ def _write_results_now(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_
                             "tx_busy_s": per_host["tx_work_ns"].to_numpy() / 1e9,
                             "link_bps": spec.fabric.host_link_bps})
     th = _thresholds(spec)
-    verdict = fidelity.evaluate(cpu_df, drop_delta, ports, fab.port_rate_bps, host_tx, th,
-                                extra_lost_pkts=extra_lost, departures=timing.write_departures(departures, run_dir))
-    transport_summary = {
-        "posted_bytes": int(req["posted_bytes"].sum()), "acked_bytes": int(req["acked_bytes"].sum()),
-        "delivered_bytes": int(resp["delivered_bytes"].sum()), "order_errors": int(resp["order_errors"].sum()),
-        "dup_pkts": int(resp["dup_pkts"].sum()), "retx_pkts": int(req["retx_pkts"].sum()),
-        "timeouts": int(req["timeouts"].sum()), "naks": int(req["naks_rx"].sum()),
-        "sent_pkts": sent_pkts, "received_pkts": recv_pkts, "switch_drops_pkts": switch_drops,
-        "unexplained_lost_pkts": extra_lost,
-    }
+    verdict = fidelity.evaluate(cpu_df, fidelity.delta(drops_before, drops_after), ports, fab.port_rate_bps,
+                                host_tx, th, transport=t,
+                                departures=timing.write_departures(departures, run_dir))
+    fidelity.judge_send_buffer(verdict, send_buffer)
     summary = {
         "run_id": fab.run_id, "run_dir": str(run_dir), "scenario": spec.name, "n_ranks": n,
         "complete": True, "interrupted": note, "ops_done": len(op_meta), "ops_planned": len(op_meta),
-        "faithful": verdict.faithful, "violations": verdict.violations, "fidelity": verdict.figures,
+        "faithful": verdict.faithful, "violations": verdict.violations, "not_judged": verdict.not_judged,
+        "checks": verdict.checks, "fidelity": verdict.figures,
         "host_link_bps": spec.fabric.host_link_bps, "payload_efficiency": efficiency,
-        "scale_factor": spec.scale_factor, "transport": transport_summary,
+        "scale_factor": spec.scale_factor, "transport": t,
         "percentile_method": results.PERCENTILE_METHOD, "sizes": results.size_rows_json(sizes),
     }
     timing.add_busbw_error_bounds(summary["sizes"], spec, results.allreduce_busbw_factor, efficiency)
@@ -409,18 +407,14 @@ def _write_results_now(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_
           f"payload efficiency {efficiency:.3f} (busbw/link = busbw / (link x efficiency)); time = first rank's "
           f"start to last rank's end, avg = per-rank time averaged over ranks (nccl-tests); n = samples")
     print(results.format_size_table(sizes))
-    t = transport_summary
-    print(f"# transport: {t['delivered_bytes']} of {t['posted_bytes']} bytes delivered exactly once "
-          f"(order errors {t['order_errors']}), {t['retx_pkts']} retransmitted packets, "
-          f"{t['switch_drops_pkts']} switch-buffer drops")
+    print(f"# transport: {t['delivered_bytes']} of {t['posted_bytes']} posted bytes delivered exactly once, "
+          f"{t['acked_bytes']} acknowledged (order errors {t['order_errors']}); {t['retx_pkts']} retransmitted "
+          f"packets ({t['spurious_retx_pkts']} spurious); {t['switch_drops_pkts']} switch-queue drops, "
+          f"{t['unexplained_lost_pkts']} packets lost elsewhere")
     if spec.fidelity.switched_off():
         print(f"# fidelity: switched off by the scenario: {', '.join(spec.fidelity.switched_off())}")
-    if verdict.faithful:
-        print("# fidelity: faithful")
-    else:
-        print("# fidelity: NOT faithful:")
-        for v in verdict.violations:
-            print(f"#   - {v}")
+    for line in verdict.lines():
+        print(line)
     print(f"# results: {run_dir}")
     return summary
 
@@ -449,7 +443,7 @@ def check_results_root(root: Path) -> None:
 
 
 def run_from_cli(args) -> int:
-    """Entry of ``testbed run``: validate, run, print. Exit code 0 when the run completed."""
+    """Entry of ``testbed run``: validate, run, print; return an exit code (EXIT_*)."""
     try:
         spec = load_scenario(args.scenario)
         plan = plan_workload(spec)
@@ -465,7 +459,7 @@ def run_from_cli(args) -> int:
         estimate.check_duration(spec, est_s, getattr(args, "max_duration", None) or estimate.MAX_DURATION_S)
     except (ScenarioError, FileNotFoundError, IsADirectoryError, estimate.DurationError) as e:
         print(f"testbed: error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     from testbed import capacity
     warning = capacity.check_scenario(spec)
     if warning:
@@ -473,22 +467,34 @@ def run_from_cli(args) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # SIGTERM tears down like Ctrl-C: context managers remove what the run created
     signals.install()
-    removed = cleanup.clean()
-    if getattr(removed, "total", 0):
-        print(f"testbed: removed leftovers of dead runs: {removed}", file=sys.stderr)
     try:
-        run_scenario(spec, Path(args.scenario), Path(args.results or "results"), quiet=args.quiet,
-                     ops_plan=ops_plan)
+        removed = cleanup.clean()
+        if getattr(removed, "total", 0):
+            print(f"testbed: removed leftovers of dead runs: {removed}", file=sys.stderr)
+        summary = run_scenario(spec, Path(args.scenario), Path(args.results or "results"), quiet=args.quiet,
+                               ops_plan=ops_plan)
     except KeyboardInterrupt as e:
         kept = getattr(e, "results_note", "no results were written")
         print(f"testbed: interrupted; the fabric and everything else this run created were removed; {kept}",
               file=sys.stderr)
-        return 128 + (signals.received() or signal.SIGINT)
+        return EXIT_INTERRUPTED_BASE + (signals.received() or signal.SIGINT)
     except ScenarioError as e:
         print(f"testbed: error: {e}", file=sys.stderr)
-        return 2
-    except Exception as e:
+        return EXIT_BAD_INPUT
+    except fidelity.RunRefused as e:
+        print(f"testbed: error: run refused, nothing was built: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    except Exception as e:  # a failed run: one line, --debug for the traceback
+        if getattr(args, "debug", False):
+            import traceback
+            traceback.print_exc()
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        print(f"testbed: error: run failed: {type(e).__name__}: {msg}".rstrip(": "), file=sys.stderr)
         if getattr(e, "results_note", None):
             print(f"testbed: the run failed; {e.results_note}", file=sys.stderr)
-        raise
-    return 0
+        return EXIT_FAILED
+    code = exit_code(summary)
+    if code == EXIT_FAILED:
+        print("testbed: error: run failed: " + "; ".join(
+            v for v in summary["violations"] if v.startswith("byte mismatch")), file=sys.stderr)
+    return code

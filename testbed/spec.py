@@ -250,6 +250,9 @@ class FidelityThresholdsSpec(_Spec):
 
     min_cpu_idle_pct: Annotated[Optional[Annotated[float, Field(gt=0, le=100)]], BeforeValidator(_off)] = 5.0
     max_unexplained_drops_pkts: Annotated[Optional[Annotated[Count, Field(ge=0)]], BeforeValidator(_off_only)] = 0
+    #: retransmitted packets whose original had arrived, beyond what lost packets explain
+    #: (testbed.verdict.spurious_retx_pkts); 0 = none allowed (the default), ``off`` = no limit
+    max_spurious_retx_pkts: Annotated[Optional[Annotated[Count, Field(ge=0)]], BeforeValidator(_off_only)] = 0
     min_link_rate_ratio: Annotated[Optional[Annotated[float, Field(gt=0, le=1)]], BeforeValidator(_off)] = 0.9
 
     def switched_off(self) -> list[str]:

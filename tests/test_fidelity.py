@@ -1,4 +1,4 @@
-"""Unit tests of testbed.fidelity on synthetic frames (no root, no OVS)."""
+"""Unit tests of testbed.fidelity (cpu, drops, verdict) on synthetic frames (no root, no OVS)."""
 import time
 
 import numpy as np
@@ -13,12 +13,18 @@ PERIOD_NS = 10_000_000  # 10 ms
 PORT = "tb12abl1-eth3"
 
 
-def cpu_frame(idle, min_cpu=None):
+def cpu_frame(idle, min_cpu=None, cores=None):
     idle = np.asarray(idle, dtype=float)
-    df = pd.DataFrame({"time_ns": np.arange(1, len(idle) + 1, dtype=np.int64) * 10**9, "idle_pct": idle})
+    df = pd.DataFrame({"time_ns": (np.arange(1, len(idle) + 1, dtype=np.int64) + 1000) * 10**9, "idle_pct": idle})
     if min_cpu is not None:
         df["min_cpu_idle_pct"] = min_cpu
+    for i, col in enumerate(cores or []):
+        df[f"cpu{i}_idle_pct"] = np.asarray(col, dtype=float)
     return df
+
+
+TRANSPORT_OK = {"sent_pkts": 1000, "received_pkts": 990, "switch_drops_pkts": 10, "spurious_retx_pkts": 0,
+                "retx_pkts": 10, "posted_bytes": 4096, "acked_bytes": 4096, "delivered_bytes": 4096}
 
 
 def port_frame(port, n, delivered_ratio, backlog_bytes=20_000, rate_bps=RATE_BPS, period_ns=PERIOD_NS):
@@ -31,21 +37,36 @@ def port_frame(port, n, delivered_ratio, backlog_bytes=20_000, rate_bps=RATE_BPS
                          "drops_pkts": 0, "backlog_bytes": backlog, "backlog_pkts": backlog // 1000})
 
 
+def mostly_idle_port_frame():
+    """200 samples at full rate; queue backlogged in the first 20 only (10%: host rates still judged)."""
+    f = port_frame(PORT, 200, 1.0)
+    f.loc[20:, ["backlog_bytes", "backlog_pkts"]] = 0
+    return f
+
+
+HOST_OK = pd.DataFrame({"host": ["tb12abh1"], "tx_wire_bytes": [12_500_000], "tx_busy_s": [10.0], "link_bps": [RATE_BPS]})
+
+
 def healthy(**over):
     args = dict(cpu=cpu_frame([40.0] * 40), drops={"softnet_dropped_pkts": 0, "ovs_dpctl_lost_pkts": 0},
-                port_samples=port_frame(PORT, 200, 1.0), port_rate_bps={PORT: RATE_BPS}, host_tx=None,
-                thresholds=FidelityThresholds(), extra_lost_pkts=0)
+                port_samples=mostly_idle_port_frame(), port_rate_bps={PORT: RATE_BPS}, host_tx=HOST_OK,
+                thresholds=FidelityThresholds(), transport=TRANSPORT_OK)
     args.update(over)
     return evaluate(**args)
 
 
 def test_faithful_run_has_no_violations_and_reports_figures():
     v = healthy()
-    assert v.faithful and v.violations == []
+    # healthy() passes no departure capture: packet timing (testbed.timing) is the one check not judged
+    assert v.faithful and v.violations == [] and v.not_judged == ["packet_timing: no departures captured"]
+    assert v.checks["cpu"] == {"status": "passed", "reason": ""}
+    assert set(v.checks) == set(fidelity.CHECKS)
+    assert v.lines() == ["# fidelity: faithful (7 of 8 checks judged)",
+                         "#   not judged: packet_timing: no departures captured"]
     assert v.figures["cpu"]["seconds"] == 40 and v.figures["cpu"]["saturated_s"] == 0
     assert v.figures["drops"]["unexplained_drops_pkts"] == 0
     link = v.figures["links"][PORT]
-    assert link["backlogged_intervals"] == 199
+    assert link["backlogged_intervals"] == 19
     assert link["ratio"] == pytest.approx(1.0, abs=1e-3)
     assert link["delivered_bps"] == pytest.approx(RATE_BPS, rel=1e-3)
 
@@ -65,15 +86,34 @@ def test_cpu_saturation_allowance(n_s, saturated, violation):
 
 def test_cpu_violation_sentence_names_the_figures():
     idle = [50.0] * 28 + [0.0] * 12
-    v = healthy(cpu=cpu_frame(idle, min_cpu=0.0))
+    v = healthy(cpu=cpu_frame(idle, min_cpu=[min(x, 40.0) for x in idle]))
     assert not v.faithful
-    assert v.violations == ["CPU saturated: idle < 5% in 12 of 40 s (min 0.0%, allowed 2 s)"]
+    assert v.violations == ["CPU saturated: idle < 5% in 12 of 40 s (allowed 2 s; machine min 0.0%): "
+                            "a core s 29-40; machine average s 29-40"]
     assert v.figures["cpu"]["min_single_cpu_idle_pct"] == 0.0
+    assert v.checks["cpu"]["status"] == "failed"
 
 
-def test_missing_cpu_samples_cannot_be_faithful():
+def test_one_pegged_core_is_saturation_even_when_the_average_is_idle():
+    # C13: 2 cores, cpu1 busy for 10 s (seconds 6-15) while the machine average stays at 50% idle
+    cpu1 = [60.0] * 5 + [0.0] * 10 + [60.0] * 25
+    cpu0 = [100.0 if x == 0.0 else 60.0 for x in cpu1]
+    idle = [(a + b) / 2 for a, b in zip(cpu0, cpu1)]
+    assert min(idle) >= 50.0
+    v = healthy(cpu=cpu_frame(idle, min_cpu=np.minimum(cpu0, cpu1), cores=[cpu0, cpu1]))
+    assert not v.faithful
+    assert v.violations == ["CPU saturated: idle < 5% in 10 of 40 s (allowed 2 s; machine min 50.0%): cpu1 s 6-15"]
+    assert v.figures["cpu"]["saturated_by_core_s"] == {"cpu1": 10}
+    # two pegged seconds fit the allowance
+    short = [60.0] * 5 + [0.0] * 2 + [60.0] * 33
+    assert healthy(cpu=cpu_frame([60.0] * 40, cores=[[60.0] * 40, short])).faithful
+
+
+def test_missing_cpu_samples_are_not_judged():
     v = healthy(cpu=cpu_frame([]))
-    assert not v.faithful and "not sampled" in v.violations[0]
+    assert v.faithful and v.checks["cpu"]["status"] == "not_judged"
+    assert v.not_judged == ["cpu: CPU idle was not sampled (run shorter than one sample)", "packet_timing: no departures captured"]
+    assert "#   not judged: cpu: CPU idle was not sampled" in "\n".join(v.lines())
 
 
 def test_non_emulated_drops_are_named_with_values():
@@ -102,12 +142,80 @@ def test_counter_reset_is_a_violation():
     assert not v.faithful and "ovs_dpctl_lost_pkts=-4" in v.violations[0]
 
 
-@pytest.mark.parametrize("extra,violation", [(None, False), (2, False), (3, True), (-5, False)])
-def test_extra_lost_packets_tolerance(extra, violation):
-    v = healthy(extra_lost_pkts=extra)
-    assert v.faithful is not violation
-    if violation:
-        assert v.violations == ["transport lost 3 packets more than the switch queues dropped (tolerance 2)"]
+def transport(**over):
+    return {**TRANSPORT_OK, **over}
+
+
+def test_one_unexplained_transport_loss_is_a_violation():
+    v = healthy(transport=transport(received_pkts=989))
+    assert not v.faithful and v.checks["transport_loss"]["status"] == "failed"
+    assert v.violations == ["transport lost 1 packets that no emulated switch queue dropped (sent 1000, received "
+                            "989, switch queue drops 10; allowed 0)"]
+    assert v.figures["transport_loss"]["unexplained_lost_pkts"] == 1
+    # the scenario's one limit governs it: max_unexplained_drops_pkts
+    assert healthy(transport=transport(received_pkts=989), thresholds=FidelityThresholds(max_unexplained_drops=1)).faithful
+
+
+def test_negative_balance_is_a_named_counter_mismatch():
+    v = healthy(transport=transport(switch_drops_pkts=15))
+    assert not v.faithful
+    (msg,) = v.violations
+    assert msg.startswith("counter mismatch: the switch queues dropped 5 packets more than the transport lost")
+    # never absorbed by a tolerance
+    assert not healthy(transport=transport(switch_drops_pkts=15),
+                       thresholds=FidelityThresholds(max_unexplained_drops=100)).faithful
+
+
+def test_spurious_retransmissions_fail_unless_allowed():
+    v = healthy(transport=transport(spurious_retx_pkts=7))
+    assert not v.faithful and v.checks["spurious_retx"]["status"] == "failed"
+    assert v.violations[0].startswith("7 spurious retransmissions")
+    assert "fidelity.max_spurious_retx_pkts" in v.violations[0]
+    assert healthy(transport=transport(spurious_retx_pkts=7), thresholds=FidelityThresholds(max_spurious_retx_pkts=7)).faithful
+
+
+def qp_rows(pairs):
+    """qps.csv rows for ring pairs r -> q: (tx, rx, dup, acks_tx, acks_rx)."""
+    rows = []
+    for (r, q), (tx, rx, dup, acks_tx, acks_rx) in pairs.items():
+        rows.append({"rank": r, "peer": q, "role": "requester", "tx_pkts": tx, "acks_rx": acks_rx, "naks_rx": 0})
+        rows.append({"rank": q, "peer": r, "role": "responder", "rx_pkts": rx, "dup_pkts": dup,
+                     "acks_tx": acks_tx, "naks_tx": 0})
+    return pd.DataFrame(rows).convert_dtypes()
+
+
+def test_spurious_retx_definition():
+    # no loss: every duplicate is spurious
+    assert fidelity.spurious_retx_pkts(qp_rows({(0, 1): (110, 110, 10, 14, 14)}), window_pkts=8) == 10
+    # one lost ACK explains up to one window of duplicates on that pair only
+    assert fidelity.spurious_retx_pkts(qp_rows({(0, 1): (110, 110, 8, 14, 13)}), window_pkts=8) == 0
+    assert fidelity.spurious_retx_pkts(qp_rows({(0, 1): (110, 110, 9, 14, 13)}), window_pkts=8) == 1
+    # a lost data packet explains duplicates of its own pair, not another pair's
+    pairs = {(0, 1): (111, 110, 5, 14, 14), (1, 0): (100, 100, 3, 13, 13)}
+    assert fidelity.spurious_retx_pkts(qp_rows(pairs), window_pkts=8) == 3
+    assert fidelity.spurious_retx_pkts(pd.DataFrame(), window_pkts=8) == 0
+
+
+def test_byte_mismatch_fails():
+    v = healthy(transport=transport(delivered_bytes=4095))
+    assert not v.faithful and v.checks["bytes"]["status"] == "failed"
+    assert v.violations == ["byte mismatch: posted 4096, acknowledged 4096, delivered 4095 bytes"]
+
+
+def test_no_transport_counters_are_not_judged():
+    v = healthy(transport=None)
+    assert v.faithful
+    assert {k for k, c in v.checks.items() if c["status"] == "not_judged"} == {"transport_loss", "spurious_retx", "bytes", "packet_timing"}
+
+
+def test_added_check_and_printed_lines():
+    v = healthy()
+    v.add("ovs_send_buffer", fidelity.FAILED, "Open vSwitch's send socket holds 212992 bytes")
+    assert not v.faithful and v.lines() == ["# fidelity: NOT faithful: (8 of 9 checks judged)",
+                                            "#   - Open vSwitch's send socket holds 212992 bytes",
+                                            "#   not judged: packet_timing: no departures captured"]
+    with pytest.raises(ValueError, match="allowed passed"):
+        v.add("x", "ok")
 
 
 def test_slow_link_while_backlogged_is_a_violation():
@@ -142,7 +250,7 @@ def test_ratio_is_time_weighted_over_uneven_intervals():
         tx += int(RATE_BPS * ratio * dt_ns / 1e9 / 8)
         rows.append({"time_ns": t, "port": PORT, "tx_bytes": tx, "backlog_bytes": 5000})
     th = FidelityThresholds(min_backlogged_intervals=5)
-    fig = healthy(port_samples=pd.DataFrame(rows), thresholds=th).figures["links"][PORT]
+    fig = healthy(port_samples=pd.DataFrame(rows), thresholds=th, host_tx=None).figures["links"][PORT]
     assert fig["ratio"] == pytest.approx(1.05 / 1.1, rel=1e-6)
 
 
@@ -150,6 +258,8 @@ def test_too_few_backlogged_intervals_are_not_judged():
     v = healthy(port_samples=port_frame(PORT, 5, 0.3))
     assert v.faithful
     assert "ratio" not in v.figures["links"][PORT]
+    assert v.checks["links"]["status"] == "not_judged"
+    assert "no switch port was backlogged for 10 sampling intervals" in v.checks["links"]["reason"]
 
 
 def test_sampled_port_without_rate_is_a_caller_error():
@@ -175,6 +285,9 @@ def test_slow_host_behind_congested_fabric_is_not_judged():
                             "link_bps": [RATE_BPS]})
     v = healthy(host_tx=host_tx, port_samples=port_frame(PORT, 50, 1.0, backlog_bytes=20_000))
     assert v.faithful, v.violations
+    assert v.checks["hosts"]["status"] == "not_judged"
+    assert v.checks["hosts"]["reason"].startswith("fabric too congested to judge host rates: switch queues "
+                                                  "backlogged in 100% of samples")
     assert v.figures["hosts"]["fabric_congested_fraction"] == pytest.approx(1.0)
     assert v.figures["hosts"]["tb12abh2"]["ratio"] == pytest.approx(0.5)
 
@@ -191,13 +304,15 @@ def test_host_rate_from_port_rate_bps_or_error():
 
 def test_all_violation_kinds_together():
     v = healthy(cpu=cpu_frame([0.0] * 10), drops={"softnet_dropped_pkts": 1},
-                port_samples=port_frame(PORT, 50, 0.5), extra_lost_pkts=10)
-    assert not v.faithful and len(v.violations) == 4
+                port_samples=port_frame(PORT, 50, 0.5),
+                transport=transport(received_pkts=980, spurious_retx_pkts=1, acked_bytes=0))
+    assert not v.faithful and len(v.violations) == 6
+    assert all(c["status"] == "failed" for k, c in v.checks.items() if k not in ("hosts", "packet_timing"))
 
 
 @pytest.mark.parametrize("field,value", [
     ("min_cpu_idle_pct", -1), ("min_cpu_idle_pct", 101), ("max_saturated_fraction", 1.5),
-    ("max_unexplained_drops", -1), ("max_unexplained_drops", 0.5), ("max_extra_lost_pkts", -1),
+    ("max_unexplained_drops", -1), ("max_unexplained_drops", 0.5), ("max_spurious_retx_pkts", -1), ("max_spurious_retx_pkts", True),
     ("min_link_rate_ratio", 0), ("min_link_rate_ratio", 1.2), ("min_backlogged_intervals", 0),
     ("min_host_busy_s", 0), ("ignored_drop_counters", ["x"]),
 ])
@@ -223,7 +338,8 @@ def test_softnet_dropped_sums_the_second_hex_column(monkeypatch, tmp_path):
     stat = tmp_path / "softnet_stat"  # two CPUs: processed, dropped, time_squeeze, ... (hex)
     stat.write_text("0000a1b2 00000003 00000000 00000000\n0001ffff 0000001f 00000002 00000000\n")
     real_open = open
-    monkeypatch.setattr(fidelity, "open", lambda path, *a: real_open(stat if "softnet" in str(path) else path, *a),
+    from testbed import drops
+    monkeypatch.setattr(drops, "open", lambda path, *a: real_open(stat if "softnet" in str(path) else path, *a),
                         raising=False)
     assert fidelity._read_softnet_dropped() == 3 + 0x1F
 
@@ -243,7 +359,9 @@ def test_cpu_idle_monitor_samples():
         while time.monotonic() < t_end:  # keep one core busy
             pass
     df = mon.samples()
-    assert list(df.columns) == ["time_ns", "idle_pct", "min_cpu_idle_pct"]
+    cores = [f"cpu{i}_idle_pct" for i in range(mon.n_cpus)]
+    assert list(df.columns) == ["time_ns", "idle_pct", "min_cpu_idle_pct"] + cores
+    assert (df["min_cpu_idle_pct"] == df[cores].min(axis=1)).all()
     assert 4 <= len(df) <= 9
     assert df["idle_pct"].between(0, 100).all()
     assert (df["min_cpu_idle_pct"] <= df["idle_pct"] + 1e-9).all()
@@ -254,3 +372,43 @@ def test_cpu_idle_monitor_samples():
     assert np.diff(df["time_ns"].to_numpy()).min() > 0 and 0.1e9 <= span_ns <= 2e9  # ns, not s
     with pytest.raises(ValueError, match="period_s"):
         fidelity.CpuIdleMonitor(period_s=0)
+
+
+def test_ovs_send_error_lines_are_counted_between_offsets(tmp_path):
+    log = tmp_path / "ovs-vswitchd.log"
+    line = b"2026-11-30T10:00:00.000Z|00042|netdev_linux|WARN|error sending Ethernet packet on tb12abl1-eth3: " \
+           b"Resource temporarily unavailable\n"
+    log.write_bytes(b"x|INFO|boot\n" + line)
+    start = log.stat().st_size
+    log.write_bytes(log.read_bytes() + line * 3 + b"y|INFO|other\n")
+    assert fidelity.count_ovs_send_errors(str(log), start, log.stat().st_size) == 3
+    assert fidelity.count_ovs_send_errors(str(log), 0, log.stat().st_size) == 4
+    assert fidelity.count_ovs_send_errors(str(log), 10**6, log.stat().st_size) == 4  # rotated: from the start
+
+
+def test_queue_drops_delta_and_required_send_buffer():
+    before = DropSnapshot(0.0, {}, queue_drops={"p1": 5, "p2": 0})
+    after = DropSnapshot(1.0, {}, queue_drops={"p1": 9, "p2": 3})
+    assert fidelity.queue_drops_delta(before, after) == 7
+    with pytest.raises(ValueError, match="p1"):
+        fidelity.queue_drops_delta(after, before)
+    # 12 ports x 100 KB x 2.5 + 1 MiB headroom; the default 212,992 B cannot hold it (C14)
+    assert fidelity.required_send_buffer_bytes(12, 100_000) == 3_000_000 + (1 << 20)
+    # deep buffers (C15: 100 MB) hold at most what the transport has in flight
+    assert fidelity.required_send_buffer_bytes(12, 100_000_000, in_flight_bytes=600_000) == 1_500_000 + (1 << 20)
+
+
+def test_send_buffer_check_names_the_limit_and_the_fix(monkeypatch):
+    from testbed import drops
+    monkeypatch.setattr(drops, "ovs_send_socket", lambda: fidelity.PacketSocket(0, 212_992, 0, 0))
+    fig = drops.send_buffer_check(12, 100_000)
+    assert not fig["ok"] and fig["source"] == "socket" and fig["sndbuf_bytes"] == 212_992
+    assert "212992 bytes" in fig["message"] and "fabric.buffer_bytes = 100000" in fig["message"]
+    assert "scripts/start-ovs --restart" in fig["message"]
+    monkeypatch.setattr(drops, "ovs_send_socket", lambda: fidelity.PacketSocket(0, 64 << 20, 0, 0))
+    assert drops.send_buffer_check(12, 100_000)["ok"]
+    # no socket yet: judged on net.core.wmem_default, which the socket will get
+    monkeypatch.setattr(drops, "ovs_send_socket", lambda: None)
+    monkeypatch.setattr(drops, "_read_wmem_default", lambda: 212_992)
+    fig = drops.send_buffer_check(12, 100_000)
+    assert not fig["ok"] and fig["source"] == "wmem_default"

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from conftest import REPO, run_scenario_file
+from conftest import EXIT_NOT_FAITHFUL, REPO, run_scenario_file
 
 
 def test_quickstart_busbw_and_faithful(tmp_path):
@@ -12,7 +12,7 @@ def test_quickstart_busbw_and_faithful(tmp_path):
     largest = max(s["sizes"], key=lambda r: r["size_bytes"])
     assert largest["size_bytes"] == 4 * 1024 * 1024
     print(res.stdout)
-    assert largest["busbw_ratio"] >= 0.85, f"busbw ratio {largest['busbw_ratio']:.3f} at 4 MiB"
+    assert largest["busbw_ratio"] >= 0.95, f"busbw ratio {largest['busbw_ratio']:.3f} at 4 MiB"
     assert s["faithful"] is True, s["violations"]
     assert s["complete"] is True and s["ops_done"] == s["ops_planned"]
     t = s["transport"]
@@ -38,7 +38,7 @@ workload: {sizes: {min_bytes: 256KiB, max_bytes: 1MiB, factor: 4}, iterations: 2
 
 
 def test_tiny_buffer_drops_but_every_byte_arrives_once(tmp_path):
-    res, s = run_scenario_file(tmp_path, TINY_BUFFER)
+    res, s = run_scenario_file(tmp_path, TINY_BUFFER, expect_rc=None)  # completed; faithful or not
     t = s["transport"]
     print(f"tiny buffer: {t}")
     assert t["switch_drops_pkts"] > 0, "a 4 KB buffer behind a 2:1 oversubscribed uplink must drop"
@@ -51,6 +51,10 @@ def test_tiny_buffer_drops_but_every_byte_arrives_once(tmp_path):
     qps, msgs = pd.read_csv(run_dir / "qps.csv"), pd.read_csv(run_dir / "msgs.csv")
     req = qps[qps["role"] == "requester"]
     assert (req["tx_pkts"] - req["retx_pkts"]).sum() == (-(-msgs["size_bytes"] // 1024)).sum()
+    # any imbalance between transport losses and switch-queue drops is reported, never absorbed
+    if t["unexplained_lost_pkts"] != 0:
+        assert s["checks"]["transport_loss"]["status"] == "failed" and s["faithful"] is False
+        assert res.returncode == 3
 
 
 FAST = """
@@ -61,7 +65,7 @@ workload: {sizes: {min_bytes: 2MiB, max_bytes: 2MiB}, iterations: 3, warmup_iter
 
 
 def test_too_fast_is_not_faithful(tmp_path):
-    res, s = run_scenario_file(tmp_path, FAST)
+    res, s = run_scenario_file(tmp_path, FAST, expect_rc=EXIT_NOT_FAITHFUL)
     print(f"500 Mbit/s: faithful={s['faithful']}, violations={s['violations'][:2]}")
     assert s["faithful"] is False
     # the CPU, not the network, set the pace: named as such (not merely "some violation")

@@ -1,0 +1,18 @@
+"""Exit codes of ``testbed run`` (README "Exit codes"; ``testbed run --help``): a regression
+script can gate on the code alone."""
+from __future__ import annotations
+
+#: Exit codes of ``testbed run`` (README "Exit codes"; ``testbed run --help``).
+EXIT_FAITHFUL = 0          # completed, every judged fidelity check passed
+EXIT_BAD_INPUT = 2         # bad scenario or arguments; nothing was built
+EXIT_NOT_FAITHFUL = 3      # completed, but a fidelity check failed: the figures are not trustworthy
+EXIT_FAILED = 4            # the run failed or was refused: an error, or posted/acknowledged/delivered bytes differ
+EXIT_INTERRUPTED_BASE = 128  # + signal number (130 SIGINT, 143 SIGTERM)
+
+
+def exit_code(summary: dict) -> int:
+    """Exit code of a run that wrote ``summary`` (summary.json content): EXIT_FAILED when it is
+    incomplete or its bytes check failed, else EXIT_FAITHFUL or EXIT_NOT_FAITHFUL."""
+    if summary.get("complete") is False or summary.get("checks", {}).get("bytes", {}).get("status") == "failed":
+        return EXIT_FAILED
+    return EXIT_FAITHFUL if summary["faithful"] else EXIT_NOT_FAITHFUL

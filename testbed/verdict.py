@@ -1,0 +1,494 @@
+"""The fidelity verdict: did the emulation stay honest, check by check?
+
+Handigol et al., "Reproducible network experiments using container-based
+emulation", CoNEXT 2012: an emulation is only trustworthy while the CPU is not
+the bottleneck, links deliver their configured rate while busy and no packet
+is lost outside the emulated queues. :func:`evaluate` judges one run with the
+checks below; each gets a status:
+
+* ``passed``: there was something to judge and it was within the limits;
+* ``failed``: a limit was broken (one sentence per violation, with figures);
+* ``not_judged``: nothing to judge (e.g. no switch port stayed backlogged),
+  with the reason. A not-judged check does not make a run unfaithful, but it
+  is printed and written to summary.json, never passed silently.
+
+A run is faithful when no check failed.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+
+PASSED, FAILED, NOT_JUDGED = "passed", "failed", "not_judged"
+#: The checks in the order they are printed.
+CHECKS = ("cpu", "drops", "transport_loss", "spurious_retx", "bytes", "links", "hosts", "packet_timing")
+
+
+@dataclass(frozen=True)
+class FidelityThresholds:
+    """Limits of an honest run; every field is validated (ValueError names it).
+
+    min_cpu_idle_pct: a second in which ANY core (or the machine) was idle less
+        than this is saturated.
+    max_saturated_fraction: saturated seconds allowed, as a fraction of the run's
+        seconds; at least 1 second is always allowed (see :func:`evaluate`).
+    max_unexplained_drops: packets lost outside the emulated queues allowed, for
+        each way of seeing them: the drop counters, and the transport's balance.
+    max_spurious_retx_pkts: spurious retransmissions allowed (see :func:`spurious_retx_pkts`).
+    min_link_rate_ratio: delivered / configured rate while backlogged, minimum.
+    min_backlogged_intervals: backlogged sampling intervals a port needs before
+        its rate is judged.
+    min_host_busy_s: busy seconds a host NIC needs before its rate is judged.
+    max_congested_fraction: host rates are judged only when switch queues were
+        backlogged (>= 2 packets somewhere) in at most this fraction of samples.
+    ignored_drop_counters: drop-counter key prefixes reported in figures but not
+        judged (e.g. ``"ovs_coverage_drop_action_of_pipeline"`` when the
+        controller drops on purpose).
+    """
+
+    min_cpu_idle_pct: float = 5.0
+    max_saturated_fraction: float = 0.05
+    max_unexplained_drops: int = 0
+    max_spurious_retx_pkts: int = 0
+    min_link_rate_ratio: float = 0.9
+    min_backlogged_intervals: int = 10
+    min_host_busy_s: float = 0.5
+    max_congested_fraction: float = 0.1
+    ignored_drop_counters: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        def count(v):
+            return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+        checks = {
+            "min_cpu_idle_pct": 0 <= self.min_cpu_idle_pct <= 100,
+            "max_saturated_fraction": 0 <= self.max_saturated_fraction <= 1,
+            "max_unexplained_drops": count(self.max_unexplained_drops),
+            "max_spurious_retx_pkts": count(self.max_spurious_retx_pkts),
+            "min_link_rate_ratio": 0 < self.min_link_rate_ratio <= 1,
+            "min_backlogged_intervals": isinstance(self.min_backlogged_intervals, int) and self.min_backlogged_intervals >= 1,
+            "min_host_busy_s": self.min_host_busy_s > 0,
+            "max_congested_fraction": 0 <= self.max_congested_fraction <= 1,
+            "ignored_drop_counters": isinstance(self.ignored_drop_counters, tuple),
+        }
+        for name, ok in checks.items():
+            if not ok:
+                raise ValueError(f"FidelityThresholds.{name}={getattr(self, name)!r} is out of range")
+
+
+@dataclass
+class FidelityVerdict:
+    """faithful: no check failed. violations: one sentence per broken limit, with figures.
+    not_judged: ``"check: reason"`` per check that had nothing to judge.
+    checks: check name -> {"status": passed|failed|not_judged, "reason": str}.
+    figures: JSON-ready numbers per check (cpu, drops, transport_loss, ...)."""
+
+    faithful: bool
+    violations: list[str]
+    figures: dict
+    checks: dict = field(default_factory=dict)
+    not_judged: list[str] = field(default_factory=list)
+
+    def add(self, name: str, status: str, reason: str = "", figures: Optional[dict] = None) -> None:
+        """Add (or replace) one check's outcome; ``reason`` is the violation or why not judged."""
+        if status not in (PASSED, FAILED, NOT_JUDGED):
+            raise ValueError(f"status {status!r}: allowed {PASSED}, {FAILED}, {NOT_JUDGED}")
+        self.checks[name] = {"status": status, "reason": reason}
+        if figures is not None:
+            self.figures[name] = figures
+        if status == FAILED and reason:
+            self.violations.extend(reason.split("\n"))
+        if status == NOT_JUDGED:
+            self.not_judged.append(f"{name}: {reason}")
+        self.faithful = not any(c["status"] == FAILED for c in self.checks.values())
+
+    def lines(self) -> list[str]:
+        """The printed verdict: ``# fidelity: ...`` then one line per failed or not-judged check."""
+        head = "# fidelity: faithful" if self.faithful else "# fidelity: NOT faithful:"
+        judged = sum(c["status"] != NOT_JUDGED for c in self.checks.values())
+        out = [f"{head} ({judged} of {len(self.checks)} checks judged)"]
+        out += [f"#   - {v}" for v in self.violations]
+        out += [f"#   not judged: {r}" for r in self.not_judged]
+        return out
+
+
+class _Check:
+    """Collects one check's violations and its not-judged reason."""
+
+    def __init__(self):
+        self.violations: list[str] = []
+        self.skip_reason = ""
+
+    def outcome(self) -> tuple[str, str]:
+        if self.violations:
+            return FAILED, "\n".join(self.violations)
+        if self.skip_reason:
+            return NOT_JUDGED, self.skip_reason
+        return PASSED, ""
+
+
+def _mbps(bps: float) -> str:
+    return f"{bps / 1e6:.1f} Mbit/s"
+
+
+def _spans(seconds: list[int]) -> str:
+    """[3, 4, 5, 9] -> 's 3-5, 9'."""
+    out, start = [], None
+    for i, s in enumerate(seconds):
+        if start is None:
+            start = s
+        if i + 1 == len(seconds) or seconds[i + 1] != s + 1:
+            out.append(f"{start}" if start == s else f"{start}-{s}")
+            start = None
+    return "s " + ", ".join(out)
+
+
+def _check_cpu(cpu: Optional[pd.DataFrame], th: FidelityThresholds, chk: _Check) -> dict:
+    if cpu is None or len(cpu) == 0:
+        chk.skip_reason = "CPU idle was not sampled (run shorter than one sample)"
+        return {"seconds": 0}
+    idle = cpu["idle_pct"].to_numpy(dtype=float)
+    n = len(idle)
+    cores = sorted((c for c in cpu.columns if c.startswith("cpu") and c.endswith("_idle_pct")),
+                   key=lambda c: int(c[3:-len("_idle_pct")]))
+    low = pd.DataFrame({"machine": idle < th.min_cpu_idle_pct})
+    for c in cores:
+        low[c[: -len("_idle_pct")]] = cpu[c].to_numpy(dtype=float) < th.min_cpu_idle_pct
+    if not cores and "min_cpu_idle_pct" in cpu:
+        low["a core"] = cpu["min_cpu_idle_pct"].to_numpy(dtype=float) < th.min_cpu_idle_pct
+    sat = low.any(axis=1).to_numpy()
+    saturated = int(sat.sum())
+    allowed = max(1, int(th.max_saturated_fraction * n))
+    fig = {"seconds": n, "saturated_s": saturated, "allowed_saturated_s": allowed,
+           "min_idle_pct": float(idle.min()), "mean_idle_pct": float(idle.mean()),
+           "saturated_by_core_s": {k: int(v.sum()) for k, v in low.items() if k != "machine" and v.any()}}
+    if "min_cpu_idle_pct" in cpu:
+        fig["min_single_cpu_idle_pct"] = float(cpu["min_cpu_idle_pct"].min())
+    if saturated > allowed:
+        t = cpu["time_ns"].to_numpy(dtype=float) / 1e9 if "time_ns" in cpu else cpu["time_s"].to_numpy(dtype=float)
+        rel = np.floor(t - t[0] + 1e-6).astype(int) + 1  # second k of the run (1-based)
+        parts = [f"{k} {_spans(sorted(set(rel[v.to_numpy()].tolist())))}"
+                 for k, v in low.items() if k != "machine" and v.any()]
+        if low["machine"].any():
+            parts.append(f"machine average {_spans(sorted(set(rel[low['machine'].to_numpy()].tolist())))}")
+        chk.violations.append(
+            f"CPU saturated: idle < {th.min_cpu_idle_pct:g}% in {saturated} of {n} s "
+            f"(allowed {allowed} s; machine min {fig['min_idle_pct']:.1f}%): " + "; ".join(parts))
+    return fig
+
+
+def _check_drops(drops: dict[str, int], th: FidelityThresholds, chk: _Check) -> dict:
+    judged = {k: v for k, v in drops.items() if v and not k.startswith(th.ignored_drop_counters)}
+    ignored = {k: v for k, v in drops.items() if v and k.startswith(th.ignored_drop_counters)}
+    negative = {k: v for k, v in judged.items() if v < 0}
+    positive = {k: v for k, v in judged.items() if v > 0}
+    total = sum(positive.values())
+    if negative:
+        chk.violations.append("drop counters went backwards (reset during the run, drops unknown): "
+                              + ", ".join(f"{k}={v}" for k, v in sorted(negative.items())))
+    if total > th.max_unexplained_drops:
+        chk.violations.append(
+            f"{total} packets dropped outside the emulated switch queues (allowed {th.max_unexplained_drops}): "
+            + ", ".join(f"{k}={v}" for k, v in sorted(positive.items(), key=lambda kv: -kv[1])))
+    return {"unexplained_drops_pkts": total, "nonzero": dict(sorted(positive.items())),
+            "reset_counters": dict(sorted(negative.items())), "ignored_nonzero": dict(sorted(ignored.items()))}
+
+
+def _check_transport_loss(t: Optional[dict], th: FidelityThresholds, chk: _Check) -> dict:
+    """Balance: lost = sent - received - switch queue drops (all transport packets, both ways)."""
+    if t is None:
+        chk.skip_reason = "no transport counters"
+        return {}
+    lost = int(t["sent_pkts"]) - int(t["received_pkts"]) - int(t["switch_drops_pkts"])
+    fig = {"sent_pkts": int(t["sent_pkts"]), "received_pkts": int(t["received_pkts"]),
+           "switch_drops_pkts": int(t["switch_drops_pkts"]), "unexplained_lost_pkts": lost}
+    if lost > th.max_unexplained_drops:
+        chk.violations.append(
+            f"transport lost {lost} packets that no emulated switch queue dropped (sent {fig['sent_pkts']}, "
+            f"received {fig['received_pkts']}, switch queue drops {fig['switch_drops_pkts']}; allowed "
+            f"{th.max_unexplained_drops})")
+    elif lost < 0:
+        chk.violations.append(
+            f"counter mismatch: the switch queues dropped {-lost} packets more than the transport lost (sent "
+            f"{fig['sent_pkts']}, received {fig['received_pkts']}, switch queue drops {fig['switch_drops_pkts']}): "
+            "packets other than the transport's were dropped, or a counter is wrong")
+    return fig
+
+
+def spurious_retx_pkts(qps: pd.DataFrame, window_pkts: int) -> int:
+    """Spurious retransmissions of a run: duplicates the loss of packets cannot explain.
+
+    Definition: a data packet that reaches its responder with a PSN the
+    responder had already accepted (``dup_pkts``) is a retransmission whose
+    original had arrived. Go-back-N legitimately causes such duplicates after a
+    loss on the same queue pair: a lost ACK, or a lost last packet recovered by
+    timeout, makes the requester resend at most one window. So per queue pair
+    (requester at rank r towards q, responder at rank q for r)::
+
+        lost      = (requester tx_pkts - responder rx_pkts)          # data lost
+                  + (responder acks_tx + naks_tx) - (requester acks_rx + naks_rx)  # ACKs/NAKs lost
+        spurious  = max(0, responder dup_pkts - lost * window_pkts)
+
+    With no loss anywhere every duplicate is spurious (a timer fired before an
+    ACK that was on its way: e.g. a late ACK because the CPU was busy, or
+    ``rto_us`` below the round trip). ``qps``: qps.csv rows (rank, peer, role,
+    tx_pkts, acks_rx, naks_rx, rx_pkts, dup_pkts, acks_tx, naks_tx).
+    """
+    if qps is None or len(qps) == 0:
+        return 0
+    q = qps.fillna(0)
+    req = q[q["role"] == "requester"].set_index(["rank", "peer"])[["tx_pkts", "acks_rx", "naks_rx"]]
+    resp = q[q["role"] == "responder"]
+    # the responder at rank q for peer r answers the requester at rank r towards peer q
+    resp = resp.set_index(pd.MultiIndex.from_arrays([resp["peer"], resp["rank"]], names=["rank", "peer"]))
+    j = req.join(resp[["rx_pkts", "dup_pkts", "acks_tx", "naks_tx"]], how="inner").astype("int64")
+    lost = ((j["tx_pkts"] - j["rx_pkts"]).clip(lower=0)
+            + (j["acks_tx"] + j["naks_tx"] - j["acks_rx"] - j["naks_rx"]).clip(lower=0))
+    return int((j["dup_pkts"] - lost * window_pkts).clip(lower=0).sum())
+
+
+def _check_spurious(t: Optional[dict], th: FidelityThresholds, chk: _Check) -> dict:
+    if t is None or t.get("spurious_retx_pkts") is None:
+        chk.skip_reason = "no transport counters"
+        return {}
+    n = int(t["spurious_retx_pkts"])
+    if n > th.max_spurious_retx_pkts:
+        chk.violations.append(
+            f"{n} spurious retransmissions (duplicates at the responders that no lost packet explains; "
+            f"{t.get('retx_pkts', '?')} retransmissions in all; allowed {th.max_spurious_retx_pkts}: "
+            "fidelity.max_spurious_retx_pkts): a retransmission timer fired before an ACK that was on its way")
+    return {"spurious_retx_pkts": n, "allowed": th.max_spurious_retx_pkts}
+
+
+def _check_bytes(t: Optional[dict], chk: _Check) -> dict:
+    if t is None:
+        chk.skip_reason = "no transport counters"
+        return {}
+    fig = {k: int(t[k]) for k in ("posted_bytes", "acked_bytes", "delivered_bytes")}
+    if not fig["posted_bytes"] == fig["acked_bytes"] == fig["delivered_bytes"]:
+        chk.violations.append(
+            f"byte mismatch: posted {fig['posted_bytes']}, acknowledged {fig['acked_bytes']}, "
+            f"delivered {fig['delivered_bytes']} bytes")
+    return fig
+
+
+def _link_ratio(g: pd.DataFrame) -> tuple[int, float, float]:
+    """(backlogged intervals, their seconds, delivered bits in them) for one port's samples."""
+    g = g.sort_values("time_ns")
+    t = g["time_ns"].to_numpy(dtype=np.int64)
+    tx = g["tx_bytes"].to_numpy(dtype=np.int64)
+    bl = g["backlog_bytes"].to_numpy(dtype=np.int64)
+    dt_ns, dtx = np.diff(t), np.diff(tx)
+    busy = (bl[:-1] > 0) & (bl[1:] > 0) & (dt_ns > 0) & (dtx >= 0)
+    return int(busy.sum()), float(dt_ns[busy].sum()) / 1e9, float(dtx[busy].sum()) * 8.0
+
+
+def _check_links(port_samples, port_rate_bps, th, chk: _Check) -> dict:
+    figs: dict[str, dict] = {}
+    if port_samples is None or len(port_samples) == 0:
+        chk.skip_reason = "no switch queue samples"
+        return figs
+    for port, g in port_samples.groupby("port", observed=True, sort=True):
+        port = str(port)
+        rate = port_rate_bps.get(port)
+        if rate is None:
+            raise ValueError(f"port {port!r} has samples but no configured rate in port_rate_bps")
+        n, busy_s, bits = _link_ratio(g)
+        fig = {"configured_bps": float(rate), "backlogged_intervals": n, "backlogged_s": busy_s}
+        if n >= th.min_backlogged_intervals and busy_s > 0:
+            delivered = bits / busy_s
+            ratio = delivered / rate
+            fig.update(delivered_bps=delivered, ratio=ratio)
+            if ratio < th.min_link_rate_ratio:
+                chk.violations.append(
+                    f"link {port} delivered {_mbps(delivered)} = {ratio:.0%} of {_mbps(rate)} while backlogged "
+                    f"({n} intervals, {busy_s:.2f} s; minimum {th.min_link_rate_ratio:.0%})")
+        figs[port] = fig
+    if not any("ratio" in f for f in figs.values()):
+        chk.skip_reason = (f"no switch port was backlogged for {th.min_backlogged_intervals} sampling intervals "
+                           "(no queue built up: nothing to measure the link rate on)")
+    return figs
+
+
+def fabric_congested_fraction(port_samples: pd.DataFrame, min_backlog_pkts: int = 2) -> float:
+    """Fraction of sample times at which some switch port held >= ``min_backlog_pkts`` packets."""
+    if port_samples is None or len(port_samples) == 0:
+        return 0.0
+    busy = port_samples["backlog_pkts"] >= min_backlog_pkts
+    return float(busy.groupby(port_samples["time_ns"]).any().mean())
+
+
+def _check_hosts(host_tx, port_rate_bps, th, chk: _Check, port_samples=None) -> dict:
+    """Host NICs must drive their links at line rate while they have unacknowledged data,
+    unless the fabric held them back: when switch queues were backlogged in more than
+    ``max_congested_fraction`` of the samples, the network (not the CPU) may explain a
+    slow sender, and host rates are reported but not judged."""
+    figs: dict[str, dict] = {}
+    if host_tx is None or len(host_tx) == 0:
+        chk.skip_reason = "no host sent data"
+        return figs
+    congested = fabric_congested_fraction(port_samples)
+    judge = congested <= th.max_congested_fraction
+    figs["fabric_congested_fraction"] = congested
+    judged = 0
+    for row in host_tx.itertuples(index=False):
+        host = str(row.host)
+        rate = getattr(row, "link_bps", None)
+        if rate is None or pd.isna(rate):
+            rate = port_rate_bps.get(host)
+        if rate is None:
+            raise ValueError(f"host {host!r}: no link_bps column and no port_rate_bps[{host!r}]")
+        busy_s, wire = float(row.tx_busy_s), float(row.tx_wire_bytes)
+        fig = {"configured_bps": float(rate), "tx_busy_s": busy_s, "tx_wire_bytes": wire}
+        if busy_s >= th.min_host_busy_s:
+            delivered = wire * 8.0 / busy_s
+            ratio = delivered / rate
+            fig.update(delivered_bps=delivered, ratio=ratio)
+            judged += 1
+            if judge and ratio < th.min_link_rate_ratio:
+                chk.violations.append(
+                    f"host {host} NIC sent {_mbps(delivered)} = {ratio:.0%} of {_mbps(rate)} while it had data "
+                    f"unacknowledged ({busy_s:.2f} s; minimum {th.min_link_rate_ratio:.0%}) while the switch queues "
+                    f"were empty: the CPU, not the network, limited it")
+        figs[host] = fig
+    if not judge:
+        chk.skip_reason = (f"fabric too congested to judge host rates: switch queues backlogged in "
+                           f"{congested:.0%} of samples (judged at most {th.max_congested_fraction:.0%})")
+    elif not judged:
+        chk.skip_reason = f"no host had data to send for {th.min_host_busy_s:g} s"
+    return figs
+
+
+def transport_totals(qps: pd.DataFrame, rx_pkts: list[int], switch_drops: int, window_pkts: int) -> dict:
+    """Transport totals of a run for :func:`evaluate` and summary.json.
+
+    ``qps``: qps.csv rows; ``rx_pkts``: packets each host's endpoint received;
+    ``switch_drops``: emulated queue tail drops during the traffic. Sent packets
+    are data (requester tx_pkts) plus ACKs and NAKs (responder acks_tx, naks_tx).
+    """
+    req, resp = qps[qps["role"] == "requester"], qps[qps["role"] == "responder"]
+    sent_pkts = int(req["tx_pkts"].sum() + resp["acks_tx"].sum() + resp["naks_tx"].sum())
+    recv_pkts = int(sum(rx_pkts))
+    return {
+        "posted_bytes": int(req["posted_bytes"].sum()), "acked_bytes": int(req["acked_bytes"].sum()),
+        "delivered_bytes": int(resp["delivered_bytes"].sum()), "order_errors": int(resp["order_errors"].sum()),
+        "dup_pkts": int(resp["dup_pkts"].sum()), "retx_pkts": int(req["retx_pkts"].sum()),
+        "spurious_retx_pkts": spurious_retx_pkts(qps, window_pkts),
+        "timeouts": int(req["timeouts"].sum()), "naks": int(req["naks_rx"].sum()),
+        "sent_pkts": sent_pkts, "received_pkts": recv_pkts, "switch_drops_pkts": switch_drops,
+        "unexplained_lost_pkts": sent_pkts - recv_pkts - switch_drops,
+    }
+
+
+def judge_send_buffer(verdict: FidelityVerdict, send_buffer: dict) -> None:
+    """Add the ``ovs_send_buffer`` check: Open vSwitch's send socket (read again now: it is created
+    on OVS's first send) must hold ``send_buffer["required_bytes"]`` (see testbed.drops.send_buffer_check);
+    not judged on the kernel datapath."""
+    from testbed.drops import ovs_send_socket
+
+    if send_buffer.get("sndbuf_bytes") is None:
+        verdict.add("ovs_send_buffer", NOT_JUDGED, send_buffer.get("source", ""), send_buffer)
+        return
+    try:
+        now = ovs_send_socket()
+    except RuntimeError:
+        now = None
+    send_buffer = {**send_buffer, "sndbuf_bytes_after": now.sndbuf_bytes if now else None}
+    if now is not None and now.sndbuf_bytes < send_buffer["required_bytes"]:
+        verdict.add("ovs_send_buffer", FAILED,
+                    f"Open vSwitch's send socket holds {now.sndbuf_bytes} bytes, less than the "
+                    f"{send_buffer['required_bytes']} bytes the emulated switch buffers need: packets beyond it "
+                    "are lost where nothing counts them", send_buffer)
+    else:
+        verdict.add("ovs_send_buffer", PASSED, "", send_buffer)
+
+
+def _check_timing(departures, port_samples, port_rate_bps, chk: _Check) -> dict:
+    from testbed import timing
+
+    fig = timing.check_departures(departures, port_samples, port_rate_bps, chk.violations)
+    if fig["status"] == NOT_JUDGED:
+        chk.skip_reason = ("no departures captured" if departures is None or len(departures) == 0 else
+                           "no backlogged port had enough inter-departure gaps to judge")
+    return fig
+
+
+def evaluate(
+    cpu: Optional[pd.DataFrame],
+    drops: dict[str, int],
+    port_samples: Optional[pd.DataFrame],
+    port_rate_bps: dict[str, float],
+    host_tx: Optional[pd.DataFrame],
+    thresholds: FidelityThresholds,
+    transport: Optional[dict] = None,
+    departures: Optional[pd.DataFrame] = None,
+) -> FidelityVerdict:
+    """Judge one run (Handigol et al., CoNEXT 2012, section 3: fidelity monitor).
+
+    Args:
+        cpu: :meth:`testbed.cpu.CpuIdleMonitor.samples` (time_ns, idle_pct,
+            min_cpu_idle_pct, cpu<N>_idle_pct...).
+        drops: :func:`testbed.drops.delta` of two snapshots (packets per key).
+        port_samples: :meth:`testbed.telemetry.QdiscSampler.to_frame` of the
+            switch ports (time_ns, port, tx_bytes, backlog_bytes, backlog_pkts, ...).
+        port_rate_bps: port -> configured rate in bit/s; may also hold host
+            names -> host link rate (used when ``host_tx`` has no link_bps).
+        host_tx: one row per host: ``host``, ``tx_wire_bytes`` (frame bytes the
+            host NIC sent, without FCS), ``tx_busy_s`` (seconds it had data
+            queued), optional ``link_bps``; or None.
+        thresholds: :class:`FidelityThresholds`.
+        transport: totals of the transport, or None: ``sent_pkts`` (data, ACK
+            and NAK packets sent), ``received_pkts`` (packets the endpoints
+            received), ``switch_drops_pkts`` (emulated queue tail drops, from
+            counters read before and after the traffic), ``spurious_retx_pkts``
+            (:func:`spurious_retx_pkts`), ``retx_pkts``, ``posted_bytes``,
+            ``acked_bytes``, ``delivered_bytes``.
+        departures: :meth:`testbed.timing.DepartureCapture.to_frame`, or None
+            (packet_timing: :func:`testbed.timing.check_departures`).
+
+    Checks (statuses passed / failed / not_judged, see the module docstring):
+        cpu: a second is saturated when the machine or ANY core was idle less
+            than min_cpu_idle_pct; failed when more than ``max(1,
+            max_saturated_fraction * seconds)`` seconds were (one saturated
+            second, e.g. a process start, distorts at most that second),
+            naming each core and its seconds (1-based seconds of the run).
+        drops: sum of positive counter deltas (``ignored_drop_counters`` aside)
+            > max_unexplained_drops, each counter named; any negative delta.
+        transport_loss: ``sent - received - switch queue drops`` >
+            max_unexplained_drops, or < 0 (a counter mismatch, never absorbed).
+        spurious_retx: ``spurious_retx_pkts`` > max_spurious_retx_pkts.
+        bytes: posted, acknowledged and delivered bytes differ.
+        links: per switch port, over sampling intervals with backlog > 0 at
+            both ends, ``8 * sum(delta tx_bytes) / (rate * sum(dt))`` <
+            min_link_rate_ratio, for ports with >= min_backlogged_intervals such
+            intervals; not judged when no port had that many.
+        hosts: ``8 * tx_wire_bytes / tx_busy_s / rate`` < min_link_rate_ratio
+            for hosts busy >= min_host_busy_s; not judged when the switch
+            queues were backlogged in more than max_congested_fraction of samples.
+        packet_timing: :func:`testbed.timing.check_departures` (inter-departure
+            gaps on backlogged links against the serialization time).
+
+    Returns: :class:`FidelityVerdict`; ``figures`` has one entry per check plus "thresholds".
+    Raises: ValueError when a sampled port or a host has no configured rate.
+    """
+    v = FidelityVerdict(faithful=True, violations=[], figures={})
+    runs = {
+        "cpu": lambda c: _check_cpu(cpu, thresholds, c),
+        "drops": lambda c: _check_drops(drops, thresholds, c),
+        "transport_loss": lambda c: _check_transport_loss(transport, thresholds, c),
+        "spurious_retx": lambda c: _check_spurious(transport, thresholds, c),
+        "bytes": lambda c: _check_bytes(transport, c),
+        "links": lambda c: _check_links(port_samples, port_rate_bps, thresholds, c),
+        "hosts": lambda c: _check_hosts(host_tx, port_rate_bps, thresholds, c, port_samples),
+        "packet_timing": lambda c: _check_timing(departures, port_samples, port_rate_bps, c),
+    }
+    for name in CHECKS:
+        chk = _Check()
+        fig = runs[name](chk)
+        status, reason = chk.outcome()
+        v.add(name, status, reason, fig)
+    v.figures["thresholds"] = {k: (list(x) if isinstance(x, tuple) else x) for k, x in asdict(thresholds).items()}
+    return v
