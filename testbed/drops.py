@@ -454,9 +454,9 @@ def check_run_send_buffer(spec, datapath: str) -> dict:
     """Refuse a userspace-datapath run whose queues Open vSwitch's send socket cannot hold (C14).
 
     ``spec``: a :class:`testbed.spec.ScenarioSpec` (spine-leaf: each leaf has an
-    egress port per host and per spine, each spine one per leaf; every host has
-    a requester QP towards each of its 2 ring neighbours, one window each in
-    flight). Returns the check's figures (manifest and verdict); raises
+    egress port per host and per spine, each spine one per leaf; a host has at
+    most 4 requester QPs in use, towards its 2 ring neighbours in each of up to 2
+    concurrent group rings (TP and DP), one window each in flight). Returns the check's figures (manifest and verdict); raises
     :class:`RunRefused` naming the limit and the fix when too small.
     """
     if datapath != "user":
@@ -464,7 +464,7 @@ def check_run_send_buffer(spec, datapath: str) -> dict:
     f, t = spec.fabric, spec.transport
     n_ports = f.leaves * (f.hosts_per_leaf + f.spines) + f.spines * f.leaves
     frame_bytes = 14 + 20 + 8 + 12 + t.payload_bytes + 4  # Ethernet, IPv4, UDP, BTH, payload, ICRC
-    in_flight_bytes = f.n_hosts * 2 * t.window_pkts * frame_bytes
+    in_flight_bytes = f.n_hosts * 4 * t.window_pkts * frame_bytes
     fig = send_buffer_check(n_ports, f.buffer_bytes, in_flight_bytes)
     if not fig["ok"]:
         raise RunRefused(fig["message"])
