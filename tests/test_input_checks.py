@@ -55,12 +55,16 @@ def test_group_size_shortens_and_fabric_rate_bounds():
     assert slow - estimate.OP_OVERHEAD_S == pytest.approx(5 * 1.5515, abs=5e-3)
 
 
-def test_quickstart_estimate_matches_its_documented_90_s():
+def test_quickstart_estimate_matches_its_documented_80_s():
     from testbed.spec import load_scenario
     spec = load_scenario(QUICKSTART)
     est = estimate.estimate_for_spec(spec, workload_ops(spec))
-    # measured 2026-11-30: the quickstart took 77.2 s in all (README: about 90 s)
-    assert est == pytest.approx(79.3, abs=0.1)
+    # 10 s set-up + 41 ops x 0.04 s + 35 timed and 6 warm-up ops moving 1.75 x their size at
+    # 10 Mbit/s x 4096/4154: 64 KiB..4 MiB, 6 ops each (4 MiB: 5, max_bytes_per_size 16 MiB)
+    # measured 2026-11-30: the quickstart took 69 s in all (README: about 80 s)
+    eff = 4096 / 4154
+    moved = 6 * sum(65536 << k for k in range(6)) + 5 * (4 << 20)
+    assert est == pytest.approx(10 + 41 * 0.04 + 1.75 * moved * 8 / (10e6 * eff), abs=0.01)
 
 
 def test_max_bytes_per_size_off_runs_every_iteration():
