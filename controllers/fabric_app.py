@@ -1,26 +1,34 @@
 """Proactive L3 routing with hash-ECMP for the spine-leaf fabric (OpenFlow 1.5).
 
 ``FabricRoutingApp`` reads the run's topology file (path in the environment
-variable ``TESTBED_TOPOLOGY``), and when a switch of that topology connects
-it deletes every flow and group on it, installs the plan from
-:func:`controllers.topology.plan_switch` (groups, then flows) and sends a
-barrier. Nothing is ever flooded: hosts resolve every fabric address through
+variable ``TESTBED_TOPOLOGY``). When a switch of that topology connects, the
+app reads what the switch already holds (flow- and group-description dumps),
+then sends only the differences to the plan from
+:func:`controllers.topology.plan_switch` (:mod:`controllers.resync`: planned
+entries already in place are left alone, groups that exist are modified, not
+re-added, entries the plan does not have are deleted) and a barrier. Nothing
+is ever wiped, so a restarted controller (the bridges are fail-secure and
+kept their flows) resyncs without dropping a packet or causing an OpenFlow
+error. Nothing is ever flooded: hosts resolve every fabric address through
 proxy ARP answered by this app (a packet-out ARP reply carrying the target
 host's MAC); unknown addresses get no answer.
 
 Readiness: once every DPID of the topology has answered its barrier, the app
 atomically writes the JSON file named by ``TESTBED_READY_FILE``::
 
-    {"dpids": [4097, 4098, 8193, 8194], "flows": 24, "groups": 2, "errors": []}
+    {"dpids": [4097, 4098, 8193, 8194], "flows": 24, "groups": 2, "errors": [],
+     "resync": {"flows_unchanged": 0, "flows_added": 24, "flows_replaced": 0, "flows_removed": 0,
+                "groups_added": 2, "groups_modified": 0, "groups_removed": 0}}
 
 ``dpids`` are the switches whose install finished, ``flows``/``groups`` the
-number of entries installed on them. Any ``OFPT_ERROR`` from a switch is
-logged and the file is (re)written at once with the error in ``errors`` (a
-dict with dpid, switch, xid, request, type, code, type_name, code_name,
-data_hex), so the testbed fails fast instead of waiting for a timeout.
-Readers: non-empty ``errors`` means failure; otherwise the file only exists
-once every switch is installed. A reconnecting switch is reinstalled and the
-file rewritten when it is ready again.
+number of planned entries on them, ``resync`` what the last sync of each of
+them changed (summed). Any ``OFPT_ERROR`` from a switch is logged and the
+file is (re)written at once with the error in ``errors`` (a dict with dpid,
+switch, xid, request, type, code, type_name, code_name, data_hex), so the
+testbed fails fast instead of waiting for a timeout. Readers: non-empty
+``errors`` means failure; otherwise the file only exists once every switch is
+installed. A reconnecting switch is resynced and the file rewritten when it
+is ready again.
 
 Works under os-ken (``python -m controllers.run``) and under ``ryu-manager``
 (Ryu 4.34): ``PYTHONPATH=<repo> TESTBED_TOPOLOGY=... TESTBED_READY_FILE=...
@@ -34,7 +42,7 @@ import os
 import struct
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from controllers.ryu_api import (
     CONFIG_DISPATCHER,
@@ -51,6 +59,7 @@ from controllers.ryu_api import (
     packet,
     set_ev_cls,
 )
+from controllers.resync import SeenFlow, SyncPlan, observed_actions, plan_sync
 from controllers.topology import (
     FLOW_COOKIE,
     FlowPlan,
@@ -121,9 +130,9 @@ def build_flow_mod(datapath: Any, flow: FlowPlan) -> Any:
     )
 
 
-def build_group_mod(datapath: Any, group: GroupPlan) -> Any:
-    """OFPGroupMod (add, SELECT) with one weighted bucket per uplink and the
-    OVS ``selection_method=hash,fields(...)`` property."""
+def build_group_mod(datapath: Any, group: GroupPlan, modify: bool = False) -> Any:
+    """OFPGroupMod (add, or modify when ``modify``; SELECT) with one weighted
+    bucket per uplink and the OVS ``selection_method=hash,fields(...)`` property."""
     ofp = datapath.ofproto
     parser = datapath.ofproto_parser
     buckets = [
@@ -137,7 +146,7 @@ def build_group_mod(datapath: Any, group: GroupPlan) -> Any:
     prop = RawGroupProperty(ntr_selection_method_property(group.hash_fields))
     return parser.OFPGroupMod(
         datapath=datapath,
-        command=ofp.OFPGC_ADD,
+        command=ofp.OFPGC_MODIFY if modify else ofp.OFPGC_ADD,
         type_=ofp.OFPGT_SELECT,
         group_id=group.group_id,
         command_bucket_id=ofp.OFPG_BUCKET_ALL,
@@ -146,26 +155,37 @@ def build_group_mod(datapath: Any, group: GroupPlan) -> Any:
     )
 
 
-def build_clear_switch(datapath: Any) -> List[Any]:
-    """Messages that delete every flow (all tables) and every group."""
+def build_flow_delete(datapath: Any, flow: SeenFlow) -> Any:
+    """OFPFlowMod deleting exactly one seen entry (strict: table, priority and match)."""
     ofp = datapath.ofproto
-    parser = datapath.ofproto_parser
-    return [
-        parser.OFPFlowMod(
-            datapath=datapath,
-            table_id=ofp.OFPTT_ALL,
-            command=ofp.OFPFC_DELETE,
-            out_port=ofp.OFPP_ANY,
-            out_group=ofp.OFPG_ANY,
-            match=parser.OFPMatch(),
-        ),
-        parser.OFPGroupMod(
-            datapath=datapath,
-            command=ofp.OFPGC_DELETE,
-            type_=ofp.OFPGT_ALL,
-            group_id=ofp.OFPG_ALL,
-        ),
-    ]
+    return datapath.ofproto_parser.OFPFlowMod(
+        datapath=datapath,
+        table_id=flow.table_id,
+        command=ofp.OFPFC_DELETE_STRICT,
+        priority=flow.priority,
+        out_port=ofp.OFPP_ANY,
+        out_group=ofp.OFPG_ANY,
+        match=flow.match,
+    )
+
+
+def build_group_delete(datapath: Any, group_id: int) -> Any:
+    ofp = datapath.ofproto
+    return datapath.ofproto_parser.OFPGroupMod(
+        datapath=datapath, command=ofp.OFPGC_DELETE, type_=ofp.OFPGT_ALL, group_id=group_id)
+
+
+def build_sync(datapath: Any, sync: SyncPlan) -> List[Tuple[Any, str]]:
+    """(message, label) pairs for one sync, in order (groups before the flows that use them,
+    deletions last), ending with a barrier."""
+    out: List[Tuple[Any, str]] = []
+    out += [(build_group_mod(datapath, g), f"group-add-{g.group_id}") for g in sync.groups_add]
+    out += [(build_group_mod(datapath, g, modify=True), f"group-modify-{g.group_id}") for g in sync.groups_modify]
+    out += [(build_flow_mod(datapath, f), f"flow-{f.purpose}") for f in sync.flows_add]
+    out += [(build_flow_delete(datapath, f), f"flow-delete-prio-{f.priority}") for f in sync.flows_delete]
+    out += [(build_group_delete(datapath, g), f"group-delete-{g}") for g in sync.groups_delete]
+    out.append((datapath.ofproto_parser.OFPBarrierRequest(datapath), "barrier"))
+    return out
 
 
 def build_arp_reply(requester_mac: str, requester_ip: str, target_mac: str, target_ip: str) -> bytes:
@@ -185,14 +205,21 @@ def build_arp_reply(requester_mac: str, requester_ip: str, target_mac: str, targ
 
 @dataclass
 class _SwitchState:
-    """Install progress of one connected switch."""
+    """Sync progress of one connected switch: read its tables, send the differences, barrier."""
 
     datapath: Any
+    flows_xid: Optional[int] = None
+    groups_xid: Optional[int] = None
+    seen_flows: Optional[List[SeenFlow]] = None  # None until the dump is complete
+    seen_groups: Optional[set] = None
     barrier_xid: Optional[int] = None
     ready: bool = False
     flows: int = 0
     groups: int = 0
+    resync: Dict[str, int] = field(default_factory=dict)
     requests: Dict[int, str] = field(default_factory=dict)  # xid -> what it was
+    _flow_parts: List[SeenFlow] = field(default_factory=list)
+    _group_parts: set = field(default_factory=set)
 
 
 def _dpid_text(dpid: int) -> str:
@@ -237,30 +264,65 @@ class FabricRoutingApp(BaseApp):
             LOG.warning("switch dpid %s is not in the topology; leaving it untouched", _dpid_text(dp.id))
             return
         if dp.id in self.switches:
-            LOG.info("switch %s (dpid %s) reconnected: reinstalling", plan.name, _dpid_text(dp.id))
-        self._install(dp, plan)
+            LOG.info("switch %s (dpid %s) reconnected: resyncing", plan.name, _dpid_text(dp.id))
+        state = _SwitchState(datapath=dp)
+        self.switches[dp.id] = state
+        parser = dp.ofproto_parser
+        flows_req = parser.OFPFlowDescStatsRequest(dp)
+        self._send(state, flows_req, "flow-desc-dump")
+        state.flows_xid = flows_req.xid
+        groups_req = parser.OFPGroupDescStatsRequest(dp)
+        self._send(state, groups_req, "group-desc-dump")
+        state.groups_xid = groups_req.xid
 
     def _send(self, state: _SwitchState, msg: Any, what: str) -> None:
         state.datapath.send_msg(msg)
         state.requests[msg.xid] = what
 
-    def _install(self, dp: Any, plan: SwitchPlan) -> None:
-        state = _SwitchState(datapath=dp)
-        self.switches[dp.id] = state
-        for msg in build_clear_switch(dp):
-            self._send(state, msg, "clear-switch")
-        for group in plan.groups:
-            self._send(state, build_group_mod(dp, group), f"group-{group.group_id}")
-        for flow in plan.flows:
-            self._send(state, build_flow_mod(dp, flow), f"flow-{flow.purpose}")
-        barrier = dp.ofproto_parser.OFPBarrierRequest(dp)
-        self._send(state, barrier, "barrier")
-        state.barrier_xid = barrier.xid
+    def _current(self, msg: Any) -> Optional[_SwitchState]:
+        """The sync state ``msg`` (a reply) belongs to, or None for an old connection."""
+        state = self.switches.get(msg.datapath.id)
+        return state if state is not None and state.datapath is msg.datapath else None
+
+    @set_ev_cls(ofp_event.EventOFPFlowDescStatsReply, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
+    def _on_flow_desc(self, ev: Any) -> None:
+        msg = ev.msg
+        state = self._current(msg)
+        if state is None or msg.xid != state.flows_xid or state.seen_flows is not None:
+            return
+        state._flow_parts += [SeenFlow(f.table_id, f.priority, f.cookie, f.match, observed_actions(f.instructions))
+                              for f in msg.body]
+        if not msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE:
+            state.seen_flows = state._flow_parts
+            self._sync_if_read(state)
+
+    @set_ev_cls(ofp_event.EventOFPGroupDescStatsReply, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
+    def _on_group_desc(self, ev: Any) -> None:
+        msg = ev.msg
+        state = self._current(msg)
+        if state is None or msg.xid != state.groups_xid or state.seen_groups is not None:
+            return
+        state._group_parts |= {g.group_id for g in msg.body}
+        if not msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE:
+            state.seen_groups = state._group_parts
+            self._sync_if_read(state)
+
+    def _sync_if_read(self, state: _SwitchState) -> None:
+        if state.seen_flows is None or state.seen_groups is None:
+            return
+        dp = state.datapath
+        plan = self.plans[dp.id]
+        sync = plan_sync(plan, state.seen_flows, state.seen_groups)
+        for msg, what in build_sync(dp, sync):
+            self._send(state, msg, what)
+        state.barrier_xid = msg.xid
         state.flows = len(plan.flows)
         state.groups = len(plan.groups)
+        state.resync = sync.counts
         LOG.info(
-            "switch %s (dpid %s, %s): sent %d groups, %d flows, barrier xid %#x",
-            plan.name, _dpid_text(dp.id), plan.role, state.groups, state.flows, barrier.xid,
+            "switch %s (dpid %s, %s): found %d flows, %d groups; %s; barrier xid %#x",
+            plan.name, _dpid_text(dp.id), plan.role, len(state.seen_flows), len(state.seen_groups),
+            ", ".join(f"{k} {v}" for k, v in sync.counts.items()), state.barrier_xid,
         )
 
     # The reply can arrive before os-ken's ofp_handler moves the datapath to
@@ -268,8 +330,8 @@ class FabricRoutingApp(BaseApp):
     @set_ev_cls(ofp_event.EventOFPBarrierReply, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
     def _on_barrier_reply(self, ev: Any) -> None:
         dp = ev.msg.datapath
-        state = self.switches.get(dp.id)
-        if state is None or state.datapath is not dp or ev.msg.xid != state.barrier_xid:
+        state = self._current(ev.msg)
+        if state is None or ev.msg.xid != state.barrier_xid:
             return
         state.ready = True
         LOG.info("switch %s (dpid %s) installed", self.plans[dp.id].name, _dpid_text(dp.id))
@@ -360,13 +422,18 @@ class FabricRoutingApp(BaseApp):
     # -------------------------------------------------------------- readiness
 
     def ready_report(self) -> Dict[str, Any]:
-        """The readiness document: {"dpids", "flows", "groups", "errors"}."""
+        """The readiness document: {"dpids", "flows", "groups", "errors", "resync"}."""
         ready = sorted(d for d, s in self.switches.items() if s.ready)
+        resync: Dict[str, int] = {}
+        for d in ready:
+            for k, v in self.switches[d].resync.items():
+                resync[k] = resync.get(k, 0) + v
         return {
             "dpids": ready,
             "flows": sum(self.switches[d].flows for d in ready),
             "groups": sum(self.switches[d].groups for d in ready),
             "errors": list(self.errors),
+            "resync": resync,
         }
 
     def _write_ready(self) -> None:

@@ -25,7 +25,6 @@ from controllers.fabric_app import (
     FabricRoutingApp,
     RawGroupProperty,
     build_arp_reply,
-    build_clear_switch,
     build_flow_mod,
     build_group_mod,
     write_json_atomic,
@@ -279,8 +278,6 @@ def test_flow_mods_serialize(topo, dp):
     assert arp_mod.match["in_port"] == 1 and arp_mod.match["eth_type"] == 0x0806
     ecmp_mod = build_flow_mod(dp, by_purpose(plan)["ecmp-uplinks"])
     assert ecmp_mod.match["ipv4_dst"] == ("10.0.0.0", "255.255.0.0")
-    for msg in build_clear_switch(dp):
-        msg.serialize()
 
 
 def test_arp_reply_frame():
@@ -341,10 +338,53 @@ def _connect(app, dpid):
     return dp
 
 
+def _on_the_wire(dp, msg):
+    """``msg`` as the switch sees it: serialized, then parsed back by os-ken."""
+    from os_ken.ofproto import ofproto_parser
+    buf = bytes(msg.buf)
+    return ofproto_parser.msg(dp, *ofproto_parser.header(buf), buf)
+
+
+def _switch_holds(dp, msgs):
+    """(flow descriptions, group ids) a switch holds after applying the flow and group adds in ``msgs``."""
+    flows, groups = [], set()
+    for m in msgs:
+        if isinstance(m, ofproto_v1_5_parser.OFPFlowMod) and m.command == ofproto_v1_5.OFPFC_ADD:
+            w = _on_the_wire(dp, m)
+            flows.append(ofproto_v1_5_parser.OFPFlowDesc(table_id=w.table_id, priority=w.priority, cookie=w.cookie,
+                                                         match=w.match, instructions=w.instructions))
+        elif isinstance(m, ofproto_v1_5_parser.OFPGroupMod) and m.command == ofproto_v1_5.OFPGC_ADD:
+            groups.add(m.group_id)
+    return flows, groups
+
+
+def _answer_dumps(app, dp, flows=(), groups=(), split=False):
+    """Reply to the app's flow- and group-description requests (the last two messages sent)."""
+    flow_req, group_req = dp.sent[-2:]
+    assert isinstance(flow_req, ofproto_v1_5_parser.OFPFlowDescStatsRequest)
+    assert isinstance(group_req, ofproto_v1_5_parser.OFPGroupDescStatsRequest)
+    assert flow_req.table_id == ofproto_v1_5.OFPTT_ALL and group_req.group_id == ofproto_v1_5.OFPG_ALL
+    flows = list(flows)
+    parts = [flows[:1], flows[1:]] if split else [flows]
+    for k, part in enumerate(parts):
+        more = ofproto_v1_5.OFPMPF_REPLY_MORE if k + 1 < len(parts) else 0
+        app._on_flow_desc(SimpleNamespace(msg=SimpleNamespace(datapath=dp, xid=flow_req.xid, flags=more, body=part)))
+    body = [SimpleNamespace(group_id=g) for g in groups]
+    app._on_group_desc(SimpleNamespace(msg=SimpleNamespace(datapath=dp, xid=group_req.xid, flags=0, body=body)))
+
+
 def _barrier_reply(app, dp):
     barrier = dp.sent[-1]
     assert isinstance(barrier, ofproto_v1_5_parser.OFPBarrierRequest)
     app._on_barrier_reply(SimpleNamespace(msg=SimpleNamespace(datapath=dp, xid=barrier.xid)))
+
+
+def _install(app, dpid):
+    """Connect an empty switch, answer its dumps, confirm the barrier; return the datapath."""
+    dp = _connect(app, dpid)
+    _answer_dumps(app, dp)
+    _barrier_reply(app, dp)
+    return dp
 
 
 def test_app_installs_in_order_and_writes_ready_file_last(app, tmp_path):
@@ -352,23 +392,27 @@ def test_app_installs_in_order_and_writes_ready_file_last(app, tmp_path):
     dps = {}
     for dpid in (0x1001, 0x1002, 0x2001, 0x2002):
         dps[dpid] = _connect(app, dpid)
+        assert [type(m).__name__ for m in dps[dpid].sent] == ["OFPFlowDescStatsRequest", "OFPGroupDescStatsRequest"]
+        _answer_dumps(app, dps[dpid])
         assert not ready.exists()
-    kinds = [type(m).__name__ for m in dps[0x1001].sent]
-    # wipe flows, wipe groups, the ECMP group, 8 flows, barrier
-    assert kinds == ["OFPFlowMod", "OFPGroupMod", "OFPGroupMod"] + ["OFPFlowMod"] * 8 + ["OFPBarrierRequest"]
-    assert dps[0x1001].sent[0].command == ofproto_v1_5.OFPFC_DELETE
-    assert dps[0x1001].sent[1].command == ofproto_v1_5.OFPGC_DELETE
-    assert dps[0x1001].sent[1].group_id == ofproto_v1_5.OFPG_ALL
+    kinds = [type(m).__name__ for m in dps[0x1001].sent[2:]]
+    # an empty switch: the ECMP group, 8 flows, barrier; nothing deleted
+    assert kinds == ["OFPGroupMod"] + ["OFPFlowMod"] * 8 + ["OFPBarrierRequest"]
+    assert dps[0x1001].sent[2].command == ofproto_v1_5.OFPGC_ADD
+    assert {m.command for m in dps[0x1001].sent[3:11]} == {ofproto_v1_5.OFPFC_ADD}
     for dpid in (0x1001, 0x1002, 0x2001):
         _barrier_reply(app, dps[dpid])
         assert not ready.exists()
     _barrier_reply(app, dps[0x2002])
     assert json.loads(ready.read_text()) == {
-        "dpids": [0x1001, 0x1002, 0x2001, 0x2002], "flows": 24, "groups": 2, "errors": []}
+        "dpids": [0x1001, 0x1002, 0x2001, 0x2002], "flows": 24, "groups": 2, "errors": [],
+        "resync": {"flows_unchanged": 0, "flows_added": 24, "flows_replaced": 0, "flows_removed": 0,
+                   "groups_added": 2, "groups_modified": 0, "groups_removed": 0}}
 
 
 def test_app_reports_switch_errors_at_once(app, tmp_path):
     dp = _connect(app, 0x1001)
+    _answer_dumps(app, dp)
     group_mod = dp.sent[2]
     error = ofproto_v1_5_parser.OFPErrorMsg(
         dp, type_=ofproto_v1_5.OFPET_BAD_MATCH, code=ofproto_v1_5.OFPBMC_BAD_MASK, data=bytes(group_mod.buf))
@@ -377,30 +421,69 @@ def test_app_reports_switch_errors_at_once(app, tmp_path):
     doc = json.loads((tmp_path / "ready.json").read_text())
     (err,) = doc["errors"]
     assert doc["dpids"] == []
-    assert (err["dpid"], err["switch"], err["request"]) == (0x1001, "tb9c01l1", "group-1")
+    assert (err["dpid"], err["switch"], err["request"]) == (0x1001, "tb9c01l1", "group-add-1")
     assert err["code_name"].startswith("OFPBMC_BAD_MASK")
     assert err["data_hex"] == bytes(group_mod.buf)[:64].hex()
 
 
-def test_app_reinstalls_on_reconnect(app, tmp_path):
-    old = _connect(app, 0x2001)
-    _barrier_reply(app, old)
+def test_restarted_controller_changes_nothing_on_a_switch_that_holds_the_plan(app, doc, tmp_path, monkeypatch):
+    """A restarted controller (a new app) meets switches that kept every flow and group: it sends only
+    a group modify and a barrier, never a delete or an add that could drop packets."""
+    first = _install(app, 0x1001)
+    held_flows, held_groups = _switch_holds(first, first.sent)
+    assert len(held_flows) == 8 and held_groups == {1}
+    restarted = FabricRoutingApp()
+    dp = _connect(restarted, 0x1001)
+    _answer_dumps(restarted, dp, held_flows, held_groups, split=True)
+    sync = dp.sent[2:]
+    assert [type(m).__name__ for m in sync] == ["OFPGroupMod", "OFPBarrierRequest"]
+    assert sync[0].command == ofproto_v1_5.OFPGC_MODIFY and sync[0].group_id == 1
+    assert restarted.switches[0x1001].resync == {
+        "flows_unchanged": 8, "flows_added": 0, "flows_replaced": 0, "flows_removed": 0,
+        "groups_added": 0, "groups_modified": 1, "groups_removed": 0}
+
+
+def test_resync_replaces_changed_flows_and_removes_foreign_ones(app, topo):
+    first = _install(app, 0x1001)
+    held_flows, _ = _switch_holds(first, first.sent)
+    # a foreign flow, and the host-h1 route turned into a drop by someone else
+    foreign = ofproto_v1_5_parser.OFPFlowDesc(table_id=3, priority=7, cookie=0x99,
+                                              match=ofproto_v1_5_parser.OFPMatch(eth_type=0x1234), instructions=[])
+    host_route = next(f for f in held_flows if f.match.get("ipv4_dst") == "10.0.1.1")
+    host_route.instructions = []
+    dp = _connect(app, 0x1001)
+    _answer_dumps(app, dp, held_flows + [foreign], {1, 9})
+    sync = dp.sent[2:]
+    kinds = [(type(m).__name__, m.command) for m in sync[:-1]]
+    assert kinds == [("OFPGroupMod", ofproto_v1_5.OFPGC_MODIFY), ("OFPFlowMod", ofproto_v1_5.OFPFC_ADD),
+                     ("OFPFlowMod", ofproto_v1_5.OFPFC_DELETE_STRICT), ("OFPGroupMod", ofproto_v1_5.OFPGC_DELETE)]
+    assert sync[1].match["ipv4_dst"] == "10.0.1.1" and sync[1].instructions
+    assert (sync[2].table_id, sync[2].priority, sync[2].match["eth_type"]) == (3, 7, 0x1234)
+    assert sync[3].group_id == 9
+    assert app.switches[0x1001].resync == {
+        "flows_unchanged": 7, "flows_added": 0, "flows_replaced": 1, "flows_removed": 1,
+        "groups_added": 0, "groups_modified": 1, "groups_removed": 1}
+
+
+def test_app_resyncs_on_reconnect(app, tmp_path):
+    old = _install(app, 0x2001)
     new = _connect(app, 0x2001)
-    assert new.sent[0].command == ofproto_v1_5.OFPFC_DELETE
     assert not app.switches[0x2001].ready
-    # The old connection's death must not forget the new one; a stale barrier is ignored.
+    # The old connection's death must not forget the new one; stale replies are ignored.
     app._on_state_change(SimpleNamespace(datapath=old, state=DEAD_DISPATCHER))
     assert app.switches[0x2001].datapath is new
     app._on_barrier_reply(SimpleNamespace(msg=SimpleNamespace(datapath=old, xid=old.sent[-1].xid)))
     assert not app.switches[0x2001].ready
+    _answer_dumps(app, new, *_switch_holds(old, old.sent))
     _barrier_reply(app, new)
     assert app.switches[0x2001].ready
+    assert app.switches[0x2001].resync["flows_unchanged"] == 4  # 2 drops + 2 leaf routes, all in place
     app._on_state_change(SimpleNamespace(datapath=new, state=DEAD_DISPATCHER))
     assert 0x2001 not in app.switches
 
 
 def test_app_answers_arp_for_known_hosts_only(app):
-    dp = _connect(app, 0x1001)
+    dp = _install(app, 0x1001)
     dp.sent.clear()
 
     def ask(target_ip):
