@@ -3,7 +3,9 @@
 The controller (``python -m controllers.run``) listens on 127.0.0.1 only, on a
 free port chosen per run, logs into the run directory, and writes a ready file
 once every switch of the topology has connected and a barrier confirmed its
-flows and groups (see controllers/fabric_app.py).
+flows and groups (see controllers/fabric_app.py). ``start()`` may be called
+again after the process died (testbed.controller_supervisor restarts it): same
+port, same topology file, logs appended.
 """
 from __future__ import annotations
 
@@ -44,13 +46,17 @@ class ControllerProcess:
         self.ready_path = run_dir / "controller.ready"
         self.topology_path = topology_path
         self.proc: subprocess.Popen | None = None
+        self._out = None
 
     def start(self) -> "ControllerProcess":
+        """Spawn the controller and wait until it listens (at most 20 s). Raises ControllerError."""
         self.ready_path.unlink(missing_ok=True)
         cmd = [sys.executable, "-m", "controllers.run", "--run-id", self.run_id,
                "--topology", str(self.topology_path), "--listen-port", str(self.port),
                "--ready-file", str(self.ready_path), "--log-file", str(self.log_path)]
-        self._out = open(self.log_path.with_suffix(".stderr"), "wb")
+        if self._out is not None:
+            self._out.close()
+        self._out = open(self.log_path.with_suffix(".stderr"), "ab")
         # own session: a Ctrl-C at the terminal reaches the testbed, which then stops us in order
         self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
@@ -66,15 +72,23 @@ class ControllerProcess:
             time.sleep(0.05)
         raise ControllerError(f"controller did not listen on 127.0.0.1:{self.port} within 20 s; see {self.log_path}")
 
-    def wait_ready(self, timeout_s: float = 60.0) -> dict:
+    def read_ready(self) -> dict | None:
+        """The ready file's content, or None while there is none."""
+        try:
+            return json.loads(self.ready_path.read_text())
+        except FileNotFoundError:
+            return None
+
+    def wait_ready(self, timeout_s: float = 60.0, give_up=raise_if_interrupted) -> dict:
         """Block until the app confirmed every switch's flows and groups; return the ready file.
 
-        Raises ControllerError on timeout, on a dead controller, or when the
-        switches answered with OpenFlow errors.
+        ``give_up()`` runs every 50 ms and may raise to stop waiting (default:
+        a held-back Ctrl-C). Raises ControllerError on timeout, on a dead
+        controller, or when the switches answered with OpenFlow errors.
         """
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            raise_if_interrupted()
+            give_up()
             if self.proc is None or self.proc.poll() is not None:
                 raise ControllerError(f"controller died (see {self.log_path})")
             if self.ready_path.exists():
@@ -97,5 +111,6 @@ class ControllerProcess:
                 self.proc.wait(timeout=5)
             except ProcessLookupError:
                 pass
-        if self.proc is not None and getattr(self, "_out", None):
+        if self._out is not None:
             self._out.close()
+            self._out = None

@@ -13,14 +13,18 @@ disable IPv6 in hosts (no neighbour-discovery noise), set every veth's MTU and
 every OVS port's ``mtu_request`` to ``fabric.mtu_bytes``, shape every egress with
 HTB (testbed.shaping; HTB mtu, quantum, burst and the buffer sized for that MTU),
 read every rate back (self-check), and wait until the controller confirmed every
-switch's flows and groups with a barrier. On exit (also after an exception or
-Ctrl-C), remove exactly what was created.
+switch's flows and groups with a barrier, then supervise the controller
+(testbed.controller_supervisor: a death is recorded and, with
+``controller.restart``, the controller restarted). On exit (also after an
+exception or Ctrl-C), remove exactly what was created; the supervisor's report
+stays in ``controller_report``.
 """
 from __future__ import annotations
 
 import logging
 import os
 import subprocess
+import time
 from functools import partial
 from pathlib import Path
 
@@ -34,6 +38,7 @@ NUD_PERMANENT = 0x80  # <linux/neighbour.h>
 
 from testbed import cleanup, shaping
 from testbed.controller_proc import ControllerProcess
+from testbed.controller_supervisor import ControllerSupervisor
 from testbed.lifecycle import StartStop
 from testbed.spec import ScenarioSpec
 from testbed.topo import FabricLayout, SpineLeafTopo
@@ -43,6 +48,8 @@ log = logging.getLogger(__name__)
 #: NIC queue of a host, like a NIC ring: agents block on their small socket buffers before it
 #: fills; a sender that offers more than the link rate without blocking (iperf3 -u) loses here
 HOST_NIC_QUEUE_BYTES = 64 * 1024
+#: longest wait between a bridge's controller connection attempts (OVS's minimum, 1 s)
+CONTROLLER_MAX_BACKOFF_MS = 1000
 OFFLOADS_OFF = ("rx", "off", "tx", "off", "sg", "off", "tso", "off", "gso", "off", "gro", "off")
 
 
@@ -63,6 +70,9 @@ class Fabric(StartStop):
         self.layout = FabricLayout.build(spec.fabric, run_id)
         self.net: Mininet | None = None
         self.controller: ControllerProcess | None = None
+        self.supervisor: ControllerSupervisor | None = None
+        #: summary.json's ``controller`` block, set when the fabric stops
+        self.controller_report: dict | None = None
         #: interface -> configured egress rate in bit/s, for every shaped egress
         self.port_rate_bps: dict[str, float] = {}
         #: switch-side (root namespace) interfaces, sampled by telemetry
@@ -74,6 +84,7 @@ class Fabric(StartStop):
     # -- lifecycle (StartStop) -----------------------------------------------
     def start(self) -> None:
         setLogLevel("warning")
+        t0_ns = time.monotonic_ns()
         topo_path = self.run_dir / "topology.json"
         self.layout.write_topology(topo_path)
         self.controller = ControllerProcess(self.run_id, self.run_dir, topo_path).start()
@@ -90,6 +101,8 @@ class Fabric(StartStop):
         self._connect_controller()
         self._shape_all()
         self.ready = self.controller.wait_ready()
+        self.supervisor = ControllerSupervisor(self.controller, self.spec.controller.restart,
+                                               [sw.dpid for sw in self.layout.switches], t0_ns).start()
         log.info("fabric %s ready: %s", self.run_id, self.ready)
 
     def stop(self) -> None:
@@ -100,6 +113,9 @@ class Fabric(StartStop):
         """
         if os.getpid() != self._owner_pid:
             return
+        if self.supervisor is not None:  # first: tearing down must not look like a death to restart from
+            self.controller_report = self.supervisor.stop()
+            self.supervisor = None
         if self.net is not None:
             try:
                 self.net.stop()
@@ -148,11 +164,19 @@ class Fabric(StartStop):
 
     def _connect_controller(self) -> None:
         """Point every bridge at our controller (no Mininet controller node: it would start a
-        shell and probe the port with telnet; the controller is known to listen already)."""
+        shell and probe the port with telnet; the controller is known to listen already).
+
+        ``max_backoff=1000``: a bridge that lost its controller retries every second (OVS's
+        default backs off to 8 s), so a restarted controller has every switch back within ~1 s
+        of listening. The bridges are fail-secure: without a controller they keep their flows."""
         target = f"tcp:127.0.0.1:{self.controller.port}"
         cmd = ["ovs-vsctl", "--timeout=10"]
         for sw in self.layout.switches:
             cmd += ["--", "set-controller", sw.name, target]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        cmd = ["ovs-vsctl", "--timeout=10"]
+        for sw in self.layout.switches:
+            cmd += ["--", "set", "controller", sw.name, f"max_backoff={CONTROLLER_MAX_BACKOFF_MS}"]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
 
     def _leave_qdiscs_to_us(self) -> None:

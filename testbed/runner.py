@@ -34,6 +34,8 @@ from testbed.exitcodes import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_FAITHFUL, EXIT_
                                EXIT_NOT_FAITHFUL, exit_code)
 from testbed import capabilities, cleanup, estimate, fidelity, results, signals, timing
 from testbed.agents import AgentGroup
+from testbed.controller_supervisor import verdict_line as controller_verdict_line
+from testbed.verdict import FAILED, PASSED
 from testbed.fabric import Fabric
 from testbed.naming import new_run_id
 from testbed.plan import PlannedOp, plan_workload
@@ -316,6 +318,7 @@ def _write_partial(spec, run_dir, n, goodput_bps, efficiency, rec: _Recording, e
             "run_id": rec.run_id, "run_dir": str(run_dir), "scenario": spec.name, "n_ranks": n,
             "complete": False, "incomplete_reason": reason, "ops_done": done, "ops_planned": rec.ops_planned,
             "faithful": None, "violations": [], "fidelity": "not judged: the run is incomplete",
+            "controller": rec.fab.controller_report if rec.fab is not None else None,
             "host_link_bps": spec.fabric.host_link_bps, "payload_efficiency": efficiency,
             "scale_factor": spec.scale_factor, "transport": None,
             "percentile_method": results.PERCENTILE_METHOD, "sizes": results.size_rows_json(sizes),
@@ -391,11 +394,13 @@ def _write_results_now(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_
                                 host_tx, th, transport=t,
                                 departures=timing.write_departures(departures, run_dir))
     fidelity.judge_send_buffer(verdict, send_buffer)
+    controller = fab.controller_report  # deaths, restarts, OpenFlow errors (testbed.controller_supervisor)
+    verdict.add("controller", FAILED if controller["violations"] else PASSED, "\n".join(controller["violations"]))
     summary = {
         "run_id": fab.run_id, "run_dir": str(run_dir), "scenario": spec.name, "n_ranks": n,
         "complete": True, "interrupted": note, "ops_done": len(op_meta), "ops_planned": len(op_meta),
         "faithful": verdict.faithful, "violations": verdict.violations, "not_judged": verdict.not_judged,
-        "checks": verdict.checks, "fidelity": verdict.figures,
+        "checks": verdict.checks, "fidelity": verdict.figures, "controller": controller,
         "host_link_bps": spec.fabric.host_link_bps, "payload_efficiency": efficiency,
         "scale_factor": spec.scale_factor, "transport": t,
         "percentile_method": results.PERCENTILE_METHOD, "sizes": results.size_rows_json(sizes),
@@ -411,6 +416,7 @@ def _write_results_now(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_
           f"{t['acked_bytes']} acknowledged (order errors {t['order_errors']}); {t['retx_pkts']} retransmitted "
           f"packets ({t['spurious_retx_pkts']} spurious); {t['switch_drops_pkts']} switch-queue drops, "
           f"{t['unexplained_lost_pkts']} packets lost elsewhere")
+    print(f"# {controller_verdict_line(controller)}")
     if spec.fidelity.switched_off():
         print(f"# fidelity: switched off by the scenario: {', '.join(spec.fidelity.switched_off())}")
     for line in verdict.lines():

@@ -19,6 +19,7 @@ from typing import Any, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from typing_extensions import Annotated
 from pydantic import BeforeValidator
+from pydantic import StrictBool
 
 from testbed.scenario_yaml import MAX_ERROR_CHARS, ScenarioError, clip as _clip, load_yaml  # noqa: F401
 
@@ -260,6 +261,19 @@ class FidelityThresholdsSpec(_Spec):
         return [k for k in type(self).model_fields if getattr(self, k) is None]
 
 
+class ControllerSpec(_Spec):
+    """The OpenFlow controller process (README "Controller").
+
+    ``restart``: when the controller dies during a run, start it again (same
+    port, same topology); it reconnects to every switch and resyncs their
+    flows and groups without wiping them. Off: the run continues on the
+    installed flows (the bridges are fail-secure). Either way the death is
+    reported in summary.json and the printed verdict.
+    """
+
+    restart: StrictBool = True
+
+
 class OutputSpec(_Spec):
     sample_period_ms: float = Field(10.0, ge=1.0, le=1000.0)
 
@@ -275,6 +289,7 @@ class ScenarioSpec(_Spec):
     transport: TransportSpec = TransportSpec()
     workload: WorkloadSpec
     fidelity: FidelityThresholdsSpec = FidelityThresholdsSpec()
+    controller: ControllerSpec = ControllerSpec()
     output: OutputSpec = OutputSpec()
 
     @property

@@ -1,0 +1,227 @@
+"""Controller supervision: notice the controller dying during a run, restart it, measure the reconnect.
+
+A thread waits on the controller process. When it exits on its own (a crash,
+an OOM kill, ``kill -9``), the supervisor records when (``time_ns`` on
+CLOCK_MONOTONIC like ``ports.csv``, ``utc`` wall clock, ``after_start_s``
+since the fabric started) and how (``signal`` name or ``exit_code``). With
+``restart`` on it starts a new controller on the same port with the same
+topology file, and times it until every switch is reconnected and resynced
+(the app's ready file lists every dpid after a barrier on each). The switches
+are fail-secure and keep forwarding on their installed flows meanwhile, and
+the restarted app resyncs them without wiping (controllers/resync.py), so a
+death costs no packet on installed paths. Every switch retries the
+connection once a second (``max_backoff`` set by testbed.fabric), which
+bounds the reconnect.
+
+Verdict policy (README "Controller"): a death by itself does not make a run
+unfaithful; packets it costs are judged by the loss checks like any other
+loss. A run is not faithful when a switch answered any controller message
+with an OpenFlow error, or when a restart did not bring every switch back
+within :data:`RESTART_READY_TIMEOUT_S`.
+"""
+from __future__ import annotations
+
+import logging
+import signal
+import subprocess
+import threading
+import time
+from datetime import datetime, timezone
+
+from testbed.controller_proc import ControllerError, ControllerProcess
+
+log = logging.getLogger(__name__)
+
+#: A restart must reconnect every switch within this many seconds (C10).
+RECONNECT_TARGET_S = 5.0
+#: Give up on one restart after this many seconds (then the run is not faithful).
+RESTART_READY_TIMEOUT_S = 30.0
+#: Restarts per run before the supervisor stops trying (a controller that keeps crashing).
+MAX_RESTARTS = 5
+#: Log line the app writes for every OFPT_ERROR (controllers/fabric_app.py).
+OPENFLOW_ERROR_MARK = "OFPT_ERROR from"
+
+
+class _Stopping(Exception):
+    pass
+
+
+def exit_status(returncode: int) -> dict:
+    """``{"signal": "SIGKILL", "exit_code": None}`` for a negative Popen return code, else the code."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return {"signal": name, "exit_code": None}
+    return {"signal": None, "exit_code": returncode}
+
+
+class ControllerSupervisor:
+    """Watches one run's :class:`ControllerProcess` (see module docstring).
+
+    ``dpids``: every switch of the topology; ``t0_ns``: CLOCK_MONOTONIC time of
+    the fabric's start (``after_start_s`` counts from it). Use ``start()``
+    once the controller is ready, and ``stop()`` before stopping the
+    controller; ``stop()`` returns :meth:`report`.
+    """
+
+    def __init__(self, controller: ControllerProcess, restart: bool, dpids: list[int], t0_ns: int):
+        self.controller = controller
+        self.restart = restart
+        self.dpids = sorted(dpids)
+        self.t0_ns = t0_ns
+        self.deaths: list[dict] = []
+        self.openflow_errors: list[dict] = []
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._final: dict | None = None
+
+    # -- lifecycle -------------------------------------------------------------
+    def start(self) -> "ControllerSupervisor":
+        self._thread = threading.Thread(target=self._watch, name="controller-supervisor", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> dict:
+        """Stop watching (the controller keeps running) and return the report. Safe to call twice."""
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout=RESTART_READY_TIMEOUT_S + 25)
+            self._thread = None
+        if self._final is None:
+            proc = self.controller.proc
+            if proc is not None and proc.poll() is None:
+                self._collect_errors()
+            self._final = self.report()
+        return self._final
+
+    # -- the watcher thread ----------------------------------------------------
+    def _watch(self) -> None:
+        while not self._stopping.is_set():
+            proc = self.controller.proc
+            try:
+                returncode = proc.wait(timeout=0.1)
+            except subprocess.TimeoutExpired:
+                continue
+            if self._stopping.is_set():
+                return  # the testbed stops it
+            death = self._record_death(proc.pid, returncode)
+            if not self.restart or len(self.deaths) > MAX_RESTARTS:
+                death["restart"] = None
+                log.warning("controller died (%s); %s", _how(death),
+                            "restarting is off" if not self.restart else f"gave up after {MAX_RESTARTS} restarts")
+                return
+            try:
+                death["restart"] = self._restart(death)
+            except _Stopping:
+                return
+            if death["restart"].get("failed"):
+                return
+
+    def _record_death(self, pid: int, returncode: int) -> dict:
+        now_ns = time.monotonic_ns()
+        death = {"pid": pid, **exit_status(returncode), "time_ns": now_ns,
+                 "utc": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+                 "after_start_s": round((now_ns - self.t0_ns) / 1e9, 3)}
+        self.deaths.append(death)
+        self._collect_errors()  # the dead app's last ready file, before a restart replaces it
+        log.warning("controller pid %d died at %.3f s (%s)", pid, death["after_start_s"], _how(death))
+        return death
+
+    def _restart(self, death: dict) -> dict:
+        if self._stopping.is_set():
+            raise _Stopping
+        t_spawn = time.monotonic_ns()
+        try:
+            self.controller.start()
+            ready = self.controller.wait_ready(RESTART_READY_TIMEOUT_S, give_up=self._give_up)
+        except ControllerError as e:
+            if self._stopping.is_set():
+                raise _Stopping from None
+            self._collect_errors()
+            log.error("controller restart failed: %s", e)
+            return {"failed": str(e)[:500], "pid": self.controller.proc.pid}
+        t_ready = time.monotonic_ns()
+        info = {"pid": self.controller.proc.pid, "reconnect_s": round((t_ready - t_spawn) / 1e9, 3),
+                "outage_s": round((t_ready - death["time_ns"]) / 1e9, 3), "switches": len(ready["dpids"]),
+                "resync": ready.get("resync", {})}
+        log.warning("controller restarted (pid %d): %d switches reconnected and resynced in %.3f s",
+                    info["pid"], info["switches"], info["reconnect_s"])
+        return info
+
+    def _give_up(self) -> None:
+        if self._stopping.is_set():
+            raise ControllerError("the testbed is stopping")
+
+    def _collect_errors(self) -> None:
+        ready = self.controller.read_ready() or {}
+        for err in ready.get("errors", []):
+            if err not in self.openflow_errors:
+                self.openflow_errors.append(err)
+
+    # -- results ---------------------------------------------------------------
+    def openflow_error_log_lines(self) -> int:
+        """Lines of the controller log (all incarnations) reporting an OFPT_ERROR."""
+        try:
+            text = self.controller.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return 0
+        return sum(OPENFLOW_ERROR_MARK in line for line in text.splitlines())
+
+    def report(self) -> dict:
+        """The ``controller`` block of summary.json.
+
+        Keys: restart (bool), deaths (count), restarts (successful restarts),
+        events (one dict per death: pid, signal, exit_code, time_ns, utc,
+        after_start_s, restart: null or {pid, reconnect_s, outage_s, switches,
+        resync} or {failed, pid}), switches (topology size), openflow_errors
+        (count: the larger of the ready files' error list and the log's
+        OFPT_ERROR lines), errors (first 10 error records), violations (list
+        of str, empty when the controller part is faithful).
+        """
+        events = [dict(d) for d in self.deaths]
+        restarts = [d["restart"] for d in events if d.get("restart") and "failed" not in d["restart"]]
+        n_errors = max(len(self.openflow_errors), self.openflow_error_log_lines())
+        violations = []
+        if n_errors:
+            violations.append(f"controller: {n_errors} OpenFlow error message(s) from the switches "
+                              f"(see {self.controller.log_path})")
+        for d in events:
+            r = d.get("restart")
+            if r and "failed" in r:
+                violations.append(f"controller: restart after the death at {d['after_start_s']:.3f} s failed: "
+                                  f"{r['failed']}")
+            elif r and r["switches"] != len(self.dpids):
+                violations.append(f"controller: restart reconnected {r['switches']} of {len(self.dpids)} switches")
+        return {"restart": self.restart, "deaths": len(events), "restarts": len(restarts),
+                "switches": len(self.dpids), "reconnect_target_s": RECONNECT_TARGET_S, "events": events,
+                "openflow_errors": n_errors, "errors": self.openflow_errors[:10], "violations": violations}
+
+
+def _how(death: dict) -> str:
+    return death["signal"] or f"exit code {death['exit_code']}"
+
+
+def verdict_line(report: dict) -> str:
+    """One line for the printed verdict, e.g. ``controller: died 1x (SIGKILL at 8.214 s, ...)``."""
+    errors = f"{report['openflow_errors']} OpenFlow errors"
+    if not report["deaths"]:
+        return f"controller: ran throughout; {errors}"
+    parts = []
+    for d in report["events"]:
+        text = f"died ({_how(d)}) at {d['after_start_s']:.3f} s [{d['utc']}]"
+        r = d.get("restart")
+        if r is None:
+            text += ", not restarted (controller.restart: false): switches kept forwarding on installed flows"
+        elif "failed" in r:
+            text += f", restart FAILED: {r['failed']}"
+        else:
+            slow = "" if r["reconnect_s"] <= report["reconnect_target_s"] else \
+                f" (over the {report['reconnect_target_s']:g} s target)"
+            changed = sum(v for k, v in r["resync"].items() if k not in ("flows_unchanged", "groups_modified"))
+            text += (f", restarted: {r['switches']}/{report['switches']} switches reconnected and resynced in "
+                     f"{r['reconnect_s']:.3f} s{slow} ({r['resync'].get('flows_unchanged', 0)} flows in place, "
+                     f"{changed} flow/group entries added or removed)")
+        parts.append(text)
+    return "controller: " + "; ".join(parts) + f"; {errors}"
