@@ -2,7 +2,7 @@
 
 ``FabricRoutingApp`` reads the run's topology file (path in the environment
 variable ``TESTBED_TOPOLOGY``). When a switch of that topology connects, the
-app reads what the switch already holds (flow- and group-description dumps),
+app reads what the switch already holds (flow-description and group-stats dumps),
 then sends only the differences to the plan from
 :func:`controllers.topology.plan_switch` (:mod:`controllers.resync`: planned
 entries already in place are left alone, groups that exist are modified, not
@@ -271,8 +271,10 @@ class FabricRoutingApp(BaseApp):
         flows_req = parser.OFPFlowDescStatsRequest(dp)
         self._send(state, flows_req, "flow-desc-dump")
         state.flows_xid = flows_req.xid
-        groups_req = parser.OFPGroupDescStatsRequest(dp)
-        self._send(state, groups_req, "group-desc-dump")
+        # group stats, not group desc: os-ken 4.x fails to parse OVS's group-desc buckets
+        # (weight property), and only the ids are needed
+        groups_req = parser.OFPGroupStatsRequest(dp)
+        self._send(state, groups_req, "group-stats-dump")
         state.groups_xid = groups_req.xid
 
     def _send(self, state: _SwitchState, msg: Any, what: str) -> None:
@@ -296,8 +298,8 @@ class FabricRoutingApp(BaseApp):
             state.seen_flows = state._flow_parts
             self._sync_if_read(state)
 
-    @set_ev_cls(ofp_event.EventOFPGroupDescStatsReply, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
-    def _on_group_desc(self, ev: Any) -> None:
+    @set_ev_cls(ofp_event.EventOFPGroupStatsReply, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
+    def _on_group_stats(self, ev: Any) -> None:
         msg = ev.msg
         state = self._current(msg)
         if state is None or msg.xid != state.groups_xid or state.seen_groups is not None:

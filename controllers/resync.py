@@ -4,7 +4,7 @@ A (re)connecting switch may already hold the plan: the bridges are
 fail-secure, so they keep every flow and group while the controller is away
 and a restarted controller finds them in place. Wiping and reinstalling
 would drop packets on installed paths; this module instead compares what the
-switch reports (an OpenFlow 1.5 flow-description and group-description dump)
+switch reports (an OpenFlow 1.5 flow-description dump and the group ids of a group-stats dump)
 with the plan and returns only the differences:
 
 * a planned flow already present with the same match, priority, cookie and

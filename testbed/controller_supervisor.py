@@ -115,6 +115,9 @@ class ControllerSupervisor:
             try:
                 death["restart"] = self._restart(death)
             except _Stopping:
+                waited_s = (time.monotonic_ns() - death["time_ns"]) / 1e9
+                death["restart"] = {"failed": f"the run ended {waited_s:.3f} s after the death, before every "
+                                              f"switch was back", "pid": self.controller.proc.pid}
                 return
             if death["restart"].get("failed"):
                 return

@@ -359,10 +359,10 @@ def _switch_holds(dp, msgs):
 
 
 def _answer_dumps(app, dp, flows=(), groups=(), split=False):
-    """Reply to the app's flow- and group-description requests (the last two messages sent)."""
+    """Reply to the app's flow-description and group-stats requests (the last two messages sent)."""
     flow_req, group_req = dp.sent[-2:]
     assert isinstance(flow_req, ofproto_v1_5_parser.OFPFlowDescStatsRequest)
-    assert isinstance(group_req, ofproto_v1_5_parser.OFPGroupDescStatsRequest)
+    assert isinstance(group_req, ofproto_v1_5_parser.OFPGroupStatsRequest)
     assert flow_req.table_id == ofproto_v1_5.OFPTT_ALL and group_req.group_id == ofproto_v1_5.OFPG_ALL
     flows = list(flows)
     parts = [flows[:1], flows[1:]] if split else [flows]
@@ -370,7 +370,7 @@ def _answer_dumps(app, dp, flows=(), groups=(), split=False):
         more = ofproto_v1_5.OFPMPF_REPLY_MORE if k + 1 < len(parts) else 0
         app._on_flow_desc(SimpleNamespace(msg=SimpleNamespace(datapath=dp, xid=flow_req.xid, flags=more, body=part)))
     body = [SimpleNamespace(group_id=g) for g in groups]
-    app._on_group_desc(SimpleNamespace(msg=SimpleNamespace(datapath=dp, xid=group_req.xid, flags=0, body=body)))
+    app._on_group_stats(SimpleNamespace(msg=SimpleNamespace(datapath=dp, xid=group_req.xid, flags=0, body=body)))
 
 
 def _barrier_reply(app, dp):
@@ -392,7 +392,7 @@ def test_app_installs_in_order_and_writes_ready_file_last(app, tmp_path):
     dps = {}
     for dpid in (0x1001, 0x1002, 0x2001, 0x2002):
         dps[dpid] = _connect(app, dpid)
-        assert [type(m).__name__ for m in dps[dpid].sent] == ["OFPFlowDescStatsRequest", "OFPGroupDescStatsRequest"]
+        assert [type(m).__name__ for m in dps[dpid].sent] == ["OFPFlowDescStatsRequest", "OFPGroupStatsRequest"]
         _answer_dumps(app, dps[dpid])
         assert not ready.exists()
     kinds = [type(m).__name__ for m in dps[0x1001].sent[2:]]

@@ -5,7 +5,7 @@ protocols='OpenFlow15')``, the controller as ``python -m controllers.run``.
 Checks: ready file, all-pairs ping, the OVS group really carries
 ``selection_method=hash,fields(...)``, UDP source ports spread over both
 uplinks, proxy ARP stays silent for unknown addresses, a reconnecting switch
-is wiped and reinstalled, SIGTERM exits with status 0.
+is resynced (a foreign flow removed, the rest left in place), SIGTERM exits with status 0.
 
 Every object carries a fresh run id prefix (``tbXXXX``) and the run's lock is
 held throughout, so a concurrent ``testbed clean`` leaves it alone; teardown
@@ -200,12 +200,14 @@ def test_controller_routes_real_ovs_fabric(tmp_path: Path) -> None:
             out = src.cmd("ping -c1 -W1 10.0.2.99; ip neigh show 10.0.2.99")
             assert "lladdr" not in out, out
 
-            # Reconnect: the switch is wiped (foreign flow gone) and reinstalled.
+            # Reconnect: the switch is resynced (foreign flow gone, planned entries kept).
             _ofctl("add-flow", leaf1, "priority=7,cookie=0x99,dl_type=0x1234,actions=drop")
             mtime = ready_file.stat().st_mtime_ns
             subprocess.run(["ovs-vsctl", "del-controller", leaf1], check=True)
             subprocess.run(["ovs-vsctl", "set-controller", leaf1, f"tcp:127.0.0.1:{port}"], check=True)
-            _wait_ready(proc, ready_file, log_file, READY_TIMEOUT_S, newer_than_ns=mtime)
+            ready = _wait_ready(proc, ready_file, log_file, READY_TIMEOUT_S, newer_than_ns=mtime)
+            # resynced, not wiped: the foreign flow removed, the existing group modified, the rest left alone
+            assert ready["resync"]["flows_removed"] == 1 and ready["resync"]["groups_modified"] == 1, ready
             flows = _ofctl("dump-flows", leaf1)
             assert "cookie=0x99" not in flows, flows
             assert HASH_FIELDS_TEXT in _ofctl("dump-groups", leaf1)
