@@ -200,14 +200,19 @@ def test_controller_routes_real_ovs_fabric(tmp_path: Path) -> None:
             out = src.cmd("ping -c1 -W1 10.0.2.99; ip neigh show 10.0.2.99")
             assert "lladdr" not in out, out
 
-            # Reconnect: the switch is resynced (foreign flow gone, planned entries kept).
-            _ofctl("add-flow", leaf1, "priority=7,cookie=0x99,dl_type=0x1234,actions=drop")
+            # Reconnect: the switch is resynced (foreign flow gone, planned entries kept). Pointing the
+            # bridge elsewhere and back drops the connection without OVS flushing the tables (OVS flushes
+            # only when a bridge goes from no controller to some or back, e.g. del-controller).
             mtime = ready_file.stat().st_mtime_ns
-            subprocess.run(["ovs-vsctl", "del-controller", leaf1], check=True)
+            subprocess.run(["ovs-vsctl", "set-controller", leaf1, f"tcp:127.0.0.1:{_free_port()}"], check=True)
+            _ofctl("add-flow", leaf1, "priority=7,cookie=0x99,dl_type=0x1234,actions=drop")
             subprocess.run(["ovs-vsctl", "set-controller", leaf1, f"tcp:127.0.0.1:{port}"], check=True)
             ready = _wait_ready(proc, ready_file, log_file, READY_TIMEOUT_S, newer_than_ns=mtime)
-            # resynced, not wiped: the foreign flow removed, the existing group modified, the rest left alone
+            # resynced, not wiped: leaf1's 8 planned flows found in place, the foreign flow removed,
+            # the existing group modified (the other switches' entries are from their first install)
+            assert ready["resync"]["flows_unchanged"] == 8, ready
             assert ready["resync"]["flows_removed"] == 1 and ready["resync"]["groups_modified"] == 1, ready
+            assert ready["resync"]["groups_added"] == 1, ready  # leaf2's, at its first install
             flows = _ofctl("dump-flows", leaf1)
             assert "cookie=0x99" not in flows, flows
             assert HASH_FIELDS_TEXT in _ofctl("dump-groups", leaf1)
