@@ -22,6 +22,8 @@ within :data:`RESTART_READY_TIMEOUT_S`.
 from __future__ import annotations
 
 import logging
+import os
+import select
 import signal
 import subprocess
 import threading
@@ -42,8 +44,30 @@ MAX_RESTARTS = 5
 OPENFLOW_ERROR_MARK = "OFPT_ERROR from"
 
 
+#: How often the watcher looks at the stop flag while the controller runs (seconds).
+WATCH_PERIOD_S = 0.2
+
+
 class _Stopping(Exception):
     pass
+
+
+def _wait_exit(proc: subprocess.Popen, timeout_s: float) -> int | None:
+    """The return code once ``proc`` exited (reaped), or None after ``timeout_s``.
+
+    Sleeps on a pidfd (Linux >= 5.3), so the exit is seen at once without polling."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # no pidfd, or already reaped
+        try:
+            return proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+    try:
+        ready, _, _ = select.select([fd], [], [], timeout_s)
+    finally:
+        os.close(fd)
+    return proc.wait() if ready else None
 
 
 def exit_status(returncode: int) -> dict:
@@ -100,9 +124,8 @@ class ControllerSupervisor:
     def _watch(self) -> None:
         while not self._stopping.is_set():
             proc = self.controller.proc
-            try:
-                returncode = proc.wait(timeout=0.1)
-            except subprocess.TimeoutExpired:
+            returncode = _wait_exit(proc, WATCH_PERIOD_S)
+            if returncode is None:
                 continue
             if self._stopping.is_set():
                 return  # the testbed stops it
