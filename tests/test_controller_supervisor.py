@@ -128,3 +128,14 @@ def test_match_normalization_ignores_order_and_all_ones_masks():
     assert normalize_match([("ipv4_dst", "10.0.1.1"), ("eth_type", 0x800)]) == \
         normalize_match([("eth_type", 0x800), ("ipv4_dst", ("10.0.1.1", "255.255.255.255"))])
     assert normalize_match([("ipv4_dst", ("10.0.1.0", "255.255.255.0"))]) != normalize_match([("ipv4_dst", "10.0.1.0")])
+
+
+def test_scenario_controller_section():
+    from testbed.spec import ScenarioError, parse_scenario
+    base = {"workload": {"sizes": {"min_bytes": 65536, "max_bytes": 65536}}}
+    assert parse_scenario(base).controller.restart is True
+    assert parse_scenario({**base, "controller": {"restart": False}}).controller.restart is False
+    with pytest.raises(ScenarioError, match=r"controller\.restart: Input should be a valid boolean \(got 'yes'\)"):
+        parse_scenario({**base, "controller": {"restart": "yes"}})
+    with pytest.raises(ScenarioError, match=r"controller\.restarts: unknown key; allowed keys here: restart"):
+        parse_scenario({**base, "controller": {"restarts": 1}})
