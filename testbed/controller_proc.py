@@ -47,6 +47,8 @@ class ControllerProcess:
         self.topology_path = topology_path
         self.proc: subprocess.Popen | None = None
         self._out = None
+        #: set by stop(): the exit that follows is the testbed's doing, not a death
+        self.stopped_on_purpose = False
 
     def start(self) -> "ControllerProcess":
         """Spawn the controller and wait until it listens (at most 20 s). Raises ControllerError."""
@@ -56,6 +58,7 @@ class ControllerProcess:
                "--ready-file", str(self.ready_path), "--log-file", str(self.log_path)]
         if self._out is not None:
             self._out.close()
+        self.stopped_on_purpose = False
         self._out = open(self.log_path.with_suffix(".stderr"), "ab")
         # own session: a Ctrl-C at the terminal reaches the testbed, which then stops us in order
         self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=subprocess.STDOUT,
@@ -101,7 +104,9 @@ class ControllerProcess:
                               f"see {self.log_path}")
 
     def stop(self) -> None:
-        """SIGTERM, then SIGKILL after 5 s. Safe to call twice."""
+        """SIGTERM, then SIGKILL after 5 s. Safe to call twice. A supervisor does not count
+        this exit as a death."""
+        self.stopped_on_purpose = True
         if self.proc is not None and self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGTERM)

@@ -127,8 +127,8 @@ class ControllerSupervisor:
             returncode = _wait_exit(proc, WATCH_PERIOD_S)
             if returncode is None:
                 continue
-            if self._stopping.is_set():
-                return  # the testbed stops it
+            if self._stopping.is_set() or self.controller.stopped_on_purpose:
+                return  # the testbed stopped it
             death = self._record_death(proc.pid, returncode)
             if not self.restart or len(self.deaths) > MAX_RESTARTS:
                 death["restart"] = None

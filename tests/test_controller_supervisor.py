@@ -139,3 +139,12 @@ def test_scenario_controller_section():
         parse_scenario({**base, "controller": {"restart": "yes"}})
     with pytest.raises(ScenarioError, match=r"controller\.restarts: unknown key; allowed keys here: restart"):
         parse_scenario({**base, "controller": {"restarts": 1}})
+
+
+def test_a_stop_by_the_testbed_is_not_a_death(controller):
+    sup = ControllerSupervisor(controller, restart=True, dpids=[1], t0_ns=time.monotonic_ns()).start()
+    pid = controller.proc.pid
+    controller.stop()
+    time.sleep(0.5)
+    report = sup.stop()
+    assert report["deaths"] == 0 and controller.proc.pid == pid and controller.proc.poll() is not None
