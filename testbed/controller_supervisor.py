@@ -131,7 +131,8 @@ class ControllerSupervisor:
                 return  # the testbed stopped it
             death = self._record_death(proc.pid, returncode)
             if not self.restart or len(self.deaths) > MAX_RESTARTS:
-                death["restart"] = None
+                death["restart"] = None if not self.restart else {"failed": f"gave up after {MAX_RESTARTS} restarts",
+                                                                 "pid": proc.pid}
                 log.warning("controller died (%s); %s", _how(death),
                             "restarting is off" if not self.restart else f"gave up after {MAX_RESTARTS} restarts")
                 return
