@@ -1,9 +1,10 @@
 """Controller supervision: notice the controller dying during a run, restart it, measure the reconnect.
 
 A thread waits on the controller process. When it exits on its own (a crash,
-an OOM kill, ``kill -9``), the supervisor records when (``time_ns`` on
-CLOCK_MONOTONIC like ``ports.csv``, ``utc`` wall clock, ``after_start_s``
-since the fabric started) and how (``signal`` name or ``exit_code``). With
+an OOM kill, ``kill -9``), the supervisor records when (``time_ns`` on the run's one clock,
+:func:`traffic.clock.unix_ns`, like every ``*_ns`` column of the results
+tables; ``utc``, the same instant as text; ``after_start_s`` since the fabric
+started) and how (``signal`` name or ``exit_code``). With
 ``restart`` on it starts a new controller on the same port with the same
 topology file, and times it until every switch is reconnected and resynced
 (the app's ready file lists every dpid after a barrier on each). The switches
@@ -27,10 +28,10 @@ import select
 import signal
 import subprocess
 import threading
-import time
 from datetime import datetime, timezone
 
 from testbed.controller_proc import ControllerError, ControllerProcess
+from traffic.clock import unix_ns
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +85,8 @@ def exit_status(returncode: int) -> dict:
 class ControllerSupervisor:
     """Watches one run's :class:`ControllerProcess` (see module docstring).
 
-    ``dpids``: every switch of the topology; ``t0_ns``: CLOCK_MONOTONIC time of
-    the fabric's start (``after_start_s`` counts from it). Use ``start()``
+    ``dpids``: every switch of the topology; ``t0_ns``: the fabric's start on
+    the run's clock (:func:`traffic.clock.unix_ns`; ``after_start_s`` counts from it). Use ``start()``
     once the controller is ready, and ``stop()`` before stopping the
     controller; ``stop()`` returns :meth:`report`.
     """
@@ -139,7 +140,7 @@ class ControllerSupervisor:
             try:
                 death["restart"] = self._restart(death)
             except _Stopping:
-                waited_s = (time.monotonic_ns() - death["time_ns"]) / 1e9
+                waited_s = (unix_ns() - death["time_ns"]) / 1e9
                 death["restart"] = {"failed": f"the run ended {waited_s:.3f} s after the death, before every "
                                               f"switch was back", "pid": self.controller.proc.pid}
                 return
@@ -147,9 +148,9 @@ class ControllerSupervisor:
                 return
 
     def _record_death(self, pid: int, returncode: int) -> dict:
-        now_ns = time.monotonic_ns()
+        now_ns = unix_ns()
         death = {"pid": pid, **exit_status(returncode), "time_ns": now_ns,
-                 "utc": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+                 "utc": datetime.fromtimestamp(now_ns / 1e9, timezone.utc).isoformat(timespec="milliseconds"),
                  "after_start_s": round((now_ns - self.t0_ns) / 1e9, 3)}
         self.deaths.append(death)
         self._collect_errors()  # the dead app's last ready file, before a restart replaces it
@@ -159,7 +160,7 @@ class ControllerSupervisor:
     def _restart(self, death: dict) -> dict:
         if self._stopping.is_set():
             raise _Stopping
-        t_spawn = time.monotonic_ns()
+        t_spawn = unix_ns()
         try:
             self.controller.start()
             ready = self.controller.wait_ready(RESTART_READY_TIMEOUT_S, give_up=self._give_up)
@@ -169,7 +170,7 @@ class ControllerSupervisor:
             self._collect_errors()
             log.error("controller restart failed: %s", e)
             return {"failed": str(e)[:500], "pid": self.controller.proc.pid}
-        t_ready = time.monotonic_ns()
+        t_ready = unix_ns()
         info = {"pid": self.controller.proc.pid, "reconnect_s": round((t_ready - t_spawn) / 1e9, 3),
                 "outage_s": round((t_ready - death["time_ns"]) / 1e9, 3), "switches": len(ready["dpids"]),
                 "resync": ready.get("resync", {})}

@@ -24,7 +24,6 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
-import time
 from functools import partial
 from pathlib import Path
 
@@ -39,6 +38,7 @@ NUD_PERMANENT = 0x80  # <linux/neighbour.h>
 from testbed import cleanup, shaping
 from testbed.controller_proc import ControllerProcess
 from testbed.controller_supervisor import ControllerSupervisor
+from traffic.clock import unix_ns
 from testbed.lifecycle import StartStop
 from testbed.spec import ScenarioSpec
 from testbed.topo import FabricLayout, SpineLeafTopo
@@ -84,7 +84,7 @@ class Fabric(StartStop):
     # -- lifecycle (StartStop) -----------------------------------------------
     def start(self) -> None:
         setLogLevel("warning")
-        t0_ns = time.monotonic_ns()
+        t0_ns = unix_ns()
         topo_path = self.run_dir / "topology.json"
         self.layout.write_topology(topo_path)
         self.controller = ControllerProcess(self.run_id, self.run_dir, topo_path).start()

@@ -15,6 +15,7 @@ from controllers.resync import SeenFlow, normalize_match, plan_sync
 from controllers.ryu_api import ofproto_v1_5_parser
 from testbed.controller_proc import ControllerProcess
 from testbed.controller_supervisor import ControllerSupervisor, exit_status, verdict_line
+from traffic.clock import unix_ns
 
 RID = "tb5c10"
 
@@ -44,11 +45,11 @@ def test_exit_status_names_the_signal_or_the_code():
 
 
 def test_death_without_restart_is_recorded_with_its_time_and_signal(controller):
-    t0 = time.monotonic_ns()
+    t0 = unix_ns()
     sup = ControllerSupervisor(controller, restart=False, dpids=[0x1001, 0x1002, 0x2001], t0_ns=t0).start()
     pid = controller.proc.pid
     time.sleep(0.3)
-    kill_ns = time.monotonic_ns()
+    kill_ns = unix_ns()
     os.kill(pid, signal.SIGKILL)
     _wait_for(lambda: sup.deaths)
     time.sleep(0.3)
@@ -68,7 +69,7 @@ def test_restart_uses_the_same_port_and_a_run_ending_first_is_a_failed_restart(c
     """No switch ever connects here, so the restarted controller cannot become ready: stopping the
     supervisor meanwhile must end the wait and count as a failed restart (a violation)."""
     sup = ControllerSupervisor(controller, restart=True, dpids=[0x1001, 0x1002, 0x2001],
-                               t0_ns=time.monotonic_ns()).start()
+                               t0_ns=unix_ns()).start()
     first = controller.proc.pid
     os.kill(first, signal.SIGKILL)
     _wait_for(lambda: controller.proc.pid != first and controller.read_ready() is None)
@@ -87,7 +88,7 @@ def test_restart_uses_the_same_port_and_a_run_ending_first_is_a_failed_restart(c
 
 
 def test_openflow_errors_in_the_log_make_a_violation(controller):
-    sup = ControllerSupervisor(controller, restart=True, dpids=[1], t0_ns=time.monotonic_ns()).start()
+    sup = ControllerSupervisor(controller, restart=True, dpids=[1], t0_ns=unix_ns()).start()
     with open(controller.log_path, "a") as log:
         log.write("2026-11-30 10:00:00,000 ERROR controllers.fabric_app: OFPT_ERROR from l1 (dpid 0x1001) ...\n")
     report = sup.stop()
@@ -142,7 +143,7 @@ def test_scenario_controller_section():
 
 
 def test_a_stop_by_the_testbed_is_not_a_death(controller):
-    sup = ControllerSupervisor(controller, restart=True, dpids=[1], t0_ns=time.monotonic_ns()).start()
+    sup = ControllerSupervisor(controller, restart=True, dpids=[1], t0_ns=unix_ns()).start()
     pid = controller.proc.pid
     controller.stop()
     time.sleep(0.5)

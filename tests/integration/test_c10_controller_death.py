@@ -18,6 +18,7 @@ from testbed.fabric import Fabric
 from testbed.naming import new_run_id
 from testbed.runlock import RunLock
 from testbed.spec import parse_scenario
+from traffic.clock import unix_ns
 
 # 8 hosts at 10 Mbit/s, 14 all-reduces of 1 MiB: about 22 s of traffic, so a kill
 # 6 s in leaves the restart and resync well inside the run.
@@ -53,7 +54,7 @@ def test_controller_killed_mid_run_is_restarted_and_loses_nothing(tmp_path):
         pid = _controller_pid(ready_file)
         time.sleep(KILL_AFTER_READY_S)
         assert run.poll() is None, "the run ended before the controller was killed"
-        kill_ns, kill_wall_ns = time.monotonic_ns(), time.time_ns()
+        kill_ns = unix_ns()  # the run's one clock (traffic.clock), shared by every process
         os.kill(pid, signal.SIGKILL)
         out, err = run.communicate(timeout=240)
     finally:
@@ -86,7 +87,7 @@ def test_controller_killed_mid_run_is_restarted_and_loses_nothing(tmp_path):
 
     # Traffic crossed the fabric while the controller was dead and lost nothing.
     ops = pd.read_csv(run_dir / "rank_ops.csv")
-    assert ops["t_start_ns"].min() < kill_wall_ns < ops["t_end_ns"].max()
+    assert ops["t_start_ns"].min() < kill_ns < ops["t_end_ns"].max()
     t = s["transport"]
     assert t["retx_pkts"] == 0 and t["timeouts"] == 0 and t["naks"] == 0, t
     assert t["delivered_bytes"] == t["posted_bytes"] == t["acked_bytes"] > 0
