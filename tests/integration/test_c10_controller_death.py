@@ -20,11 +20,13 @@ from testbed.runlock import RunLock
 from testbed.spec import parse_scenario
 from traffic.clock import unix_ns
 
-# 8 hosts at 10 Mbit/s, 14 all-reduces of 1 MiB: about 22 s of traffic, so a kill
+# 8 hosts at 10 Mbit/s, path MTU 4096 like the quickstart (faithful under the per-core CPU rule), 14 all-reduces of 1 MiB: about 22 s of traffic, so a kill
 # 6 s in leaves the restart and resync well inside the run.
 SCENARIO = """
 name: c10
-fabric: {spines: 2, leaves: 4, hosts_per_leaf: 2, host_link_bps: 10M, fabric_link_bps: 10M, buffer_bytes: 100KB}
+fabric: {spines: 2, leaves: 4, hosts_per_leaf: 2, host_link_bps: 10M, fabric_link_bps: 10M, buffer_bytes: 100KB,
+         mtu_bytes: 4200}
+transport: {payload_bytes: 4096, window_pkts: 16, ack_every_pkts: 4}
 workload: {sizes: {min_bytes: 1MiB, max_bytes: 1MiB}, iterations: 14, warmup_iterations: 0}
 """
 KILL_AFTER_READY_S = 6.0
