@@ -6,7 +6,7 @@ setup(
     description="Packet-level testbed for AI training cluster networks: "
     "Mininet spine-leaf fabric, os-ken controller, RoCEv2-style collectives.",
     python_requires=">=3.9",
-    packages=find_packages(include=["testbed*", "controllers*", "traffic*"]),
+    packages=find_packages(include=["testbed*", "controllers*", "traffic*", "topology*"]),
     install_requires=[
         "os-ken>=4.2",
         "scapy>=2.5",
@@ -15,6 +15,7 @@ setup(
         "PyYAML>=6.0",
         "pydantic>=2.0",
         "psutil>=5.9",
+        "networkx>=3.0",
     ],
     entry_points={"console_scripts": ["testbed=testbed.cli:main"]},
 )

@@ -1,0 +1,124 @@
+"""Equal-cost next hops on any layout, and the per-switch routes they make.
+
+Shortest paths count hops (every link costs 1, as in OSPF with equal link
+costs), computed with networkx on the switch graph. For a switch ``s`` and a
+destination host ``d``, the equal-cost next hops are the ports of ``s`` whose
+far end is one hop closer to ``d``; they are exactly the first hops of
+``networkx.all_shortest_paths(s, d)`` (checked in tests/test_topology.py).
+Hosts never forward: a path only enters a host that is its destination.
+
+:func:`plan_routes` turns next hops into routes a controller installs: a /32
+per host, or one route per switch subnet (see :class:`topology.model.Switch`)
+when every host of that subnet has the same next hops at that switch; each
+route's ports are either one output port or an ECMP set, and the distinct
+ECMP sets of a switch are listed once so each becomes one select group.
+Every route follows a strictly shorter path, so routes never loop; there is
+no default route (an address outside every route is dropped on table miss).
+"""
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from typing import Dict, List, Tuple
+
+import networkx as nx
+
+from topology.model import Host, Layout
+
+#: Ports of one switch toward one destination, ascending; never empty.
+PortSet = Tuple[int, ...]
+
+
+class RoutingError(ValueError):
+    """A host cannot be reached from some switch (the layout is not connected)."""
+
+
+@dataclass(frozen=True)
+class Route:
+    """Send packets to ``prefix`` (IPv4 CIDR) out of one of ``ports``.
+
+    ``via`` says what the prefix is: "host" (a /32) or "subnet" (a switch's subnet).
+    """
+
+    prefix: str
+    ports: PortSet
+    via: str
+
+
+@dataclass(frozen=True)
+class SwitchRoutes:
+    """Routes of one switch. ``ecmp_sets`` lists each distinct multi-port set once,
+    ascending: the controller makes select group i+1 of ``ecmp_sets[i]``."""
+
+    switch: str
+    routes: Tuple[Route, ...]
+    ecmp_sets: Tuple[PortSet, ...]
+
+    def group_id(self, ports: PortSet) -> int:
+        """Select group id (1-based) of a multi-port set; ValueError if it is not one."""
+        return self.ecmp_sets.index(ports) + 1
+
+
+def switch_graph(layout: Layout) -> nx.MultiGraph:
+    """Undirected multigraph of the switches; edge data ``ports`` = {switch name: port number}."""
+    g = nx.MultiGraph()
+    g.add_nodes_from(s.name for s in layout.switches)
+    for ln in layout.links:
+        if ln.a.node in g and ln.b.node in g:
+            g.add_edge(ln.a.node, ln.b.node, ports={ln.a.node: ln.a.number, ln.b.node: ln.b.number})
+    return g
+
+
+def next_hop_ports(layout: Layout) -> Dict[str, Dict[str, PortSet]]:
+    """{switch name: {host name: equal-cost next-hop ports}} for every switch and host.
+
+    Raises RoutingError naming a switch and a host it cannot reach.
+    """
+    g = switch_graph(layout)
+    table: Dict[str, Dict[str, PortSet]] = {s.name: {} for s in layout.switches}
+    for host in layout.hosts:
+        direct: Dict[str, List[int]] = {}
+        for ln in layout.links_of(host.name):
+            far = ln.peer(host.name)
+            direct.setdefault(far.node, []).append(far.number)
+        dist = nx.multi_source_dijkstra_path_length(g, set(direct))
+        for s in layout.switches:
+            if s.name in direct:
+                table[s.name][host.name] = tuple(sorted(direct[s.name]))
+                continue
+            if s.name not in dist:
+                raise RoutingError(f"switch {s.name!r} has no path to host {host.name!r}")
+            closer = {data["ports"][s.name] for _, nbr, data in g.edges(s.name, data=True)
+                      if dist.get(nbr) == dist[s.name] - 1}
+            table[s.name][host.name] = tuple(sorted(closer))
+    return table
+
+
+def plan_routes(layout: Layout) -> Dict[str, SwitchRoutes]:
+    """{switch name: SwitchRoutes} for every switch of ``layout``.
+
+    Hosts of a switch subnet share one "subnet" route at every other switch
+    where their next hops agree; otherwise each host gets a "host" /32 route.
+    Routes are ordered: host routes by host order, then subnet routes by
+    switch order. Raises RoutingError as :func:`next_hop_ports`.
+    """
+    hops = next_hop_ports(layout)
+    members: Dict[str, List[Host]] = {}  # subnet owner -> its hosts
+    owners = [s for s in layout.switches if s.subnet is not None]
+    for h in layout.hosts:
+        ip = ipaddress.IPv4Address(h.ip)
+        owner = next((s for s in owners if ip in ipaddress.IPv4Network(s.subnet)), None)
+        if owner is not None:
+            members.setdefault(owner.name, []).append(h)
+    plans: Dict[str, SwitchRoutes] = {}
+    for s in layout.switches:
+        aggregated = {h.name for t, hs in members.items() if t != s.name
+                      and len({hops[s.name][h.name] for h in hs}) == 1 for h in hs}
+        routes = [Route(f"{h.ip}/32", hops[s.name][h.name], "host")
+                  for h in layout.hosts if h.name not in aggregated]
+        routes += [Route(t.subnet, hops[s.name][members[t.name][0].name], "subnet")
+                   for t in owners if t.name in members and members[t.name][0].name in aggregated]
+        sets = tuple(sorted({r.ports for r in routes if len(r.ports) > 1}))
+        plans[s.name] = SwitchRoutes(s.name, tuple(routes), sets)
+    return plans
+
