@@ -113,7 +113,7 @@ def _doc():
     (lambda d: d["hosts"][1].update(ip="10.0.2.9"),
      f"topo.json: hosts[1].ip: 10.0.2.9 is not inside the subnet of '{RID}l1' (10.0.1.0/24)"),
     (lambda d: d["hosts"][1].update(mac="01:00:00:00:01:02"), "hosts[1].mac: '01:00:00:00:01:02' is a multicast MAC"),
-    (lambda d: d["hosts"][1].update(rank=7), "topo.json: hosts: ranks must be 0..3, one per host"),
+    (lambda d: d["hosts"][1].update(rank=7), "topo.json: hosts[1].rank: 7 is not 1 (hosts are listed in rank order)"),
     (lambda d: d["links"][1].update(b_port=1), f"links[1].b_port: port 1 on {RID}l1 is already used by links[0]"),
     (lambda d: d["links"][4].update(a_port=0), "links[4].a_port: 0 is outside 1..4294967040"),
     (lambda d: d["links"][0].update(rate_bps=0), "links[0].rate_bps: expected a positive number, got 0"),

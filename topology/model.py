@@ -122,7 +122,7 @@ class Layout:
     fabric_prefix: str
     ecmp_hash_fields: Tuple[str, ...]
     switches: Tuple[Switch, ...]
-    hosts: Tuple[Host, ...]
+    hosts: Tuple[Host, ...]  # in rank order: hosts[r].rank == r
     links: Tuple[Link, ...]
     _nodes: Dict[str, Node] = field(init=False, repr=False, compare=False)
 
@@ -294,10 +294,11 @@ def from_dict(raw: Any, source: str = "topology") -> Layout:
         if int(mac[:2], 16) & 1:
             v.fail(f"{where}.mac", f"{mac!r} is a multicast MAC")
         hosts.append(Host(name, rank, str(ip), mac))
-    for key in ("name", "rank", "ip", "mac"):
+    for i, h in enumerate(hosts):
+        if h.rank != i:
+            v.fail(f"hosts[{i}].rank", f"{h.rank} is not {i} (hosts are listed in rank order)")
+    for key in ("name", "ip", "mac"):
         v.unique([getattr(h, key) for h in hosts], "hosts", key)
-    if sorted(h.rank for h in hosts) != list(range(len(hosts))):
-        v.fail("hosts", f"ranks must be 0..{len(hosts) - 1}, one per host")
     by_name: Dict[str, Node] = {s.name: s for s in switches}
     for i, h in enumerate(hosts):
         if h.name in by_name:
