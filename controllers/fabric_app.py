@@ -1,4 +1,4 @@
-"""Proactive L3 routing with hash-ECMP for the spine-leaf fabric (OpenFlow 1.5).
+"""Proactive L3 routing with hash-ECMP on any Clos layout (OpenFlow 1.5).
 
 ``FabricRoutingApp`` reads the run's topology file (path in the environment
 variable ``TESTBED_TOPOLOGY``). When a switch of that topology connects, the
@@ -65,12 +65,11 @@ from controllers.topology import (
     FlowPlan,
     GroupPlan,
     SwitchPlan,
-    TopologySpec,
-    load_topology,
     ntr_selection_method_property,
     plan_fabric,
     proxy_arp_mac,
 )
+from topology.model import Layout, load
 
 LOG = logging.getLogger(__name__)
 
@@ -227,12 +226,13 @@ def _dpid_text(dpid: int) -> str:
 
 
 class FabricRoutingApp(BaseApp):
-    """Proactive spine-leaf routing, hash-ECMP groups and proxy ARP (OF 1.5).
+    """Proactive shortest-path routing on any layout, hash-ECMP groups and proxy ARP (OF 1.5).
 
     Environment: ``TESTBED_TOPOLOGY`` (required, topology JSON path),
     ``TESTBED_READY_FILE`` (optional, where the readiness JSON goes).
     Raises RuntimeError at construction if ``TESTBED_TOPOLOGY`` is unset and
-    :class:`controllers.topology.TopologyError` if the file is invalid.
+    :class:`topology.model.TopologyError` if the file is invalid
+    (:class:`topology.routing.RoutingError` if a host is unreachable).
     """
 
     OFP_VERSIONS = [ofproto_v1_5.OFP_VERSION]
@@ -242,7 +242,7 @@ class FabricRoutingApp(BaseApp):
         topo_path = os.environ.get(TOPOLOGY_ENV)
         if not topo_path:
             raise RuntimeError(f"{TOPOLOGY_ENV} is not set; it must name the run's topology JSON file")
-        self.topology: TopologySpec = load_topology(topo_path)
+        self.topology: Layout = load(topo_path)
         self.plans: Dict[int, SwitchPlan] = plan_fabric(self.topology)
         self.ready_file: Optional[str] = os.environ.get(READY_FILE_ENV) or None
         self.switches: Dict[int, _SwitchState] = {}

@@ -120,14 +120,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     setup_logging(args.log_file, args.log_level)
 
     # Validation before anything starts: clear messages, status 2.
-    from controllers.topology import RUN_ID_RE, TopologyError, load_topology
+    from controllers.topology import plan_fabric
+    from topology.model import RUN_ID_RE, load
 
     if not RUN_ID_RE.match(args.run_id):
         LOG.error("--run-id %r is not 'tb' followed by 4 lowercase hex digits", args.run_id)
         return EXIT_USAGE
     try:
-        topo = load_topology(args.topology)
-    except TopologyError as exc:
+        topo = load(args.topology)
+        plan_fabric(topo)  # a host some switch cannot reach fails here, before listening
+    except ValueError as exc:  # topology.model.TopologyError, topology.routing.RoutingError
         LOG.error("invalid topology: %s", exc)
         return EXIT_USAGE
     if topo.run_id != args.run_id:

@@ -1,4 +1,4 @@
-"""Fabric: the running spine-leaf system (Mininet hosts, OVS switches, shaped links, controller).
+"""Fabric: the running system of one layout (topology/) (Mininet hosts, OVS switches, shaped links, controller).
 
 Use as a context manager::
 
@@ -41,7 +41,9 @@ from testbed.controller_supervisor import ControllerSupervisor
 from traffic.clock import unix_ns
 from testbed.lifecycle import StartStop
 from testbed.spec import ScenarioSpec
-from testbed.topo import FabricLayout, SpineLeafTopo
+from testbed.topo import FabricTopo
+from topology import build as build_layout
+from topology import model
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +60,7 @@ class FabricError(RuntimeError):
 
 
 class Fabric(StartStop):
-    """A running spine-leaf fabric of one run (see module docstring)."""
+    """A running fabric of one run (see module docstring); ``layout`` is its topology.model.Layout."""
 
     def __init__(self, spec: ScenarioSpec, run_id: str, run_dir: Path, datapath: str = "user"):
         if datapath not in ("user", "kernel"):
@@ -67,7 +69,7 @@ class Fabric(StartStop):
         self.run_id = run_id
         self.run_dir = Path(run_dir)
         self.datapath = datapath
-        self.layout = FabricLayout.build(spec.fabric, run_id)
+        self.layout = build_layout(spec.fabric.kind, spec.fabric, run_id)
         self.net: Mininet | None = None
         self.controller: ControllerProcess | None = None
         self.supervisor: ControllerSupervisor | None = None
@@ -86,10 +88,10 @@ class Fabric(StartStop):
         setLogLevel("warning")
         t0_ns = unix_ns()
         topo_path = self.run_dir / "topology.json"
-        self.layout.write_topology(topo_path)
+        model.save(self.layout, topo_path)
         self.controller = ControllerProcess(self.run_id, self.run_dir, topo_path).start()
         switch_cls = partial(OVSSwitch, datapath=self.datapath, protocols="OpenFlow15", failMode="secure")
-        self.net = Mininet(topo=SpineLeafTopo(layout=self.layout), switch=switch_cls, host=Host, link=Link,
+        self.net = Mininet(topo=FabricTopo(layout=self.layout), switch=switch_cls, host=Host, link=Link,
                            controller=None, build=False, autoSetMacs=False, autoStaticArp=False,
                            waitConnected=False)
         self.net.build()
@@ -220,13 +222,15 @@ class Fabric(StartStop):
             raise FabricError(f"MTU {mtu} (fabric.mtu_bytes) not taken by: " + ", ".join(wrong))
 
     def _shape_all(self) -> None:
-        """Shape every egress (testbed.shaping), read it back, install hosts' static neighbours."""
-        f = self.spec.fabric
-        mtu = f.mtu_bytes
+        """Shape every egress (testbed.shaping) at its link's rate, read it back, install
+        hosts' static neighbours. Switch ports queue their link's buffer_bytes; host NICs
+        HOST_NIC_QUEUE_BYTES."""
+        mtu = self.spec.fabric.mtu_bytes
         for h in self.layout.hosts:
             node = self.net.get(h.name)
+            rate_bps = self.layout.links_of(h.name)[0].rate_bps
             with IPRoute(netns=f"/proc/{node.pid}/ns/net") as ipr:
-                shaping.shape_egress(ipr, h.intf, f.host_link_bps, HOST_NIC_QUEUE_BYTES, mtu)
+                shaping.shape_egress(ipr, h.intf, rate_bps, HOST_NIC_QUEUE_BYTES, mtu)
                 self.readback[h.intf] = shaping.read_back(ipr, h.intf)
                 # static neighbours: host traffic never waits for (or sends) ARP during a run;
                 # the controller still answers ARP for anything else (controllers/fabric_app.py)
@@ -234,20 +238,19 @@ class Fabric(StartStop):
                 for peer in self.layout.hosts:
                     if peer is not h:
                         ipr.neigh("replace", dst=peer.ip, lladdr=peer.mac, ifindex=idx, state=NUD_PERMANENT)
-            self.port_rate_bps[h.intf] = f.host_link_bps
+            self.port_rate_bps[h.intf] = rate_bps
+        switches = {s.name for s in self.layout.switches}
         with IPRoute() as ipr:
-            for h in self.layout.hosts:
-                port = f"{h.leaf}-eth{h.port}"
-                self._shape_switch_port(ipr, port, f.host_link_bps)
             for link in self.layout.links:
-                self._shape_switch_port(ipr, f"{link.leaf}-eth{link.leaf_port}", f.fabric_link_bps)
-                self._shape_switch_port(ipr, f"{link.spine}-eth{link.spine_port}", f.fabric_link_bps)
+                for end in (link.a, link.b):
+                    if end.node in switches:
+                        self._shape_switch_port(ipr, end.intf, link.rate_bps, link.buffer_bytes)
         problems = shaping.self_check(self.port_rate_bps, self.readback)
         if problems:
             raise FabricError("link shaping self-check failed: " + "; ".join(problems))
 
-    def _shape_switch_port(self, ipr: IPRoute, ifname: str, rate_bps: float) -> None:
-        shaping.shape_egress(ipr, ifname, rate_bps, self.spec.fabric.buffer_bytes, self.spec.fabric.mtu_bytes)
+    def _shape_switch_port(self, ipr: IPRoute, ifname: str, rate_bps: float, buffer_bytes: int) -> None:
+        shaping.shape_egress(ipr, ifname, rate_bps, buffer_bytes, self.spec.fabric.mtu_bytes)
         self.readback[ifname] = shaping.read_back(ipr, ifname)
         self.port_rate_bps[ifname] = rate_bps
         self.switch_ports.append(ifname)

@@ -5,8 +5,8 @@ run id as prefix (interfaces, bridges) or as ``--run-id RID`` / ``mininet:RID``
 in its command line (processes), so cleanup can remove exactly what a run made.
 
 Run id: ``tb`` + 4 lowercase hex digits, e.g. ``tb3fa1``.
-Node names: ``<rid>s<N>`` spine N, ``<rid>l<N>`` leaf N, ``<rid>h<N>`` host N
-(1-based). Interface names follow Mininet: ``<node>-eth<port>`` (at most 15
+Node names start with the run id (topology builders: ``<rid>s<N>`` spine N,
+``<rid>l<N>`` leaf N, ``<rid>h<N>`` host N, 1-based). Interface names follow Mininet: ``<node>-eth<port>`` (at most 15
 characters: ``tb3fa1l12-eth12``).
 """
 from __future__ import annotations
@@ -33,18 +33,6 @@ def check_run_id(run_id: str) -> str:
     if not RUN_ID_RE.match(run_id):
         raise ValueError(f"run id {run_id!r} is not 'tb' followed by 4 hex digits")
     return run_id
-
-
-def spine_name(run_id: str, n: int) -> str:
-    return f"{run_id}s{n}"
-
-
-def leaf_name(run_id: str, n: int) -> str:
-    return f"{run_id}l{n}"
-
-
-def host_name(run_id: str, n: int) -> str:
-    return f"{run_id}h{n}"
 
 
 def run_id_of(name: str) -> str | None:

@@ -21,6 +21,7 @@ from typing_extensions import Annotated
 from pydantic import BeforeValidator
 from pydantic import StrictBool
 
+from topology import BUILDERS
 from testbed.scenario_yaml import MAX_ERROR_CHARS, ScenarioError, clip as _clip, load_yaml  # noqa: F401
 
 #: RoCE path MTUs allowed by the InfiniBand spec (IBTA vol. 1, 9.7.7 "PMTU").
@@ -101,7 +102,7 @@ class _Spec(BaseModel):
 
 
 class FabricSpec(_Spec):
-    """Spine-leaf (2-tier Clos) fabric.
+    """Spine-leaf (2-tier Clos) fabric; ``kind`` picks the topology builder (topology.BUILDERS).
 
     Every leaf connects to every spine with one link of ``fabric_link_bps``;
     each leaf has ``hosts_per_leaf`` hosts on links of ``host_link_bps``.
@@ -117,6 +118,7 @@ class FabricSpec(_Spec):
     kernel has no ``sch_netem``, before anything is built).
     """
 
+    kind: str = "spine_leaf"  # topology builder, a key of topology.BUILDERS
     spines: Count = Field(2, ge=1, le=16)
     leaves: Count = Field(2, ge=1, le=32)
     hosts_per_leaf: Count = Field(2, ge=1, le=32)
@@ -130,6 +132,8 @@ class FabricSpec(_Spec):
 
     @model_validator(mode="after")
     def _fits(self) -> "FabricSpec":
+        if self.kind not in BUILDERS:
+            raise ValueError(f"fabric.kind = {self.kind!r} is not one of {sorted(BUILDERS)}")
         frame = self.mtu_bytes + 14
         if self.buffer_bytes < frame:
             raise ValueError(f"fabric.buffer_bytes = {self.buffer_bytes} cannot hold one full frame of "

@@ -1,12 +1,12 @@
 """Controller plan and wire format without a switch (no root).
 
-Fabric under test: 2 spines x 2 leaves x 2 hosts built with the testbed's
-addressing convention (leaf i: dpid 0x1000+i, hosts on ports 1..2, uplink to
-spine k on port 2+k; spine k: port i to leaf i).
+Fabric under test: 2 spines x 2 leaves x 2 hosts from the shared spine-leaf
+builder (topology.spine_leaf: leaf i: dpid 0x1000+i, hosts on ports 1..2,
+uplink to spine k on port 2+k; spine k: port i to leaf i), and a three-tier
+layout (tests/test_topology.py) that is not leaf/spine.
 """
 from __future__ import annotations
 
-import copy
 import json
 import signal
 import socket
@@ -21,6 +21,10 @@ import psutil
 import pytest
 
 from controllers import topology as T
+from test_topology import three_tier
+from topology import model as M
+from topology import routing as R
+from topology import spine_leaf
 from controllers.fabric_app import (
     FabricRoutingApp,
     RawGroupProperty,
@@ -65,12 +69,12 @@ EXPECTED_NTR_PROPERTY = bytes.fromhex(
 
 @pytest.fixture
 def doc() -> dict:
-    return T.spine_leaf_document(RID, n_spines=2, n_leaves=2, hosts_per_leaf=2)
+    return M.to_dict(spine_leaf.build(RID, spines=2, leaves=2, hosts_per_leaf=2))
 
 
 @pytest.fixture
-def topo(doc) -> T.TopologySpec:
-    return T.parse_topology(doc)
+def topo(doc) -> M.Layout:
+    return M.from_dict(doc)
 
 
 @pytest.fixture
@@ -82,76 +86,35 @@ def by_purpose(plan: T.SwitchPlan) -> dict:
     return {f.purpose: f for f in plan.flows}
 
 
+def plan_of(topo: M.Layout, name: str) -> T.SwitchPlan:
+    return T.plan_fabric(topo)[topo.switch(name).dpid]
+
+
 # ----------------------------------------------------------------- topology
 
 
 def test_document_follows_addressing_convention(doc):
-    assert [s["dpid"] for s in doc["switches"]] == [0x1001, 0x1002, 0x2001, 0x2002]
-    h4 = doc["hosts"][3]
-    assert h4 == {"name": "tb9c01h4", "ip": "10.0.2.2", "mac": "02:00:00:00:02:02", "leaf": "tb9c01l2", "port": 2}
-    assert {"leaf": "tb9c01l2", "leaf_port": 4, "spine": "tb9c01s2", "spine_port": 2} in doc["links"]
+    assert [s["dpid"] for s in doc["switches"]] == [0x2001, 0x2002, 0x1001, 0x1002]
+    assert doc["hosts"][3] == {"name": "tb9c01h4", "rank": 3, "ip": "10.0.2.2", "mac": "02:00:00:00:02:02"}
+    links = [(ln["a"], ln["a_port"], ln["b"], ln["b_port"]) for ln in doc["links"]]
+    assert ("tb9c01h4", 0, "tb9c01l2", 2) in links
+    assert ("tb9c01l2", 4, "tb9c01s2", 2) in links
 
 
-def test_load_topology_round_trip(tmp_path, doc):
-    path = tmp_path / "topo.json"
-    path.write_text(json.dumps(doc))
-    topo = T.load_topology(path)
-    assert topo.run_id == RID
-    assert [s.name for s in topo.leaves] == ["tb9c01l1", "tb9c01l2"]
-    assert [s.name for s in topo.spines] == ["tb9c01s1", "tb9c01s2"]
-    assert topo.dpids == (0x1001, 0x1002, 0x2001, 0x2002)
-    assert topo.ecmp_hash_fields == T.DEFAULT_HASH_FIELDS
-
-
-@pytest.mark.parametrize("mutate, where", [
-    (lambda d: d.pop("fabric_prefix"), "fabric_prefix: missing required key"),
-    (lambda d: d.update(extra=1), "extra: unknown key"),
-    (lambda d: d["switches"][0].update(dpid="4097"), "switches[0].dpid: expected an integer"),
-    (lambda d: d["switches"][1].update(role="tor"), "switches[1].role"),
-    (lambda d: d["switches"][3].update(dpid=0x1001), "switches[3]: duplicate dpid"),
-    (lambda d: d["hosts"][0].update(ip="10.0.1.1/16"), "hosts[0].ip"),
-    (lambda d: d["hosts"][0].update(ip="10.0.2.9"), "hosts[0].ip: 10.0.2.9 is not inside leaf_subnets.tb9c01l1"),
-    (lambda d: d["hosts"][1].update(mac="02:00:00:00:01"), "hosts[1].mac"),
-    (lambda d: d["hosts"][2].update(leaf="tb9c01s1"), "hosts[2].leaf: 'tb9c01s1' is not a leaf switch"),
-    (lambda d: d["hosts"][1].update(port=1), "hosts[1].port: port 1 on tb9c01l1 is already used by hosts[0]"),
-    (lambda d: d["hosts"][1].update(ip="10.0.1.1"), "hosts[1]: duplicate ip"),
-    (lambda d: d["links"][0].update(leaf_port=1), "links[0].leaf_port: port 1 on tb9c01l1 is already used"),
-    (lambda d: d["links"].pop(), "links: no link between leaf 'tb9c01l2' and spine 'tb9c01s2'"),
-    (lambda d: d["leaf_subnets"].update(tb9c01l2="10.0.1.0/25"), "leaf_subnets.tb9c01l2"),
-    (lambda d: d["leaf_subnets"].update(tb9c01l1="10.1.1.0/24"), "leaf_subnets.tb9c01l1: 10.1.1.0/24 is not inside"),
-    (lambda d: d.update(ecmp_hash_fields=["ipv4_src", "vlan_pcp"]), "ecmp_hash_fields[1]: 'vlan_pcp'"),
-    (lambda d: d.update(run_id="run1"), "run_id"),
-    (lambda d: d.update(switches=d["switches"][:2], links=[]), "switches: 2 leaves but no spine"),
-])
-def test_invalid_topology_names_the_bad_key(doc, mutate, where):
-    bad = copy.deepcopy(doc)
-    mutate(bad)
-    with pytest.raises(T.TopologyError) as exc:
-        T.parse_topology(bad, source="t.json")
-    assert str(exc.value).startswith("t.json: ")
-    assert where in str(exc.value)
-
-
-def test_load_topology_reports_file_problems(tmp_path):
-    missing = tmp_path / "nope.json"
-    with pytest.raises(T.TopologyError, match="nope.json: cannot read"):
-        T.load_topology(missing)
-    broken = tmp_path / "broken.json"
-    broken.write_text("{")
-    with pytest.raises(T.TopologyError, match="broken.json: not valid JSON"):
-        T.load_topology(broken)
+def test_hash_fields_the_model_allows_are_the_ones_the_plan_can_encode():
+    assert set(M.HASH_FIELD_NAMES) == set(T.OXM_HASHABLE_FIELDS)
 
 
 # --------------------------------------------------------------------- plan
 
 
 def test_leaf_plan_ports_and_rules(topo):
-    plan = T.plan_switch(topo, "tb9c01l1")
+    plan = plan_of(topo, "tb9c01l1")
     assert plan.dpid == 0x1001 and plan.role == "leaf"
     flows = by_purpose(plan)
     assert set(flows) == {
         "table-miss-drop", "lldp-drop", "arp-from-tb9c01h1", "arp-from-tb9c01h2", "host-tb9c01h1",
-        "host-tb9c01h2", "local-subnet-unknown-drop", "ecmp-uplinks",
+        "host-tb9c01h2", "local-subnet-unknown-drop", "route-tb9c01l2",
     }
     miss = flows["table-miss-drop"]
     assert (miss.priority, miss.match, miss.is_drop) == (0, (), True)
@@ -165,9 +128,9 @@ def test_leaf_plan_ports_and_rules(topo):
     assert flows["host-tb9c01h2"].actions == (("output", 2),)
     local = flows["local-subnet-unknown-drop"]
     assert local.match == (("eth_type", 0x0800), ("ipv4_dst", ("10.0.1.0", "255.255.255.0"))) and local.is_drop
-    ecmp = flows["ecmp-uplinks"]
-    assert ecmp.match == (("eth_type", 0x0800), ("ipv4_dst", ("10.0.0.0", "255.255.0.0")))
-    assert ecmp.actions == (("group", T.ECMP_GROUP_ID),)
+    ecmp = flows["route-tb9c01l2"]  # the other leaf's subnet over both spines
+    assert ecmp.match == (("eth_type", 0x0800), ("ipv4_dst", ("10.0.2.0", "255.255.255.0")))
+    assert ecmp.actions == (("group", 1),)
     # Host /32 beats the local-subnet drop, which beats the ECMP rule; LLDP drop beats ARP.
     assert flows["host-tb9c01h1"].priority > local.priority > ecmp.priority > miss.priority
     assert lldp.priority > arp_rules[0].priority
@@ -176,15 +139,15 @@ def test_leaf_plan_ports_and_rules(topo):
 
 
 def test_leaf_group_has_one_equal_bucket_per_spine(topo):
-    (group,) = T.plan_switch(topo, "tb9c01l2").groups
-    assert group.group_id == T.ECMP_GROUP_ID
+    (group,) = plan_of(topo, "tb9c01l2").groups
+    assert group.group_id == 1
     assert [(b.bucket_id, b.port) for b in group.buckets] == [(0, 3), (1, 4)]
     assert len({b.weight for b in group.buckets}) == 1
-    assert group.hash_fields == T.DEFAULT_HASH_FIELDS
+    assert group.hash_fields == M.DEFAULT_HASH_FIELDS
 
 
 def test_spine_plan_routes_each_leaf_subnet(topo):
-    plan = T.plan_switch(topo, "tb9c01s2")
+    plan = plan_of(topo, "tb9c01s2")
     assert plan.groups == ()
     routes = {dict(f.match)["ipv4_dst"]: f.actions for f in plan.flows if f.purpose.startswith("route-")}
     assert routes == {("10.0.1.0", "255.255.255.0"): (("output", 1),), ("10.0.2.0", "255.255.255.0"): (("output", 2),)}
@@ -198,6 +161,29 @@ def test_plan_fabric_covers_every_switch(topo):
     assert sum(len(p.groups) for p in plans.values()) == 2
 
 
+def test_three_tier_plan_routes_by_the_shared_model(dp):
+    layout = three_tier()
+    plans = T.plan_fabric(layout)
+    routes = R.plan_routes(layout)
+    assert sorted(plans) == list(layout.dpids)
+    for sw in layout.switches:
+        plan = plans[sw.dpid]
+        assert [[b.port for b in g.buckets] for g in plan.groups] == [list(ports) for ports in routes[sw.name].ecmp_sets]
+        assert {g.group_id for g in plan.groups} == set(range(1, len(plan.groups) + 1))
+        group_ids = {g.group_id for g in plan.groups}
+        for flow in plan.flows:
+            for kind, arg in flow.actions:
+                assert kind != "group" or arg in group_ids
+            build_flow_mod(dp, flow).serialize()
+        for group in plan.groups:
+            build_group_mod(dp, group).serialize()
+    core = by_purpose(plans[layout.switch("tb7e57c1").dpid])
+    assert core["route-tb7e57t1"].actions == (("group", 1),) and core["route-tb7e57t3"].actions == (("group", 2),)
+    agg = by_purpose(plans[layout.switch("tb7e57a1").dpid])
+    assert agg["route-tb7e57t2"].actions == (("output", 2),) and agg["route-tb7e57t4"].actions == (("group", 1),)
+    assert "arp-from-tb7e57h1" not in agg and "arp-from-tb7e57h1" in by_purpose(plans[layout.switch("tb7e57t1").dpid])
+
+
 def test_proxy_arp_answers_known_hosts_only(topo):
     assert T.proxy_arp_mac(topo, 0x1001, 1, "10.0.1.1", "10.0.2.2") == "02:00:00:00:02:02"
     assert T.proxy_arp_mac(topo, 0x1001, 1, "10.0.1.1", "10.0.1.2") == "02:00:00:00:01:02"
@@ -206,13 +192,14 @@ def test_proxy_arp_answers_known_hosts_only(topo):
     assert T.proxy_arp_mac(topo, 0x1001, 2, "10.0.1.2", "10.0.1.2") is None  # gratuitous ARP
     assert T.proxy_arp_mac(topo, 0x1001, 3, "10.0.2.1", "10.0.1.1") is None  # from an uplink
     assert T.proxy_arp_mac(topo, 0x2001, 1, "10.0.1.1", "10.0.2.1") is None  # on a spine
+    assert T.proxy_arp_mac(topo, 0x3001, 1, "10.0.1.1", "10.0.2.1") is None  # unknown switch
 
 
 # ------------------------------------------------------------- wire format
 
 
 def test_ntr_property_bytes_match_ovs_layout():
-    prop = T.ntr_selection_method_property(T.DEFAULT_HASH_FIELDS)
+    prop = T.ntr_selection_method_property(M.DEFAULT_HASH_FIELDS)
     assert len(EXPECTED_NTR_PROPERTY) == 88
     assert prop == EXPECTED_NTR_PROPERTY
 
@@ -237,7 +224,7 @@ def test_oxm_headers_agree_with_os_ken(name):
 
 
 def test_group_mod_serializes_with_exact_property(topo, dp):
-    (group,) = T.plan_switch(topo, "tb9c01l1").groups
+    (group,) = plan_of(topo, "tb9c01l1").groups
     msg = build_group_mod(dp, group)
     msg.serialize()
     wire = bytes(msg.buf)
@@ -266,7 +253,7 @@ def test_raw_group_property_refuses_unpadded_bytes():
 
 
 def test_flow_mods_serialize(topo, dp):
-    plan = T.plan_switch(topo, "tb9c01l1")
+    plan = plan_of(topo, "tb9c01l1")
     for flow in plan.flows:
         msg = build_flow_mod(dp, flow)
         msg.serialize()
@@ -276,8 +263,8 @@ def test_flow_mods_serialize(topo, dp):
     (action,) = arp_mod.instructions[0].actions
     assert (action.port, action.max_len) == (ofproto_v1_5.OFPP_CONTROLLER, ofproto_v1_5.OFPCML_NO_BUFFER)
     assert arp_mod.match["in_port"] == 1 and arp_mod.match["eth_type"] == 0x0806
-    ecmp_mod = build_flow_mod(dp, by_purpose(plan)["ecmp-uplinks"])
-    assert ecmp_mod.match["ipv4_dst"] == ("10.0.0.0", "255.255.0.0")
+    ecmp_mod = build_flow_mod(dp, by_purpose(plan)["route-tb9c01l2"])
+    assert ecmp_mod.match["ipv4_dst"] == ("10.0.2.0", "255.255.255.0")
 
 
 def test_arp_reply_frame():

@@ -11,6 +11,7 @@ import psutil
 import pytest
 
 from controllers import topology as T
+from topology import model, spine_leaf
 from controllers.resync import SeenFlow, normalize_match, plan_sync
 from controllers.ryu_api import ofproto_v1_5_parser
 from testbed.controller_proc import ControllerProcess
@@ -18,13 +19,14 @@ from testbed.controller_supervisor import ControllerSupervisor, exit_status, ver
 from traffic.clock import unix_ns
 
 RID = "tb5c10"
+#: The one select group of a spine-leaf leaf (its spine uplinks), as topology.routing numbers it.
+ECMP_GROUP_ID = 1
 
 
 @pytest.fixture
 def controller(tmp_path):
-    doc = T.spine_leaf_document(RID, n_spines=1, n_leaves=2, hosts_per_leaf=1)
     topo = tmp_path / "topology.json"
-    topo.write_text(json.dumps(doc))
+    model.save(spine_leaf.build(RID, spines=1, leaves=2, hosts_per_leaf=1), topo)
     proc = ControllerProcess(RID, tmp_path, topo).start()
     yield proc
     proc.stop()
@@ -106,11 +108,11 @@ def _seen(flow: T.FlowPlan, table_id: int = 0, cookie: int = T.FLOW_COOKIE, acti
 
 
 def test_resync_plan_keeps_what_is_in_place_and_fixes_the_rest():
-    topo = T.parse_topology(T.spine_leaf_document(RID, n_spines=2, n_leaves=2, hosts_per_leaf=2))
-    plan = T.plan_switch(topo, f"{RID}l1")
-    in_place = plan_sync(plan, [_seen(f) for f in plan.flows], {T.ECMP_GROUP_ID})
+    topo = spine_leaf.build(RID, spines=2, leaves=2, hosts_per_leaf=2)
+    plan = T.plan_fabric(topo)[topo.switch(f"{RID}l1").dpid]
+    in_place = plan_sync(plan, [_seen(f) for f in plan.flows], {ECMP_GROUP_ID})
     assert (in_place.flows_add, in_place.flows_delete, in_place.groups_add, in_place.groups_delete) == ([], [], [], [])
-    assert [g.group_id for g in in_place.groups_modify] == [T.ECMP_GROUP_ID]
+    assert [g.group_id for g in in_place.groups_modify] == [ECMP_GROUP_ID]
     assert in_place.counts["flows_unchanged"] == len(plan.flows) == 8
 
     ecmp, host = plan.flows[-1], plan.flows[4]
@@ -120,7 +122,7 @@ def test_resync_plan_keeps_what_is_in_place_and_fixes_the_rest():
     empty = plan_sync(plan, seen, {7})
     assert [f.purpose for f in empty.flows_add] == [host.purpose, ecmp.purpose]
     assert [(f.table_id, f.priority) for f in empty.flows_delete] == [(1, ecmp.priority)]
-    assert [g.group_id for g in empty.groups_add] == [T.ECMP_GROUP_ID] and empty.groups_delete == [7]
+    assert [g.group_id for g in empty.groups_add] == [ECMP_GROUP_ID] and empty.groups_delete == [7]
     assert empty.counts == {"flows_unchanged": 6, "flows_added": 1, "flows_replaced": 1, "flows_removed": 1,
                             "groups_added": 1, "groups_modified": 0, "groups_removed": 1}
 

@@ -46,20 +46,44 @@ def old_document(layout: M.Layout) -> dict:
 # ------------------------------------------------------------ spine-leaf builder
 
 
-@pytest.mark.parametrize("spines, leaves, hpl", [(2, 2, 2), (1, 1, 1), (3, 4, 2), (4, 2, 8)])
-def test_spine_leaf_matches_first_release_documents(spines, leaves, hpl):
-    from controllers.topology import spine_leaf_document
-    from testbed.topo import FabricLayout
+#: What the first release (controllers/topology.py spine_leaf_document and
+#: testbed/topo.py FabricLayout, identical up to switch order) wrote for 2 x 2 x 2.
+FIRST_RELEASE_2X2X2 = json.loads(
+    '{"run_id": "tb7e57", "switches": [{"name": "tb7e57l1", "dpid": 4097, "role": "leaf", "index": 1}, '
+    '{"name": "tb7e57l2", "dpid": 4098, "role": "leaf", "index": 2}, {"name": "tb7e57s1", "dpid": 8193, '
+    '"role": "spine", "index": 1}, {"name": "tb7e57s2", "dpid": 8194, "role": "spine", "index": 2}], '
+    '"hosts": [{"name": "tb7e57h1", "ip": "10.0.1.1", "mac": "02:00:00:00:01:01", "leaf": "tb7e57l1", "port": 1}, '
+    '{"name": "tb7e57h2", "ip": "10.0.1.2", "mac": "02:00:00:00:01:02", "leaf": "tb7e57l1", "port": 2}, '
+    '{"name": "tb7e57h3", "ip": "10.0.2.1", "mac": "02:00:00:00:02:01", "leaf": "tb7e57l2", "port": 1}, '
+    '{"name": "tb7e57h4", "ip": "10.0.2.2", "mac": "02:00:00:00:02:02", "leaf": "tb7e57l2", "port": 2}], '
+    '"links": [{"leaf": "tb7e57l1", "leaf_port": 3, "spine": "tb7e57s1", "spine_port": 1}, '
+    '{"leaf": "tb7e57l1", "leaf_port": 4, "spine": "tb7e57s2", "spine_port": 1}, '
+    '{"leaf": "tb7e57l2", "leaf_port": 3, "spine": "tb7e57s1", "spine_port": 2}, '
+    '{"leaf": "tb7e57l2", "leaf_port": 4, "spine": "tb7e57s2", "spine_port": 2}], '
+    '"leaf_subnets": {"tb7e57l1": "10.0.1.0/24", "tb7e57l2": "10.0.2.0/24"}, "fabric_prefix": "10.0.0.0/16", '
+    '"ecmp_hash_fields": ["ipv4_src", "ipv4_dst", "ip_proto", "udp_src", "udp_dst", "tcp_src", "tcp_dst"]}')
 
+
+def test_spine_leaf_matches_the_first_release_document():
+    got = old_document(topology.build("spine_leaf", fabric(2, 2, 2), RID))
+    key = lambda s: s["name"]  # noqa: E731 (the first release listed switches in either order)
+    assert sorted(got.pop("switches"), key=key) == sorted(FIRST_RELEASE_2X2X2.pop("switches"), key=key)
+    assert got == FIRST_RELEASE_2X2X2
+
+
+@pytest.mark.parametrize("spines, leaves, hpl", [(1, 1, 1), (3, 4, 2), (4, 2, 8)])
+def test_spine_leaf_follows_the_first_release_conventions(spines, leaves, hpl):
     layout = topology.build("spine_leaf", fabric(spines, leaves, hpl), RID)
-    got = old_document(layout)
-    testbed_doc = FabricLayout.build(SimpleNamespace(spines=spines, leaves=leaves, hosts_per_leaf=hpl),
-                                     RID).topology_json()
-    assert got == testbed_doc
-    ctrl_doc = spine_leaf_document(RID, spines, leaves, hpl)
-    key = lambda s: s["name"]  # noqa: E731 (the controller lists leaves first)
-    assert sorted(got["switches"], key=key) == sorted(ctrl_doc["switches"], key=key)
-    assert {k: v for k, v in got.items() if k != "switches"} == {k: v for k, v in ctrl_doc.items() if k != "switches"}
+    doc = old_document(layout)
+    assert {(s["name"], s["dpid"]) for s in doc["switches"]} == (
+        {(f"{RID}l{i}", 0x1000 + i) for i in range(1, leaves + 1)}
+        | {(f"{RID}s{k}", 0x2000 + k) for k in range(1, spines + 1)})
+    assert doc["hosts"] == [
+        {"name": f"{RID}h{(i - 1) * hpl + j}", "ip": f"10.0.{i}.{j}", "mac": f"02:00:00:00:{i:02x}:{j:02x}",
+         "leaf": f"{RID}l{i}", "port": j} for i in range(1, leaves + 1) for j in range(1, hpl + 1)]
+    assert doc["links"] == [{"leaf": f"{RID}l{i}", "leaf_port": hpl + k, "spine": f"{RID}s{k}", "spine_port": i}
+                            for i in range(1, leaves + 1) for k in range(1, spines + 1)]
+    assert doc["leaf_subnets"] == {f"{RID}l{i}": f"10.0.{i}.0/24" for i in range(1, leaves + 1)}
     assert [h.rank for h in layout.hosts] == list(range(leaves * hpl))
 
 

@@ -15,7 +15,9 @@ def _tx_bytes(ifname: str) -> int:
 def _run_flows(fab, sports: str) -> tuple[list[float], dict, dict]:
     a, b = fab.host(0), fab.host(1)
     ha, hb = fab.layout.hosts[0], fab.layout.hosts[1]
-    uplinks = [f"{l.leaf}-eth{l.leaf_port}" for l in fab.layout.links if l.leaf == ha.leaf]
+    leaf = fab.layout.attachment(ha.name).node
+    uplinks = [ln.a.intf for ln in fab.layout.links if ln.a.node == leaf]  # leaf -> spine links
+    assert len(uplinks) == 2
     before = [_tx_bytes(u) for u in uplinks]
     common = [sys.executable, "-m", "traffic.flows", "--run-id", fab.run_id, "--timeout-s", "120"]
     rx = b.popen(common + ["recv", "--ip", hb.ip, "--peer", ha.ip, "--flows", str(FLOWS),

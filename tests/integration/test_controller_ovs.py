@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from controllers.topology import parse_topology, plan_fabric, spine_leaf_document
+from controllers.topology import plan_fabric
+from topology import model, spine_leaf
 from testbed.naming import new_run_id
 from testbed.runlock import RunLock
 
@@ -48,33 +49,30 @@ def _ofctl(*args: str) -> str:
                           text=True, timeout=20).stdout
 
 
-def build_test_fabric(doc: dict, controller_port: int):
-    """Start a Mininet spine-leaf fabric described by the topology ``doc``.
+def build_test_fabric(layout: model.Layout, controller_port: int):
+    """Start a Mininet fabric of ``layout`` (the testbed's FabricTopo graph).
 
-    Userspace OVS switches with the doc's names, dpids and port numbers, a
+    Userspace OVS switches with the layout's names, dpids and port numbers, a
     RemoteController at 127.0.0.1:``controller_port``, plain veth links.
     Checksum offloads off on every veth (the userspace datapath otherwise
     breaks TCP/UDP checksums), IPv6 off in hosts and on switch ports.
     Returns the started ``Mininet``; on failure stops what it built and
     re-raises. (The project's Fabric class will replace this helper.)
     """
+    from functools import partial
+
     from mininet.log import setLogLevel
     from mininet.net import Mininet
     from mininet.node import OVSSwitch, RemoteController
 
+    from testbed.topo import FabricTopo
+
     setLogLevel("warning")
-    rid = doc["run_id"]
-    net = Mininet(topo=None, build=False, controller=None, autoSetMacs=False, autoStaticArp=False)
+    rid = layout.run_id
+    net = Mininet(topo=FabricTopo(layout=layout), switch=partial(OVSSwitch, datapath="user", protocols="OpenFlow15"),
+                  build=False, controller=None, autoSetMacs=False, autoStaticArp=False)
     try:
         net.addController(f"{rid}c0", controller=RemoteController, ip="127.0.0.1", port=controller_port)
-        for sw in doc["switches"]:
-            net.addSwitch(sw["name"], cls=OVSSwitch, datapath="user", protocols="OpenFlow15",
-                          dpid=f"{sw['dpid']:016x}")
-        for h in doc["hosts"]:
-            net.addHost(h["name"], ip=f"{h['ip']}/16", mac=h["mac"])
-            net.addLink(h["name"], h["leaf"], port2=h["port"])
-        for ln in doc["links"]:
-            net.addLink(ln["leaf"], ln["spine"], port1=ln["leaf_port"], port2=ln["spine_port"])
         net.build()
         net.start()
         for host in net.hosts:
@@ -136,11 +134,10 @@ def _remove_leftovers(rid: str) -> None:
 
 def test_controller_routes_real_ovs_fabric(tmp_path: Path) -> None:
     rid = new_run_id()
-    doc = spine_leaf_document(rid, n_spines=2, n_leaves=2, hosts_per_leaf=2)
-    topo = parse_topology(doc)
+    topo = spine_leaf.build(rid, spines=2, leaves=2, hosts_per_leaf=2)
     plans = plan_fabric(topo)
     topo_file = tmp_path / "topology.json"
-    topo_file.write_text(json.dumps(doc))
+    model.save(topo, topo_file)
     ready_file = tmp_path / "controller.ready"
     log_file = tmp_path / "controller.log"
     port = _free_port()
@@ -154,14 +151,14 @@ def test_controller_routes_real_ovs_fabric(tmp_path: Path) -> None:
         try:
             proc = subprocess.Popen(cmd, cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL, start_new_session=True)
-            net = build_test_fabric(doc, port)
+            net = build_test_fabric(topo, port)
             ready = _wait_ready(proc, ready_file, log_file, READY_TIMEOUT_S)
             assert ready["dpids"] == sorted(plans)
             assert ready["groups"] == 2
             assert ready["flows"] == sum(len(p.flows) for p in plans.values())
 
             # OVS decoded the NTR property into hash fields, buckets per spine.
-            for leaf in topo.leaves:
+            for leaf in (s for s in topo.switches if s.role == "leaf"):
                 groups = _ofctl("dump-groups", leaf.name)
                 assert HASH_FIELDS_TEXT in groups, groups
                 assert groups.count("bucket=") == 2, groups
@@ -179,7 +176,7 @@ def test_controller_routes_real_ovs_fabric(tmp_path: Path) -> None:
             assert not failures, "\n".join(failures)
 
             # UDP source-port entropy spreads over both uplinks of leaf 1.
-            leaf1 = topo.leaves[0].name
+            leaf1 = f"{rid}l1"
             src, dst = hosts[0], hosts[2]
             before = _group_bucket_packets(leaf1)
             sender = tmp_path / "udp_flows.py"
