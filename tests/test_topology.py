@@ -298,3 +298,15 @@ def test_hosts_without_subnet_get_host_routes_and_disconnected_layouts_are_refus
     doc["links"] = [ln for ln in doc["links"] if ln["a"] != f"{RID}l2" or ln["b"] != f"{RID}s1"]
     with pytest.raises(R.RoutingError, match=f"switch '{RID}l2' has no path to host '{RID}h1'"):
         R.plan_routes(M.from_dict(doc))
+
+
+def test_scenario_fabric_kind_picks_a_registered_builder():
+    from testbed.spec import ScenarioError, parse_scenario
+
+    workload = {"sizes": {"min_bytes": 65536, "max_bytes": 65536}}
+    spec = parse_scenario({"name": "k", "fabric": {"spines": 1, "leaves": 2}, "workload": workload})
+    assert spec.fabric.kind == "spine_leaf"
+    layout = topology.build(spec.fabric.kind, spec.fabric, RID)
+    assert [s.name for s in layout.switches] == [f"{RID}s1", f"{RID}l1", f"{RID}l2"]
+    with pytest.raises(ScenarioError, match=r"fabric: fabric.kind = 'fat_tree' is not one of \['spine_leaf'\]"):
+        parse_scenario({"name": "k", "fabric": {"kind": "fat_tree"}, "workload": workload})
