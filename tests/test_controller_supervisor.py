@@ -2,7 +2,6 @@
 127.0.0.1 with no switch connected, killed for real; the resync plan against parsed OpenFlow."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
