@@ -1,32 +1,25 @@
-"""Faithful capacity of this machine: how much host link traffic it can emulate before the CPU saturates.
+"""Faithful capacity of this machine: how much host link traffic it can emulate faithfully.
 
-:func:`calibrate` builds a small real fabric (1 spine, 2 leaves, 2 hosts per
-leaf: 4 hosts, 3 OVS switches) and has every host send paced 1 KB UDP
-datagrams to the next host of a ring (half the packets cross one switch,
-half three: the mix of the quickstart ring) at rising rates, STEP_S seconds
-each (STEP_RATES_BPS per host, about x1.4 apart). Each step is judged by the
-fidelity verdict's criteria, applied to the CPU time the emulation itself
-used, so that other work on the machine does not blur the figure:
+:func:`calibrate` runs the testbed itself, the way a user's run goes: the
+quickstart fabric (2 spines, 4 leaves, 8 hosts; RoCE path MTU 1024 on
+1500-byte links) runs a short ring all-reduce with ``testbed run`` at rising
+link rates (STEP_RATES_BPS, host and fabric links alike), and each run is
+judged by the fidelity verdict itself (per-core CPU, drops, link rates,
+packet timing, ...). The capacity is the highest rate before the first run
+that was not faithful, as host link traffic: 8 x that rate, and in packets/s
+of full 1082-byte frames (a 1024-byte RoCE payload).
 
-- the emulation's CPU time (ovs-vswitchd, the senders and receivers, and the
-  machine's softirq and irq time, where the kernel forwards veth traffic and
-  runs the qdiscs) stayed below ``cores x (100 - MIN_IDLE_PCT) %``,
-- ovs-vswitchd's busiest thread (the userspace datapath forwards on one
-  thread) was busy at most 100 - MIN_IDLE_PCT % of a core,
-- at least MIN_DELIVERED of the datagrams sent arrived.
+An earlier version measured plain paced UDP through Open vSwitch; it found
+about 6x more than the transport agents can drive faithfully (the quickstart
+at path MTU 1024 and 8 x 10 Mbit/s pegs a core while plain UDP at 4 x 128
+Mbit/s did not), because the agents' per-packet work (ACKs, go-back-N state,
+one syscall per packet in Python) costs more than the datapath's. Only the
+real pipeline gives an honest figure.
 
-The least idle core of each step is recorded too (``min_core_idle_pct``), but
-not judged: on a shared machine it measures the neighbours.
-
-The capacity is the delivered packet rate of the highest step before the
-first one that fails (a lower bound when none fails). The senders are small
-Python loops like the testbed's agents (one syscall per packet), so their
-CPU cost counts, as the agents' does in a run. The figure is stated in
-packets/s and in bit/s of host link traffic with 1082-byte frames (a
-1024-byte RoCE payload); the cost is per packet, so other path MTUs give
-about the same packets/s, i.e. more bit/s with larger frames (DESIGN.md: 4 KB
-datagrams bought 2.5-4x the bandwidth). The figure is what the machine can
-emulate when nothing else runs; a run is still judged on its own seconds.
+The cost is per packet, so other path MTUs reach about the same packets/s,
+i.e. more bit/s with larger frames (benchmarks/mtu_capacity.py sweeps both).
+The figure holds when nothing else runs: calibrate on a quiet machine (the
+per-core CPU check cannot tell the emulation's load from a neighbour's).
 
 The result is cached in ``$TESTBED_CACHE_DIR/capacity.json`` (default
 ``/var/lib/testbed``) with the machine facts it holds for (cores, kernel,
@@ -37,72 +30,39 @@ from __future__ import annotations
 import json
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-#: idle % every core must keep (the fidelity verdict's default min_cpu_idle_pct)
-MIN_IDLE_PCT = 5.0
-#: share of the sent datagrams that must arrive
-MIN_DELIVERED = 0.99
-#: per-host offered rates of the steps, bit/s (4 hosts: 0.9k .. 60k packets/s in all)
-STEP_RATES_BPS = (2e6, 4e6, 8e6, 11e6, 16e6, 22e6, 32e6, 45e6, 64e6, 90e6, 128e6)
-STEP_S = 1.2
-#: UDP payload of the calibration datagrams: frame = 14 + 20 + 8 + 1040 = 1082 B, as a 1024 B RoCE packet
-DATAGRAM_BYTES = 1040
-FRAME_BYTES = 14 + 20 + 8 + DATAGRAM_BYTES
-PORT = 4792
+#: per-link rates of the steps, bit/s, rising
+STEP_RATES_BPS = (2.5e6, 5e6, 7.5e6, 10e6, 15e6, 20e6, 30e6, 40e6)
+N_HOSTS = 8
+PAYLOAD_BYTES = 1024
+#: full data frame of a 1024-byte RoCE payload: Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + payload + ICRC 4
+FRAME_BYTES = 14 + 20 + 8 + 12 + PAYLOAD_BYTES + 4
+#: seconds one timed all-reduce lasts at each step's rate (every step moves the same number of packet times)
+OP_S = 2.0
 
-# sender: sends DATAGRAM_BYTES datagrams to DST at each step's rate during its window; byte 0 = step index.
-# Paced in batches: every millisecond it sends the packets that fell due (one syscall each).
-_SENDER = r"""
-import socket, sys, time
-dst, t0, step_s, size = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
-rates = [float(r) for r in sys.argv[5:]]
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-sent = []
-for i, rate in enumerate(rates):
-    start, end = t0 + i * step_s, t0 + (i + 1) * step_s
-    pkt = bytes([i]) + bytes(size - 1)
-    gap = size * 8 / rate
-    while time.time() < start:
-        time.sleep(min(0.01, max(0.0, start - time.time())))
-    n = 0
-    while True:
-        now = time.time()
-        if now >= end:
-            break
-        due = int((now - start) / gap) + 1
-        while n < due:
-            try:
-                s.sendto(pkt, (dst, %d))
-            except OSError:
-                pass
-            n += 1
-        time.sleep(0.001)
-    sent.append(n)
-print(" ".join(map(str, sent)), flush=True)
-""" % PORT
+STEP_SCENARIO = """
+name: calibrate-{rate_k}k
+fabric: {{spines: 2, leaves: 4, hosts_per_leaf: 2, host_link_bps: {rate}, fabric_link_bps: {rate},
+          buffer_bytes: 100KB}}
+transport: {{payload_bytes: {payload}, window_pkts: 64, ack_every_pkts: 8}}
+workload: {{sizes: {{min_bytes: {size}, max_bytes: {size}}}, iterations: 2, warmup_iterations: 1}}
+"""
 
-# receiver: counts datagrams per step index until END
-_RECEIVER = r"""
-import socket, sys, time
-ip, end, nsteps = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-s.bind((ip, %d))
-s.settimeout(0.1)
-got = [0] * nsteps
-while time.time() < end:
-    try:
-        data = s.recv(4096)
-    except socket.timeout:
-        continue
-    if data and data[0] < nsteps:
-        got[data[0]] += 1
-print(" ".join(map(str, got)), flush=True)
-""" % PORT
+
+def step_size_bytes(rate_bps: float, op_s: float = OP_S) -> int:
+    """All-reduce size (whole packets per rank) that takes about ``op_s`` on 8 ranks at ``rate_bps``.
+
+    Time of a ring all-reduce = 2(n-1)/n x S x 8 / (rate x payload / frame) (nccl-tests busbw factor).
+    """
+    goodput_bps = rate_bps * PAYLOAD_BYTES / FRAME_BYTES
+    size = op_s * goodput_bps / 8 / (2 * (N_HOSTS - 1) / N_HOSTS)
+    unit = PAYLOAD_BYTES * N_HOSTS
+    return max(unit, int(size) // unit * unit)
 
 
 def cache_path() -> Path:
@@ -178,158 +138,77 @@ def check_scenario(spec, cached: dict | None = None) -> str | None:
             f"lower fabric.host_link_bps or the hosts, or raise transport.payload_bytes")
 
 
-def judge_step(step: dict, cores: int | None = None) -> str | None:
-    """Why a step was not faithful (one line), or None when it was (module docstring criteria)."""
-    cores = cores or os.cpu_count() or 1
-    usable = 1 - MIN_IDLE_PCT / 100
-    if step["sent_pkts"] and step["delivered_pkts"] < MIN_DELIVERED * step["sent_pkts"]:
-        return f"{step['delivered_pkts']} of {step['sent_pkts']} datagrams delivered"
-    if step["busy_cores"] > cores * usable:
-        return f"the emulation used {step['busy_cores']:.2f} of {cores} cores"
-    if step["ovs_thread_busy"] > usable:
-        return f"ovs-vswitchd's busiest thread was {step['ovs_thread_busy']:.0%} busy"
-    return None
-
-
-def capacity_from_steps(steps: list[dict], cores: int | None = None) -> dict:
-    """Capacity from measured steps in rising order (module docstring).
+def capacity_from_steps(steps: list[dict]) -> dict:
+    """Capacity from judged steps in rising order.
 
     Args:
-        steps: dicts with sent_pkts, delivered_pkts, delivered_pps, busy_cores (the
-            emulation's CPU time, in cores), ovs_thread_busy (busiest ovs-vswitchd thread, in cores).
-        cores: CPUs of the machine (default: this one's).
+        steps: dicts with per_host_bps (the step's link rate, bit/s), faithful (bool: the run's
+            fidelity verdict) and violation (its first violation, "" when faithful).
 
-    Returns: dict with capacity_pps, capacity_bps (host link traffic in
-    FRAME_BYTES frames), limited_by (the first failing step's reason, or
-    "not reached"), lower_bound (True when no step failed). capacity_pps is 0
-    when even the first step failed.
+    Returns: dict with capacity_bps (N_HOSTS x the highest rate before the first unfaithful step),
+    capacity_pps (that traffic in FRAME_BYTES frames), limited_by (the first unfaithful step and
+    why, or "not reached") and lower_bound (True when every step was faithful). Both figures are
+    0 when even the first step was not faithful.
     """
     best, why = 0.0, None
     for st in steps:
-        why = judge_step(st, cores)
-        if why:
-            why = f"at {st['delivered_pps']:,.0f} packets/s {why}"
+        if not st["faithful"]:
+            why = f"at {st['per_host_bps'] / 1e6:g} Mbit/s per host: {st['violation'] or 'not faithful'}"
             break
-        best = max(best, st["delivered_pps"])
-    return {"capacity_pps": best, "capacity_bps": best * FRAME_BYTES * 8,
+        best = max(best, st["per_host_bps"])
+    cap_bps = best * N_HOSTS
+    return {"capacity_bps": cap_bps, "capacity_pps": cap_bps / (FRAME_BYTES * 8),
             "limited_by": why or "not reached: every step was faithful", "lower_bound": why is None}
 
 
-def _ovs_vswitchd_pid() -> int | None:
-    for d in (os.environ.get("OVS_RUNDIR"), "/var/run/openvswitch", "/run/openvswitch"):
-        if d:
-            try:
-                return int(Path(d, "ovs-vswitchd.pid").read_text().strip())
-            except (OSError, ValueError):
-                continue
-    return None
+def _run_step(rate_bps: float, workdir: Path) -> dict:
+    """One short ``testbed run`` of the quickstart fabric at ``rate_bps``; the verdict's figures."""
+    size = step_size_bytes(rate_bps)
+    scen = workdir / f"step-{rate_bps:.0f}.yaml"
+    scen.write_text(STEP_SCENARIO.format(rate_k=int(rate_bps / 1e3), rate=int(rate_bps), payload=PAYLOAD_BYTES,
+                                         size=size))
+    out = workdir / f"res-{rate_bps:.0f}"
+    proc = subprocess.run([sys.executable, "-m", "testbed.cli", "run", str(scen), "--results", str(out), "--quiet"],
+                          capture_output=True, text=True, timeout=600)
+    found = list(out.glob("*/summary.json"))
+    if not found:
+        raise RuntimeError(f"calibration run at {rate_bps / 1e6:g} Mbit/s failed (exit {proc.returncode}): "
+                           f"{(proc.stderr or proc.stdout).strip()[-400:]}")
+    s = json.loads(found[0].read_text())
+    return {"per_host_bps": rate_bps, "size_bytes": size, "faithful": bool(s["faithful"]),
+            "violation": s["violations"][0] if s["violations"] else "",
+            "busbw_ratio": s["sizes"][0]["busbw_ratio"] if s["sizes"] else None}
 
 
-def _thread_times(pid: int | None) -> dict[int, float]:
-    import psutil
+def calibrate(datapath: str, quiet: bool = False, rates_bps: tuple = STEP_RATES_BPS) -> dict:
+    """Measure the faithful capacity with real runs (root, OVS running); return the cache record.
 
-    if pid is None:
-        return {}
-    try:
-        return {t.id: t.user_time + t.system_time for t in psutil.Process(pid).threads()}
-    except psutil.Error:
-        return {}
-
-
-def _emulation_cpu_s(pids: list[int]) -> float:
-    """CPU seconds so far of ``pids`` (user + system) plus the machine's irq and softirq time."""
-    import psutil
-
-    total = 0.0
-    for pid in pids:
-        try:
-            t = psutil.Process(pid).cpu_times()
-            total += t.user + t.system
-        except psutil.Error:
-            pass
-    m = psutil.cpu_times()
-    return total + getattr(m, "softirq", 0.0) + getattr(m, "irq", 0.0)
-
-
-def _idle_pct(a, b) -> float:
-    """Idle % of one CPU between two psutil.cpu_times snapshots (idle + iowait, as the verdict counts)."""
-    idle = (b.idle - a.idle) + (getattr(b, "iowait", 0) - getattr(a, "iowait", 0))
-    total = sum(b) - sum(a)
-    return 100.0 * idle / total if total > 0 else 100.0
-
-
-def calibrate(datapath: str, quiet: bool = False) -> dict:
-    """Measure the faithful capacity on a real fabric (root, OVS running); return the cache record.
-
-    Builds and tears down its own fabric under its own run id and run lock.
-    Raises RuntimeError when no traffic was delivered (fabric broken).
+    Each step is a ``testbed run`` in a child process (its own run id, lock and cleanup); the
+    sweep stops at the first step that is not faithful. Raises RuntimeError when a run fails.
     """
-    import psutil
-
-    from testbed.fabric import Fabric
-    from testbed.naming import new_run_id
-    from testbed.runlock import RunLock
-    from testbed.spec import parse_scenario
-
-    top = max(STEP_RATES_BPS)
-    spec = parse_scenario({"name": "calibrate", "fabric": {
-        "spines": 1, "leaves": 2, "hosts_per_leaf": 2, "host_link_bps": 2 * top, "fabric_link_bps": 4 * top},
-        "workload": {"sizes": {"min_bytes": 65536, "max_bytes": 65536}}})
-    rates = tuple(STEP_RATES_BPS)
-    rid = new_run_id()
     say = (lambda m: None) if quiet else (lambda m: print(m, file=sys.stderr, flush=True))
-    say(f"calibrating: fabric {rid} (4 hosts, 3 switches), 1 KB UDP ring at "
-        f"{', '.join(f'{r / 1e6:g}' for r in rates)} Mbit/s per host, {STEP_S:g} s each")
-    with tempfile.TemporaryDirectory(prefix=f"{rid}-") as tmp, RunLock(rid):
-        with Fabric(spec, rid, Path(tmp), datapath) as fab:
-            n = len(fab.layout.hosts)
-            t0 = time.time() + 1.5
-            end = t0 + len(rates) * STEP_S + 0.5
-            recv = [fab.host(r).popen([sys.executable, "-c", _RECEIVER, fab.layout.hosts[r].ip, str(end),
-                                       str(len(rates))]) for r in range(n)]
-            send = [fab.host(r).popen([sys.executable, "-c", _SENDER, fab.layout.hosts[(r + 1) % n].ip, str(t0),
-                                       str(STEP_S), str(DATAGRAM_BYTES), *map(str, rates)]) for r in range(n)]
-            ovs_pid = _ovs_vswitchd_pid()
-            pids = [p.pid for p in send + recv] + ([ovs_pid] if ovs_pid else [])
-            marks = []
-            for i in range(len(rates)):
-                # skip the first 0.25 s of each step (senders starting), measure the rest
-                start, stop = t0 + i * STEP_S + 0.25, t0 + (i + 1) * STEP_S - 0.05
-                time.sleep(max(0.0, start - time.time()))
-                a = (time.time(), psutil.cpu_times(percpu=True), _thread_times(ovs_pid), _emulation_cpu_s(pids))
-                time.sleep(max(0.0, stop - time.time()))
-                b = (time.time(), psutil.cpu_times(percpu=True), _thread_times(ovs_pid), _emulation_cpu_s(pids))
-                marks.append((a, b))
-            sent = [list(map(int, p.communicate(timeout=30)[0].split())) for p in send]
-            got = [list(map(int, p.communicate(timeout=30)[0].split())) for p in recv]
+    say(f"calibrating: ring all-reduce on the quickstart fabric ({N_HOSTS} hosts, path MTU {PAYLOAD_BYTES}) "
+        f"at {', '.join(f'{r / 1e6:g}' for r in rates_bps)} Mbit/s per link, judged by the fidelity verdict")
     steps = []
-    for i, ((ta, ca, tha, ea), (tb, cb, thb, eb)) in enumerate(marks):
-        dt = tb - ta
-        thread_busy = max((thb[k] - tha[k] for k in thb if k in tha), default=0.0) / dt
-        sent_i, got_i = sum(s[i] for s in sent), sum(g[i] for g in got)
-        idle = [_idle_pct(a, b) for a, b in zip(ca, cb)]
-        steps.append({"per_host_bps": rates[i], "sent_pkts": sent_i, "delivered_pkts": got_i,
-                      "delivered_pps": got_i / STEP_S, "busy_cores": (eb - ea) / dt,
-                      "min_core_idle_pct": min(idle),
-                      "mean_idle_pct": sum(idle) / len(idle), "ovs_thread_busy": thread_busy})
-        say(f"  {rates[i] / 1e6:g} Mbit/s per host: {got_i}/{sent_i} datagrams delivered, emulation CPU "
-            f"{(eb - ea) / dt:.2f} cores, ovs-vswitchd busiest thread {thread_busy:.0%}, least idle core "
-            f"{min(idle):.0f}%"
-            + (f"  <- {judge_step(steps[-1])}" if judge_step(steps[-1]) else ""))
-    if not any(s["delivered_pkts"] for s in steps):
-        raise RuntimeError("calibration fabric delivered no packets")
+    with tempfile.TemporaryDirectory(prefix="testbed-calibrate-") as tmp:
+        for rate in rates_bps:
+            st = _run_step(rate, Path(tmp))
+            steps.append(st)
+            say(f"  {rate / 1e6:g} Mbit/s per link: busbw/link {st['busbw_ratio']:.3f}, "
+                + ("faithful" if st["faithful"] else f"NOT faithful: {st['violation'][:160]}"))
+            if not st["faithful"]:
+                break
     result = capacity_from_steps(steps)
     result.update({"machine": machine_facts(datapath), "measured_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                                       time.gmtime()),
-                   "frame_bytes": FRAME_BYTES, "hosts": 4, "switches": 3, "min_idle_pct": MIN_IDLE_PCT,
-                   "steps": steps})
+                   "frame_bytes": FRAME_BYTES, "hosts": N_HOSTS, "steps": steps})
     return result
 
 
 def format_capacity(cal: dict | None) -> str:
     """One line for the doctor's report."""
     if not cal:
-        return "not calibrated: run 'testbed doctor --calibrate' (root; builds a 4-host fabric, about 20 s)"
+        return "not calibrated: run 'testbed doctor --calibrate' (root; short real runs of the quickstart fabric, 1-2 min)"
     return (f"{'at least ' if cal.get('lower_bound') else ''}{cal['capacity_bps'] / 1e6:.0f} Mbit/s of host link "
             f"traffic in 1 KB packets ({cal['capacity_pps']:,.0f} packets/s; hosts x host_link_bps, e.g. 8 hosts x "
             f"{cal['capacity_bps'] / 8 / 1e6:.0f} Mbit/s); next step: {cal['limited_by']}; "

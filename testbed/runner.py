@@ -346,7 +346,8 @@ def _thresholds(spec: ScenarioSpec) -> fidelity.FidelityThresholds:
         min_cpu_idle_pct=0.0 if f.min_cpu_idle_pct is None else f.min_cpu_idle_pct,
         max_unexplained_drops=2**62 if f.max_unexplained_drops_pkts is None else f.max_unexplained_drops_pkts,
         max_spurious_retx_pkts=2**62 if f.max_spurious_retx_pkts is None else f.max_spurious_retx_pkts,
-        min_link_rate_ratio=1e-12 if f.min_link_rate_ratio is None else f.min_link_rate_ratio)
+        min_link_rate_ratio=1e-12 if f.min_link_rate_ratio is None else f.min_link_rate_ratio,
+        max_frame_bytes=spec.fabric.mtu_bytes + 14)
 
 
 def _write_results(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_meta, stats, sampler, cpu,

@@ -412,3 +412,27 @@ def test_send_buffer_check_names_the_limit_and_the_fix(monkeypatch):
     monkeypatch.setattr(drops, "_read_wmem_default", lambda: 212_992)
     fig = drops.send_buffer_check(12, 100_000)
     assert not fig["ok"] and fig["source"] == "wmem_default"
+
+
+def test_link_ratio_allows_one_frame_per_backlogged_run():
+    # 2.5 Mbit/s, 10 ms samples: a 1514-byte frame lasts 4.8 ms, so ten separate 1-interval backlogged runs
+    # that each lose one frame at their edge show 52% while the link was in fact at its rate
+    rate, period = 2.5e6, 10_000_000
+    per_interval = rate * period / 1e9 / 8  # 3125 B
+    rows = []
+    for k in range(10):  # runs of one backlogged interval, separated by idle samples
+        t0 = k * 3 * period
+        tx0 = int(k * 3 * per_interval)
+        rows += [(t0, tx0, 3000), (t0 + period, tx0 + int(per_interval) - 1514, 3000), (t0 + 2 * period, tx0, 0)]
+    samples = pd.DataFrame({"time_ns": [r[0] for r in rows], "port": PORT, "tx_bytes": [r[1] for r in rows],
+                            "tx_pkts": 0, "drops_pkts": 0, "backlog_bytes": [r[2] for r in rows],
+                            "backlog_pkts": [r[2] // 1000 for r in rows]})
+    samples["tx_bytes"] = samples["tx_bytes"].cummax()
+    v = healthy(port_samples=samples, port_rate_bps={PORT: rate})
+    fig = v.figures["links"][PORT]
+    assert fig["backlogged_intervals"] == 10 and fig["backlogged_runs"] == 10
+    assert fig["ratio"] == pytest.approx((3125 - 1514) / 3125, abs=0.01)  # 0.52
+    assert fig["ratio_error_bound"] == pytest.approx(1514 / 3125, abs=0.01)  # one frame per run
+    assert not any(m.startswith("link") for m in v.violations)
+    # a long single run at 61% stays a violation: one frame of slack over 2 s is 0.3%
+    assert not healthy(port_samples=port_frame(PORT, 200, 0.61)).faithful

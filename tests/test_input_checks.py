@@ -169,27 +169,27 @@ def test_max_duration_flag_parsed():
 
 # ------------------------------------------------------------------ faithful capacity
 
-def _step(pps, busy=0.5, thread=0.3, lost=0):
-    sent = int(pps * 1.2)
-    return {"sent_pkts": sent, "delivered_pkts": sent - lost, "delivered_pps": (sent - lost) / 1.2,
-            "busy_cores": busy, "ovs_thread_busy": thread, "min_core_idle_pct": 0.0}
+def _step(mbps, faithful=True, violation=""):
+    return {"per_host_bps": mbps * 1e6, "faithful": faithful, "violation": violation, "busbw_ratio": 0.99}
 
 
 def test_capacity_is_the_last_faithful_step():
-    steps = [_step(1000), _step(2000), _step(4000, busy=1.89), _step(8000, busy=1.95), _step(16000, busy=2.0)]
-    cap = capacity.capacity_from_steps(steps, cores=2)
-    assert cap["capacity_pps"] == pytest.approx(4000) and not cap["lower_bound"]
-    assert cap["capacity_bps"] == pytest.approx(4000 * 1082 * 8)
-    assert cap["limited_by"] == "at 8,000 packets/s the emulation used 1.95 of 2 cores"
-    # a later step that happens to pass (noise) does not raise the figure past the first failure
-    assert capacity.capacity_from_steps(steps[:3] + [_step(8000, thread=0.97), _step(16000)], 2)["limited_by"] == \
-        "at 8,000 packets/s ovs-vswitchd's busiest thread was 97% busy"
-    lossy = capacity.capacity_from_steps([_step(1000), _step(2000, lost=30)], 2)
-    assert lossy["capacity_pps"] == pytest.approx(1000) and "2370 of 2400 datagrams delivered" in lossy["limited_by"]
-    assert capacity.capacity_from_steps([_step(1000, lost=100)], 2)["capacity_pps"] == 0
-    top = capacity.capacity_from_steps([_step(1000), _step(2000)], 2)
-    assert top["lower_bound"] and top["capacity_pps"] == pytest.approx(2000)
-    assert capacity.format_capacity(top).startswith("at least 17 Mbit/s of host link traffic")
+    steps = [_step(2.5), _step(5), _step(7.5), _step(10, False, "CPU saturated: idle < 5% in 9 of 20 s"), _step(15)]
+    cap = capacity.capacity_from_steps(steps)
+    # 8 hosts x 7.5 Mbit/s = 60 Mbit/s of host link traffic = 60e6 / (1082 B x 8) = 6931 packets/s
+    assert cap["capacity_bps"] == pytest.approx(60e6) and not cap["lower_bound"]
+    assert cap["capacity_pps"] == pytest.approx(60e6 / (1082 * 8))
+    assert cap["limited_by"] == "at 10 Mbit/s per host: CPU saturated: idle < 5% in 9 of 20 s"
+    assert capacity.capacity_from_steps([_step(2.5, False)])["capacity_bps"] == 0
+    top = capacity.capacity_from_steps([_step(2.5), _step(5)])
+    assert top["lower_bound"] and top["capacity_bps"] == pytest.approx(40e6)
+    assert capacity.format_capacity(top).startswith("at least 40 Mbit/s of host link traffic")
+
+
+def test_step_sizes_take_the_same_time_at_every_rate():
+    # 2 s x 10 Mbit/s x 1024/1082 / 8 / 1.75 = 1,352,125 B, rounded down to whole 8 x 1024 B: 1,351,680
+    assert capacity.step_size_bytes(10e6) == 1351680
+    assert capacity.step_size_bytes(2.5e6) == 335872
 
 
 def test_scenario_warned_above_calibrated_capacity(tmp_path, monkeypatch):

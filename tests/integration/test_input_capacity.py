@@ -7,25 +7,22 @@ from testbed import capacity
 from tests.integration.conftest import run_cli
 
 
-def test_calibration_measures_a_per_packet_cost(datapath, tmp_path, monkeypatch):
+def test_calibration_judges_real_runs_by_the_verdict(datapath, tmp_path, monkeypatch):
     monkeypatch.setenv("TESTBED_CACHE_DIR", str(tmp_path))
-    cal = capacity.calibrate(datapath, quiet=True)
-    steps = cal["steps"]
-    for s in steps:
-        print(f"calibration {s['per_host_bps'] / 1e6:g} Mbit/s/host: {s['delivered_pkts']}/{s['sent_pkts']} "
-              f"delivered, emulation CPU {s['busy_cores']:.2f} cores, ovs thread {s['ovs_thread_busy']:.0%}")
-    print(f"calibrated faithful capacity {cal['capacity_pps']:.0f} pps = {cal['capacity_bps'] / 1e6:.0f} Mbit/s "
-          f"({cal['limited_by']})")
-    for s in steps:
-        expected = 4 * s["per_host_bps"] / (capacity.DATAGRAM_BYTES * 8) * capacity.STEP_S
-        assert s["sent_pkts"] == pytest.approx(expected, rel=0.1)  # the senders kept their pace
-    # the lowest step (0.9k packets/s in all) is far below any capacity: nothing lost, cores not saturated
-    assert capacity.judge_step(steps[0]) is None, steps[0]
-    assert cal["capacity_pps"] >= steps[0]["delivered_pps"]
-    failed = [s for s in steps if capacity.judge_step(s)]
-    assert cal["lower_bound"] == (not failed)
-    path = capacity.save(cal)
-    assert capacity.load_cached(datapath)["capacity_pps"] == cal["capacity_pps"], path
+    # two low steps keep the test short; 'testbed doctor --calibrate' sweeps up to 40 Mbit/s
+    cal = capacity.calibrate(datapath, quiet=True, rates_bps=(2.5e6, 5e6))
+    for s in cal["steps"]:
+        print(f"calibration {s['per_host_bps'] / 1e6:g} Mbit/s/link: busbw/link {s['busbw_ratio']:.3f}, "
+              f"faithful {s['faithful']} {s['violation']}")
+    print(f"calibrated faithful capacity {cal['capacity_bps'] / 1e6:g} Mbit/s ({cal['limited_by']})")
+    first = cal["steps"][0]
+    # 2.5 Mbit/s x 8 hosts at path MTU 1024 is far below what this machine emulates: faithful, at the link rate
+    assert first["faithful"], first
+    assert first["busbw_ratio"] == pytest.approx(1.0, abs=0.05)
+    assert cal["capacity_bps"] >= 8 * 2.5e6
+    assert cal["lower_bound"] == all(s["faithful"] for s in cal["steps"])
+    capacity.save(cal)
+    assert capacity.load_cached(datapath)["capacity_bps"] == cal["capacity_bps"]
 
 
 C15 = """
