@@ -145,8 +145,43 @@ def _cmd_doctor(args) -> int:
 _COMMANDS = {"run": _cmd_run, "clean": _cmd_clean, "doctor": _cmd_doctor}
 
 
+class _ReaderGoneTolerant:
+    """A text stream whose reader may go away (``testbed run | head``) without touching the run.
+
+    The first BrokenPipeError points the stream's file descriptor at /dev/null (the recipe of
+    Python's signal docs, "Note on SIGPIPE"), so later writes and the flush at exit succeed:
+    the run goes on, writes its results and keeps its exit code; only the console lines are lost.
+    """
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def _silence(self) -> None:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, self._stream.fileno())
+        os.close(devnull)
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._silence()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._silence()
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``testbed`` console script; returns the exit code."""
+    if argv is None:  # the real command line: its output may be piped into a reader that quits early
+        sys.stdout, sys.stderr = _ReaderGoneTolerant(sys.stdout), _ReaderGoneTolerant(sys.stderr)
     parser = build_parser()
     debug = "--debug" in (sys.argv[1:] if argv is None else argv)
     try:

@@ -27,3 +27,20 @@ def test_bad_scenario_exits_2(tmp_path):
     p.write_text("name: bad\nworkload: {sizes: {min_bytes: 1KiB, max_bytes: 1KiB}}\nfidelity: {max_spurious_retx_pkts: -1}\n")
     ns = type("Args", (), {"scenario": str(p), "results": None, "quiet": True})()
     assert runner.run_from_cli(ns) == runner.EXIT_BAD_INPUT
+
+
+def test_a_reader_that_quits_early_changes_nothing():
+    """`testbed ... | head`: output to a closed pipe is dropped, the command keeps its own exit code."""
+    import os
+    import subprocess
+    import sys
+
+    r, w = os.pipe()
+    os.close(r)  # the reader is gone before the first line
+    try:
+        res = subprocess.run([sys.executable, "-m", "testbed.cli", "run", "--help"], stdout=w,
+                             stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(w)
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr and "BrokenPipe" not in res.stderr
