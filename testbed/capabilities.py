@@ -412,6 +412,9 @@ def format_report(caps: Capabilities) -> str:
         label = "clsact" if kind == "clsact" else f"sch_{kind}"
         if feat.available:
             value = "present"
+        elif feat.detail.startswith("not probed"):  # without root: unknown, not absent
+            lines.append(_line(label, f"unknown ({feat.detail})"))
+            continue
         elif feat.detail.startswith("kernel has no"):
             value = "absent"
         else:
@@ -425,9 +428,10 @@ def format_report(caps: Capabilities) -> str:
             value += " -> no added link delay"
         lines.append(_line(label, value))
     nft = f["nft_egress"]
-    lines.append(_line("nft egress hook", "present" if nft.available else f"absent ({nft.detail})"))
+    unknown = lambda feat: "unknown" if feat.detail.startswith("not probed") else "absent"  # noqa: E731
+    lines.append(_line("nft egress hook", "present" if nft.available else f"{unknown(nft)} ({nft.detail})"))
     eth = f["ethtool"]
-    lines.append(_line("ethtool", "works" if eth.available else f"absent ({eth.detail})"))
+    lines.append(_line("ethtool", "works" if eth.available else f"{unknown(eth)} ({eth.detail})"))
     for tool in TOOLS:
         lines.append(_line(tool, f[tool].detail))
     lines.append(_line("mininet module", f["mininet_module"].detail))
