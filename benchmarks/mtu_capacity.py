@@ -31,8 +31,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from testbed import results
-from testbed.timing import data_frame_bytes
+from testbed.results import tables as results
+from testbed.measure.timing import data_frame_bytes
 
 LINK_MTU_FOR = {1024: 1500, 2048: 2100, 4096: 4200}
 #: a point counts as faithful only with the verdict faithful AND busbw/link at least this (see main)

@@ -1,15 +1,15 @@
-"""Cost of sampling qdisc counters: pyroute2 parsing vs testbed.telemetry's decoder.
+"""Cost of sampling qdisc counters: pyroute2 parsing vs testbed.measure.telemetry's decoder.
 
 Builds 24 veth pairs ``tbbe01v<N>a``/``tbbe01v<N>b`` in the root namespace, shapes
-the ``a`` ends with :func:`testbed.shaping.shape_egress` (HTB + bfifo, as on
+the ``a`` ends with :func:`testbed.emulation.shaping.shape_egress` (HTB + bfifo, as on
 switch ports), then prints
 
 * per-dump CPU time of one RTM_GETQDISC dump decoded by
   (1) ``IPRoute().get_qdiscs()`` (full pyroute2 parsing),
   (2) a raw socket + pyroute2 ``Marshal`` with a lean tcmsg class mapping only
       TCA_KIND and TCA_STATS2/{BASIC,QUEUE}, skipping unwatched messages first,
-  (3) ``testbed.telemetry.QdiscDumper`` (struct decoder);
-* the CPU % of one core used by the :class:`~testbed.telemetry.QdiscSampler`
+  (3) ``testbed.measure.telemetry.QdiscDumper`` (struct decoder);
+* the CPU % of one core used by the :class:`~testbed.measure.telemetry.QdiscSampler`
   thread at 1 ms and 10 ms periods, with achieved sample counts.
 
 Every interface it creates is deleted in ``finally``. Needs root.
@@ -25,8 +25,9 @@ import time
 from pyroute2 import IPRoute
 from pyroute2.netlink import NLM_F_DUMP, NLM_F_REQUEST, nla, nlmsg
 
-from testbed import shaping, telemetry
-from testbed.runlock import RunLock
+from testbed.emulation import shaping
+from testbed.measure import telemetry
+from testbed.host.runlock import RunLock
 
 PREFIX = "tbbe01"
 
@@ -119,7 +120,7 @@ def _bench(args, names: list[str], lock: RunLock) -> None:
         results = [
             ("pyroute2 IPRoute.get_qdiscs() full parsing", lambda: list(ipr.get_qdiscs())),
             ("pyroute2 lean tcmsg class, pre-filtered", lambda: _lean_pyroute2_dump(sock, want, buf)),
-            ("testbed.telemetry.QdiscDumper (struct)", lambda: dumper.dump_into(row)),
+            ("testbed.measure.telemetry.QdiscDumper (struct)", lambda: dumper.dump_into(row)),
         ]
         for label, fn in results:
             print(f"  {label:48s} {_cpu_per_call_ms(fn):7.3f} ms CPU per dump")

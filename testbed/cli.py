@@ -75,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _duration(text: str) -> float:
-    from testbed.estimate import parse_duration_s
+    from testbed.spec.estimate import parse_duration_s
 
     try:
         return parse_duration_s(text)
@@ -100,7 +100,7 @@ def _cmd_run(args) -> int:
 
 def _cmd_clean(args) -> int:
     _require_root("clean")
-    from testbed.cleanup import clean
+    from testbed.host.cleanup import clean
     from testbed.naming import check_run_id
 
     for rid in args.run_ids:
@@ -117,8 +117,8 @@ def _cmd_clean(args) -> int:
 
 
 def _cmd_doctor(args) -> int:
-    from testbed import capacity
-    from testbed.capabilities import format_report, probe
+    from testbed.measure import capacity
+    from testbed.host.capabilities import format_report, probe
 
     if args.calibrate:
         _require_root("doctor --calibrate")

@@ -4,7 +4,7 @@ A size sweep (``workload.sizes``) gives warmup and timed ring all-reduces over
 all hosts. A SimAI/AICB replay (``workload.simai``) gives the file's
 ALLREDUCE entries, each over its own group scope: a TP-scoped all-reduce with
 TP 2 on 8 hosts is 4 concurrent 2-rank rings, a DP-scoped one 2 concurrent
-4-rank rings (rank layout: :mod:`traffic.parallel_groups`; rank r runs on the
+4-rank rings (rank layout: :mod:`traffic.workloads.parallel_groups`; rank r runs on the
 fabric's host r, hosts numbered leaf by leaf). Ops run one after another in
 SimAI's order, each a barrier (SimAI overlaps non-blocking weight-gradient
 collectives with later work and waits compute times: not replayed yet). What
@@ -15,7 +15,7 @@ the testbed cannot run becomes a note, never a silent change:
 - groups of one rank (e.g. TP-scoped with TP 1): skipped, noted (no data moves;
   SimAI builds no such group either).
 
-Refused before anything is built (:class:`~testbed.spec.ScenarioError`): a
+Refused before anything is built (:class:`~testbed.spec.scenario.ScenarioError`): a
 malformed file (naming file, line, column), a header ``all_gpus`` that differs
 from the fabric's host count (the testbed runs one rank per host; both numbers
 are named), pp > 1, or a file with nothing the testbed can run.
@@ -26,7 +26,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Tuple
 
-from testbed.spec import ScenarioError, ScenarioSpec
+from testbed.spec.scenario import ScenarioError, ScenarioSpec
 
 #: notes list at most this many file locations per kind of skipped entry
 MAX_NOTE_PLACES = 5
@@ -95,8 +95,8 @@ def _sweep_plan(spec: ScenarioSpec) -> WorkloadPlan:
 
 
 def _simai_plan(spec: ScenarioSpec) -> WorkloadPlan:
-    from traffic.parallel_groups import rank_groups
-    from traffic.simai import SimaiFormatError, collective_ops, load_simai
+    from traffic.workloads.parallel_groups import rank_groups
+    from traffic.workloads.simai import SimaiFormatError, collective_ops, load_simai
 
     s, f = spec.workload.simai, spec.fabric
     key = "workload.simai.path"

@@ -32,16 +32,22 @@ import pandas as pd
 
 from testbed.exitcodes import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_FAITHFUL, EXIT_INTERRUPTED_BASE,  # noqa: F401
                                EXIT_NOT_FAITHFUL, exit_code)
-from testbed import capabilities, cleanup, estimate, fidelity, results, signals, timing
-from testbed.agents import AgentGroup
-from testbed.controller_supervisor import verdict_line as controller_verdict_line
-from testbed.verdict import FAILED, PASSED
-from testbed.fabric import Fabric
+from testbed import signals
+from testbed.host import capabilities
+from testbed.host import cleanup
+from testbed.spec import estimate
+from testbed.measure import fidelity
+from testbed.results import tables as results
+from testbed.measure import timing
+from testbed.emulation.agents import AgentGroup
+from testbed.emulation.controller_supervisor import verdict_line as controller_verdict_line
+from testbed.measure.verdict import FAILED, PASSED
+from testbed.emulation.fabric import Fabric
 from testbed.naming import new_run_id
 from testbed.plan import PlannedOp, plan_workload
-from testbed.runlock import RunLock
-from testbed.spec import ScenarioError, ScenarioSpec, load_scenario
-from testbed.telemetry import QdiscSampler
+from testbed.host.runlock import RunLock
+from testbed.spec.scenario import ScenarioError, ScenarioSpec, load_scenario
+from testbed.measure.telemetry import QdiscSampler
 from traffic.transport import payload_efficiency, wire_bytes
 
 log = logging.getLogger(__name__)
@@ -395,7 +401,7 @@ def _write_results_now(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_
                                 host_tx, th, transport=t,
                                 departures=timing.write_departures(departures, run_dir))
     fidelity.judge_send_buffer(verdict, send_buffer)
-    controller = fab.controller_report  # deaths, restarts, OpenFlow errors (testbed.controller_supervisor)
+    controller = fab.controller_report  # deaths, restarts, OpenFlow errors (testbed.emulation.controller_supervisor)
     verdict.add("controller", FAILED if controller["violations"] else PASSED, "\n".join(controller["violations"]))
     summary = {
         "run_id": fab.run_id, "run_dir": str(run_dir), "scenario": spec.name, "n_ranks": n,
@@ -467,7 +473,7 @@ def run_from_cli(args) -> int:
     except (ScenarioError, FileNotFoundError, IsADirectoryError, estimate.DurationError) as e:
         print(f"testbed: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    from testbed import capacity
+    from testbed.measure import capacity
     warning = capacity.check_scenario(spec)
     if warning:
         print(f"testbed: warning: {warning}", file=sys.stderr)

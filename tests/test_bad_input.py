@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.spec import ScenarioError, parse_scenario
+from testbed.spec.scenario import ScenarioError, parse_scenario
 
 OK_WORKLOAD = "workload: {sizes: {min_bytes: 64KiB, max_bytes: 64KiB}}\n"
 
@@ -71,7 +71,7 @@ BAD["alias_bomb"] = (alias_bomb(), BAD["alias_bomb"][1])
 @pytest.mark.parametrize("name", sorted(BAD))
 def test_parse_error_names_key(name, tmp_path):
     text, words = BAD[name]
-    from testbed.spec import load_scenario
+    from testbed.spec.scenario import load_scenario
     p = tmp_path / f"{name}.yaml"
     p.write_text(text)
     with pytest.raises(ScenarioError) as ei:
@@ -110,7 +110,7 @@ def _created_by_us(before: dict, after: dict, our_pid: int) -> dict:
     belong to someone's short-lived probe (nothing would remove ours).
     """
     from testbed.naming import run_id_of
-    from testbed.runlock import is_live, known_runs, read_state
+    from testbed.host.runlock import is_live, known_runs, read_state
 
     def new_objects(snap):
         others = {rid for rid in known_runs()
@@ -209,7 +209,7 @@ def test_cli_run_level_rejections_before_touching_kernel(name, tmp_path):
 
 def test_alias_bomb_is_small_and_short(tmp_path):
     """C18: a 411-byte alias bomb gives one error under 4 KB; a smaller expansion's value is clipped."""
-    from testbed.spec import load_scenario
+    from testbed.spec.scenario import load_scenario
     text = alias_bomb()
     assert len(text.encode()) < 512  # the case's file was 378 bytes
     p = tmp_path / "bomb.yaml"
@@ -228,7 +228,7 @@ def test_alias_bomb_is_small_and_short(tmp_path):
 
 
 def test_recursive_alias_is_refused(tmp_path):
-    from testbed.spec import load_scenario
+    from testbed.spec.scenario import load_scenario
     p = tmp_path / "rec.yaml"
     p.write_text("a: &a [1, *a]\n" + OK_WORKLOAD)
     with pytest.raises(ScenarioError, match="recursive"):
@@ -237,7 +237,7 @@ def test_recursive_alias_is_refused(tmp_path):
 
 def test_exponent_sizes_and_rates_read_alike(tmp_path):
     """C08: 1e5 (a string in YAML 1.1) and 1.0e+5 are the same number, for sizes and rates alike."""
-    from testbed.spec import load_scenario
+    from testbed.spec.scenario import load_scenario
     p = tmp_path / "exp.yaml"
     p.write_text("fabric: {buffer_bytes: 1e5, host_link_bps: 1e7, fabric_link_bps: 1.0e+7}\n"
                  "workload: {sizes: {min_bytes: 1.0e+5, max_bytes: '2e5'}}\n")
@@ -255,7 +255,7 @@ def test_exponent_sizes_and_rates_read_alike(tmp_path):
 
 def test_yaml12_scalars(tmp_path):
     """Decimal, hex and underscores are numbers; yes/no/on/off are strings, so off can switch a check off."""
-    from testbed.spec import load_yaml
+    from testbed.spec.scenario import load_yaml
     d = load_yaml("a: 100000\nb: 0x10\nc: 1_000\nd: -0\ne: off\nf: yes\ng: true\nh: ~\ni: '0100'\nj: .5\n")
     assert d == {"a": 100000, "b": 16, "c": 1000, "d": 0, "e": "off", "f": "yes", "g": True, "h": None,
                  "i": "0100", "j": 0.5}
@@ -283,7 +283,7 @@ def test_off_switches_checks_off_explicitly():
 
 def test_manifest_echoes_every_parsed_number(tmp_path):
     """The manifest's scenario dump holds every parsed number and validates back to the same spec."""
-    from testbed.spec import load_scenario
+    from testbed.spec.scenario import load_scenario
     p = tmp_path / "s.yaml"
     p.write_text("fabric: {buffer_bytes: 1e5, host_link_bps: 20M}\ntransport: {rto_us: 20000}\n"
                  "workload: {sizes: {min_bytes: 64KiB, max_bytes: 1MiB}, max_bytes_per_size: off}\n")
@@ -295,7 +295,7 @@ def test_manifest_echoes_every_parsed_number(tmp_path):
 
 
 def test_not_a_scenario_file(tmp_path):
-    from testbed.spec import load_scenario
+    from testbed.spec.scenario import load_scenario
     for path, words in ((Path("/dev/zero"), "not a regular file"), (tmp_path, "not a regular file")):
         with pytest.raises(ScenarioError, match=words):
             load_scenario(path)
@@ -314,7 +314,7 @@ def test_not_a_scenario_file(tmp_path):
 
 
 def test_shipped_scenarios_are_valid():
-    from testbed.spec import load_scenario
+    from testbed.spec.scenario import load_scenario
     scenarios = sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("*.yaml"))
     assert len(scenarios) >= 2
     for p in scenarios:

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from testbed.capabilities import QDISCS, TOOLS, Capabilities, Feature, format_report, probe
+from testbed.host.capabilities import QDISCS, TOOLS, Capabilities, Feature, format_report, probe
 from testbed.naming import new_run_id
 
 

@@ -15,9 +15,9 @@ import psutil
 import pytest
 
 from testbed import cli
-from testbed.cleanup import CleanReport, RunCleanup, clean, process_run_ids
+from testbed.host.cleanup import CleanReport, RunCleanup, clean, process_run_ids
 from testbed.naming import new_run_id
-from testbed.runlock import RunLock
+from testbed.host.runlock import RunLock
 
 TESTBED = Path(sys.executable).parent / "testbed"  # the venv's console script
 SLEEP = "import time; time.sleep(60)"
@@ -52,7 +52,7 @@ def test_process_run_ids(argv, expected):
     (None, False, False),                               # unreadable: never
 ])
 def test_netns_attribution_is_strict(monkeypatch, names, need_own, expected):
-    from testbed import cleanup
+    from testbed.host import cleanup
 
     monkeypatch.setattr(cleanup, "_netns_link_names", lambda pid: names)
     assert cleanup._netns_is_runs("tb12ab", 123, need_own_link=need_own) is expected
@@ -141,11 +141,11 @@ def test_cli_runner_exception_is_one_line(capsys, monkeypatch):
 
 
 def test_cli_doctor_json(capsys, monkeypatch):
-    from testbed.capabilities import Capabilities, Feature
+    from testbed.host.capabilities import Capabilities, Feature
 
     caps = Capabilities(run_id="tb0001", kernel="6.1.0", features={"ovs": Feature(True, "x")},
                         datapath="user", ecn_marker="nftables", delay="none")
-    monkeypatch.setattr("testbed.capabilities.probe", lambda run_id=None: caps)
+    monkeypatch.setattr("testbed.host.capabilities.probe", lambda run_id=None: caps)
     rc, out, _ = _main(capsys, ["doctor", "--json"])
     assert rc == 0
     assert '"datapath": "user"' in out

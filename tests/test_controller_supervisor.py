@@ -13,8 +13,8 @@ from controllers import topology as T
 from topology import model, spine_leaf
 from controllers.resync import SeenFlow, normalize_match, plan_sync
 from controllers.ryu_api import ofproto_v1_5_parser
-from testbed.controller_proc import ControllerProcess
-from testbed.controller_supervisor import ControllerSupervisor, exit_status, verdict_line
+from testbed.emulation.controller_proc import ControllerProcess
+from testbed.emulation.controller_supervisor import ControllerSupervisor, exit_status, verdict_line
 from traffic.clock import unix_ns
 
 RID = "tb5c10"
@@ -133,7 +133,7 @@ def test_match_normalization_ignores_order_and_all_ones_masks():
 
 
 def test_scenario_controller_section():
-    from testbed.spec import ScenarioError, parse_scenario
+    from testbed.spec.scenario import ScenarioError, parse_scenario
     base = {"workload": {"sizes": {"min_bytes": 65536, "max_bytes": 65536}}}
     assert parse_scenario(base).controller.restart is True
     assert parse_scenario({**base, "controller": {"restart": False}}).controller.restart is False

@@ -1,12 +1,12 @@
-"""Unit tests of testbed.fidelity (cpu, drops, verdict) on synthetic frames (no root, no OVS)."""
+"""Unit tests of testbed.measure.fidelity (cpu, drops, verdict) on synthetic frames (no root, no OVS)."""
 import time
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from testbed import fidelity
-from testbed.fidelity import DropSnapshot, FidelityThresholds, evaluate
+from testbed.measure import fidelity
+from testbed.measure.fidelity import DropSnapshot, FidelityThresholds, evaluate
 
 RATE_BPS = 10e6
 PERIOD_NS = 10_000_000  # 10 ms
@@ -57,7 +57,7 @@ def healthy(**over):
 
 def test_faithful_run_has_no_violations_and_reports_figures():
     v = healthy()
-    # healthy() passes no departure capture: packet timing (testbed.timing) is the one check not judged
+    # healthy() passes no departure capture: packet timing (testbed.measure.timing) is the one check not judged
     assert v.faithful and v.violations == [] and v.not_judged == ["packet_timing: no departures captured"]
     assert v.checks["cpu"] == {"status": "passed", "reason": ""}
     assert set(v.checks) == set(fidelity.CHECKS)
@@ -338,7 +338,7 @@ def test_softnet_dropped_sums_the_second_hex_column(monkeypatch, tmp_path):
     stat = tmp_path / "softnet_stat"  # two CPUs: processed, dropped, time_squeeze, ... (hex)
     stat.write_text("0000a1b2 00000003 00000000 00000000\n0001ffff 0000001f 00000002 00000000\n")
     real_open = open
-    from testbed import drops
+    from testbed.measure import drops
     monkeypatch.setattr(drops, "open", lambda path, *a: real_open(stat if "softnet" in str(path) else path, *a),
                         raising=False)
     assert fidelity._read_softnet_dropped() == 3 + 0x1F
@@ -399,7 +399,7 @@ def test_queue_drops_delta_and_required_send_buffer():
 
 
 def test_send_buffer_check_names_the_limit_and_the_fix(monkeypatch):
-    from testbed import drops
+    from testbed.measure import drops
     monkeypatch.setattr(drops, "ovs_send_socket", lambda: fidelity.PacketSocket(0, 212_992, 0, 0))
     fig = drops.send_buffer_check(12, 100_000)
     assert not fig["ok"] and fig["source"] == "socket" and fig["sndbuf_bytes"] == 212_992

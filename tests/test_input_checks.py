@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from testbed import capacity, estimate
+from testbed.measure import capacity
+from testbed.spec import estimate
 from testbed.runner import MAX_AUTO_RTO_US, auto_rto_us, check_results_root, describe_rto, rto_basis, workload_ops
-from testbed.spec import ScenarioError, min_rto_us, parse_scenario
+from testbed.spec.scenario import ScenarioError, min_rto_us, parse_scenario
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.yaml"
 
@@ -56,7 +57,7 @@ def test_group_size_shortens_and_fabric_rate_bounds():
 
 
 def test_quickstart_estimate_matches_its_documented_80_s():
-    from testbed.spec import load_scenario
+    from testbed.spec.scenario import load_scenario
     spec = load_scenario(QUICKSTART)
     est = estimate.estimate_for_spec(spec, workload_ops(spec))
     # 10 s set-up + 41 ops x 0.04 s + 35 timed and 6 warm-up ops moving 1.75 x their size at

@@ -3,8 +3,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from testbed import shaping, timing
-from testbed.spec import ScenarioError, parse_scenario
+from testbed.emulation import shaping
+from testbed.measure import timing
+from testbed.spec.scenario import ScenarioError, parse_scenario
 
 WORKLOAD = {"sizes": {"min_bytes": 65536, "max_bytes": 65536}}
 

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from testbed import results
+from testbed.results import tables as results
 
 
 @pytest.mark.parametrize("n, factor", [(8, 1.75), (4, 1.5), (2, 1.0), (1, 0.0)])

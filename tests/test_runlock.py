@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from testbed import runlock
+from testbed.host import runlock
 from testbed.naming import new_run_id
-from testbed.runlock import RunLock, RunLockError, is_live, known_runs, read_state
+from testbed.host.runlock import RunLock, RunLockError, is_live, known_runs, read_state
 
 
 def test_lock_lifecycle(tmp_path):
@@ -60,7 +60,7 @@ def test_lock_held_by_other_process_then_killed(tmp_path):
     rid = new_run_id()
     code = (
         "import sys, time\n"
-        "from testbed.runlock import RunLock\n"
+        "from testbed.host.runlock import RunLock\n"
         f"with RunLock({rid!r}, {str(tmp_path)!r}):\n"
         "    print('ready', flush=True)\n"
         "    time.sleep(60)\n"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from testbed.spec import ScenarioError
-from traffic.parallel_groups import SCOPES, rank_groups
-from traffic.simai import (COLLECTIVES, ROW_COLUMNS, CollectiveOp, SimaiFormatError,
+from testbed.spec.scenario import ScenarioError
+from traffic.workloads.parallel_groups import SCOPES, rank_groups
+from traffic.workloads.simai import (COLLECTIVES, ROW_COLUMNS, CollectiveOp, SimaiFormatError,
                            collective_ops, load_simai, parse_simai)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -358,7 +358,7 @@ def _scenario(tmp_path, workload_text, iterations=1, leaves=4):
 def test_plan_tp_and_dp_scoped_allreduce_on_8_hosts(tmp_path):
     from testbed.plan import PlannedOp, plan_workload
     from testbed.runner import ring_peers
-    from testbed.spec import load_scenario
+    from testbed.spec.scenario import load_scenario
     spec = load_scenario(_scenario(tmp_path, C11_FILE.format(all_gpus=8, n=1, extra=""), iterations=2))
     plan = plan_workload(spec)
     tp = ((0, 1), (2, 3), (4, 5), (6, 7))
@@ -378,7 +378,7 @@ def test_plan_tp_and_dp_scoped_allreduce_on_8_hosts(tmp_path):
 
 def test_plan_of_a_size_sweep_is_one_ring_of_all_hosts():
     from testbed.plan import plan_workload
-    from testbed.spec import parse_scenario
+    from testbed.spec.scenario import parse_scenario
     spec = parse_scenario({"fabric": {"leaves": 2, "hosts_per_leaf": 2}, "workload": {
         "sizes": {"min_bytes": 1024, "max_bytes": 4096, "factor": 4}, "iterations": 2,
         "warmup_iterations": 1}})
@@ -392,7 +392,7 @@ def test_plan_of_a_size_sweep_is_one_ring_of_all_hosts():
 
 def test_size_zero_is_skipped_with_a_note_never_run_as_one_byte(tmp_path):
     from testbed.plan import plan_workload
-    from testbed.spec import load_scenario
+    from testbed.spec.scenario import load_scenario
     zero = "layer_zero\t-1\t1\tALLREDUCE\t0\t1\tNONE\t0\t1\tALLREDUCE\t0\t1\n"
     spec = load_scenario(_scenario(tmp_path, C11_FILE.format(all_gpus=8, n=2, extra=zero)))
     plan = plan_workload(spec)
@@ -410,7 +410,7 @@ def test_size_zero_is_skipped_with_a_note_never_run_as_one_byte(tmp_path):
 
 def test_other_collectives_and_one_rank_groups_are_noted(tmp_path):
     from testbed.plan import plan_workload
-    from testbed.spec import load_scenario
+    from testbed.spec.scenario import load_scenario
     text = (OURS / "tiny_moe_tp2_ep2.txt").read_text()
     plan = plan_workload(load_scenario(_scenario(tmp_path, text)))
     assert [(o.layer, o.group, o.groups) for o in plan.ops] == [
@@ -427,7 +427,7 @@ def test_other_collectives_and_one_rank_groups_are_noted(tmp_path):
 
 
 def test_all_gpus_must_match_the_hosts(tmp_path):
-    from testbed.spec import load_scenario
+    from testbed.spec.scenario import load_scenario
     with pytest.raises(ScenarioError) as info:
         load_scenario(_scenario(tmp_path, C11_FILE.format(all_gpus=64, n=1, extra="")))
     msg = str(info.value)
@@ -443,7 +443,7 @@ def test_all_gpus_must_match_the_hosts(tmp_path):
     (("ALLREDUCE\t1048576\t1\n", "ALLREDUCE\t18446744073709551616\t1\n"), "w.txt:3: column 'wg_size_bytes'"),
 ])
 def test_bad_files_are_refused_when_the_scenario_loads(tmp_path, change, words):
-    from testbed.spec import load_scenario
+    from testbed.spec.scenario import load_scenario
     text = C11_FILE.format(all_gpus=8, n=1, extra="").replace(*change)
     with pytest.raises(ScenarioError, match="workload.simai.path") as info:
         load_scenario(_scenario(tmp_path, text))
@@ -471,7 +471,7 @@ def test_cli_refuses_all_gpus_64_on_8_hosts_before_building(tmp_path):
 
 def test_busbw_of_a_group_op_uses_the_group_size():
     """nccl-tests busbw = algbw x 2(g-1)/g with g the ranks of each concurrent ring."""
-    from testbed import results
+    from testbed.results import tables as results
     rank_rows = [{"op_id": k, "rank": r, "t_start_ns": 0, "t_end_ns": 1_000_000_000}
                  for k in range(3) for r in range(8)]
     meta = {0: {"size_bytes": 1_000_000, "iteration": 0, "warmup": False, "group": "TP", "group_size": 2},
@@ -530,7 +530,7 @@ def test_agents_run_concurrent_group_rings_over_loopback():
 
 
 def test_binary_and_oversized_files_are_refused(tmp_path, monkeypatch):
-    import traffic.simai as simai
+    import traffic.workloads.simai as simai
     garbage = tmp_path / "garbage.txt"
     garbage.write_bytes(bytes(range(128, 256)))
     with pytest.raises(SimaiFormatError, match=r"garbage.txt: not UTF-8 text \(invalid start byte at byte 0\)"):

@@ -47,7 +47,7 @@ def old_document(layout: M.Layout) -> dict:
 
 
 #: What the first release (controllers/topology.py spine_leaf_document and
-#: testbed/topo.py FabricLayout, identical up to switch order) wrote for 2 x 2 x 2.
+#: testbed/emulation/topo.py FabricLayout, identical up to switch order) wrote for 2 x 2 x 2.
 FIRST_RELEASE_2X2X2 = json.loads(
     '{"run_id": "tb7e57", "switches": [{"name": "tb7e57l1", "dpid": 4097, "role": "leaf", "index": 1}, '
     '{"name": "tb7e57l2", "dpid": 4098, "role": "leaf", "index": 2}, {"name": "tb7e57s1", "dpid": 8193, '
@@ -301,7 +301,7 @@ def test_hosts_without_subnet_get_host_routes_and_disconnected_layouts_are_refus
 
 
 def test_scenario_fabric_kind_picks_a_registered_builder():
-    from testbed.spec import ScenarioError, parse_scenario
+    from testbed.spec.scenario import ScenarioError, parse_scenario
 
     workload = {"sizes": {"min_bytes": 65536, "max_bytes": 65536}}
     spec = parse_scenario({"name": "k", "fabric": {"spines": 1, "leaves": 2}, "workload": workload})

@@ -76,7 +76,7 @@ def payload_efficiency(payload_bytes: int) -> float:
 @dataclass
 class TransportParams:
     """payload_bytes: RoCE path MTU (payload per packet); sndbuf_bytes: send buffer of each data
-    socket. It must stay well below the host NIC queue (64 KiB, testbed.fabric): the sockets of a
+    socket. It must stay well below the host NIC queue (64 KiB, testbed.emulation.fabric): the sockets of a
     host together must not overflow it, or sends fail with ENOBUFS, counted as host qdisc drops
     (measured: 64 KiB per socket at path MTU 4096 gave ~2,900 such drops per host per MiB)."""
 

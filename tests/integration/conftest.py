@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from testbed.fabric import Fabric
+from testbed.emulation.fabric import Fabric
 from testbed.naming import new_run_id
-from testbed.runlock import RunLock
-from testbed.spec import parse_scenario
+from testbed.host.runlock import RunLock
+from testbed.spec.scenario import parse_scenario
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -25,7 +25,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def datapath():
-    from testbed.capabilities import probe
+    from testbed.host.capabilities import probe
     return probe().datapath
 
 

@@ -13,11 +13,11 @@ import pandas as pd
 import psutil
 import pytest
 
-from testbed.controller_supervisor import RECONNECT_TARGET_S
-from testbed.fabric import Fabric
+from testbed.emulation.controller_supervisor import RECONNECT_TARGET_S
+from testbed.emulation.fabric import Fabric
 from testbed.naming import new_run_id
-from testbed.runlock import RunLock
-from testbed.spec import parse_scenario
+from testbed.host.runlock import RunLock
+from testbed.spec.scenario import parse_scenario
 from traffic.clock import unix_ns
 
 # 8 hosts at 10 Mbit/s, path MTU 4096 like the quickstart (faithful under the per-core CPU rule), 14 all-reduces of 1 MiB: about 22 s of traffic, so a kill

@@ -1,6 +1,6 @@
 """C11 on a real fabric: a SimAI file's TP- and DP-scoped all-reduces run as concurrent group rings.
 
-SimAI's layout with TP 2 on 8 ranks (traffic.parallel_groups): TP groups {0,1} {2,3} {4,5} {6,7}
+SimAI's layout with TP 2 on 8 ranks (traffic.workloads.parallel_groups): TP groups {0,1} {2,3} {4,5} {6,7}
 (each pair on one leaf with 2 hosts per leaf), DP groups {0,2,4,6} {1,3,5,7} (one host per leaf).
 A ring all-reduce of S bytes over g ranks sends 2(g-1)/g x S from every rank, so at host link
 rate R and payload efficiency e it takes 2(g-1)/g x S x 8 / (R x e): 1 MiB at 10 Mbit/s is

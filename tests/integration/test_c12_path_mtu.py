@@ -8,7 +8,7 @@ import pytest
 
 from conftest import run_scenario_file
 
-from testbed import timing
+from testbed.measure import timing
 
 SCENARIO = """
 name: mtu{payload}

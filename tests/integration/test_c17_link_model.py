@@ -4,7 +4,7 @@ from pathlib import Path
 
 from conftest import run_scenario_file
 
-from testbed import timing
+from testbed.measure import timing
 
 WINDOW1 = """
 name: c17

@@ -28,7 +28,7 @@ import pytest
 from controllers.topology import plan_fabric
 from topology import model, spine_leaf
 from testbed.naming import new_run_id
-from testbed.runlock import RunLock
+from testbed.host.runlock import RunLock
 
 pytestmark = pytest.mark.integration
 
@@ -65,7 +65,7 @@ def build_test_fabric(layout: model.Layout, controller_port: int):
     from mininet.net import Mininet
     from mininet.node import OVSSwitch, RemoteController
 
-    from testbed.topo import FabricTopo
+    from testbed.emulation.topo import FabricTopo
 
     setLogLevel("warning")
     rid = layout.run_id

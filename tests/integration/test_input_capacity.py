@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from testbed import capacity
+from testbed.measure import capacity
 from tests.integration.conftest import run_cli
 
 

@@ -11,10 +11,11 @@ import time
 import pytest
 from pyroute2 import IPRoute
 
-from testbed import shaping, timing
+from testbed.emulation import shaping
+from testbed.measure import timing
 from testbed.naming import new_run_id
-from testbed.runlock import RunLock
-from testbed.telemetry import QdiscSampler
+from testbed.host.runlock import RunLock
+from testbed.measure.telemetry import QdiscSampler
 
 pytestmark = pytest.mark.integration
 

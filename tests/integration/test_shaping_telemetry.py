@@ -14,10 +14,11 @@ import pytest
 from pyroute2 import IPRoute, netns
 from pyroute2.netlink.rtnl.ndmsg import NUD_PERMANENT
 
-from testbed import fidelity, shaping
+from testbed.measure import fidelity
+from testbed.emulation import shaping
 from testbed.naming import new_run_id
-from testbed.runlock import RunLock
-from testbed.telemetry import QdiscSampler
+from testbed.host.runlock import RunLock
+from testbed.measure.telemetry import QdiscSampler
 
 pytestmark = pytest.mark.integration
 
@@ -219,14 +220,14 @@ def test_no_quantum_warning_at_rates_where_the_default_quantum_would_warn(caplog
             assert seen or (dmesg_after_bad is not None and dmesg_after_bad != dmesg_before), \
                 "kernel did not report the default-quantum warning anywhere: the check below would prove nothing"
             dmesg_before = dmesg_after_bad
-            with caplog.at_level("WARNING", logger="testbed.shaping"):
+            with caplog.at_level("WARNING", logger="testbed.emulation.shaping"):
                 for rate_bps in (64e3, 20e6, 100e6, 40e9):
                     back = shaping.shape_egress(ipr, name, rate_bps, 64_000)
                     assert shaping.self_check({name: rate_bps}, {name: back}) == []
                     assert back.quantum_bytes == 1514
         finally:
             ipr.link("del", ifname=name)
-    assert [r.getMessage() for r in caplog.records if r.name == "testbed.shaping"] == []
+    assert [r.getMessage() for r in caplog.records if r.name == "testbed.emulation.shaping"] == []
     if dmesg_before is not None:
         assert _dmesg_quantum_lines() == dmesg_before
 

@@ -118,7 +118,7 @@ def probe(run_id: str | None = None) -> Capabilities:
     """
     if run_id is not None:
         return _probe(check_run_id(run_id))
-    from testbed.runlock import RunLock, RunLockError
+    from testbed.host.runlock import RunLock, RunLockError
 
     rid = new_run_id()
     try:

@@ -395,9 +395,9 @@ def transport_totals(qps: pd.DataFrame, rx_pkts: list[int], switch_drops: int, w
 
 def judge_send_buffer(verdict: FidelityVerdict, send_buffer: dict) -> None:
     """Add the ``ovs_send_buffer`` check: Open vSwitch's send socket (read again now: it is created
-    on OVS's first send) must hold ``send_buffer["required_bytes"]`` (see testbed.drops.send_buffer_check);
+    on OVS's first send) must hold ``send_buffer["required_bytes"]`` (see testbed.measure.drops.send_buffer_check);
     not judged on the kernel datapath."""
-    from testbed.drops import ovs_send_socket
+    from testbed.measure.drops import ovs_send_socket
 
     if send_buffer.get("sndbuf_bytes") is None:
         verdict.add("ovs_send_buffer", NOT_JUDGED, send_buffer.get("source", ""), send_buffer)
@@ -417,7 +417,7 @@ def judge_send_buffer(verdict: FidelityVerdict, send_buffer: dict) -> None:
 
 
 def _check_timing(departures, port_samples, port_rate_bps, chk: _Check) -> dict:
-    from testbed import timing
+    from testbed.measure import timing
 
     fig = timing.check_departures(departures, port_samples, port_rate_bps, chk.violations)
     if fig["status"] == NOT_JUDGED:
@@ -439,10 +439,10 @@ def evaluate(
     """Judge one run (Handigol et al., CoNEXT 2012, section 3: fidelity monitor).
 
     Args:
-        cpu: :meth:`testbed.cpu.CpuIdleMonitor.samples` (time_ns, idle_pct,
+        cpu: :meth:`testbed.measure.cpu.CpuIdleMonitor.samples` (time_ns, idle_pct,
             min_cpu_idle_pct, cpu<N>_idle_pct...).
-        drops: :func:`testbed.drops.delta` of two snapshots (packets per key).
-        port_samples: :meth:`testbed.telemetry.QdiscSampler.to_frame` of the
+        drops: :func:`testbed.measure.drops.delta` of two snapshots (packets per key).
+        port_samples: :meth:`testbed.measure.telemetry.QdiscSampler.to_frame` of the
             switch ports (time_ns, port, tx_bytes, backlog_bytes, backlog_pkts, ...).
         port_rate_bps: port -> configured rate in bit/s; may also hold host
             names -> host link rate (used when ``host_tx`` has no link_bps).
@@ -456,8 +456,8 @@ def evaluate(
             counters read before and after the traffic), ``spurious_retx_pkts``
             (:func:`spurious_retx_pkts`), ``retx_pkts``, ``posted_bytes``,
             ``acked_bytes``, ``delivered_bytes``.
-        departures: :meth:`testbed.timing.DepartureCapture.to_frame`, or None
-            (packet_timing: :func:`testbed.timing.check_departures`).
+        departures: :meth:`testbed.measure.timing.DepartureCapture.to_frame`, or None
+            (packet_timing: :func:`testbed.measure.timing.check_departures`).
 
     Checks (statuses passed / failed / not_judged, see the module docstring):
         cpu: a second is saturated when the machine or ANY core was idle less
@@ -478,7 +478,7 @@ def evaluate(
         hosts: ``8 * tx_wire_bytes / tx_busy_s / rate`` < min_link_rate_ratio
             for hosts busy >= min_host_busy_s; not judged when the switch
             queues were backlogged in more than max_congested_fraction of samples.
-        packet_timing: :func:`testbed.timing.check_departures` (inter-departure
+        packet_timing: :func:`testbed.measure.timing.check_departures` (inter-departure
             gaps on backlogged links against the serialization time).
 
     Returns: :class:`FidelityVerdict`; ``figures`` has one entry per check plus "thresholds".

@@ -28,7 +28,7 @@ How SimAI runs a file, and what :func:`collective_ops` copies (Workload.cc,
 - group scope from the collective's name (Workload.cc, the ``*_group_type``
   branches): a plain name is the TP group in the fwd and ig phases and the DP
   group in the wg phase; suffix ``_EP`` = EP group, ``_DP_EP`` = DP-within-EP.
-  Which ranks form each group: :mod:`traffic.parallel_groups`.
+  Which ranks form each group: :mod:`traffic.workloads.parallel_groups`.
 - ``ga``: AICB already unrolls gradient accumulation into the rows (its
   generator loops ``ga_num`` times), so rows are not repeated.
 - after each collective completes SimAI waits the row's weight-update time
@@ -160,7 +160,7 @@ class CollectiveOp:
     index: position in the op list; layer: layer name; layer_index: row
     (0-based); line: the row's line in the file (1-based); phase: 'fwd', 'ig'
     or 'wg'; collective: base name (:data:`BASE_COLLECTIVES`); group: 'TP',
-    'DP', 'EP' or 'DP_EP' (ranks: :mod:`traffic.parallel_groups`); size_bytes:
+    'DP', 'EP' or 'DP_EP' (ranks: :mod:`traffic.workloads.parallel_groups`); size_bytes:
     scaled size (0 stays 0, else >= 1); compute_time_ns: compute to run before
     issuing it, since the previous op (includes the compute of phases in
     between that issue no selected collective); update_time_ns: wait after it

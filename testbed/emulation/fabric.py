@@ -11,10 +11,10 @@ OpenFlow 1.5, fail-mode secure), turn checksum/segmentation offloads off on
 every veth when the userspace datapath is used (it cannot fill in checksums),
 disable IPv6 in hosts (no neighbour-discovery noise), set every veth's MTU and
 every OVS port's ``mtu_request`` to ``fabric.mtu_bytes``, shape every egress with
-HTB (testbed.shaping; HTB mtu, quantum, burst and the buffer sized for that MTU),
+HTB (testbed.emulation.shaping; HTB mtu, quantum, burst and the buffer sized for that MTU),
 read every rate back (self-check), and wait until the controller confirmed every
 switch's flows and groups with a barrier, then supervise the controller
-(testbed.controller_supervisor: a death is recorded and, with
+(testbed.emulation.controller_supervisor: a death is recorded and, with
 ``controller.restart``, the controller restarted). On exit (also after an
 exception or Ctrl-C), remove exactly what was created; the supervisor's report
 stays in ``controller_report``.
@@ -35,13 +35,14 @@ from pyroute2 import IPRoute
 
 NUD_PERMANENT = 0x80  # <linux/neighbour.h>
 
-from testbed import cleanup, shaping
-from testbed.controller_proc import ControllerProcess
-from testbed.controller_supervisor import ControllerSupervisor
+from testbed.host import cleanup
+from testbed.emulation import shaping
+from testbed.emulation.controller_proc import ControllerProcess
+from testbed.emulation.controller_supervisor import ControllerSupervisor
 from traffic.clock import unix_ns
 from testbed.lifecycle import StartStop
-from testbed.spec import ScenarioSpec
-from testbed.topo import FabricTopo
+from testbed.spec.scenario import ScenarioSpec
+from testbed.emulation.topo import FabricTopo
 from topology import build as build_layout
 from topology import model
 
@@ -222,7 +223,7 @@ class Fabric(StartStop):
             raise FabricError(f"MTU {mtu} (fabric.mtu_bytes) not taken by: " + ", ".join(wrong))
 
     def _shape_all(self) -> None:
-        """Shape every egress (testbed.shaping) at its link's rate, read it back, install
+        """Shape every egress (testbed.emulation.shaping) at its link's rate, read it back, install
         hosts' static neighbours. Switch ports queue their link's buffer_bytes; host NICs
         HOST_NIC_QUEUE_BYTES."""
         mtu = self.spec.fabric.mtu_bytes

@@ -11,7 +11,7 @@ topology file, and times it until every switch is reconnected and resynced
 are fail-secure and keep forwarding on their installed flows meanwhile, and
 the restarted app resyncs them without wiping (controllers/resync.py), so a
 death costs no packet on installed paths. Every switch retries the
-connection once a second (``max_backoff`` set by testbed.fabric), which
+connection once a second (``max_backoff`` set by testbed.emulation.fabric), which
 bounds the reconnect.
 
 Verdict policy (README "Controller"): a death by itself does not make a run
@@ -30,7 +30,7 @@ import subprocess
 import threading
 from datetime import datetime, timezone
 
-from testbed.controller_proc import ControllerError, ControllerProcess
+from testbed.emulation.controller_proc import ControllerError, ControllerProcess
 from traffic.clock import unix_ns
 
 log = logging.getLogger(__name__)

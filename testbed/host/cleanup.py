@@ -11,7 +11,7 @@ An object belongs to run ``RID`` (``tb`` + 4 hex digits, see
   (see :func:`_discover_processes`: never the machine's own namespace, and
   only one whose interfaces, ``lo`` aside, all carry the run id).
 
-Policy: a run whose lock is held (:func:`testbed.runlock.is_live`) is skipped,
+Policy: a run whose lock is held (:func:`testbed.host.runlock.is_live`) is skipped,
 even when named explicitly; ``include_live=True`` (``testbed clean --force``)
 cleans it anyway, for a run that hangs. Nothing is matched by a looser pattern,
 nothing is killed by name, and ``mn -c`` is never run.
@@ -31,7 +31,7 @@ from pathlib import Path
 import psutil
 
 from testbed.naming import RUN_ID_RE, check_run_id, run_id_of
-from testbed.runlock import is_live, known_runs, lock_path, state_path
+from testbed.host.runlock import is_live, known_runs, lock_path, state_path
 
 #: Processes never signalled, whatever matched them (last line of defence).
 NEVER_KILL = frozenset({"ovs-vswitchd", "ovsdb-server", "systemd", "init", "sshd", "dockerd"})

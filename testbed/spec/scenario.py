@@ -22,7 +22,7 @@ from pydantic import BeforeValidator
 from pydantic import StrictBool
 
 from topology import BUILDERS
-from testbed.scenario_yaml import MAX_ERROR_CHARS, ScenarioError, clip as _clip, load_yaml  # noqa: F401
+from testbed.spec.yaml_loader import MAX_ERROR_CHARS, ScenarioError, clip as _clip, load_yaml  # noqa: F401
 
 #: RoCE path MTUs allowed by the InfiniBand spec (IBTA vol. 1, 9.7.7 "PMTU").
 ROCE_MTUS_BYTES = (256, 512, 1024, 2048, 4096)
@@ -256,7 +256,7 @@ class FidelityThresholdsSpec(_Spec):
     min_cpu_idle_pct: Annotated[Optional[Annotated[float, Field(gt=0, le=100)]], BeforeValidator(_off)] = 5.0
     max_unexplained_drops_pkts: Annotated[Optional[Annotated[Count, Field(ge=0)]], BeforeValidator(_off_only)] = 0
     #: retransmitted packets whose original had arrived, beyond what lost packets explain
-    #: (testbed.verdict.spurious_retx_pkts); 0 = none allowed (the default), ``off`` = no limit
+    #: (testbed.measure.verdict.spurious_retx_pkts); 0 = none allowed (the default), ``off`` = no limit
     max_spurious_retx_pkts: Annotated[Optional[Annotated[Count, Field(ge=0)]], BeforeValidator(_off_only)] = 0
     min_link_rate_ratio: Annotated[Optional[Annotated[float, Field(gt=0, le=1)]], BeforeValidator(_off)] = 0.9
 

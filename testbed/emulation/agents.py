@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from testbed.fabric import Fabric
+from testbed.emulation.fabric import Fabric
 from testbed.lifecycle import StartStop, raise_if_interrupted
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Tuple
 
-#: group scopes a SimAI collective can name (traffic.simai: plain names are TP or DP by phase)
+#: group scopes a SimAI collective can name (traffic.workloads.simai: plain names are TP or DP by phase)
 SCOPES = ("TP", "DP", "EP", "DP_EP")
 
 Groups = Tuple[Tuple[int, ...], ...]

@@ -303,7 +303,7 @@ class DropSnapshot:
         these lines). Absent when the log was not readable.
 
         A negative value means the counter was reset (OVS restarted, interface
-        recreated); :func:`testbed.verdict.evaluate` reports it as a violation.
+        recreated); :func:`testbed.measure.verdict.evaluate` reports it as a violation.
         """
         keys = sorted(set(before.counters) | set(after.counters))
         out = {k: after.counters.get(k, 0) - before.counters.get(k, 0) for k in keys}
@@ -355,7 +355,7 @@ def _switch_queue_drops(ifnames: list[str]) -> dict[str, int]:
     """port -> cumulative drops of its root qdisc (root netns), read in one netlink dump."""
     if not ifnames:
         return {}
-    from testbed.telemetry import COUNTERS, QdiscDumper
+    from testbed.measure.telemetry import COUNTERS, QdiscDumper
 
     dumper = QdiscDumper([socket.if_nametoindex(n) for n in ifnames])
     try:
@@ -453,7 +453,7 @@ class RunRefused(RuntimeError):
 def check_run_send_buffer(spec, datapath: str) -> dict:
     """Refuse a userspace-datapath run whose queues Open vSwitch's send socket cannot hold (C14).
 
-    ``spec``: a :class:`testbed.spec.ScenarioSpec` (spine-leaf: each leaf has an
+    ``spec``: a :class:`testbed.spec.scenario.ScenarioSpec` (spine-leaf: each leaf has an
     egress port per host and per spine, each spine one per leaf; a host has at
     most 4 requester QPs in use, towards its 2 ring neighbours in each of up to 2
     concurrent group rings (TP and DP), one window each in flight). Returns the check's figures (manifest and verdict); raises

@@ -3,7 +3,7 @@
 Link model (C17)
 ----------------
 Every egress (host NIC and switch port) is an HTB class at the link rate over
-a tail-drop FIFO (:mod:`testbed.shaping`). HTB releases a frame as soon as the
+a tail-drop FIFO (:mod:`testbed.emulation.shaping`). HTB releases a frame as soon as the
 class holds non-negative tokens and charges the frame's serialization time
 (``frame_bytes * 8 / rate_bps``) afterwards (net/sched/sch_htb.c,
 ``htb_charge_class``), so:
@@ -27,7 +27,7 @@ store-and-forward on the two-hop path through one leaf would pay each twice
 
 busbw/link above 1
 ------------------
-HTB's bucket holds ``burst_bytes`` (:func:`testbed.shaping.burst_bytes_for`,
+HTB's bucket holds ``burst_bytes`` (:func:`testbed.emulation.shaping.burst_bytes_for`,
 3 full frames, or 1 ms at high rates) of tokens after an idle period, which a port may send at
 once before it is paced, and the last frame of an operation arrives without
 waiting for its own serialization (cut-through, no wire to cross). Between
@@ -65,8 +65,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from testbed import shaping
-from testbed.spec import ScenarioError, ScenarioSpec
+from testbed.emulation import shaping
+from testbed.spec.scenario import ScenarioError, ScenarioSpec
 from traffic import clock, wire
 from traffic.transport import wire_bytes
 

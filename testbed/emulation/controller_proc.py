@@ -4,7 +4,7 @@ The controller (``python -m controllers.run``) listens on 127.0.0.1 only, on a
 free port chosen per run, logs into the run directory, and writes a ready file
 once every switch of the topology has connected and a barrier confirmed its
 flows and groups (see controllers/fabric_app.py). ``start()`` may be called
-again after the process died (testbed.controller_supervisor restarts it): same
+again after the process died (testbed.emulation.controller_supervisor restarts it): same
 port, same topology file, logs appended.
 """
 from __future__ import annotations
