@@ -1,0 +1,32 @@
+"""The ``transport`` section: RoCEv2 payload, window, ACK and retransmission settings."""
+from __future__ import annotations
+
+from typing import Literal, Union
+
+from pydantic import Field, model_validator
+from typing_extensions import Annotated
+
+from testbed.spec.units import Count, _Spec
+
+
+class TransportSpec(_Spec):
+    """RoCEv2-style reliable connection (RC) transport.
+
+    ``payload_bytes`` is the RoCE path MTU (payload per packet); ``window_pkts``
+    the most unacknowledged packets per QP; ``ack_every_pkts`` how often the
+    responder acknowledges (AckReq is set on every such packet and on the last
+    of each message); ``rto_us`` the go-back-N retransmission timeout, ``auto``
+    derives it from the fabric's buffers and rates.
+    """
+
+    payload_bytes: Literal[256, 512, 1024, 2048, 4096] = 1024
+    window_pkts: Count = Field(64, ge=1, le=4096)
+    ack_every_pkts: Count = Field(8, ge=1, le=1024)
+    rto_us: Union[Literal["auto"], Annotated[int, Field(ge=100, le=10_000_000)]] = "auto"
+
+    @model_validator(mode="after")
+    def _acks_within_window(self) -> "TransportSpec":
+        if self.ack_every_pkts > self.window_pkts:
+            raise ValueError(f"transport.ack_every_pkts = {self.ack_every_pkts} exceeds transport.window_pkts = "
+                             f"{self.window_pkts}: a full window would never be acknowledged")
+        return self

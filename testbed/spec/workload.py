@@ -1,0 +1,71 @@
+"""The ``workload`` section: a size sweep or a SimAI/AICB file replay."""
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import BeforeValidator, Field, model_validator
+from typing_extensions import Annotated
+
+from testbed.spec.units import SizeBytes, Count, _Spec, _off
+
+
+class SizeSweep(_Spec):
+    """Message sizes min_bytes, min_bytes*factor, ... up to max_bytes (nccl-tests -b/-e/-f)."""
+
+    min_bytes: SizeBytes = 65536
+    max_bytes: SizeBytes = 4 * 1024 * 1024
+    factor: Count = Field(2, ge=2, le=1024)
+
+    @model_validator(mode="after")
+    def _order(self) -> "SizeSweep":
+        if self.max_bytes < self.min_bytes:
+            raise ValueError(f"workload.sizes.max_bytes = {self.max_bytes} is below min_bytes = {self.min_bytes}")
+        return self
+
+    def sizes(self) -> list[int]:
+        out, s = [], self.min_bytes
+        while s <= self.max_bytes:
+            out.append(s)
+            s *= self.factor
+        return out
+
+
+class SimaiSpec(_Spec):
+    """Replay of a SimAI/AICB workload file (its ALLREDUCE entries).
+
+    ``size_scale`` multiplies every message size (time dilation: scale sizes by
+    the same factor as link rates); ``time_unit`` is the unit of the file's
+    compute times, which the format does not state (SimAI's ns-3 backend reads
+    them as nanoseconds, hence the default). Each ALLREDUCE entry runs as
+    concurrent ring all-reduces, one per group of its scope (TP, DP, EP, DP_EP
+    in SimAI's rank layout, rank r on host r); the file's ``all_gpus`` must
+    equal the fabric's host count. Other collectives, size-0 entries and
+    one-rank groups are skipped with a note (testbed.plan); compute times are
+    read exactly but not replayed as gaps. The file is read and checked when
+    the scenario is loaded, before anything touches the kernel.
+    """
+
+    path: str
+    size_scale: float = Field(1.0, gt=0, le=1.0)
+    time_unit: Literal["ns", "us"] = "ns"
+    iterations: Count = Field(1, ge=1, le=1000)
+
+
+class WorkloadSpec(_Spec):
+    """What the hosts run: a ring all-reduce size sweep or a SimAI replay."""
+
+    collective: Literal["allreduce"] = "allreduce"
+    algorithm: Literal["ring"] = "ring"
+    sizes: Optional[SizeSweep] = None
+    simai: Optional[SimaiSpec] = None
+    iterations: Count = Field(5, ge=1, le=10_000)
+    warmup_iterations: Count = Field(1, ge=0, le=100)
+    #: cap on the bytes each size may move in total (iterations are cut to fit, at least one
+    #: runs); ``off`` (or null) = no cap
+    max_bytes_per_size: Annotated[Optional[SizeBytes], BeforeValidator(_off)] = 64 * 1024 * 1024
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "WorkloadSpec":
+        if (self.sizes is None) == (self.simai is None):
+            raise ValueError("workload needs exactly one of workload.sizes or workload.simai")
+        return self
