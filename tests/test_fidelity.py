@@ -1,12 +1,16 @@
-"""Unit tests of testbed.measure.fidelity (cpu, drops, verdict) on synthetic frames (no root, no OVS)."""
+"""Unit tests of testbed.measure.cpu, drops, thresholds and verdict on synthetic frames (no root, no OVS)."""
 import time
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from testbed.measure import fidelity
-from testbed.measure.fidelity import DropSnapshot, FidelityThresholds, evaluate
+from testbed.measure.cpu import CpuIdleMonitor
+from testbed.measure.drops import (OVS_DROP_COVERAGE_RE, DropSnapshot, PacketSocket, _read_net_dev, _read_snmp,
+                                   _read_softnet_dropped, count_ovs_send_errors, delta, queue_drops_delta,
+                                   required_send_buffer_bytes)
+from testbed.measure.thresholds import FidelityThresholds
+from testbed.measure.verdict import CHECKS, FAILED, evaluate, spurious_retx_pkts
 
 RATE_BPS = 10e6
 PERIOD_NS = 10_000_000  # 10 ms
@@ -60,7 +64,7 @@ def test_faithful_run_has_no_violations_and_reports_figures():
     # healthy() passes no departure capture: packet timing (testbed.measure.timing) is the one check not judged
     assert v.faithful and v.violations == [] and v.not_judged == ["packet_timing: no departures captured"]
     assert v.checks["cpu"] == {"status": "passed", "reason": ""}
-    assert set(v.checks) == set(fidelity.CHECKS)
+    assert set(v.checks) == set(CHECKS)
     assert v.lines() == ["# fidelity: faithful (7 of 8 checks judged)",
                          "#   not judged: packet_timing: no departures captured"]
     assert v.figures["cpu"]["seconds"] == 40 and v.figures["cpu"]["saturated_s"] == 0
@@ -186,14 +190,14 @@ def qp_rows(pairs):
 
 def test_spurious_retx_definition():
     # no loss: every duplicate is spurious
-    assert fidelity.spurious_retx_pkts(qp_rows({(0, 1): (110, 110, 10, 14, 14)}), window_pkts=8) == 10
+    assert spurious_retx_pkts(qp_rows({(0, 1): (110, 110, 10, 14, 14)}), window_pkts=8) == 10
     # one lost ACK explains up to one window of duplicates on that pair only
-    assert fidelity.spurious_retx_pkts(qp_rows({(0, 1): (110, 110, 8, 14, 13)}), window_pkts=8) == 0
-    assert fidelity.spurious_retx_pkts(qp_rows({(0, 1): (110, 110, 9, 14, 13)}), window_pkts=8) == 1
+    assert spurious_retx_pkts(qp_rows({(0, 1): (110, 110, 8, 14, 13)}), window_pkts=8) == 0
+    assert spurious_retx_pkts(qp_rows({(0, 1): (110, 110, 9, 14, 13)}), window_pkts=8) == 1
     # a lost data packet explains duplicates of its own pair, not another pair's
     pairs = {(0, 1): (111, 110, 5, 14, 14), (1, 0): (100, 100, 3, 13, 13)}
-    assert fidelity.spurious_retx_pkts(qp_rows(pairs), window_pkts=8) == 3
-    assert fidelity.spurious_retx_pkts(pd.DataFrame(), window_pkts=8) == 0
+    assert spurious_retx_pkts(qp_rows(pairs), window_pkts=8) == 3
+    assert spurious_retx_pkts(pd.DataFrame(), window_pkts=8) == 0
 
 
 def test_byte_mismatch_fails():
@@ -210,7 +214,7 @@ def test_no_transport_counters_are_not_judged():
 
 def test_added_check_and_printed_lines():
     v = healthy()
-    v.add("ovs_send_buffer", fidelity.FAILED, "Open vSwitch's send socket holds 212992 bytes")
+    v.add("ovs_send_buffer", FAILED, "Open vSwitch's send socket holds 212992 bytes")
     assert not v.faithful and v.lines() == ["# fidelity: NOT faithful: (8 of 9 checks judged)",
                                             "#   - Open vSwitch's send socket holds 212992 bytes",
                                             "#   not judged: packet_timing: no departures captured"]
@@ -324,14 +328,14 @@ def test_thresholds_validation_names_the_field(field, value):
 def test_delta_treats_absent_keys_as_zero_and_keeps_resets():
     before = DropSnapshot(0.0, {"a_pkts": 5, "b_pkts": 7})
     after = DropSnapshot(1.0, {"a_pkts": 9, "b_pkts": 3, "ovs_coverage_x_pkts": 4})
-    assert fidelity.delta(before, after) == {"a_pkts": 4, "b_pkts": -4, "ovs_coverage_x_pkts": 4}
+    assert delta(before, after) == {"a_pkts": 4, "b_pkts": -4, "ovs_coverage_x_pkts": 4}
 
 
 def test_proc_parsers_read_this_process_netns():
-    snmp = fidelity._read_snmp("/proc/self/net/snmp")
+    snmp = _read_snmp("/proc/self/net/snmp")
     assert {"RcvbufErrors", "SndbufErrors", "InErrors"} <= set(snmp["Udp"])
-    assert "lo" in fidelity._read_net_dev("/proc/self/net/dev")
-    assert isinstance(fidelity._read_softnet_dropped(), int)
+    assert "lo" in _read_net_dev("/proc/self/net/dev")
+    assert isinstance(_read_softnet_dropped(), int)
 
 
 def test_softnet_dropped_sums_the_second_hex_column(monkeypatch, tmp_path):
@@ -341,11 +345,11 @@ def test_softnet_dropped_sums_the_second_hex_column(monkeypatch, tmp_path):
     from testbed.measure import drops
     monkeypatch.setattr(drops, "open", lambda path, *a: real_open(stat if "softnet" in str(path) else path, *a),
                         raising=False)
-    assert fidelity._read_softnet_dropped() == 3 + 0x1F
+    assert _read_softnet_dropped() == 3 + 0x1F
 
 
 def test_ovs_drop_coverage_names():
-    match = fidelity.OVS_DROP_COVERAGE_RE.match
+    match = OVS_DROP_COVERAGE_RE.match
     for name in ("datapath_drop_upcall_error", "drop_action_of_pipeline", "netdev_send_prepare_drops",
                  "netdev_push_header_drops"):
         assert match(name), name
@@ -354,7 +358,7 @@ def test_ovs_drop_coverage_names():
 
 
 def test_cpu_idle_monitor_samples():
-    with fidelity.CpuIdleMonitor(period_s=0.05) as mon:
+    with CpuIdleMonitor(period_s=0.05) as mon:
         t_end = time.monotonic() + 0.4
         while time.monotonic() < t_end:  # keep one core busy
             pass
@@ -371,7 +375,7 @@ def test_cpu_idle_monitor_samples():
     span_ns = df["time_ns"].iloc[-1] - df["time_ns"].iloc[0]
     assert np.diff(df["time_ns"].to_numpy()).min() > 0 and 0.1e9 <= span_ns <= 2e9  # ns, not s
     with pytest.raises(ValueError, match="period_s"):
-        fidelity.CpuIdleMonitor(period_s=0)
+        CpuIdleMonitor(period_s=0)
 
 
 def test_ovs_send_error_lines_are_counted_between_offsets(tmp_path):
@@ -381,31 +385,31 @@ def test_ovs_send_error_lines_are_counted_between_offsets(tmp_path):
     log.write_bytes(b"x|INFO|boot\n" + line)
     start = log.stat().st_size
     log.write_bytes(log.read_bytes() + line * 3 + b"y|INFO|other\n")
-    assert fidelity.count_ovs_send_errors(str(log), start, log.stat().st_size) == 3
-    assert fidelity.count_ovs_send_errors(str(log), 0, log.stat().st_size) == 4
-    assert fidelity.count_ovs_send_errors(str(log), 10**6, log.stat().st_size) == 4  # rotated: from the start
+    assert count_ovs_send_errors(str(log), start, log.stat().st_size) == 3
+    assert count_ovs_send_errors(str(log), 0, log.stat().st_size) == 4
+    assert count_ovs_send_errors(str(log), 10**6, log.stat().st_size) == 4  # rotated: from the start
 
 
 def test_queue_drops_delta_and_required_send_buffer():
     before = DropSnapshot(0.0, {}, queue_drops={"p1": 5, "p2": 0})
     after = DropSnapshot(1.0, {}, queue_drops={"p1": 9, "p2": 3})
-    assert fidelity.queue_drops_delta(before, after) == 7
+    assert queue_drops_delta(before, after) == 7
     with pytest.raises(ValueError, match="p1"):
-        fidelity.queue_drops_delta(after, before)
+        queue_drops_delta(after, before)
     # 12 ports x 100 KB x 2.5 + 1 MiB headroom; the default 212,992 B cannot hold it (C14)
-    assert fidelity.required_send_buffer_bytes(12, 100_000) == 3_000_000 + (1 << 20)
+    assert required_send_buffer_bytes(12, 100_000) == 3_000_000 + (1 << 20)
     # deep buffers (C15: 100 MB) hold at most what the transport has in flight
-    assert fidelity.required_send_buffer_bytes(12, 100_000_000, in_flight_bytes=600_000) == 1_500_000 + (1 << 20)
+    assert required_send_buffer_bytes(12, 100_000_000, in_flight_bytes=600_000) == 1_500_000 + (1 << 20)
 
 
 def test_send_buffer_check_names_the_limit_and_the_fix(monkeypatch):
     from testbed.measure import drops
-    monkeypatch.setattr(drops, "ovs_send_socket", lambda: fidelity.PacketSocket(0, 212_992, 0, 0))
+    monkeypatch.setattr(drops, "ovs_send_socket", lambda: PacketSocket(0, 212_992, 0, 0))
     fig = drops.send_buffer_check(12, 100_000)
     assert not fig["ok"] and fig["source"] == "socket" and fig["sndbuf_bytes"] == 212_992
     assert "212992 bytes" in fig["message"] and "fabric.buffer_bytes = 100000" in fig["message"]
     assert "scripts/start-ovs --restart" in fig["message"]
-    monkeypatch.setattr(drops, "ovs_send_socket", lambda: fidelity.PacketSocket(0, 64 << 20, 0, 0))
+    monkeypatch.setattr(drops, "ovs_send_socket", lambda: PacketSocket(0, 64 << 20, 0, 0))
     assert drops.send_buffer_check(12, 100_000)["ok"]
     # no socket yet: judged on net.core.wmem_default, which the socket will get
     monkeypatch.setattr(drops, "ovs_send_socket", lambda: None)

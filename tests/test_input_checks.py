@@ -8,7 +8,9 @@ import pytest
 
 from testbed.measure import capacity
 from testbed.spec import estimate
-from testbed.runner import MAX_AUTO_RTO_US, auto_rto_us, check_results_root, describe_rto, rto_basis, workload_ops
+from testbed.results.rundir import check_results_root
+from testbed.runner import workload_ops
+from testbed.spec.rto import MAX_AUTO_RTO_US, auto_rto_us, describe_rto, rto_basis
 from testbed.spec.scenario import ScenarioError, min_rto_us, parse_scenario
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.yaml"

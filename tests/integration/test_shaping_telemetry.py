@@ -14,7 +14,8 @@ import pytest
 from pyroute2 import IPRoute, netns
 from pyroute2.netlink.rtnl.ndmsg import NUD_PERMANENT
 
-from testbed.measure import fidelity
+from testbed.measure.thresholds import FidelityThresholds
+from testbed.measure.verdict import evaluate
 from testbed.emulation import shaping
 from testbed.naming import new_run_id
 from testbed.host.runlock import RunLock
@@ -163,7 +164,7 @@ def test_shaped_veth_rate_drops_and_backlog(ns_pair):
     assert abs(int(last["tx_pkts"] - first["tx_pkts"]) - receiver.pkts) <= 2
 
     # Fidelity check (c) on real samples: a faithful link delivers its rate while backlogged.
-    verdict = fidelity.evaluate(None, {}, frame, {if_a: RATE_BPS}, None, fidelity.FidelityThresholds())
+    verdict = evaluate(None, {}, frame, {if_a: RATE_BPS}, None, FidelityThresholds())
     link = verdict.figures["links"][if_a]
     assert link["backlogged_intervals"] >= 0.8 * SEND_S / 0.01
     assert 0.97 <= link["ratio"] <= 1.03, link

@@ -1,0 +1,71 @@
+"""manifest.json: what a run was (scenario, versions, capabilities, backends, derived settings).
+
+Written once, right after the run directory is made and before the fabric is
+built, so even a run that fails at once says what it was.
+"""
+from __future__ import annotations
+
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+from testbed.measure import timing
+from testbed.results.tables import write_json
+from testbed.run_context import RunContext
+from testbed.spec import estimate
+from testbed.spec.rto import manifest_rto
+
+#: packages whose versions the manifest records
+VERSIONED_PACKAGES = ("aifabric-testbed", "os-ken", "scapy", "pandas", "pyroute2", "pydantic", "mininet")
+
+
+def _git_commit() -> str | None:
+    try:
+        res = subprocess.run(["git", "-C", str(Path(__file__).resolve().parent), "rev-parse", "HEAD"],
+                             capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return res.stdout.strip() or None
+
+
+def versions() -> dict:
+    """Python, kernel, git commit of this checkout and :data:`VERSIONED_PACKAGES` (None when absent)."""
+    out = {"python": platform.python_version(), "kernel": platform.release(), "git_commit": _git_commit()}
+    for pkg in VERSIONED_PACKAGES:
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def build(ctx: RunContext, caps) -> dict:
+    """manifest.json's content for a probed ``ctx`` and ``caps`` (testbed.host.capabilities.Capabilities).
+
+    Raises ScenarioError (via testbed.measure.timing.link_model) when the
+    scenario asks for a link delay this kernel cannot add.
+    """
+    spec = ctx.spec
+    return {
+        "run_id": ctx.run_id, "started_utc": ctx.started_utc,
+        "scenario_path": str(Path(ctx.scenario_path).resolve()) if ctx.scenario_path else None,
+        "scenario": spec.model_dump(mode="json"), "versions": versions(),
+        "capabilities": caps.as_dict(), "backends": {"datapath": ctx.datapath, "ecn_marker": caps.ecn_marker,
+                                                     "delay": caps.delay},
+        "scale_factor": spec.scale_factor, "reference_link_bps": spec.reference_link_bps,
+        "seed": spec.seed, "transport": ctx.transport, "payload_efficiency": ctx.efficiency,
+        "rto": manifest_rto(spec),
+        "estimated_duration_s": round(estimate.estimate_for_spec(spec, list(ctx.ops_plan)), 1),
+        "fidelity_checks_switched_off": spec.fidelity.switched_off(),
+        "rank_groups": {op.group: [list(g) for g in op.groups] for op in ctx.ops_plan},  # scope -> concurrent rings
+        "link_model": timing.link_model(spec, caps.delay),  # refuses a delay this kernel cannot add
+        "ovs_send_buffer": ctx.send_buffer,
+    }
+
+
+def write(ctx: RunContext, caps) -> dict:
+    """Build the manifest (:func:`build`) and write it to ``ctx.run_dir/manifest.json``; return it."""
+    manifest = build(ctx, caps)
+    write_json(ctx.run_dir / "manifest.json", manifest)
+    return manifest

@@ -1,0 +1,91 @@
+"""What a run prints: progress on stderr while it runs, the nccl-tests-style table and the verdict at the end.
+
+Progress (stderr, none with ``--quiet``): the run's shape and results
+directory, the retransmission timeout, the fabric's self-check, then one line
+per operation on a terminal (overwritten) or one per size otherwise.
+Results (stdout, always): a header naming the busbw convention, the size
+table (testbed.results.tables.format_size_table), the transport's byte and
+packet balance, the controller's line, switched-off checks, the fidelity
+verdict's lines and the results directory.
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+from testbed.emulation.controller_supervisor import verdict_line as controller_verdict_line
+from testbed.results.tables import format_size_table
+from testbed.run_context import RunContext
+from testbed.spec.rto import describe_rto
+
+
+class Progress:
+    """One line per operation on a terminal (overwritten), one per size otherwise."""
+
+    def __init__(self, total: int, quiet: bool):
+        self.total, self.quiet, self.tty = total, quiet, sys.stderr.isatty()
+        self.t0 = time.monotonic()
+
+    def op(self, k: int, size: int, busbw_bps: float, last_of_size: bool) -> None:
+        if self.quiet or (not self.tty and not last_of_size):
+            return
+        line = (f"[{k:>4}/{self.total}] {time.monotonic() - self.t0:6.1f} s  size {size:>9} B  "
+                f"busbw {busbw_bps / 1e6:7.3f} Mbit/s")
+        sys.stderr.write(("\r" + line) if self.tty else line + "\n")
+        if self.tty and last_of_size:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    def say(self, msg: str) -> None:
+        if not self.quiet:
+            sys.stderr.write(msg + "\n")
+            sys.stderr.flush()
+
+    def run_start(self, ctx: RunContext) -> None:
+        """The run's shape, datapath and results directory, then its retransmission timeout."""
+        f = ctx.spec.fabric
+        self.say(f"run {ctx.run_id}: {f.spines} spines, {f.leaves} leaves, {ctx.n_ranks} hosts, "
+                 f"host links {f.host_link_bps / 1e6:g} Mbit/s, datapath {ctx.datapath}; "
+                 f"results in {ctx.run_dir}")
+        self.say(describe_rto(ctx.spec))
+
+    def fabric_up(self, fab) -> None:
+        """The fabric's start-up self-check: switches that confirmed their flows, links read back."""
+        self.say(f"fabric up: {len(fab.ready.get('dpids', []))} switches confirmed flows and groups; "
+                 f"{len(fab.port_rate_bps)} shaped links read back within 1%")
+
+
+def print_notes(notes) -> None:
+    """The op plan's notes (what the testbed skipped or changed), one ``testbed: note:`` line each, stderr."""
+    for note in notes:
+        print(f"testbed: note: {note}", file=sys.stderr)
+
+
+def print_partial(reason: str, sizes) -> None:
+    """A run cut short: the reason and the table of the collectives that finished."""
+    print(f"# INCOMPLETE: {reason}; the collectives that finished:")
+    print(format_size_table(sizes))
+
+
+def print_results(ctx: RunContext, sizes, t: dict, controller: dict, verdict) -> None:
+    """A complete run: the table, the transport's balance, the controller, the verdict, the directory.
+
+    ``t``: summary.json ``transport`` (testbed.measure.verdict.transport_totals);
+    ``controller``: summary.json ``controller``; ``verdict``: FidelityVerdict.
+    """
+    spec = ctx.spec
+    print(f"# ring all-reduce, {ctx.n_ranks} hosts (ranks: per ring), host link "
+          f"{spec.fabric.host_link_bps / 1e6:g} Mbit/s, payload efficiency {ctx.efficiency:.3f} (busbw/link = "
+          f"busbw / (link x efficiency)); time = first rank's start to last rank's end, avg = per-rank time "
+          f"averaged over ranks (nccl-tests); n = samples")
+    print(format_size_table(sizes))
+    print(f"# transport: {t['delivered_bytes']} of {t['posted_bytes']} posted bytes delivered exactly once, "
+          f"{t['acked_bytes']} acknowledged (order errors {t['order_errors']}); {t['retx_pkts']} retransmitted "
+          f"packets ({t['spurious_retx_pkts']} spurious); {t['switch_drops_pkts']} switch-queue drops, "
+          f"{t['unexplained_lost_pkts']} packets lost elsewhere")
+    print(f"# {controller_verdict_line(controller)}")
+    if spec.fidelity.switched_off():
+        print(f"# fidelity: switched off by the scenario: {', '.join(spec.fidelity.switched_off())}")
+    for line in verdict.lines():
+        print(line)
+    print(f"# results: {ctx.run_dir}")

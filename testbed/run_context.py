@@ -1,0 +1,98 @@
+"""The state of one run: what it is (:class:`RunContext`) and what it measured so far (:class:`Recording`).
+
+The runner (:mod:`testbed.runner`) makes one :class:`RunContext` per run and
+hands it, with the :class:`Recording`, to each room (manifest, summary,
+printing, verdict) instead of a dozen loose values.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Optional
+
+from testbed.plan import PlannedOp
+from testbed.spec.scenario import ScenarioSpec
+from traffic.transport import payload_efficiency
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """One run's identity and set-up (inert data).
+
+    spec: the validated scenario; run_id: ``tb`` + 4 hex digits; run_dir: the
+    results directory ``<results>/<UTC time>-<name>-<run id>`` (made by the
+    runner after the probe); scenario_path: the scenario file, or None;
+    ops_plan: the collectives in order (testbed.plan.PlannedOp); quiet: no
+    progress lines; started_utc: ``YYYYmmddTHHMMSSZ``.
+
+    Set by the probe step (:meth:`probed`): datapath (``user`` or
+    ``kernel``), transport (the parameters the agents get: payload_bytes,
+    window_pkts, ack_every_pkts, rto_us), send_buffer (Open vSwitch's send
+    socket check, testbed.measure.drops.check_run_send_buffer).
+    """
+
+    spec: ScenarioSpec
+    run_id: str
+    run_dir: Path
+    scenario_path: Optional[Path]
+    ops_plan: tuple[PlannedOp, ...]
+    quiet: bool = False
+    started_utc: str = ""
+    datapath: str = ""
+    transport: dict = field(default_factory=dict)
+    send_buffer: dict = field(default_factory=dict)
+
+    @classmethod
+    def new(cls, spec: ScenarioSpec, scenario_path: Optional[Path], results_root: Path, run_id: str,
+            ops_plan, quiet: bool = False) -> "RunContext":
+        """A context for a run starting now; ``run_dir`` is named, not made."""
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        run_dir = Path(results_root).resolve() / f"{stamp}-{spec.name}-{run_id}"
+        return cls(spec=spec, run_id=run_id, run_dir=run_dir, scenario_path=scenario_path,
+                   ops_plan=tuple(ops_plan), quiet=quiet, started_utc=stamp)
+
+    def probed(self, datapath: str, transport: dict, send_buffer: dict) -> "RunContext":
+        """This context with the probe step's findings."""
+        return replace(self, datapath=datapath, transport=transport, send_buffer=send_buffer)
+
+    @property
+    def n_ranks(self) -> int:
+        return self.spec.fabric.n_hosts
+
+    @property
+    def efficiency(self) -> float:
+        """Payload bytes / frame bytes of a full data packet (traffic.transport.payload_efficiency)."""
+        return payload_efficiency(self.spec.transport.payload_bytes)
+
+    @property
+    def goodput_bps(self) -> float:
+        """Host link rate x payload efficiency: the busbw a ring at link speed reaches."""
+        return self.spec.fabric.host_link_bps * self.efficiency
+
+
+@dataclass
+class Recording:
+    """What a run measured so far: kept and written even when the run is cut short.
+
+    phase: what the run was doing (named in an INCOMPLETE reason); fab: the
+    Fabric once built; sampler, cpu, departures: the queue sampler, CPU idle
+    monitor and departure capture once started; rank_rows: every rank's
+    op_done record; op_meta: op_id -> PlannedOp.meta() of each finished
+    collective; stats: the agents' final statistics; drops_before/after:
+    testbed.measure.drops.DropSnapshot around the traffic; measured: every
+    measurement is in (the teardown may still fail).
+    """
+
+    ops_planned: int
+    phase: str = "start-up"
+    fab: object = None
+    sampler: object = None
+    cpu: object = None
+    departures: object = None
+    rank_rows: list = field(default_factory=list)
+    op_meta: dict = field(default_factory=dict)
+    stats: list = field(default_factory=list)
+    drops_before: object = None
+    drops_after: object = None
+    measured: bool = False
