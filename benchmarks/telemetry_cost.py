@@ -1,7 +1,7 @@
 """Cost of sampling qdisc counters: pyroute2 parsing vs testbed.measure.telemetry's decoder.
 
 Builds 24 veth pairs ``tbbe01v<N>a``/``tbbe01v<N>b`` in the root namespace, shapes
-the ``a`` ends with :func:`testbed.emulation.shaping.shape_egress` (HTB + bfifo, as on
+the ``a`` ends with :func:`testbed.emulation.htb_bfifo.shape_egress` (HTB + bfifo, as on
 switch ports), then prints
 
 * per-dump CPU time of one RTM_GETQDISC dump decoded by
@@ -25,7 +25,7 @@ import time
 from pyroute2 import IPRoute
 from pyroute2.netlink import NLM_F_DUMP, NLM_F_REQUEST, nla, nlmsg
 
-from testbed.emulation import shaping
+from testbed.emulation.queues import htb_bfifo
 from testbed.measure import telemetry
 from testbed.host.runlock import RunLock
 
@@ -106,7 +106,7 @@ def _bench(args, names: list[str], lock: RunLock) -> None:
             ipr.link("add", ifname=name, kind="veth", peer=f"{PREFIX}v{i}b")
             created.append(name)
             ipr.link("set", index=ipr.link_lookup(ifname=name)[0], state="up")
-            shaping.shape_egress(ipr, name, 10e6, 30000)
+            htb_bfifo.shape_egress(ipr, name, 10e6, 30000)
         indexes = [socket.if_nametoindex(n) for n in names]
         nqdiscs = len(list(ipr.get_qdiscs()))
         print(f"{args.ports} shaped ports, {nqdiscs} qdiscs in the root-namespace dump")

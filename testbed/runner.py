@@ -155,7 +155,7 @@ def _measure(ctx: RunContext, fab: Fabric, agents: AgentGroup, rec: Recording, p
     rec.drops_before = DropSnapshot.take(host_pids, fab.switch_ports, host_ifs)
     rec.departures = timing.DepartureCapture(fab.switch_ports)
     rec.sampler = QdiscSampler(fab.switch_ports, ctx.spec.output.sample_period_ms / 1e3,
-                               on_sample=rec.departures.on_sample)
+                               parent=fab.queues.sampled_parent, on_sample=rec.departures.on_sample)
     rec.cpu = CpuIdleMonitor()
     rec.phase = "traffic"
     try:

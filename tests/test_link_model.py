@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from testbed.emulation import shaping
+from testbed.emulation.queues import htb_bfifo
 from testbed.measure import timing
 from testbed.spec.scenario import ScenarioError, parse_scenario
 
@@ -47,10 +47,10 @@ def test_buffer_must_hold_one_frame_of_the_link_mtu():
 
 
 def test_shaping_sizes_quantum_and_burst_from_the_mtu():
-    assert shaping.frame_bytes(4200) == 4214
-    assert shaping.burst_bytes_for(10e6, 4200) == 3 * 4214
-    assert shaping.burst_bytes_for(10e6, 1500) == 3 * 1514
-    assert shaping.burst_bytes_for(400e6, 1500) == 50_000  # 1 ms at 400 Mbit/s
+    assert htb_bfifo.frame_bytes(4200) == 4214
+    assert htb_bfifo.burst_bytes_for(10e6, 4200) == 3 * 4214
+    assert htb_bfifo.burst_bytes_for(10e6, 1500) == 3 * 1514
+    assert htb_bfifo.burst_bytes_for(400e6, 1500) == 50_000  # 1 ms at 400 Mbit/s
 
 
 # -- propagation delay ---------------------------------------------------------------

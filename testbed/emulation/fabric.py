@@ -10,9 +10,9 @@ Mininet network (hosts in their own network namespaces, OVS bridges with
 OpenFlow 1.5, fail-mode secure), turn checksum/segmentation offloads off on
 every veth when the userspace datapath is used (it cannot fill in checksums),
 disable IPv6 in hosts (no neighbour-discovery noise), set every veth's MTU and
-every OVS port's ``mtu_request`` to ``fabric.mtu_bytes``, shape every egress with
-HTB (testbed.emulation.shaping; HTB mtu, quantum, burst and the buffer sized for that MTU),
-read every rate back (self-check), and wait until the controller confirmed every
+every OVS port's ``mtu_request`` to ``fabric.mtu_bytes``, install every egress queue with
+the ``fabric.queue_backend`` (testbed.emulation.queues; rate, buffer and MTU), read every
+rate back (self-check), and wait until the controller confirmed every
 switch's flows and groups with a barrier, then supervise the controller
 (testbed.emulation.controller_supervisor: a death is recorded and, with
 ``controller.restart``, the controller restarted). On exit (also after an
@@ -36,7 +36,7 @@ from pyroute2 import IPRoute
 NUD_PERMANENT = 0x80  # <linux/neighbour.h>
 
 from testbed.host import cleanup
-from testbed.emulation import shaping
+from testbed.emulation import queues
 from testbed.emulation.controller_proc import ControllerProcess
 from testbed.emulation.controller_supervisor import ControllerSupervisor
 from traffic.clock import unix_ns
@@ -82,7 +82,9 @@ class Fabric(StartStop):
         self.switch_ports: list[str] = []
         self.ready: dict = {}
         self._owner_pid = os.getpid()
-        self.readback: dict[str, shaping.ShapedLink] = {}
+        #: the queue backend of every egress (fabric.queue_backend)
+        self.queues = queues.get(spec.fabric.queue_backend)
+        self.readback: dict[str, queues.ShapedLink] = {}
 
     # -- lifecycle (StartStop) -----------------------------------------------
     def start(self) -> None:
@@ -223,7 +225,7 @@ class Fabric(StartStop):
             raise FabricError(f"MTU {mtu} (fabric.mtu_bytes) not taken by: " + ", ".join(wrong))
 
     def _shape_all(self) -> None:
-        """Shape every egress (testbed.emulation.shaping) at its link's rate, read it back, install
+        """Install every egress queue (self.queues) at its link's rate, read it back, install
         hosts' static neighbours. Switch ports queue their link's buffer_bytes; host NICs
         HOST_NIC_QUEUE_BYTES."""
         mtu = self.spec.fabric.mtu_bytes
@@ -231,8 +233,8 @@ class Fabric(StartStop):
             node = self.net.get(h.name)
             rate_bps = self.layout.links_of(h.name)[0].rate_bps
             with IPRoute(netns=f"/proc/{node.pid}/ns/net") as ipr:
-                shaping.shape_egress(ipr, h.intf, rate_bps, HOST_NIC_QUEUE_BYTES, mtu)
-                self.readback[h.intf] = shaping.read_back(ipr, h.intf)
+                self.readback[h.intf] = self.queues.install(
+                    ipr, h.intf, queues.QueueConfig.single(rate_bps, HOST_NIC_QUEUE_BYTES, mtu))
                 # static neighbours: host traffic never waits for (or sends) ARP during a run;
                 # the controller still answers ARP for anything else (controllers/fabric_app.py)
                 idx = ipr.link_lookup(ifname=h.intf)[0]
@@ -246,12 +248,12 @@ class Fabric(StartStop):
                 for end in (link.a, link.b):
                     if end.node in switches:
                         self._shape_switch_port(ipr, end.intf, link.rate_bps, link.buffer_bytes)
-        problems = shaping.self_check(self.port_rate_bps, self.readback)
+        problems = queues.self_check(self.port_rate_bps, self.readback)
         if problems:
             raise FabricError("link shaping self-check failed: " + "; ".join(problems))
 
     def _shape_switch_port(self, ipr: IPRoute, ifname: str, rate_bps: float, buffer_bytes: int) -> None:
-        shaping.shape_egress(ipr, ifname, rate_bps, buffer_bytes, self.spec.fabric.mtu_bytes)
-        self.readback[ifname] = shaping.read_back(ipr, ifname)
+        self.readback[ifname] = self.queues.install(
+            ipr, ifname, queues.QueueConfig.single(rate_bps, buffer_bytes, self.spec.fabric.mtu_bytes))
         self.port_rate_bps[ifname] = rate_bps
         self.switch_ports.append(ifname)

@@ -10,7 +10,7 @@ from topology.model import Layout
 
 class FabricTopo(Topo):
     """Every switch (with its dpid), host (IP with the fabric prefix length, MAC) and link
-    (with its port numbers) of ``layout``. No link shaping here: see testbed.emulation.shaping."""
+    (with its port numbers) of ``layout``. No link shaping here: see testbed.emulation.queues."""
 
     def build(self, layout: Layout) -> None:  # noqa: D102 (Mininet hook)
         prefix_len = ipaddress.IPv4Network(layout.fabric_prefix).prefixlen

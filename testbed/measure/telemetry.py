@@ -4,7 +4,7 @@
 that starts it (the root namespace, where Mininet leaves the switch-side veth
 ports). Each period it sends one ``RTM_GETQDISC`` dump and keeps, for each
 watched interface, the counters of its ROOT qdisc. With the layout of
-:mod:`testbed.emulation.shaping` the root is HTB 1:, whose counters aggregate its child
+:mod:`testbed.emulation.queues.htb_bfifo` the root is HTB 1:, whose counters aggregate its child
 bfifo (net/sched/sch_htb.c: ``htb_enqueue`` counts the leaf's drops and the
 backlog on the root; ``htb_dequeue`` counts sent bytes/packets on the root):
 
@@ -42,7 +42,7 @@ raw socket + ``struct`` decoder below (this module)           0.06-0.07 ms
 
 A 1 ms sampler with the best pyroute2 variant would use ~80 % of a core; the
 decoder here is ~12x cheaper, so it is used for sampling while all
-configuration stays in pyroute2 (:mod:`testbed.emulation.shaping`). Whole sampler thread
+configuration stays in pyroute2 (:mod:`testbed.emulation.queues.htb_bfifo`). Whole sampler thread
 (dump + store + wake-up; thread CPU time / wall time, 24 ports, 10 s):
 10-12 % of one core at a 1 ms period (0-4 % of ticks missed, the latter with
 the machine loaded), 2.7-3.1 % at 10 ms. At 10 ms the per-tick wake-up of this
@@ -110,6 +110,8 @@ class QdiscDumper:
         ifindexes: interface indexes to keep, in output order.
         netns: None for the caller's namespace, else a pyroute2 netns name or a
             path such as ``/proc/<pid>/ns/net`` (the socket is opened there).
+        parent: keep the qdisc whose parent is this handle (default the root;
+            a queue backend names it: ``QueueBackend.sampled_parent``).
 
     ``dump_into(row)`` fills ``row``, a list of ``5 * len(ifindexes)`` ints in
     :data:`COUNTERS` order per port; a port whose root qdisc is not in the dump
@@ -118,8 +120,9 @@ class QdiscDumper:
     Raises OSError when the kernel answers the dump with an error.
     """
 
-    def __init__(self, ifindexes: list[int], netns: Optional[str] = None):
+    def __init__(self, ifindexes: list[int], netns: Optional[str] = None, parent: int = TC_H_ROOT):
         self._pos = {ix: i for i, ix in enumerate(ifindexes)}
+        self._parent = parent
         if netns is None:
             self._sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC, socket.NETLINK_ROUTE)
         else:  # pyroute2 opens it in a child that joined the netns; flags=0: never create one
@@ -141,7 +144,7 @@ class QdiscDumper:
         for i in range(len(row)):
             row[i] = -1
         self._sock.send(self._request())
-        buf, pos, seq = self._buf, self._pos, self._seq
+        buf, pos, seq, want_parent = self._buf, self._pos, self._seq, self._parent
         hdr, tcm = _HDR.unpack_from, _TCM.unpack_from
         while True:
             n = self._sock.recv_into(buf)
@@ -159,7 +162,7 @@ class QdiscDumper:
                             raise OSError(-err, f"RTM_GETQDISC dump failed: {os.strerror(-err)}")
                     elif mtype == RTM_NEWQDISC:
                         _f, _p1, _p2, ifindex, _h, parent, _i = tcm(buf, off + 16)
-                        p = pos.get(ifindex) if parent == TC_H_ROOT else None
+                        p = pos.get(ifindex) if parent == want_parent else None
                         if p is not None:
                             self._decode(buf, off + 36, off + length, row, p * _NC)
                 off += (length + 3) & ~3
@@ -205,6 +208,8 @@ class QdiscSampler:
         netns: None (default) samples the caller's namespace, the root one for
             switch ports; else a pyroute2 netns name or ``/proc/<pid>/ns/net``
             (e.g. a host's NIC queue). The thread itself never changes netns.
+        parent: the qdisc to read on each port, by its parent handle (default
+            the root; the fabric's queue backend names it, ``sampled_parent``).
         max_samples: cap on stored samples (each holds every port). Default: what
             fits in 256 MiB at ``8 + 40 * len(ifnames)`` bytes per sample, e.g.
             277 k samples (4.6 min at 1 ms, 46 min at 10 ms) for 24 ports. Memory
@@ -232,6 +237,7 @@ class QdiscSampler:
         period_s: float = 0.01,
         *,
         netns: Optional[str] = None,
+        parent: int = TC_H_ROOT,
         max_samples: Optional[int] = None,
         on_sample: Optional[Callable[[int, np.ndarray], None]] = None,
     ):
@@ -243,6 +249,7 @@ class QdiscSampler:
             raise ValueError(f"period_s={period_s!r} must be > 0")
         self.ifnames = list(ifnames)
         self.netns = netns
+        self.parent = parent
         self.period_s = float(period_s)
         per_sample = 8 + 8 * _NC * len(self.ifnames)
         self.max_samples = int(max_samples) if max_samples else max(1, DEFAULT_MEMORY_BYTES // per_sample)
@@ -277,7 +284,7 @@ class QdiscSampler:
         if missing:
             where = "this namespace" if self.netns is None else f"netns {self.netns}"
             raise ValueError(f"interfaces not found in {where}: {missing}")
-        self._dumper = QdiscDumper([index[n] for n in self.ifnames], self.netns)
+        self._dumper = QdiscDumper([index[n] for n in self.ifnames], self.netns, self.parent)
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="QdiscSampler", daemon=True)
         self._thread.start()

@@ -3,7 +3,7 @@
 Link model (C17)
 ----------------
 Every egress (host NIC and switch port) is an HTB class at the link rate over
-a tail-drop FIFO (:mod:`testbed.emulation.shaping`). HTB releases a frame as soon as the
+a tail-drop FIFO (:mod:`testbed.emulation.queues.htb_bfifo`). HTB releases a frame as soon as the
 class holds non-negative tokens and charges the frame's serialization time
 (``frame_bytes * 8 / rate_bps``) afterwards (net/sched/sch_htb.c,
 ``htb_charge_class``), so:
@@ -27,7 +27,7 @@ store-and-forward on the two-hop path through one leaf would pay each twice
 
 busbw/link above 1
 ------------------
-HTB's bucket holds ``burst_bytes`` (:func:`testbed.emulation.shaping.burst_bytes_for`,
+HTB's bucket holds ``burst_bytes`` (:func:`testbed.emulation.htb_bfifo.burst_bytes_for`,
 3 full frames, or 1 ms at high rates) of tokens after an idle period, which a port may send at
 once before it is paced, and the last frame of an operation arrives without
 waiting for its own serialization (cut-through, no wire to cross). Between
@@ -65,7 +65,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from testbed.emulation import shaping
+from testbed.emulation.queues import htb_bfifo
 from testbed.spec.scenario import ScenarioError, ScenarioSpec
 from traffic import clock, wire
 from traffic.transport import wire_bytes
@@ -104,7 +104,7 @@ def busbw_ratio_error_bound(wire_bytes_per_rank: float, rate_bps: float, mtu_byt
 
     ``wire_bytes_per_rank``: frame bytes one rank puts on its link in the operation.
     """
-    return (shaping.burst_bytes_for(rate_bps, mtu_bytes) + shaping.frame_bytes(mtu_bytes)) / wire_bytes_per_rank
+    return (htb_bfifo.burst_bytes_for(rate_bps, mtu_bytes) + htb_bfifo.frame_bytes(mtu_bytes)) / wire_bytes_per_rank
 
 
 def add_busbw_error_bounds(size_rows: list[dict], spec: ScenarioSpec, busbw_factor, efficiency: float) -> None:
@@ -162,8 +162,8 @@ def link_model(spec: ScenarioSpec, delay_backend: str) -> dict:
         "delay_backend_available": delay_backend,
         "mtu_bytes": f.mtu_bytes,
         "frame_bytes_counted": "Ethernet frame without preamble, FCS or inter-frame gap",
-        "burst_bytes": {"host": shaping.burst_bytes_for(f.host_link_bps, f.mtu_bytes),
-                        "fabric": shaping.burst_bytes_for(f.fabric_link_bps, f.mtu_bytes)},
+        "burst_bytes": {"host": htb_bfifo.burst_bytes_for(f.host_link_bps, f.mtu_bytes),
+                        "fabric": htb_bfifo.burst_bytes_for(f.fabric_link_bps, f.mtu_bytes)},
         "window1_busbw_ratio": window1_busbw_ratio(spec.transport.payload_bytes),
     }
 

@@ -52,7 +52,7 @@ def build(ctx: RunContext, caps) -> dict:
         "scenario_path": str(Path(ctx.scenario_path).resolve()) if ctx.scenario_path else None,
         "scenario": spec.model_dump(mode="json"), "versions": versions(),
         "capabilities": caps.as_dict(), "backends": {"datapath": ctx.datapath, "ecn_marker": caps.ecn_marker,
-                                                     "delay": caps.delay},
+                                                     "delay": caps.delay, "queues": spec.fabric.queue_backend},
         "scale_factor": spec.scale_factor, "reference_link_bps": spec.reference_link_bps,
         "seed": spec.seed, "transport": ctx.transport, "payload_efficiency": ctx.efficiency,
         "rto": manifest_rto(spec),

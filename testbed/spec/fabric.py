@@ -5,6 +5,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from testbed.emulation.queues import BACKENDS as QUEUE_BACKENDS, DEFAULT_BACKEND as DEFAULT_QUEUE_BACKEND
 from topology import BUILDERS
 from testbed.spec.units import (
     RateBps, SizeBytes, Count, MAX_BUFFER_BYTES, MIN_LINK_MTU_BYTES, MAX_LINK_MTU_BYTES,
@@ -25,7 +26,9 @@ class FabricSpec(_Spec):
     (IPv4 20, UDP 8, BTH 12, ICRC 4), e.g. 1500 for payloads up to 1024,
     4200 or 9000 for the 4096-byte RoCE path MTU. ``link_delay_us`` is the
     one-way propagation delay added on every link (netem; refused where the
-    kernel has no ``sch_netem``, before anything is built).
+    kernel has no ``sch_netem``, before anything is built). ``queue_backend``
+    picks how every egress queue is built (testbed.emulation.queues.BACKENDS;
+    ``htb_bfifo``: HTB rate limit and a bfifo tail-drop buffer).
     """
 
     kind: str = "spine_leaf"  # topology builder, a key of topology.BUILDERS
@@ -39,11 +42,14 @@ class FabricSpec(_Spec):
     datapath: Literal["auto", "user", "kernel"] = "auto"
     mtu_bytes: Count = Field(1500, ge=MIN_LINK_MTU_BYTES, le=MAX_LINK_MTU_BYTES)
     link_delay_us: Count = Field(0, ge=0, le=MAX_LINK_DELAY_US)
+    queue_backend: str = DEFAULT_QUEUE_BACKEND  # a key of testbed.emulation.queues.BACKENDS
 
     @model_validator(mode="after")
     def _fits(self) -> "FabricSpec":
         if self.kind not in BUILDERS:
             raise ValueError(f"fabric.kind = {self.kind!r} is not one of {sorted(BUILDERS)}")
+        if self.queue_backend not in QUEUE_BACKENDS:
+            raise ValueError(f"fabric.queue_backend = {self.queue_backend!r} is not one of {sorted(QUEUE_BACKENDS)}")
         frame = self.mtu_bytes + 14
         if self.buffer_bytes < frame:
             raise ValueError(f"fabric.buffer_bytes = {self.buffer_bytes} cannot hold one full frame of "

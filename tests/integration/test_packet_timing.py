@@ -11,7 +11,7 @@ import time
 import pytest
 from pyroute2 import IPRoute
 
-from testbed.emulation import shaping
+from testbed.emulation.queues import htb_bfifo
 from testbed.measure import timing
 from testbed.naming import new_run_id
 from testbed.host.runlock import RunLock
@@ -34,7 +34,7 @@ def test_backlogged_port_departures_within_10pct_of_serialization_time():
                 with open(f"/proc/sys/net/ipv6/conf/{name}/disable_ipv6", "w") as f:
                     f.write("1")
                 ipr.link("set", index=ipr.link_lookup(ifname=name)[0], state="up")
-            shaping.shape_egress(ipr, a, RATE_BPS, 30_000, 1500)
+            htb_bfifo.shape_egress(ipr, a, RATE_BPS, 30_000, 1500)
             frame = bytes.fromhex("020000000002" "020000000001" "88b5") + bytes(FRAME_BYTES - 14)
             tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
             tx.bind((a, 0))

@@ -16,7 +16,8 @@ from pyroute2.netlink.rtnl.ndmsg import NUD_PERMANENT
 
 from testbed.measure.thresholds import FidelityThresholds
 from testbed.measure.verdict import evaluate
-from testbed.emulation import shaping
+from testbed.emulation import queues
+from testbed.emulation.queues import htb_bfifo, tc
 from testbed.naming import new_run_id
 from testbed.host.runlock import RunLock
 from testbed.measure.telemetry import QdiscSampler
@@ -120,10 +121,10 @@ def test_shaped_veth_rate_drops_and_backlog(ns_pair):
     ns_a, ns_b, if_a = ns_pair
     quantum_before = _dmesg_quantum_lines()
     with IPRoute(netns=ns_a, flags=0) as ipr:
-        shaped = shaping.shape_egress(ipr, if_a, RATE_BPS, BUFFER_BYTES)
-        back = shaping.read_back(ipr, if_a)
+        shaped = htb_bfifo.shape_egress(ipr, if_a, RATE_BPS, BUFFER_BYTES)
+        back = htb_bfifo.read_back(ipr, if_a)
     assert back == shaped
-    assert shaping.self_check({if_a: RATE_BPS}, {if_a: back}) == []
+    assert queues.self_check({if_a: RATE_BPS}, {if_a: back}) == []
     assert abs(back.rate_bps - RATE_BPS) <= 0.01 * RATE_BPS and back.ceil_bps == back.rate_bps
     assert back.buffer_bytes == BUFFER_BYTES and back.quantum_bytes == 1514
     assert 3 * 1514 - 8 <= back.burst_bytes <= 3 * 1514 + 8
@@ -186,7 +187,7 @@ def test_sampler_at_1ms_in_root_namespace_of_a_shaped_veth():
         lock.record("interface", name)
         ipr.link("add", ifname=name, kind="veth", peer=f"{rid}v1")
         try:
-            shaping.shape_egress(ipr, name, 5e6, 20_000)
+            htb_bfifo.shape_egress(ipr, name, 5e6, 20_000)
             with QdiscSampler([name], 0.001) as s:
                 time.sleep(0.5)
             frame = s.to_frame()
@@ -216,19 +217,19 @@ def test_no_quantum_warning_at_rates_where_the_default_quantum_would_warn(caplog
             ipr.tc("add", "htb", index=idx, handle=0x10000, default=1)
             replies = ipr.tc("add-class", "htb", index=idx, handle=0x10001, parent=0x10000,
                              rate=12_500_000, ceil=12_500_000)
-            seen = [t for t in shaping.extack_messages(replies) if "quantum" in t]
+            seen = [t for t in tc.extack_messages(replies) if "quantum" in t]
             dmesg_after_bad = _dmesg_quantum_lines()
             assert seen or (dmesg_after_bad is not None and dmesg_after_bad != dmesg_before), \
                 "kernel did not report the default-quantum warning anywhere: the check below would prove nothing"
             dmesg_before = dmesg_after_bad
-            with caplog.at_level("WARNING", logger="testbed.emulation.shaping"):
+            with caplog.at_level("WARNING", logger="testbed.emulation.queues"):
                 for rate_bps in (64e3, 20e6, 100e6, 40e9):
-                    back = shaping.shape_egress(ipr, name, rate_bps, 64_000)
-                    assert shaping.self_check({name: rate_bps}, {name: back}) == []
+                    back = htb_bfifo.shape_egress(ipr, name, rate_bps, 64_000)
+                    assert queues.self_check({name: rate_bps}, {name: back}) == []
                     assert back.quantum_bytes == 1514
         finally:
             ipr.link("del", ifname=name)
-    assert [r.getMessage() for r in caplog.records if r.name == "testbed.emulation.shaping"] == []
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("testbed.emulation.queues")] == []
     if dmesg_before is not None:
         assert _dmesg_quantum_lines() == dmesg_before
 
@@ -239,4 +240,4 @@ def test_no_quantum_warning_at_rates_where_the_default_quantum_would_warn(caplog
 ])
 def test_shape_egress_rejects_bad_values(rate_bps, buffer_bytes, mtu, match):
     with pytest.raises(ValueError, match=match):
-        shaping.shape_egress(None, "unused", rate_bps, buffer_bytes, mtu)
+        htb_bfifo.shape_egress(None, "unused", rate_bps, buffer_bytes, mtu)

@@ -1,0 +1,51 @@
+"""Queue backends of the fabric: the egress queue of every switch port and host link, by name.
+
+``fabric.queue_backend`` picks one of :data:`BACKENDS` (today ``htb_bfifo``:
+HTB rate limit + bfifo tail drop, :mod:`testbed.emulation.queues.htb_bfifo`).
+A new backend is one module with a :class:`~testbed.emulation.queues.base.QueueBackend`
+subclass, added to :data:`BACKENDS`; the interface is in
+:mod:`testbed.emulation.queues.base`.
+"""
+from __future__ import annotations
+
+from testbed.emulation.queues.base import QueueBackend, QueueConfig, ShapedLink  # noqa: F401
+from testbed.emulation.queues.htb_bfifo import HtbBfifo
+
+#: name -> backend class
+BACKENDS: dict[str, type[QueueBackend]] = {HtbBfifo.name: HtbBfifo}
+DEFAULT_BACKEND = HtbBfifo.name
+_SELF_CHECK_TOLERANCE = 0.01
+
+
+def get(name: str) -> QueueBackend:
+    """The backend registered as ``name``; ValueError naming ``fabric.queue_backend`` and the registered names."""
+    try:
+        return BACKENDS[name]()
+    except (KeyError, TypeError):
+        raise ValueError(f"fabric.queue_backend = {name!r} is not one of {sorted(BACKENDS)}") from None
+
+
+def self_check(configured: dict[str, float], readback: dict[str, ShapedLink]) -> list[str]:
+    """Compare configured rates with the kernel's, one sentence per violation.
+
+    Args:
+        configured: ifname -> configured rate in bit/s.
+        readback: ifname -> :class:`ShapedLink` from a backend's ``read_back``.
+
+    Returns: violations (empty when every rate and ceil is within 1 %), e.g.
+        ``"tb12abl1-eth3: configured 10000000 bit/s, kernel rate 9000000 bit/s (-10.00%)"``.
+    """
+    problems: list[str] = []
+    for ifname, want_bps in configured.items():
+        got = readback.get(ifname)
+        if got is None:
+            problems.append(f"{ifname}: configured {want_bps:.0f} bit/s, no read-back")
+            continue
+        for what, got_bps in (("rate", got.rate_bps), ("ceil", got.ceil_bps)):
+            err = (got_bps - want_bps) / want_bps
+            if abs(err) > _SELF_CHECK_TOLERANCE:
+                problems.append(
+                    f"{ifname}: configured {want_bps:.0f} bit/s, kernel {what} "
+                    f"{got_bps:.0f} bit/s ({err:+.2%})"
+                )
+    return problems

@@ -1,0 +1,159 @@
+"""The interface of a queue backend: what it is told (:class:`QueueConfig`), what it reads back
+(:class:`ShapedLink`), and the hooks it implements (:class:`QueueBackend`).
+
+A backend owns the egress queue of one interface (a switch port in the root
+namespace, or a host NIC in the host's namespace): it installs it with a
+rate, buffer and MTU, reads it back from the kernel, and names the qdisc the
+telemetry sampler reads (:attr:`QueueBackend.sampled_parent`).
+
+Room for what comes next (issue 7, not built here): per-class queues
+(:attr:`QueueConfig.classes`, each with its DSCP values, priority and buffer)
+and ECN marking thresholds per class (:class:`RedCurve`: Kmin, Kmax, Pmax, the
+RED curve of Floyd & Jacobson 1993). A backend states how many classes it
+can build (:attr:`QueueBackend.max_classes`) and whether it marks
+(:attr:`QueueBackend.marks_ecn`); :meth:`QueueBackend.check` refuses a
+configuration it cannot install, naming what and why, before the kernel is
+touched. Kernel RED with ``ecn`` would be a backend with RED leaves; the
+nftables marker one whose marking probability the 1 ms sampler updates.
+"""
+from __future__ import annotations
+
+import numbers
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar, Optional
+
+from testbed.emulation.queues import tc
+
+ETH_HLEN_BYTES = 14
+#: one request to the kernel: (command, qdisc kind, attributes) as pyroute2's ``IPRoute.tc`` takes them
+TcRequest = tuple
+
+
+def frame_bytes(mtu_bytes: int) -> int:
+    """Bytes the qdiscs count for a full-size frame: ``mtu_bytes + 14``."""
+    return mtu_bytes + ETH_HLEN_BYTES
+
+
+@dataclass(frozen=True)
+class RedCurve:
+    """ECN marking thresholds of one class: no mark below ``kmin_bytes`` of backlog, probability rising
+    linearly to ``pmax`` at ``kmax_bytes``, every ECT packet marked above (RED, Floyd & Jacobson 1993;
+    DCQCN's Kmin/Kmax/Pmax, Zhu et al. SIGCOMM 2015). Raises ValueError naming a bad field."""
+
+    kmin_bytes: int
+    kmax_bytes: int
+    pmax: float
+
+    def __post_init__(self):
+        if not 0 <= self.kmin_bytes < self.kmax_bytes:
+            raise ValueError(f"kmin_bytes={self.kmin_bytes!r}, kmax_bytes={self.kmax_bytes!r}: "
+                             "need 0 <= kmin_bytes < kmax_bytes")
+        if not 0 < self.pmax <= 1:
+            raise ValueError(f"pmax={self.pmax!r} must be in (0, 1]")
+
+
+@dataclass(frozen=True)
+class TrafficClass:
+    """One egress class: ``buffer_bytes`` of frame bytes (tail drop beyond), the DSCP values it
+    takes (empty: everything no other class takes), ``priority`` (0 is served first) and optional
+    ECN ``marking``."""
+
+    buffer_bytes: int
+    dscp: tuple[int, ...] = ()
+    priority: int = 0
+    marking: Optional[RedCurve] = None
+
+
+@dataclass(frozen=True)
+class QueueConfig:
+    """The egress queue of one interface: line rate ``rate_bps`` (frame bytes x 8), link ``mtu_bytes``
+    (L3), and its ``classes`` (today one). Raises ValueError naming the bad value: rate <= 0 or above
+    the kernel's 64-bit bytes/s, MTU outside [68, 65535], a class buffer below one full frame."""
+
+    rate_bps: float
+    mtu_bytes: int
+    classes: tuple[TrafficClass, ...]
+
+    def __post_init__(self):
+        if not isinstance(self.mtu_bytes, numbers.Integral) or not 68 <= self.mtu_bytes <= 65535:
+            raise ValueError(f"mtu_bytes={self.mtu_bytes!r} must be an integer in [68, 65535]")
+        if not self.rate_bps > 0:
+            raise ValueError(f"rate_bps={self.rate_bps!r} must be > 0")
+        if self.rate_bps / 8 >= 1 << 64:
+            raise ValueError(f"rate_bps={self.rate_bps!r} exceeds the kernel's 64-bit bytes/s")
+        if not self.classes:
+            raise ValueError("classes is empty: a queue needs at least one class")
+        for c in self.classes:
+            if not isinstance(c.buffer_bytes, numbers.Integral) or c.buffer_bytes < frame_bytes(self.mtu_bytes):
+                raise ValueError(
+                    f"buffer_bytes={c.buffer_bytes!r} must be an integer >= one full frame "
+                    f"(mtu_bytes + 14 = {frame_bytes(self.mtu_bytes)}); bfifo would drop every "
+                    f"full-size frame otherwise")
+
+    @classmethod
+    def single(cls, rate_bps: float, buffer_bytes: int, mtu_bytes: int = 1500) -> "QueueConfig":
+        """One class taking every packet: today's link."""
+        return cls(rate_bps=rate_bps, mtu_bytes=mtu_bytes, classes=(TrafficClass(buffer_bytes=buffer_bytes),))
+
+
+@dataclass(frozen=True)
+class ShapedLink:
+    """The kernel's view of one shaped interface (:meth:`QueueBackend.read_back`).
+
+    rate_bps, ceil_bps: the shaper's rate and ceil in bit/s (frame bytes x 8).
+    buffer_bytes: the queue's limit in frame bytes.
+    quantum_bytes: the shaper's DRR quantum in bytes.
+    burst_bytes: the shaper's token bucket depth in bytes, converted back from
+        the kernel's ticks (rounded; within a few bytes of what was set).
+    """
+
+    rate_bps: int
+    ceil_bps: int
+    buffer_bytes: int
+    quantum_bytes: int
+    burst_bytes: int
+
+
+class QueueBackend(ABC):
+    """One way to build an egress queue; registered by :attr:`name` in ``testbed.emulation.queues.BACKENDS``."""
+
+    #: the key ``fabric.queue_backend`` selects it by
+    name: ClassVar[str]
+    #: the telemetry sampler reads the counters of the qdisc whose parent is this handle
+    #: (tc.TC_H_ROOT: the root qdisc, whose counters aggregate every class below it)
+    sampled_parent: ClassVar[int] = tc.TC_H_ROOT
+    #: most classes one interface may have
+    max_classes: ClassVar[int] = 1
+    #: whether the backend can mark ECN (a class with ``marking``)
+    marks_ecn: ClassVar[bool] = False
+
+    def check(self, cfg: QueueConfig) -> None:
+        """Raise ValueError when ``cfg`` asks for what this backend cannot build (naming it)."""
+        if len(cfg.classes) > self.max_classes:
+            raise ValueError(f"queue backend {self.name!r} builds at most {self.max_classes} class(es), "
+                             f"asked for {len(cfg.classes)}")
+        if not self.marks_ecn and any(c.marking for c in cfg.classes):
+            raise ValueError(f"queue backend {self.name!r} does not mark ECN")
+
+    @abstractmethod
+    def plan(self, ifindex: int, cfg: QueueConfig) -> list[TcRequest]:
+        """The tc requests :meth:`install` sends after clearing the egress root, in order (no kernel access)."""
+
+    @abstractmethod
+    def read_back(self, ipr, ifname: str) -> ShapedLink:
+        """Read the installed queue of ``ifname`` from the kernel; ValueError when it is not this backend's."""
+
+    def install(self, ipr, ifname: str, cfg: QueueConfig) -> ShapedLink:
+        """Replace the egress qdisc tree of ``ifname`` with this backend's; return it read back.
+
+        ``ipr``: pyroute2 ``IPRoute`` bound to the namespace that holds ``ifname`` (kernel
+        extended-ACK warnings, with ``IPRoute(ext_ack=True)``, are logged at WARNING).
+        Raises ValueError (:meth:`check`, or ``ifname`` missing) or pyroute2.NetlinkError.
+        """
+        self.check(cfg)
+        index = tc.ifindex(ipr, ifname)
+        tc.clear_root(ipr, index)
+        for command, kind, attrs in self.plan(index, cfg):
+            tc.request(ipr, ifname, command, kind, **attrs)
+        return self.read_back(ipr, ifname)
