@@ -83,6 +83,14 @@ def burst_bytes_for(rate_bps: float, mtu_bytes: int = 1500) -> int:
     return int(max(BURST_MTUS * frame_bytes(mtu_bytes), rate_bps / 8 * BURST_MIN_S))
 
 
+def _find(msgs, handle: int, kind: str, missing: str):
+    """The tc message of ``handle`` and ``kind`` among ``msgs``; ValueError ``missing`` when there is none."""
+    found = next((m for m in msgs if m["handle"] == handle and m.get_attr("TCA_KIND") == kind), None)
+    if found is None:
+        raise ValueError(f"{missing} (not shaped by shape_egress?)")
+    return found
+
+
 class HtbBfifo(QueueBackend):
     """HTB root 1: with one class 1:1 (rate = ceil) and a bfifo 10: leaf; the sampler reads the root."""
 
@@ -115,20 +123,8 @@ class HtbBfifo(QueueBackend):
                 10: (i.e. it was not shaped by :func:`shape_egress`).
         """
         index = tc.ifindex(ipr, ifname)
-        cls = next(
-            (m for m in ipr.get_classes(index=index)
-             if m["handle"] == CLASS_HANDLE and m.get_attr("TCA_KIND") == "htb"),
-            None,
-        )
-        if cls is None:
-            raise ValueError(f"{ifname}: no HTB class 1:1 (not shaped by shape_egress?)")
-        fifo = next(
-            (m for m in ipr.get_qdiscs(index=index)
-             if m["handle"] == FIFO_HANDLE and m.get_attr("TCA_KIND") == "bfifo"),
-            None,
-        )
-        if fifo is None:
-            raise ValueError(f"{ifname}: no bfifo qdisc 10: (not shaped by shape_egress?)")
+        cls = _find(ipr.get_classes(index=index), CLASS_HANDLE, "htb", f"{ifname}: no HTB class 1:1")
+        fifo = _find(ipr.get_qdiscs(index=index), FIFO_HANDLE, "bfifo", f"{ifname}: no bfifo qdisc 10:")
         opts = cls.get_attr("TCA_OPTIONS")
         parms = opts.get_attr("TCA_HTB_PARMS")
         rate_Bps = opts.get_attr("TCA_HTB_RATE64") or parms["rate"]
