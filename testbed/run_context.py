@@ -29,7 +29,7 @@ class RunContext:
     Set by the probe step (:meth:`probed`): datapath (``user`` or
     ``kernel``), transport (the parameters the agents get: payload_bytes,
     window_pkts, ack_every_pkts, rto_us), send_buffer (Open vSwitch's send
-    socket check, testbed.measure.drops.check_run_send_buffer).
+    socket check, testbed.measure.send_buffer.check_run_send_buffer).
     """
 
     spec: ScenarioSpec

@@ -8,7 +8,7 @@ The steps of a run, in order, each a call into its room:
 2. remove leftovers of dead runs (testbed.host.cleanup);
 3. take the run lock (testbed.host.runlock), probe capabilities
    (testbed.host.capabilities), check Open vSwitch's send buffer
-   (testbed.measure.drops);
+   (testbed.measure.send_buffer);
 4. make the run directory and write the manifest (testbed.results.manifest);
 5. build the fabric (testbed.emulation.fabric: controller ready, queues
    installed and read back) and start one agent per host
@@ -50,7 +50,8 @@ from testbed.host import cleanup
 from testbed.spec import estimate
 from testbed.measure import timing
 from testbed.measure.cpu import CpuIdleMonitor
-from testbed.measure.drops import DropSnapshot, RunRefused, check_run_send_buffer
+from testbed.measure.drops import DropSnapshot
+from testbed.measure.send_buffer import RunRefused, check_run_send_buffer
 from testbed.measure.telemetry import QdiscSampler
 from testbed.emulation.agents import AgentGroup
 from testbed.emulation.fabric import Fabric

@@ -7,8 +7,8 @@ import pytest
 
 from testbed.measure.cpu import CpuIdleMonitor
 from testbed.measure.drops import (OVS_DROP_COVERAGE_RE, DropSnapshot, PacketSocket, _read_net_dev, _read_snmp,
-                                   _read_softnet_dropped, count_ovs_send_errors, delta, queue_drops_delta,
-                                   required_send_buffer_bytes)
+                                   _read_softnet_dropped, count_ovs_send_errors, delta, queue_drops_delta)
+from testbed.measure.send_buffer import required_send_buffer_bytes
 from testbed.measure.thresholds import FidelityThresholds
 from testbed.measure.verdict import CHECKS, FAILED, evaluate, spurious_retx_pkts
 
@@ -403,18 +403,18 @@ def test_queue_drops_delta_and_required_send_buffer():
 
 
 def test_send_buffer_check_names_the_limit_and_the_fix(monkeypatch):
-    from testbed.measure import drops
-    monkeypatch.setattr(drops, "ovs_send_socket", lambda: PacketSocket(0, 212_992, 0, 0))
-    fig = drops.send_buffer_check(12, 100_000)
+    from testbed.measure import send_buffer
+    monkeypatch.setattr(send_buffer, "ovs_send_socket", lambda: PacketSocket(0, 212_992, 0, 0))
+    fig = send_buffer.send_buffer_check(12, 100_000)
     assert not fig["ok"] and fig["source"] == "socket" and fig["sndbuf_bytes"] == 212_992
     assert "212992 bytes" in fig["message"] and "fabric.buffer_bytes = 100000" in fig["message"]
     assert "scripts/start-ovs --restart" in fig["message"]
-    monkeypatch.setattr(drops, "ovs_send_socket", lambda: PacketSocket(0, 64 << 20, 0, 0))
-    assert drops.send_buffer_check(12, 100_000)["ok"]
+    monkeypatch.setattr(send_buffer, "ovs_send_socket", lambda: PacketSocket(0, 64 << 20, 0, 0))
+    assert send_buffer.send_buffer_check(12, 100_000)["ok"]
     # no socket yet: judged on net.core.wmem_default, which the socket will get
-    monkeypatch.setattr(drops, "ovs_send_socket", lambda: None)
-    monkeypatch.setattr(drops, "_read_wmem_default", lambda: 212_992)
-    fig = drops.send_buffer_check(12, 100_000)
+    monkeypatch.setattr(send_buffer, "ovs_send_socket", lambda: None)
+    monkeypatch.setattr(send_buffer, "_read_wmem_default", lambda: 212_992)
+    fig = send_buffer.send_buffer_check(12, 100_000)
     assert not fig["ok"] and fig["source"] == "wmem_default"
 
 

@@ -1,4 +1,4 @@
-"""Counters of packets lost OUTSIDE the emulated switch queues, and Open vSwitch's send buffer.
+"""Counters of packets lost OUTSIDE the emulated switch queues.
 
 * :class:`DropSnapshot` reads every counter of packets dropped outside the
   emulated switch queues (see :meth:`DropSnapshot.take`) and, separately, the
@@ -6,10 +6,9 @@
   runner takes one snapshot before the traffic and one after it, so the switch
   queue drops of a run come from counters read around the traffic, never from
   sampler rows that may start late or end early.
-* :func:`ovs_send_socket` finds the one AF_PACKET socket through which the
-  userspace datapath of ``ovs-vswitchd`` sends to every port (its send buffer
-  caps all emulated switch buffers together, case C14); :func:`send_buffer_check`
-  compares it with a run's emulated buffers.
+* :func:`packet_sockets` and :func:`ovs_socket_inodes` list the AF_PACKET
+  sockets (sock_diag) and those of ``ovs-vswitchd``; Open vSwitch's send
+  buffer check (:mod:`testbed.measure.send_buffer`) reads them too.
 
 The switch-port egress bfifo tail drops are the EMULATED switch buffer and are
 never violations; a host's own egress qdisc drops are (a real NIC does not drop
@@ -104,6 +103,11 @@ def _ovs_vswitchd_pid() -> int:
     raise RuntimeError("DropSnapshot: ovs-vswitchd is not running (no pidfile, no process)")
 
 
+def ovs_socket_inodes() -> set[int]:
+    """Inodes of the sockets ovs-vswitchd holds; RuntimeError when it is not running."""
+    return _socket_inodes(_ovs_vswitchd_pid())
+
+
 def _socket_inodes(pid: int) -> set[int]:
     inodes = set()
     fd_dir = f"/proc/{pid}/fd"
@@ -138,7 +142,7 @@ class PacketSocket:
     drops_pkts: int
 
 
-def _packet_sockets() -> dict[int, PacketSocket]:
+def packet_sockets() -> dict[int, PacketSocket]:
     """inode -> :class:`PacketSocket` for every AF_PACKET socket of this netns."""
     req = struct.pack("=IHHII", 36, _SOCK_DIAG_BY_FAMILY, 0x301, 1, 0) + struct.pack(
         "=BBHIIII", socket.AF_PACKET, 0, 0, 0, _PACKET_SHOW_INFO | _PACKET_SHOW_MEMINFO, 0xFFFFFFFF, 0xFFFFFFFF
@@ -282,11 +286,11 @@ class DropSnapshot:
                 raise RuntimeError(f"DropSnapshot: switch port {name} not in the root netns")
             c[f"switch_rx_dropped_pkts[{name}]"], c[f"switch_tx_dropped_pkts[{name}]"] = dev[name]
         if switch_ifnames:
-            ovs_inodes = _socket_inodes(_ovs_vswitchd_pid())
+            ovs_inodes = ovs_socket_inodes()
             by_index = {socket.if_nametoindex(n): n for n in switch_ifnames}
             for name in switch_ifnames:
                 c[f"ovs_rx_socket_drops_pkts[{name}]"] = 0
-            for inode, ps in _packet_sockets().items():
+            for inode, ps in packet_sockets().items():
                 if inode in ovs_inodes and ps.ifindex in by_index:
                     c[f"ovs_rx_socket_drops_pkts[{by_index[ps.ifindex]}]"] += ps.drops_pkts
         c.update(_read_ovs())
@@ -371,101 +375,3 @@ def _switch_queue_drops(ifnames: list[str]) -> dict[str, int]:
             raise RuntimeError(f"DropSnapshot: switch port {name} has no root qdisc")
         out[name] = v
     return out
-
-
-# ---------------------------------------------------------------------------
-# Open vSwitch's send socket (userspace datapath)
-# ---------------------------------------------------------------------------
-#: Bytes a queued full-size frame is charged to a socket's send buffer (skb truesize)
-#: per frame byte: 212,992 B held about 90 frames of 1,082 B here (2.19 x), plus margin.
-TRUESIZE_FACTOR = 2.5
-#: Send buffer kept free beyond the emulated buffers (control packets, ARP, LLDP).
-SEND_BUFFER_HEADROOM_BYTES = 1 << 20
-
-
-def ovs_send_socket() -> Optional[PacketSocket]:
-    """The AF_PACKET socket ovs-vswitchd sends every userspace-datapath packet through, or None.
-
-    Open vSwitch (lib/netdev-linux.c, ``af_packet_sock``) creates one unbound,
-    non-blocking AF_PACKET socket on its first send and keeps it for the life of
-    the process; its send buffer is ``net.core.wmem_default`` at that moment.
-    Found as the ovs-vswitchd packet socket bound to no interface (ifindex 0);
-    None when OVS has not sent a packet yet. Raises RuntimeError when
-    ovs-vswitchd is not running.
-    """
-    inodes = _socket_inodes(_ovs_vswitchd_pid())
-    unbound = [ps for inode, ps in _packet_sockets().items() if inode in inodes and ps.ifindex == 0]
-    return max(unbound, key=lambda ps: ps.sndbuf_bytes) if unbound else None
-
-
-def required_send_buffer_bytes(n_switch_ports: int, buffer_bytes: int, in_flight_bytes: Optional[int] = None) -> int:
-    """Send buffer that holds everything the emulated switch queues can hold at once, plus headroom:
-    ``TRUESIZE_FACTOR * min(n_switch_ports * buffer_bytes, in_flight_bytes) + SEND_BUFFER_HEADROOM_BYTES``.
-
-    ``in_flight_bytes`` (None: no bound) is the most the transport can have
-    unacknowledged in the whole fabric (every QP's window of full frames): the
-    queues never hold more than that, however deep they are configured."""
-    queued = n_switch_ports * buffer_bytes
-    if in_flight_bytes is not None:
-        queued = min(queued, in_flight_bytes)
-    return int(queued * TRUESIZE_FACTOR) + SEND_BUFFER_HEADROOM_BYTES
-
-
-def _read_wmem_default() -> int:
-    with open("/proc/sys/net/core/wmem_default") as f:
-        return int(f.read())
-
-
-def send_buffer_check(n_switch_ports: int, buffer_bytes: int, in_flight_bytes: Optional[int] = None) -> dict:
-    """Can Open vSwitch's send socket hold all emulated switch buffers (userspace datapath)?
-
-    ``in_flight_bytes``: see :func:`required_send_buffer_bytes`.
-
-    Returns ``{"ok": bool, "sndbuf_bytes", "required_bytes", "source", "message"}``:
-    ``source`` is ``"socket"`` (the live socket's SK_MEMINFO_SNDBUF) or
-    ``"wmem_default"`` (no socket yet: it will be created with net.core.wmem_default).
-    ``message`` names the limit and the fix when not ok. Raises RuntimeError
-    when ovs-vswitchd is not running.
-    """
-    need = required_send_buffer_bytes(n_switch_ports, buffer_bytes, in_flight_bytes)
-    sock = ovs_send_socket()
-    have, source = (sock.sndbuf_bytes, "socket") if sock else (_read_wmem_default(), "wmem_default")
-    fig = {"ok": have >= need, "sndbuf_bytes": have, "required_bytes": need, "source": source, "message": ""}
-    if not fig["ok"]:
-        where = ("Open vSwitch's send socket (userspace datapath) has a send buffer of"
-                 if sock else "Open vSwitch has not sent yet and will create its send socket with net.core.wmem_default =")
-        fig["message"] = (
-            f"{where} {have} bytes, but the {n_switch_ports} emulated switch buffers of fabric.buffer_bytes = "
-            f"{buffer_bytes} (holding at most {in_flight_bytes} bytes in flight) need {need} bytes "
-            f"(x{TRUESIZE_FACTOR} per queued byte + "
-            f"{SEND_BUFFER_HEADROOM_BYTES} headroom): OVS would drop packets that no counter sees before the "
-            f"emulated queues fill. Fix: restart Open vSwitch with a larger send buffer when no other run is live "
-            f"(sudo scripts/start-ovs --restart --wmem-bytes {max(need, 64 << 20)}), or lower fabric.buffer_bytes")
-    return fig
-
-
-
-
-class RunRefused(RuntimeError):
-    """The machine cannot run this scenario faithfully; nothing was built (``testbed run`` exit code 4)."""
-
-
-def check_run_send_buffer(spec, datapath: str) -> dict:
-    """Refuse a userspace-datapath run whose queues Open vSwitch's send socket cannot hold (C14).
-
-    ``spec``: a :class:`testbed.spec.scenario.ScenarioSpec` (spine-leaf: each leaf has an
-    egress port per host and per spine, each spine one per leaf; a host has at
-    most 4 requester QPs in use, towards its 2 ring neighbours in each of up to 2
-    concurrent group rings (TP and DP), one window each in flight). Returns the check's figures (manifest and verdict); raises
-    :class:`RunRefused` naming the limit and the fix when too small.
-    """
-    if datapath != "user":
-        return {"ok": True, "source": "kernel datapath: OVS sends through the kernel, no shared socket"}
-    f, t = spec.fabric, spec.transport
-    n_ports = f.leaves * (f.hosts_per_leaf + f.spines) + f.spines * f.leaves
-    frame_bytes = 14 + 20 + 8 + 12 + t.payload_bytes + 4  # Ethernet, IPv4, UDP, BTH, payload, ICRC
-    in_flight_bytes = f.n_hosts * 4 * t.window_pkts * frame_bytes
-    fig = send_buffer_check(n_ports, f.buffer_bytes, in_flight_bytes)
-    if not fig["ok"]:
-        raise RunRefused(fig["message"])
-    return fig

@@ -11,7 +11,8 @@ import pandas as pd
 
 from testbed.measure import drops, timing
 from testbed.measure.thresholds import thresholds_for
-from testbed.measure.verdict import FAILED, PASSED, FidelityVerdict, evaluate, judge_send_buffer, transport_totals
+from testbed.measure.send_buffer import judge_send_buffer
+from testbed.measure.verdict import FAILED, PASSED, FidelityVerdict, evaluate, transport_totals
 from testbed.run_context import Recording, RunContext
 
 

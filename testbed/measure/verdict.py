@@ -338,29 +338,6 @@ def transport_totals(qps: pd.DataFrame, rx_pkts: list[int], switch_drops: int, w
     }
 
 
-def judge_send_buffer(verdict: FidelityVerdict, send_buffer: dict) -> None:
-    """Add the ``ovs_send_buffer`` check: Open vSwitch's send socket (read again now: it is created
-    on OVS's first send) must hold ``send_buffer["required_bytes"]`` (see testbed.measure.drops.send_buffer_check);
-    not judged on the kernel datapath."""
-    from testbed.measure.drops import ovs_send_socket
-
-    if send_buffer.get("sndbuf_bytes") is None:
-        verdict.add("ovs_send_buffer", NOT_JUDGED, send_buffer.get("source", ""), send_buffer)
-        return
-    try:
-        now = ovs_send_socket()
-    except RuntimeError:
-        now = None
-    send_buffer = {**send_buffer, "sndbuf_bytes_after": now.sndbuf_bytes if now else None}
-    if now is not None and now.sndbuf_bytes < send_buffer["required_bytes"]:
-        verdict.add("ovs_send_buffer", FAILED,
-                    f"Open vSwitch's send socket holds {now.sndbuf_bytes} bytes, less than the "
-                    f"{send_buffer['required_bytes']} bytes the emulated switch buffers need: packets beyond it "
-                    "are lost where nothing counts them", send_buffer)
-    else:
-        verdict.add("ovs_send_buffer", PASSED, "", send_buffer)
-
-
 def _check_timing(departures, port_samples, port_rate_bps, chk: _Check) -> dict:
     from testbed.measure import timing
 
