@@ -193,8 +193,12 @@ class _SockFprog(ctypes.Structure):
 
 
 def _outbound_socket(ifname: str) -> socket.socket:
-    """AF_PACKET socket on ``ifname`` that receives only frames leaving it, with ns timestamps."""
-    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+    """AF_PACKET socket on ``ifname`` that receives only frames leaving it, with ns timestamps.
+
+    Opened with protocol 0 (it receives nothing) and given ETH_P_ALL only by the bind: a socket
+    opened with ETH_P_ALL takes frames of every interface until bound (seen: a 62-byte RoCE ACK
+    leaving the loopback of another process got into a capture of a veth)."""
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
     prog = b"".join(struct.pack("=HBBI", *ins) for ins in _BPF_OUTBOUND)
     buf = ctypes.create_string_buffer(prog)
     fprog = _SockFprog(len(_BPF_OUTBOUND), ctypes.addressof(buf))
