@@ -59,6 +59,7 @@ from testbed.naming import new_run_id
 from testbed.plan import PlannedOp, plan_workload
 from testbed.host.runlock import RunLock
 from testbed.results import manifest, summary as results_summary, tables
+from testbed.results import printing
 from testbed.results.printing import Progress, print_notes
 from testbed.results.rundir import check_results_root
 from testbed.run_context import Recording, RunContext
@@ -191,19 +192,9 @@ def _run_workload(ctx: RunContext, agents: AgentGroup, rec: Recording, progress:
 
 
 def run_from_cli(args) -> int:
-    """Entry of ``testbed run``: validate, run, print; return an exit code (EXIT_*)."""
+    """Entry of ``testbed run``: validate, remove leftovers, run, print; return an exit code (EXIT_*)."""
     try:
-        spec = load_scenario(args.scenario)
-        plan = plan_workload(spec)
-        ops_plan = list(plan.ops)
-        print_notes(plan.notes)
-        check_results_root(Path(args.results or "results"))
-        est_s = estimate.estimate_for_spec(spec, ops_plan)
-        if not args.quiet:
-            print(f"testbed: estimated duration {estimate.format_duration(est_s)} ({len(ops_plan)} operations; "
-                  f"cap {estimate.format_duration(getattr(args, 'max_duration', None) or estimate.MAX_DURATION_S)})",
-                  file=sys.stderr)
-        estimate.check_duration(spec, est_s, getattr(args, "max_duration", None) or estimate.MAX_DURATION_S)
+        spec, ops_plan = _validate(args)
     except (ScenarioError, FileNotFoundError, IsADirectoryError, estimate.DurationError) as e:
         print(f"testbed: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -221,9 +212,7 @@ def run_from_cli(args) -> int:
         summary = run_scenario(spec, Path(args.scenario), Path(args.results or "results"), quiet=args.quiet,
                                ops_plan=ops_plan)
     except KeyboardInterrupt as e:
-        kept = getattr(e, "results_note", "no results were written")
-        print(f"testbed: interrupted; the fabric and everything else this run created were removed; {kept}",
-              file=sys.stderr)
+        printing.print_interrupted(e)
         return EXIT_INTERRUPTED_BASE + (signals.received() or signal.SIGINT)
     except ScenarioError as e:
         print(f"testbed: error: {e}", file=sys.stderr)
@@ -232,16 +221,27 @@ def run_from_cli(args) -> int:
         print(f"testbed: error: run refused, nothing was built: {e}", file=sys.stderr)
         return EXIT_FAILED
     except Exception as e:  # a failed run: one line, --debug for the traceback
-        if getattr(args, "debug", False):
-            import traceback
-            traceback.print_exc()
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        print(f"testbed: error: run failed: {type(e).__name__}: {msg}".rstrip(": "), file=sys.stderr)
-        if getattr(e, "results_note", None):
-            print(f"testbed: the run failed; {e.results_note}", file=sys.stderr)
+        printing.print_run_failed(e, getattr(args, "debug", False))
         return EXIT_FAILED
     code = exit_code(summary)
     if code == EXIT_FAILED:
-        print("testbed: error: run failed: " + "; ".join(
-            v for v in summary["violations"] if v.startswith("byte mismatch")), file=sys.stderr)
+        printing.print_byte_mismatch(summary)
     return code
+
+
+def _validate(args) -> tuple[ScenarioSpec, list[PlannedOp]]:
+    """The scenario, its op plan (notes printed), the results root and the duration cap, checked.
+
+    Raises ScenarioError, FileNotFoundError, IsADirectoryError or estimate.DurationError; nothing is built.
+    """
+    spec = load_scenario(args.scenario)
+    plan = plan_workload(spec)
+    ops_plan = list(plan.ops)
+    print_notes(plan.notes)
+    check_results_root(Path(args.results or "results"))
+    est_s = estimate.estimate_for_spec(spec, ops_plan)
+    cap_s = getattr(args, "max_duration", None) or estimate.MAX_DURATION_S
+    if not args.quiet:
+        printing.print_estimate(est_s, len(ops_plan), cap_s)
+    estimate.check_duration(spec, est_s, cap_s)
+    return spec, ops_plan

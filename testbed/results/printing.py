@@ -16,6 +16,7 @@ import time
 from testbed.emulation.controller_supervisor import verdict_line as controller_verdict_line
 from testbed.results.tables import format_size_table
 from testbed.run_context import RunContext
+from testbed.spec.estimate import format_duration
 from testbed.spec.rto import describe_rto
 
 
@@ -59,6 +60,36 @@ def print_notes(notes) -> None:
     """The op plan's notes (what the testbed skipped or changed), one ``testbed: note:`` line each, stderr."""
     for note in notes:
         print(f"testbed: note: {note}", file=sys.stderr)
+
+
+def print_estimate(est_s: float, n_ops: int, cap_s: float) -> None:
+    """The estimated duration of a run of ``n_ops`` operations and the cap it must stay under, stderr."""
+    print(f"testbed: estimated duration {format_duration(est_s)} ({n_ops} operations; "
+          f"cap {format_duration(cap_s)})", file=sys.stderr)
+
+
+def print_interrupted(e: BaseException) -> None:
+    """Closing line of an interrupted run: the teardown is done; what was kept (``e.results_note``)."""
+    kept = getattr(e, "results_note", "no results were written")
+    print(f"testbed: interrupted; the fabric and everything else this run created were removed; {kept}",
+          file=sys.stderr)
+
+
+def print_run_failed(e: BaseException, debug: bool) -> None:
+    """Closing lines of a failed run: the error's first line (the traceback with ``debug``), what was kept."""
+    if debug:
+        import traceback
+        traceback.print_exc()
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    print(f"testbed: error: run failed: {type(e).__name__}: {msg}".rstrip(": "), file=sys.stderr)
+    if getattr(e, "results_note", None):
+        print(f"testbed: the run failed; {e.results_note}", file=sys.stderr)
+
+
+def print_byte_mismatch(summary: dict) -> None:
+    """Closing line of a complete run whose bytes check failed (exit code 4): the mismatch."""
+    print("testbed: error: run failed: " + "; ".join(
+        v for v in summary["violations"] if v.startswith("byte mismatch")), file=sys.stderr)
 
 
 def print_partial(reason: str, sizes) -> None:
