@@ -40,6 +40,7 @@ from testbed.measure import fidelity
 from testbed.results import tables as results
 from testbed.measure import timing
 from testbed.emulation.agents import AgentGroup
+from testbed.emulation import controller_proc
 from testbed.emulation.controller_supervisor import verdict_line as controller_verdict_line
 from testbed.measure.verdict import FAILED, PASSED
 from testbed.emulation.fabric import Fabric
@@ -194,6 +195,7 @@ def _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
     if datapath == "kernel" and caps.datapath != "kernel":
         raise ScenarioError("fabric.datapath: 'kernel' asked for, but this machine has no openvswitch "
                             "kernel module; allowed here: auto, user")
+    controller_info = controller_proc.preflight(spec)  # framework installed? (exit 2, before the kernel)
     n = spec.fabric.n_hosts
     rto_us = auto_rto_us(spec) if spec.transport.rto_us == "auto" else spec.transport.rto_us
     transport = {"payload_bytes": spec.transport.payload_bytes, "window_pkts": spec.transport.window_pkts,
@@ -219,6 +221,7 @@ def _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
         "rank_groups": {op.group: [list(g) for g in op.groups] for op in ops_plan},  # scope -> concurrent rings
         "link_model": timing.link_model(spec, caps.delay),  # refuses a delay this kernel cannot add
         "ovs_send_buffer": send_buffer,
+        "controller": controller_info,
     }
     results.write_json(run_dir / "manifest.json", manifest)
     progress.say(f"run {run_id}: {spec.fabric.spines} spines, {spec.fabric.leaves} leaves, {n} hosts, "

@@ -7,6 +7,7 @@ layout (tests/test_topology.py) that is not leaf/spine.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import socket
@@ -20,22 +21,20 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-from controllers import topology as T
+from controllers import ofmsg as W
+from controllers import ofplan as T
+from controllers.lb import ecmp
 from test_topology import three_tier
 from topology import model as M
 from topology import routing as R
 from topology import spine_leaf
-from controllers.fabric_app import (
-    FabricRoutingApp,
-    RawGroupProperty,
-    build_arp_reply,
-    build_flow_mod,
-    build_group_mod,
-    write_json_atomic,
-)
+from testbed.emulation.controller_proc import write_conf
+from controllers.app import CONF_GROUP, FabricRoutingApp, write_json_atomic
+from controllers.ofmsg import RawGroupProperty, build_arp_reply, build_flow_mod, build_group_mod
 from controllers.ryu_api import (
     DEAD_DISPATCHER,
     FRAMEWORK,
+    cfg,
     arp,
     ethernet,
     ofproto_protocol,
@@ -46,6 +45,18 @@ from controllers.ryu_api import (
 
 REPO = Path(__file__).resolve().parents[1]
 RID = "tb9c01"
+
+
+@contextlib.contextmanager
+def conf_overrides(**settings):
+    """Set ``[testbed]`` options of the framework's CONF (as controller.conf would) for a block."""
+    for key, value in settings.items():
+        cfg.CONF.set_override(key, value, group=CONF_GROUP)
+    try:
+        yield
+    finally:
+        for key in settings:
+            cfg.CONF.clear_override(key, group=CONF_GROUP)
 
 #: The NTR selection-method property for the default hash fields, written out
 #: by hand from struct ntr_group_prop_selection_method and OVS's
@@ -102,7 +113,7 @@ def test_document_follows_addressing_convention(doc):
 
 
 def test_hash_fields_the_model_allows_are_the_ones_the_plan_can_encode():
-    assert set(M.HASH_FIELD_NAMES) == set(T.OXM_HASHABLE_FIELDS)
+    assert set(M.HASH_FIELD_NAMES) == set(W.OXM_HASHABLE_FIELDS)
 
 
 # --------------------------------------------------------------------- plan
@@ -199,28 +210,28 @@ def test_proxy_arp_answers_known_hosts_only(topo):
 
 
 def test_ntr_property_bytes_match_ovs_layout():
-    prop = T.ntr_selection_method_property(M.DEFAULT_HASH_FIELDS)
+    prop = W.ntr_selection_method_property(M.DEFAULT_HASH_FIELDS)
     assert len(EXPECTED_NTR_PROPERTY) == 88
     assert prop == EXPECTED_NTR_PROPERTY
 
 
 def test_ntr_property_rejects_what_ovs_rejects():
     with pytest.raises(ValueError):
-        T.ntr_selection_method_property(["ipv4_src"], method="random")
+        W.ntr_selection_method_property(["ipv4_src"], method="random")
     with pytest.raises(ValueError):
-        T.ntr_selection_method_property(["ipv4_src"], method="dp_hash")
-    assert T.ntr_selection_method_property([], method="dp_hash")[2:4] == struct.pack("!H", 40)
+        W.ntr_selection_method_property(["ipv4_src"], method="dp_hash")
+    assert W.ntr_selection_method_property([], method="dp_hash")[2:4] == struct.pack("!H", 40)
     with pytest.raises(KeyError):
-        T.oxm_hash_field_tlv("vlan_pcp")
+        W.oxm_hash_field_tlv("vlan_pcp")
 
 
-@pytest.mark.parametrize("name", sorted(T.OXM_HASHABLE_FIELDS))
+@pytest.mark.parametrize("name", sorted(W.OXM_HASHABLE_FIELDS))
 def test_oxm_headers_agree_with_os_ken(name):
     buf = bytearray()
     ofproto_v1_5.oxm_serialize_header(ofproto_v1_5.oxm_from_user_header(name), buf, 0)
-    tlv = T.oxm_hash_field_tlv(name)
+    tlv = W.oxm_hash_field_tlv(name)
     assert tlv[:4] == bytes(buf)
-    assert tlv[4:] == b"\xff" * T.OXM_HASHABLE_FIELDS[name][1]
+    assert tlv[4:] == b"\xff" * W.OXM_HASHABLE_FIELDS[name][1]
 
 
 def test_group_mod_serializes_with_exact_property(topo, dp):
@@ -243,7 +254,7 @@ def test_group_mod_serializes_with_exact_property(topo, dp):
         assert atype == ofproto_v1_5.OFPAT_OUTPUT and ptype == ofproto_v1_5.OFPGBPT_WEIGHT and plen == 8
         seen.append((bucket_id, port, weight))
         off += blen
-    assert seen == [(0, 3, T.DEFAULT_BUCKET_WEIGHT), (1, 4, T.DEFAULT_BUCKET_WEIGHT)]
+    assert seen == [(0, 3, ecmp.BUCKET_WEIGHT), (1, 4, ecmp.BUCKET_WEIGHT)]
     assert wire[24 + bucket_array_len:] == EXPECTED_NTR_PROPERTY
 
 
@@ -314,9 +325,8 @@ class FakeDatapath:
 def app(tmp_path, doc, monkeypatch):
     topo = tmp_path / "topo.json"
     topo.write_text(json.dumps(doc))
-    monkeypatch.setenv("TESTBED_TOPOLOGY", str(topo))
-    monkeypatch.setenv("TESTBED_READY_FILE", str(tmp_path / "ready.json"))
-    return FabricRoutingApp()
+    with conf_overrides(topology=str(topo), ready_file=str(tmp_path / "ready.json")):
+        yield FabricRoutingApp()
 
 
 def _connect(app, dpid):
@@ -494,23 +504,36 @@ def test_app_answers_arp_for_known_hosts_only(app):
         arp.ARP_REPLY, "10.0.2.2", "02:00:00:00:02:02", "10.0.1.1")
 
 
-def test_app_needs_topology_env(monkeypatch):
-    monkeypatch.delenv("TESTBED_TOPOLOGY", raising=False)
-    with pytest.raises(RuntimeError, match="TESTBED_TOPOLOGY"):
-        FabricRoutingApp()
+def test_app_needs_topology_setting():
+    with conf_overrides(topology=None):
+        with pytest.raises(RuntimeError, match=r"\[testbed\] topology is not set"):
+            FabricRoutingApp()
+
+
+def test_app_refuses_another_runs_topology(tmp_path, doc):
+    topo = tmp_path / "topo.json"
+    topo.write_text(json.dumps(doc))
+    with conf_overrides(topology=str(topo), run_id="tbffff"):
+        with pytest.raises(ValueError, match="does not match \\[testbed\\] run_id 'tbffff'"):
+            FabricRoutingApp()
 
 
 # ---------------------------------------------------------------- run.py CLI
 
 
-def _run_cli(tmp_path: Path, doc: dict, run_id: str = RID) -> subprocess.CompletedProcess:
+def _cli_argv(tmp_path: Path, doc: dict, run_id: str = RID, port: int = 1, lb_policy: str = "ecmp") -> list:
+    """``python -m controllers.run`` with a controller.conf as the testbed writes it."""
     topo = tmp_path / "topo.json"
     topo.write_text(json.dumps(doc))
-    return subprocess.run(
-        [sys.executable, "-m", "controllers.run", "--run-id", run_id, "--topology", str(topo),
-         "--listen-port", "1", "--ready-file", str(tmp_path / "ready"), "--log-file", str(tmp_path / "c.log")],
-        cwd=REPO, capture_output=True, text=True, timeout=60,
-    )
+    conf = tmp_path / "controller.conf"
+    write_conf(conf, run_id=RID, port=port, topology=topo, ready_file=tmp_path / "ready",
+               log_file=tmp_path / "c.log", lb_policy=lb_policy)
+    return [sys.executable, "-m", "controllers.run", "--config-file", str(conf), "--testbed-run-id", run_id]
+
+
+def _run_cli(tmp_path: Path, doc: dict, run_id: str = RID, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(_cli_argv(tmp_path, doc, run_id, **kw), cwd=REPO, capture_output=True, text=True,
+                          timeout=60)
 
 
 def test_cli_rejects_invalid_topology_before_starting(tmp_path, doc):
@@ -524,21 +547,22 @@ def test_cli_rejects_invalid_topology_before_starting(tmp_path, doc):
 def test_cli_rejects_run_id_mismatch(tmp_path, doc):
     res = _run_cli(tmp_path, doc, run_id="tbffff")
     assert res.returncode == 2
-    assert "does not match --run-id 'tbffff'" in res.stderr
+    assert "does not match --testbed-run-id 'tbffff'" in res.stderr
+
+
+def test_cli_rejects_unknown_lb_policy_before_starting(tmp_path, doc):
+    res = _run_cli(tmp_path, doc, lb_policy="wcmp")
+    assert res.returncode == 2
+    assert "load_balance.policy: unknown policy 'wcmp'; allowed: ecmp" in res.stderr
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_cli_listens_on_loopback_and_stops_on_signal(tmp_path, doc, sig):
-    topo = tmp_path / "topo.json"
-    topo.write_text(json.dumps(doc))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "controllers.run", "--run-id", RID, "--topology", str(topo), "--listen-port",
-         str(port), "--ready-file", str(tmp_path / "ready"), "--log-file", str(tmp_path / "c.log")],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
+    proc = subprocess.Popen(_cli_argv(tmp_path, doc, port=port), cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 20
         listening = []
