@@ -33,9 +33,11 @@ KILL_AFTER_READY_S = 6.0
 
 
 def _controller_pid(ready_file: Path) -> int:
-    """The pid of the controller process writing ``ready_file`` (this run's only)."""
+    """The pid of the controller process writing ``ready_file`` (this run's only; its settings file,
+    controller.conf, lies beside the ready file and is on its command line)."""
+    conf = str(ready_file.with_name("controller.conf"))
     pids = [p.pid for p in psutil.process_iter(["cmdline"])
-            if "controllers.run" in (p.info["cmdline"] or []) and str(ready_file) in (p.info["cmdline"] or [])]
+            if "controllers.run" in (p.info["cmdline"] or []) and conf in (p.info["cmdline"] or [])]
     assert len(pids) == 1, pids
     return pids[0]
 
