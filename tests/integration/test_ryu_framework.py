@@ -10,15 +10,13 @@ found no Python 3.9 and so made no ``.venv-ryu``.
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-from conftest import run_scenario_file
+from conftest import run_scenario_file, running_scenario
 
 from testbed.emulation.controller_proc import RYU_HOWTO, RYU_VENV, ryu_manager
 
@@ -68,30 +66,17 @@ def test_ryu_and_os_ken_give_the_same_busbw_and_verdict(tmp_path):
 def test_ryu_controller_killed_mid_run_is_restarted_under_ryu(tmp_path):
     """C10 under Ryu: SIGKILL the ryu-manager mid-run; the supervisor starts it again (ryu-manager,
     same configuration file) and every switch reconnects and resyncs; no byte is lost."""
-    scenario = tmp_path / "kill.yaml"
-    scenario.write_text(SCENARIO.format(framework="ryu").replace("iterations: 2,", "iterations: 4,"))
-    results = tmp_path / "kill"
-    run = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(scenario), "--results", str(results)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 90
-        while not list(results.glob("*/controller.ready")):
-            assert run.poll() is None, run.communicate()
-            assert time.monotonic() < deadline, "the fabric did not come up within 90 s"
-            time.sleep(0.1)
-        conf = str(next(results.glob("*/controller.conf")))
+    text = SCENARIO.format(framework="ryu").replace("iterations: 2,", "iterations: 4,")
+    with running_scenario(tmp_path, text, "kill", ready_timeout_s=90) as (run, run_dir):
+        conf = str(run_dir / "controller.conf")
         (victim,) = [p for p in psutil.process_iter(["cmdline"]) if conf in (p.info["cmdline"] or [])]
         assert any(a.endswith("ryu-manager") for a in victim.info["cmdline"]), victim.info["cmdline"]
         time.sleep(1.5)
         assert run.poll() is None, "the run ended before the controller was killed"
         os.kill(victim.pid, signal.SIGKILL)
         out, err = run.communicate(timeout=120)
-    finally:
-        if run.poll() is None:
-            run.send_signal(signal.SIGINT)
-            run.communicate(timeout=60)
     assert run.returncode == 0, f"testbed run failed ({run.returncode}):\n{out}\n{err}"
-    s = json.loads(next(results.glob("*/summary.json")).read_text())
+    s = json.loads((run_dir / "summary.json").read_text())
     c = s["controller"]
     (death,) = c["events"]
     assert death["signal"] == "SIGKILL" and death["pid"] == victim.pid
