@@ -4,21 +4,26 @@ A quickstart-like run (8 hosts on 2 spines x 4 leaves, 10 Mbit/s links, path
 MTU 4096 on 4200-byte links; smaller sizes than the quickstart so both runs fit
 in about a minute) once with ``controller.framework: os_ken`` and once with
 ``ryu``: the ring all-reduce's busbw at the largest size agrees within 1% and
-the fidelity verdict is the same. Skipped, with the reason, where scripts/install
+the fidelity verdict is the same. Also: a SIGKILLed ryu-manager is restarted
+by the supervisor (C10 under Ryu), and ``testbed clean`` removes a ryu-manager
+whose testbed died (found by ``--testbed-run-id``). Skipped, with the reason, where scripts/install
 found no Python 3.9 and so made no ``.venv-ryu``.
 """
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-from conftest import run_scenario_file, running_scenario
+from conftest import run_cli, run_scenario_file, running_scenario
 
 from testbed.emulation.controller_proc import RYU_HOWTO, RYU_VENV, ryu_manager
+from testbed.naming import new_run_id
 
 SCENARIO = """
 name: ryu-{framework}
@@ -84,3 +89,30 @@ def test_ryu_controller_killed_mid_run_is_restarted_under_ryu(tmp_path):
     assert death["restart"]["switches"] == c["switches"] == 6
     assert s["transport"]["delivered_bytes"] == s["transport"]["posted_bytes"] > 0
     print(f"ryu restart: {death['restart']['switches']} switches back in {death['restart']['reconnect_s']} s")
+
+
+ORPHAN = """
+import os, signal, sys
+from pathlib import Path
+from testbed.emulation.controller_proc import ControllerProcess
+from topology import model, spine_leaf
+rid, run_dir = sys.argv[1], Path(sys.argv[2])
+model.save(spine_leaf.build(rid, spines=1, leaves=2, hosts_per_leaf=1), run_dir / "topology.json")
+proc = ControllerProcess(rid, run_dir, run_dir / "topology.json", framework="ryu").start()
+print(proc.proc.pid, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)  # the testbed dies; its ryu-manager (own session) lives on
+"""
+
+
+def test_clean_removes_an_orphaned_ryu_manager(tmp_path):
+    rid = new_run_id()
+    res = subprocess.run([sys.executable, "-c", ORPHAN, rid, str(tmp_path)], capture_output=True, text=True,
+                         timeout=60)
+    pid = int(res.stdout.split()[0])
+    orphan = psutil.Process(pid)
+    assert f"--testbed-run-id {rid}" in " ".join(orphan.cmdline()), orphan.cmdline()
+    out = run_cli("clean", rid, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert f"removed run {rid}: 1 process" in out.stdout + out.stderr
+    orphan.wait(timeout=5)
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
