@@ -183,6 +183,7 @@ def run_scenario(spec: ScenarioSpec, scenario_path: Path | None, results_root: P
         for note in plan.notes:
             print(f"testbed: note: {note}", file=sys.stderr)
     progress = Progress(len(ops_plan), quiet)  # --quiet: no progress, only the summary
+    controller_proc.preflight(spec)  # controller.framework installed? ScenarioError (exit 2) before the probe
 
     with RunLock(run_id):  # held from the probe on: a concurrent clean never takes our objects
         return _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
@@ -195,7 +196,6 @@ def _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
     if datapath == "kernel" and caps.datapath != "kernel":
         raise ScenarioError("fabric.datapath: 'kernel' asked for, but this machine has no openvswitch "
                             "kernel module; allowed here: auto, user")
-    controller_info = controller_proc.preflight(spec)  # framework installed? (exit 2, before the kernel)
     n = spec.fabric.n_hosts
     rto_us = auto_rto_us(spec) if spec.transport.rto_us == "auto" else spec.transport.rto_us
     transport = {"payload_bytes": spec.transport.payload_bytes, "window_pkts": spec.transport.window_pkts,
@@ -221,7 +221,7 @@ def _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
         "rank_groups": {op.group: [list(g) for g in op.groups] for op in ops_plan},  # scope -> concurrent rings
         "link_model": timing.link_model(spec, caps.delay),  # refuses a delay this kernel cannot add
         "ovs_send_buffer": send_buffer,
-        "controller": controller_info,
+        "controller": controller_proc.preflight(spec),
     }
     results.write_json(run_dir / "manifest.json", manifest)
     progress.say(f"run {run_id}: {spec.fabric.spines} spines, {spec.fabric.leaves} leaves, {n} hosts, "

@@ -18,6 +18,7 @@ configuration file, logs appended.
 from __future__ import annotations
 
 import configparser
+import functools
 import json
 import os
 import signal
@@ -70,6 +71,7 @@ def ryu_manager() -> Path:
     return RYU_VENV / "bin" / "ryu-manager"
 
 
+@functools.lru_cache(maxsize=None)
 def framework_version(framework: str) -> str:
     """Version of the controller framework ``framework`` (os_ken: this Python's os-ken; ryu: .venv-ryu's ryu).
 
