@@ -73,3 +73,28 @@ def test_ryu_without_its_environment_is_refused_before_anything_is_built(tmp_pat
     with pytest.raises(ScenarioError, match="controller.framework"):
         runner.run_scenario(spec, None, tmp_path / "results", quiet=True)
     assert not (tmp_path / "results").exists()
+
+
+PY39_CHECK = """
+from controllers import app, flags, lb, ofmsg, ofplan
+from controllers.ryu_api import FRAMEWORK, FRAMEWORK_VERSION
+from topology import build, routing, spine_leaf
+layout = spine_leaf.build("tb9c02", spines=2, leaves=3, hosts_per_leaf=2)
+plans = ofplan.plan_fabric(layout, "ecmp")
+print(FRAMEWORK, FRAMEWORK_VERSION, len(plans), sum(len(p.flows) for p in plans.values()))
+"""
+
+
+@pytest.mark.skipif(not (C.RYU_VENV / "bin" / "python").exists(), reason=f"no {C.RYU_VENV}: {C.RYU_HOWTO}")
+def test_app_and_topology_run_on_python39_under_ryu():
+    """controllers/ and topology/ must run on Ryu's Python 3.9 (no ``X | Y`` at run time, no ``match``)."""
+    import subprocess
+
+    from controllers.ofplan import plan_fabric
+    from topology import spine_leaf
+
+    res = subprocess.run([str(C.RYU_VENV / "bin" / "python"), "-W", "ignore", "-c", PY39_CHECK],
+                         env={"PYTHONPATH": str(C.REPO)}, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    plans = plan_fabric(spine_leaf.build("tb9c02", spines=2, leaves=3, hosts_per_leaf=2))
+    assert res.stdout.split() == ["ryu", "4.34", str(len(plans)), str(sum(len(p.flows) for p in plans.values()))]
