@@ -49,7 +49,7 @@ def test_sigkill_then_clean(tmp_path):
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             line = proc.stderr.readline()
-            m = re.search(r"run (tb[0-9a-f]{4}):", line)
+            m = re.match(r"run (tb[0-9a-f]{4}): \d+ spines", line)  # not "removed run tbXXXX: ..." of a dead run
             rid = rid or (m and m.group(1))
             if "fabric up" in line:
                 break
