@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
-from controllers.topology import FLOW_COOKIE, Action, FlowPlan, GroupPlan, SwitchPlan
+from controllers.ofplan import FLOW_COOKIE, Action, FlowPlan, GroupPlan, SwitchPlan
 
 #: The only table the plan uses.
 PLAN_TABLE_ID = 0

@@ -2,21 +2,24 @@
 
 Usage::
 
-    python -m controllers.run --run-id tb12ab --topology topo.json \\
-        --listen-port 6653 --ready-file ready.json --log-file controller.log
+    python -m controllers.run --config-file controller.conf --testbed-run-id tb12ab
 
-Listens on 127.0.0.1 only. Validates the topology file first and exits with
-status 2 and a message naming the bad key if it is invalid, if ``--run-id``
-does not match the file, or if the port cannot be bound. Removes a stale
-ready file, then runs :class:`controllers.fabric_app.FabricRoutingApp`, which
-writes the ready file once every switch is installed. SIGTERM or SIGINT stops
-the process at once with status 0; status 1 if os-ken dies on its own.
-``--run-id`` is kept in the command line so the testbed's cleanup can find
-this process.
+Every setting comes from the configuration file (os-ken's ``CONF``; written
+by testbed.emulation.controller_proc, keys in controllers/app.py): listen
+address and port (``[DEFAULT] ofp_listen_host``, which must be 127.0.0.1,
+and ``ofp_tcp_listen_port``), log file (``[DEFAULT] log_file``), topology,
+ready file and load-balancing policy (``[testbed]``). Validates them first and
+exits with status 2 and a message naming the bad key if the topology file is
+invalid, the policy unknown, ``--testbed-run-id`` does not match the file, or
+the port cannot be bound. Removes a stale ready file, then runs
+:class:`controllers.app.FabricRoutingApp`, which writes the ready file once
+every switch is installed. SIGTERM or SIGINT stops the process at once with
+status 0; status 1 if os-ken dies on its own. ``--testbed-run-id`` is kept in
+the command line so the testbed's cleanup can find this process. Under Ryu,
+``ryu-manager`` takes the same file and flag (controllers/app.py).
 """
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import signal
@@ -24,35 +27,26 @@ import socket
 import sys
 import threading
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 LOG = logging.getLogger("controllers.run")
 
 LISTEN_HOST = "127.0.0.1"
-APP_MODULE = "controllers.fabric_app"
+APP_MODULE = "controllers.app"
 EXIT_USAGE = 2
 EXIT_FAILED = 1
 
 
-def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    """Parse the command line (see module docstring); exits 2 on bad usage."""
-    ap = argparse.ArgumentParser(prog="python -m controllers.run", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--run-id", required=True, help="run id, 'tb' + 4 hex digits; must match the topology file")
-    ap.add_argument("--topology", required=True, type=Path, help="topology JSON written by the testbed")
-    ap.add_argument("--listen-port", required=True, type=int, help="OpenFlow TCP port on 127.0.0.1")
-    ap.add_argument("--ready-file", required=True, type=Path, help="readiness JSON the app writes")
-    ap.add_argument("--log-file", required=True, type=Path, help="log file (appended)")
-    ap.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    return ap.parse_args(argv)
-
-
-def setup_logging(log_file: Path, level: str) -> None:
-    """Log to ``log_file`` (append) and to stderr; os-ken's own chatter at WARNING."""
+def setup_logging(log_file: Optional[Path], level: str) -> None:
+    """Log to ``log_file`` (append; None: nowhere) and to stderr; os-ken's own chatter at WARNING."""
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     root = logging.getLogger()
     root.setLevel(level)
-    log_file.parent.mkdir(parents=True, exist_ok=True)
-    for handler in (logging.FileHandler(log_file), logging.StreamHandler(sys.stderr)):
+    handlers: List[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if log_file is not None:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        handlers.insert(0, logging.FileHandler(log_file))
+    for handler in handlers:
         handler.setFormatter(fmt)
         root.addHandler(handler)
     if level != "DEBUG":
@@ -114,58 +108,80 @@ def _serve() -> int:
             return EXIT_FAILED
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    """Validate, configure os-ken and run the app until a signal; returns an exit status."""
-    args = parse_args(argv)
-    setup_logging(args.log_file, args.log_level)
-
-    # Validation before anything starts: clear messages, status 2.
-    from controllers.topology import plan_fabric
-    from topology.model import RUN_ID_RE, load
-
-    if not RUN_ID_RE.match(args.run_id):
-        LOG.error("--run-id %r is not 'tb' followed by 4 lowercase hex digits", args.run_id)
-        return EXIT_USAGE
-    try:
-        topo = load(args.topology)
-        plan_fabric(topo)  # a host some switch cannot reach fails here, before listening
-    except ValueError as exc:  # topology.model.TopologyError, topology.routing.RoutingError
-        LOG.error("invalid topology: %s", exc)
-        return EXIT_USAGE
-    if topo.run_id != args.run_id:
-        LOG.error("%s: run_id: %r does not match --run-id %r", args.topology, topo.run_id, args.run_id)
-        return EXIT_USAGE
-    try:
-        check_port_free(args.listen_port)
-    except OSError as exc:
-        LOG.error("cannot listen on %s:%d: %s", LISTEN_HOST, args.listen_port, exc)
-        return EXIT_USAGE
-    ready_file = args.ready_file.resolve()
-    ready_file.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        ready_file.unlink()
-        LOG.info("removed stale ready file %s", ready_file)
-    except FileNotFoundError:
-        pass
-
-    os.environ["TESTBED_TOPOLOGY"] = str(args.topology.resolve())
-    os.environ["TESTBED_READY_FILE"] = str(ready_file)
-    os.environ["TESTBED_RUN_ID"] = args.run_id
-
+def parse_conf(argv: Optional[List[str]]) -> Any:
+    """Register every option (os-ken's OpenFlow and log options, the app's ``[testbed]``
+    group and its ``--testbed-run-id`` flag) and parse ``argv``; returns os-ken's CONF.
+    Exits 2 on unknown flags; raises cfg.Error for an unreadable configuration file."""
     # app_manager must be imported before os_ken.controller (circular import);
-    # importing os_ken.controller.controller registers the ofp-* options.
+    # importing os_ken.controller.controller registers the ofp-* options, os_ken.log log_file.
     import os_ken.base.app_manager  # noqa: F401
     import os_ken.controller.controller  # noqa: F401
+    import os_ken.log  # noqa: F401
+    import controllers.flags  # noqa: F401
     from os_ken import cfg
 
-    cfg.CONF(
-        args=["--ofp-listen-host", LISTEN_HOST, "--ofp-tcp-listen-port", str(args.listen_port)],
-        project="os_ken",
-        default_config_files=[],
-    )
+    cfg.CONF(args=argv, prog="python -m controllers.run", project="os_ken", default_config_files=[])
+    return cfg.CONF
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Validate, configure os-ken and run the app until a signal; returns an exit status."""
+    from os_ken import cfg
+
+    try:
+        conf = parse_conf(sys.argv[1:] if argv is None else argv)
+    except cfg.Error as exc:
+        print(f"controllers.run: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    from controllers.app import CONF_GROUP
+
+    settings = conf[CONF_GROUP]
+    setup_logging(Path(conf.log_file) if conf.log_file else None, "DEBUG" if conf.verbose else "INFO")
+
+    # Validation before anything starts: clear messages, status 2.
+    from controllers.ofplan import plan_fabric
+    from topology.model import RUN_ID_RE, load
+
+    if not settings.run_id or not RUN_ID_RE.match(settings.run_id):
+        LOG.error("--testbed-run-id %r is not 'tb' followed by 4 lowercase hex digits", settings.run_id)
+        return EXIT_USAGE
+    if not settings.topology:
+        LOG.error("[%s] topology: not set in the configuration file (--config-file)", CONF_GROUP)
+        return EXIT_USAGE
+    try:
+        topo = load(settings.topology)
+        plan_fabric(topo, settings.lb_policy)  # an unreachable host or unknown policy fails here, before listening
+    except ValueError as exc:  # TopologyError, RoutingError, unknown load_balance.policy
+        LOG.error("invalid controller settings: %s", exc)
+        return EXIT_USAGE
+    if topo.run_id != settings.run_id:
+        LOG.error("%s: run_id: %r does not match --testbed-run-id %r", settings.topology, topo.run_id,
+                  settings.run_id)
+        return EXIT_USAGE
+    if conf.ofp_listen_host != LISTEN_HOST:
+        LOG.error("ofp_listen_host: %r; allowed: %s only (the controller never listens outside loopback)",
+                  conf.ofp_listen_host, LISTEN_HOST)
+        return EXIT_USAGE
+    port = conf.ofp_tcp_listen_port
+    try:
+        if port is None:
+            raise OSError("not set in the configuration file")
+        check_port_free(port)
+    except OSError as exc:
+        LOG.error("ofp_tcp_listen_port: cannot listen on %s:%s: %s", LISTEN_HOST, port, exc)
+        return EXIT_USAGE
+    if settings.ready_file:
+        ready_file = Path(settings.ready_file).resolve()
+        ready_file.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            ready_file.unlink()
+            LOG.info("removed stale ready file %s", ready_file)
+        except FileNotFoundError:
+            pass
+
     LOG.info(
-        "controller for run %s: %s:%d, %d switches, pid %d",
-        args.run_id, LISTEN_HOST, args.listen_port, len(topo.switches), os.getpid(),
+        "controller for run %s: %s:%d, %d switches, load balancing %s, pid %d",
+        settings.run_id, LISTEN_HOST, port, len(topo.switches), settings.lb_policy, os.getpid(),
     )
     _exit_now(_serve())
     return EXIT_FAILED  # not reached

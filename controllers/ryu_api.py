@@ -6,7 +6,9 @@ installed, the same names come from ``ryu`` so the apps also load under
 
 Exported names:
 
-* ``FRAMEWORK``: ``"os_ken"`` or ``"ryu"``.
+* ``FRAMEWORK``: ``"os_ken"`` or ``"ryu"``; ``FRAMEWORK_VERSION``: its version.
+* ``cfg``: the framework's oslo.config wrapper (``cfg.CONF`` is the
+  configuration the framework's own options and the app's live in).
 * ``BaseApp``: ``OSKenApp`` or ``RyuApp``.
 * ``ofp_event``, ``set_ev_cls``, ``CONFIG_DISPATCHER``, ``MAIN_DISPATCHER``,
   ``DEAD_DISPATCHER``.
@@ -23,6 +25,8 @@ import importlib.util
 
 if importlib.util.find_spec("os_ken") is not None:
     # app_manager first: importing os_ken.controller before it is circular.
+    from os_ken import cfg
+    from os_ken import __version__ as FRAMEWORK_VERSION
     from os_ken.base import app_manager as _app_manager
     from os_ken.controller import ofp_event
     from os_ken.controller.handler import (
@@ -37,6 +41,8 @@ if importlib.util.find_spec("os_ken") is not None:
     BaseApp = _app_manager.OSKenApp
     FRAMEWORK = "os_ken"
 else:  # pragma: no cover - exercised only where Ryu is installed instead
+    from ryu import cfg
+    from ryu import version as FRAMEWORK_VERSION
     from ryu.base import app_manager as _app_manager
     from ryu.controller import ofp_event
     from ryu.controller.handler import (
@@ -53,6 +59,8 @@ else:  # pragma: no cover - exercised only where Ryu is installed instead
 
 __all__ = [
     "FRAMEWORK",
+    "FRAMEWORK_VERSION",
+    "cfg",
     "BaseApp",
     "ofp_event",
     "set_ev_cls",

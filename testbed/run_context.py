@@ -30,6 +30,8 @@ class RunContext:
     ``kernel``), transport (the parameters the agents get: payload_bytes,
     window_pkts, ack_every_pkts, rto_us), send_buffer (Open vSwitch's send
     socket check, testbed.measure.send_buffer.check_run_send_buffer).
+    controller: the manifest's controller block (framework, its version,
+    load-balancing policy, settings file), set before the probe.
     """
 
     spec: ScenarioSpec
@@ -42,6 +44,7 @@ class RunContext:
     datapath: str = ""
     transport: dict = field(default_factory=dict)
     send_buffer: dict = field(default_factory=dict)
+    controller: dict = field(default_factory=dict)
 
     @classmethod
     def new(cls, spec: ScenarioSpec, scenario_path: Optional[Path], results_root: Path, run_id: str,
@@ -55,6 +58,10 @@ class RunContext:
     def probed(self, datapath: str, transport: dict, send_buffer: dict) -> "RunContext":
         """This context with the probe step's findings."""
         return replace(self, datapath=datapath, transport=transport, send_buffer=send_buffer)
+
+    def with_controller(self, controller: dict) -> "RunContext":
+        """This context with the manifest's controller block (testbed.emulation.controller_proc.preflight)."""
+        return replace(self, controller=controller)
 
     @property
     def n_ranks(self) -> int:

@@ -54,6 +54,7 @@ from testbed.measure.drops import DropSnapshot
 from testbed.measure.send_buffer import RunRefused, check_run_send_buffer
 from testbed.measure.telemetry import QdiscSampler
 from testbed.emulation.agents import AgentGroup
+from testbed.emulation import controller_proc
 from testbed.emulation.fabric import Fabric
 from testbed.naming import new_run_id
 from testbed.plan import PlannedOp, plan_workload
@@ -97,6 +98,8 @@ def run_scenario(spec: ScenarioSpec, scenario_path: Path | None, results_root: P
         print_notes(plan.notes)
     ctx = RunContext.new(spec, scenario_path, results_root, run_id or new_run_id(), ops_plan, quiet)
     progress = Progress(len(ops_plan), quiet)  # --quiet: no progress, only the summary
+    # controller.framework installed? ScenarioError (exit 2) before the probe; the manifest's controller block
+    ctx = ctx.with_controller(controller_proc.preflight(spec))
     with RunLock(ctx.run_id):  # held from the probe on: a concurrent clean never takes our objects
         ctx, caps = _probe(ctx)
         _open_run_dir(ctx, caps, progress)

@@ -29,6 +29,8 @@ SLEEP = "import time; time.sleep(60)"
 @pytest.mark.parametrize("argv, expected", [
     (["python", "-m", "controllers.run", "--run-id", "tb12ab", "--port", "6653"], {"tb12ab"}),
     (["agent", "--run-id=tb00ff"], {"tb00ff"}),
+    (["ryu-manager", "--config-file", "c.conf", "--testbed-run-id", "tb12ab", "controllers.app"], {"tb12ab"}),
+    (["x", "--testbed-run-id=tb00ff"], {"tb00ff"}),
     (["bash", "--norc", "--noediting", "-is", "mininet:tb12abh1"], {"tb12ab"}),
     (["bash", "--norc", "-is", "mininet:tb12abs12"], {"tb12ab"}),
     (["bash", "--norc", "-is", "mininet:h1"], set()),             # plain Mininet, no run

@@ -7,10 +7,10 @@ layout (tests/test_topology.py) that is not leaf/spine.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import time
@@ -20,22 +20,19 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-from controllers import topology as T
+from controllers import ofmsg as W
+from controllers import ofplan as T
 from test_topology import three_tier
 from topology import model as M
 from topology import routing as R
 from topology import spine_leaf
-from controllers.fabric_app import (
-    FabricRoutingApp,
-    RawGroupProperty,
-    build_arp_reply,
-    build_flow_mod,
-    build_group_mod,
-    write_json_atomic,
-)
+from testbed.emulation.controller_proc import write_conf
+from controllers.app import CONF_GROUP, FabricRoutingApp, write_json_atomic
+from controllers.ofmsg import build_flow_mod, build_group_mod
 from controllers.ryu_api import (
     DEAD_DISPATCHER,
     FRAMEWORK,
+    cfg,
     arp,
     ethernet,
     ofproto_protocol,
@@ -47,25 +44,17 @@ from controllers.ryu_api import (
 REPO = Path(__file__).resolve().parents[1]
 RID = "tb9c01"
 
-#: The NTR selection-method property for the default hash fields, written out
-#: by hand from struct ntr_group_prop_selection_method and OVS's
-#: oxm_put_field_array (each field: OXM header + all-ones value = mask).
-EXPECTED_NTR_PROPERTY = bytes.fromhex(
-    "ffff" "0055"                      # OFPGPT_EXPERIMENTER, length 85 = 40 + 45 OXM bytes (unpadded)
-    "0000154d" "00000001"              # NTR_VENDOR_ID, NTRT_SELECTION_METHOD
-    "00000000"                         # pad
-    "68617368" "000000000000000000000000"  # "hash", NUL-padded to 16 bytes
-    "0000000000000000"                 # selection_method_param
-    "80001604" "ffffffff"              # ipv4_src  (class 0x8000, field 11, len 4)
-    "80001804" "ffffffff"              # ipv4_dst  (field 12, len 4)
-    "80001401" "ff"                    # ip_proto  (field 10, len 1)
-    "80001e02" "ffff"                  # udp_src   (field 15, len 2)
-    "80002002" "ffff"                  # udp_dst   (field 16, len 2)
-    "80001a02" "ffff"                  # tcp_src   (field 13, len 2)
-    "80001c02" "ffff"                  # tcp_dst   (field 14, len 2)
-    "000000"                           # pad 85 -> 88
-)
 
+@contextlib.contextmanager
+def conf_overrides(**settings):
+    """Set ``[testbed]`` options of the framework's CONF (as controller.conf would) for a block."""
+    for key, value in settings.items():
+        cfg.CONF.set_override(key, value, group=CONF_GROUP)
+    try:
+        yield
+    finally:
+        for key in settings:
+            cfg.CONF.clear_override(key, group=CONF_GROUP)
 
 @pytest.fixture
 def doc() -> dict:
@@ -102,7 +91,7 @@ def test_document_follows_addressing_convention(doc):
 
 
 def test_hash_fields_the_model_allows_are_the_ones_the_plan_can_encode():
-    assert set(M.HASH_FIELD_NAMES) == set(T.OXM_HASHABLE_FIELDS)
+    assert set(M.HASH_FIELD_NAMES) == set(W.OXM_HASHABLE_FIELDS)
 
 
 # --------------------------------------------------------------------- plan
@@ -195,89 +184,6 @@ def test_proxy_arp_answers_known_hosts_only(topo):
     assert T.proxy_arp_mac(topo, 0x3001, 1, "10.0.1.1", "10.0.2.1") is None  # unknown switch
 
 
-# ------------------------------------------------------------- wire format
-
-
-def test_ntr_property_bytes_match_ovs_layout():
-    prop = T.ntr_selection_method_property(M.DEFAULT_HASH_FIELDS)
-    assert len(EXPECTED_NTR_PROPERTY) == 88
-    assert prop == EXPECTED_NTR_PROPERTY
-
-
-def test_ntr_property_rejects_what_ovs_rejects():
-    with pytest.raises(ValueError):
-        T.ntr_selection_method_property(["ipv4_src"], method="random")
-    with pytest.raises(ValueError):
-        T.ntr_selection_method_property(["ipv4_src"], method="dp_hash")
-    assert T.ntr_selection_method_property([], method="dp_hash")[2:4] == struct.pack("!H", 40)
-    with pytest.raises(KeyError):
-        T.oxm_hash_field_tlv("vlan_pcp")
-
-
-@pytest.mark.parametrize("name", sorted(T.OXM_HASHABLE_FIELDS))
-def test_oxm_headers_agree_with_os_ken(name):
-    buf = bytearray()
-    ofproto_v1_5.oxm_serialize_header(ofproto_v1_5.oxm_from_user_header(name), buf, 0)
-    tlv = T.oxm_hash_field_tlv(name)
-    assert tlv[:4] == bytes(buf)
-    assert tlv[4:] == b"\xff" * T.OXM_HASHABLE_FIELDS[name][1]
-
-
-def test_group_mod_serializes_with_exact_property(topo, dp):
-    (group,) = plan_of(topo, "tb9c01l1").groups
-    msg = build_group_mod(dp, group)
-    msg.serialize()
-    wire = bytes(msg.buf)
-    version, msg_type, length = struct.unpack_from("!BBH", wire, 0)
-    assert (version, msg_type, length) == (ofproto_v1_5.OFP_VERSION, ofproto_v1_5.OFPT_GROUP_MOD, len(wire))
-    command, gtype, group_id, bucket_array_len, command_bucket_id = struct.unpack_from("!HBxIH2xI", wire, 8)
-    assert (command, gtype, group_id) == (ofproto_v1_5.OFPGC_ADD, ofproto_v1_5.OFPGT_SELECT, 1)
-    assert command_bucket_id == ofproto_v1_5.OFPG_BUCKET_ALL  # OVS rejects anything else for ADD
-    # Buckets: len, action_array_len, bucket_id, output action, weight property.
-    off = 24
-    seen = []
-    while off < 24 + bucket_array_len:
-        blen, alen, bucket_id = struct.unpack_from("!HHI", wire, off)
-        atype, _alen, port = struct.unpack_from("!HHI", wire, off + 8)
-        ptype, plen, weight = struct.unpack_from("!HHH", wire, off + 8 + alen)
-        assert atype == ofproto_v1_5.OFPAT_OUTPUT and ptype == ofproto_v1_5.OFPGBPT_WEIGHT and plen == 8
-        seen.append((bucket_id, port, weight))
-        off += blen
-    assert seen == [(0, 3, T.DEFAULT_BUCKET_WEIGHT), (1, 4, T.DEFAULT_BUCKET_WEIGHT)]
-    assert wire[24 + bucket_array_len:] == EXPECTED_NTR_PROPERTY
-
-
-def test_raw_group_property_refuses_unpadded_bytes():
-    with pytest.raises(ValueError):
-        RawGroupProperty(EXPECTED_NTR_PROPERTY[:85])
-
-
-def test_flow_mods_serialize(topo, dp):
-    plan = plan_of(topo, "tb9c01l1")
-    for flow in plan.flows:
-        msg = build_flow_mod(dp, flow)
-        msg.serialize()
-        assert msg.priority == flow.priority and msg.cookie == T.FLOW_COOKIE
-        assert (msg.instructions == []) == flow.is_drop
-    arp_mod = build_flow_mod(dp, by_purpose(plan)["arp-from-tb9c01h1"])
-    (action,) = arp_mod.instructions[0].actions
-    assert (action.port, action.max_len) == (ofproto_v1_5.OFPP_CONTROLLER, ofproto_v1_5.OFPCML_NO_BUFFER)
-    assert arp_mod.match["in_port"] == 1 and arp_mod.match["eth_type"] == 0x0806
-    ecmp_mod = build_flow_mod(dp, by_purpose(plan)["route-tb9c01l2"])
-    assert ecmp_mod.match["ipv4_dst"] == ("10.0.2.0", "255.255.255.0")
-
-
-def test_arp_reply_frame():
-    frame = build_arp_reply("02:00:00:00:01:01", "10.0.1.1", "02:00:00:00:02:02", "10.0.2.2")
-    pkt = packet.Packet(frame)
-    eth = pkt.get_protocol(ethernet.ethernet)
-    reply = pkt.get_protocol(arp.arp)
-    assert (eth.src, eth.dst, eth.ethertype) == ("02:00:00:00:02:02", "02:00:00:00:01:01", 0x0806)
-    assert reply.opcode == arp.ARP_REPLY
-    assert (reply.src_mac, reply.src_ip) == ("02:00:00:00:02:02", "10.0.2.2")
-    assert (reply.dst_mac, reply.dst_ip) == ("02:00:00:00:01:01", "10.0.1.1")
-
-
 def test_ready_file_written_atomically(tmp_path):
     path = tmp_path / "ready.json"
     write_json_atomic(str(path), {"dpids": [1], "flows": 3, "groups": 0, "errors": []})
@@ -314,9 +220,8 @@ class FakeDatapath:
 def app(tmp_path, doc, monkeypatch):
     topo = tmp_path / "topo.json"
     topo.write_text(json.dumps(doc))
-    monkeypatch.setenv("TESTBED_TOPOLOGY", str(topo))
-    monkeypatch.setenv("TESTBED_READY_FILE", str(tmp_path / "ready.json"))
-    return FabricRoutingApp()
+    with conf_overrides(topology=str(topo), ready_file=str(tmp_path / "ready.json")):
+        yield FabricRoutingApp()
 
 
 def _connect(app, dpid):
@@ -494,23 +399,36 @@ def test_app_answers_arp_for_known_hosts_only(app):
         arp.ARP_REPLY, "10.0.2.2", "02:00:00:00:02:02", "10.0.1.1")
 
 
-def test_app_needs_topology_env(monkeypatch):
-    monkeypatch.delenv("TESTBED_TOPOLOGY", raising=False)
-    with pytest.raises(RuntimeError, match="TESTBED_TOPOLOGY"):
-        FabricRoutingApp()
+def test_app_needs_topology_setting():
+    with conf_overrides(topology=None):
+        with pytest.raises(RuntimeError, match=r"\[testbed\] topology is not set"):
+            FabricRoutingApp()
+
+
+def test_app_refuses_another_runs_topology(tmp_path, doc):
+    topo = tmp_path / "topo.json"
+    topo.write_text(json.dumps(doc))
+    with conf_overrides(topology=str(topo), run_id="tbffff"):
+        with pytest.raises(ValueError, match="does not match \\[testbed\\] run_id 'tbffff'"):
+            FabricRoutingApp()
 
 
 # ---------------------------------------------------------------- run.py CLI
 
 
-def _run_cli(tmp_path: Path, doc: dict, run_id: str = RID) -> subprocess.CompletedProcess:
+def _cli_argv(tmp_path: Path, doc: dict, run_id: str = RID, port: int = 1, lb_policy: str = "ecmp") -> list:
+    """``python -m controllers.run`` with a controller.conf as the testbed writes it."""
     topo = tmp_path / "topo.json"
     topo.write_text(json.dumps(doc))
-    return subprocess.run(
-        [sys.executable, "-m", "controllers.run", "--run-id", run_id, "--topology", str(topo),
-         "--listen-port", "1", "--ready-file", str(tmp_path / "ready"), "--log-file", str(tmp_path / "c.log")],
-        cwd=REPO, capture_output=True, text=True, timeout=60,
-    )
+    conf = tmp_path / "controller.conf"
+    write_conf(conf, run_id=RID, port=port, topology=topo, ready_file=tmp_path / "ready",
+               log_file=tmp_path / "c.log", lb_policy=lb_policy)
+    return [sys.executable, "-m", "controllers.run", "--config-file", str(conf), "--testbed-run-id", run_id]
+
+
+def _run_cli(tmp_path: Path, doc: dict, run_id: str = RID, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(_cli_argv(tmp_path, doc, run_id, **kw), cwd=REPO, capture_output=True, text=True,
+                          timeout=60)
 
 
 def test_cli_rejects_invalid_topology_before_starting(tmp_path, doc):
@@ -524,21 +442,22 @@ def test_cli_rejects_invalid_topology_before_starting(tmp_path, doc):
 def test_cli_rejects_run_id_mismatch(tmp_path, doc):
     res = _run_cli(tmp_path, doc, run_id="tbffff")
     assert res.returncode == 2
-    assert "does not match --run-id 'tbffff'" in res.stderr
+    assert "does not match --testbed-run-id 'tbffff'" in res.stderr
+
+
+def test_cli_rejects_unknown_lb_policy_before_starting(tmp_path, doc):
+    res = _run_cli(tmp_path, doc, lb_policy="wcmp")
+    assert res.returncode == 2
+    assert "load_balance.policy: unknown policy 'wcmp'; allowed: ecmp" in res.stderr
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_cli_listens_on_loopback_and_stops_on_signal(tmp_path, doc, sig):
-    topo = tmp_path / "topo.json"
-    topo.write_text(json.dumps(doc))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "controllers.run", "--run-id", RID, "--topology", str(topo), "--listen-port",
-         str(port), "--ready-file", str(tmp_path / "ready"), "--log-file", str(tmp_path / "c.log")],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
+    proc = subprocess.Popen(_cli_argv(tmp_path, doc, port=port), cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 20
         listening = []

@@ -9,7 +9,7 @@ import time
 import psutil
 import pytest
 
-from controllers import topology as T
+from controllers import ofplan as T
 from topology import model, spine_leaf
 from controllers.resync import SeenFlow, normalize_match, plan_sync
 from controllers.ryu_api import ofproto_v1_5_parser
@@ -91,7 +91,7 @@ def test_restart_uses_the_same_port_and_a_run_ending_first_is_a_failed_restart(c
 def test_openflow_errors_in_the_log_make_a_violation(controller):
     sup = ControllerSupervisor(controller, restart=True, dpids=[1], t0_ns=unix_ns()).start()
     with open(controller.log_path, "a") as log:
-        log.write("2026-11-30 10:00:00,000 ERROR controllers.fabric_app: OFPT_ERROR from l1 (dpid 0x1001) ...\n")
+        log.write("2026-11-30 10:00:00,000 ERROR controllers.app: OFPT_ERROR from l1 (dpid 0x1001) ...\n")
     report = sup.stop()
     assert report["deaths"] == 0 and report["openflow_errors"] == 1
     assert report["violations"] and "1 OpenFlow error" in report["violations"][0]
@@ -139,8 +139,12 @@ def test_scenario_controller_section():
     assert parse_scenario({**base, "controller": {"restart": False}}).controller.restart is False
     with pytest.raises(ScenarioError, match=r"controller\.restart: Input should be a valid boolean \(got 'yes'\)"):
         parse_scenario({**base, "controller": {"restart": "yes"}})
-    with pytest.raises(ScenarioError, match=r"controller\.restarts: unknown key; allowed keys here: restart"):
+    with pytest.raises(ScenarioError, match=r"controller\.restarts: unknown key; allowed keys here: framework, restart"):
         parse_scenario({**base, "controller": {"restarts": 1}})
+    assert parse_scenario(base).controller.framework == "os_ken"
+    assert parse_scenario({**base, "controller": {"framework": "ryu"}}).controller.framework == "ryu"
+    with pytest.raises(ScenarioError, match=r"controller\.framework: Input should be 'os_ken' or 'ryu' \(got 'pox'\)"):
+        parse_scenario({**base, "controller": {"framework": "pox"}})
 
 
 def test_a_stop_by_the_testbed_is_not_a_death(controller):

@@ -1,14 +1,24 @@
-"""The os-ken controller as a child process of the testbed: start, wait ready, stop.
+"""The controller as a child process of the testbed: configure, start, wait ready, stop.
 
-The controller (``python -m controllers.run``) listens on 127.0.0.1 only, on a
-free port chosen per run, logs into the run directory, and writes a ready file
-once every switch of the topology has connected and a barrier confirmed its
-flows and groups (see controllers/fabric_app.py). ``start()`` may be called
-again after the process died (testbed.emulation.controller_supervisor restarts it): same
-port, same topology file, logs appended.
+The testbed writes the controller's settings as an ini file, ``controller.conf``
+in the run directory (:func:`write_conf`; the options are os-ken's/Ryu's
+``CONF``, declared in controllers/app.py), and starts the app with
+``--config-file`` under the framework the scenario names
+(``controller.framework``): ``os_ken`` (default) runs ``python -m
+controllers.run`` in the testbed's own Python; ``ryu`` runs Ryu 4.34's
+``ryu-manager`` from ``.venv-ryu`` (Python 3.9, made by scripts/install). Either
+way the controller listens on 127.0.0.1 only, on a free port chosen per run,
+logs into the run directory, and writes a ready file once every switch of the
+topology has connected and a barrier confirmed its flows and groups. The run
+id stays on the command line (``--testbed-run-id``), where the testbed's
+cleanup finds the process. ``start()`` may be called again after the process
+died (testbed.emulation.controller_supervisor restarts it): same port, same
+configuration file, logs appended.
 """
 from __future__ import annotations
 
+import configparser
+import functools
 import json
 import os
 import signal
@@ -20,9 +30,83 @@ from pathlib import Path
 
 from testbed.lifecycle import raise_if_interrupted
 
+#: The repository (its controllers/ and topology/ packages are what ryu-manager imports).
+REPO = Path(__file__).resolve().parents[2]
+#: Ryu's Python 3.9 environment (scripts/install makes it where a Python 3.9 exists).
+RYU_VENV = REPO / ".venv-ryu"
+RYU_HOWTO = ("install a Python 3.9 (for example `pyenv install 3.9.18`, or python3.9 from your distribution) "
+             "and run scripts/install again: it then creates .venv-ryu with Ryu 4.34 (requirements-ryu.txt)")
+#: controller.framework values (testbed.spec.controller).
+FRAMEWORKS = ("os_ken", "ryu")
+LISTEN_HOST = "127.0.0.1"
+
 
 class ControllerError(RuntimeError):
     """The controller did not start, or reported OpenFlow errors."""
+
+
+def write_conf(path: Path, *, run_id: str, port: int, topology: Path, ready_file: Path, log_file: Path,
+               lb_policy: str) -> dict:
+    """Write the controller's configuration file (oslo.config ini) and return it as
+    ``{section: {key: value}}``; paths are written absolute.
+
+    ``[DEFAULT]``: the framework's own options (listen address and port, log file);
+    ``[testbed]``: the app's (controllers/app.py ``OPTS``, ``CLI_OPTS``).
+    """
+    conf = {
+        "DEFAULT": {"ofp_listen_host": LISTEN_HOST, "ofp_tcp_listen_port": str(port),
+                    "log_file": str(Path(log_file).resolve())},
+        "testbed": {"run_id": run_id, "topology": str(Path(topology).resolve()),
+                    "ready_file": str(Path(ready_file).resolve()), "lb_policy": lb_policy},
+    }
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read_dict(conf)
+    with open(path, "w") as fh:
+        fh.write(f"# controller settings of run {run_id}, written by the testbed (controllers/app.py)\n")
+        parser.write(fh)
+    return conf
+
+
+def ryu_manager() -> Path:
+    return RYU_VENV / "bin" / "ryu-manager"
+
+
+@functools.lru_cache(maxsize=None)
+def framework_version(framework: str) -> str:
+    """Version of the controller framework ``framework`` (os_ken: this Python's os-ken; ryu: .venv-ryu's ryu).
+
+    Raises ControllerError naming ``controller.framework`` (and how to get Ryu) when it is not installed.
+    """
+    if framework not in FRAMEWORKS:
+        raise ControllerError(f"controller.framework: {framework!r}; allowed: {', '.join(FRAMEWORKS)}")
+    if framework == "os_ken":
+        from importlib import metadata
+        return metadata.version("os-ken")
+    if not ryu_manager().exists():
+        raise ControllerError(f"controller.framework: 'ryu' needs {RYU_VENV} (Ryu 4.34 on Python 3.9), which is "
+                              f"missing: {RYU_HOWTO}")
+    out = subprocess.run([str(RYU_VENV / "bin" / "python"), "-c",
+                          "from importlib.metadata import version; print(version('ryu'))"],
+                         capture_output=True, text=True, timeout=30)
+    if out.returncode != 0:
+        raise ControllerError(f"controller.framework: 'ryu': {RYU_VENV} is broken ({out.stderr.strip()[-200:]}); "
+                              f"run scripts/install again")
+    return out.stdout.strip()
+
+
+def preflight(spec) -> dict:
+    """The manifest's ``controller`` block, checked before anything touches the kernel:
+    ``{"framework", "framework_version", "lb_policy", "conf_file"}`` (the settings file's
+    name in the run directory). Raises testbed.spec.scenario.ScenarioError (exit 2) when
+    ``controller.framework`` is not installed here, saying how to get it."""
+    from testbed.spec.scenario import ScenarioError
+
+    try:
+        version = framework_version(spec.controller.framework)
+    except ControllerError as e:
+        raise ScenarioError(str(e)) from None
+    return {"framework": spec.controller.framework, "framework_version": version,
+            "lb_policy": spec.load_balance.policy, "conf_file": "controller.conf"}
 
 
 def free_tcp_port() -> int:
@@ -35,33 +119,52 @@ def free_tcp_port() -> int:
 class ControllerProcess:
     """One controller process for one run.
 
-    Files in ``run_dir``: ``controller.log`` (its log), ``controller.ready``
-    (JSON written by the app: dpids, flows, groups, errors).
+    Files in ``run_dir``: ``controller.conf`` (its settings, :func:`write_conf`),
+    ``controller.log`` (its log), ``controller.stderr``, ``controller.ready``
+    (JSON written by the app: dpids, flows, groups, errors). ``framework``:
+    one of :data:`FRAMEWORKS`; ``lb_policy``: a controllers.lb policy name.
     """
 
-    def __init__(self, run_id: str, run_dir: Path, topology_path: Path, port: int | None = None):
+    def __init__(self, run_id: str, run_dir: Path, topology_path: Path, port: int | None = None,
+                 framework: str = "os_ken", lb_policy: str = "ecmp"):
+        if framework not in FRAMEWORKS:
+            raise ControllerError(f"controller.framework: {framework!r}; allowed: {', '.join(FRAMEWORKS)}")
         self.run_id = run_id
         self.port = port or free_tcp_port()
+        self.framework = framework
+        self.conf_path = run_dir / "controller.conf"
         self.log_path = run_dir / "controller.log"
         self.ready_path = run_dir / "controller.ready"
         self.topology_path = topology_path
+        self.conf = write_conf(self.conf_path, run_id=run_id, port=self.port, topology=topology_path,
+                               ready_file=self.ready_path, log_file=self.log_path, lb_policy=lb_policy)
         self.proc: subprocess.Popen | None = None
         self._out = None
         #: set by stop(): the exit that follows is the testbed's doing, not a death
         self.stopped_on_purpose = False
 
+    def command(self) -> tuple[list[str], dict | None]:
+        """(argv, environment or None for the testbed's own) that starts the controller."""
+        flags = ["--config-file", str(self.conf_path.resolve()), "--testbed-run-id", self.run_id]
+        if self.framework == "os_ken":
+            return [sys.executable, "-m", "controllers.run", *flags], None
+        if not ryu_manager().exists():
+            raise ControllerError(f"controller.framework: 'ryu' needs {RYU_VENV}, which is missing: {RYU_HOWTO}")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        env["PYTHONPATH"] = str(REPO)
+        return [str(ryu_manager()), "--user-flags", str(REPO / "controllers" / "flags.py"), *flags,
+                "controllers.app"], env
+
     def start(self) -> "ControllerProcess":
         """Spawn the controller and wait until it listens (at most 20 s). Raises ControllerError."""
         self.ready_path.unlink(missing_ok=True)
-        cmd = [sys.executable, "-m", "controllers.run", "--run-id", self.run_id,
-               "--topology", str(self.topology_path), "--listen-port", str(self.port),
-               "--ready-file", str(self.ready_path), "--log-file", str(self.log_path)]
+        cmd, env = self.command()
         if self._out is not None:
             self._out.close()
         self.stopped_on_purpose = False
         self._out = open(self.log_path.with_suffix(".stderr"), "ab")
         # own session: a Ctrl-C at the terminal reaches the testbed, which then stops us in order
-        self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=subprocess.STDOUT,
+        self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=subprocess.STDOUT, env=env, cwd=REPO,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:

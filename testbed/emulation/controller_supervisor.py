@@ -41,7 +41,7 @@ RECONNECT_TARGET_S = 5.0
 RESTART_READY_TIMEOUT_S = 30.0
 #: Restarts per run before the supervisor stops trying (a controller that keeps crashing).
 MAX_RESTARTS = 5
-#: Log line the app writes for every OFPT_ERROR (controllers/fabric_app.py).
+#: Log line the app writes for every OFPT_ERROR (controllers/app.py).
 OPENFLOW_ERROR_MARK = "OFPT_ERROR from"
 
 
@@ -200,7 +200,8 @@ class ControllerSupervisor:
     def report(self) -> dict:
         """The ``controller`` block of summary.json.
 
-        Keys: restart (bool), deaths (count), restarts (successful restarts),
+        Keys: framework (os_ken or ryu), conf (controller.conf as {section: {key: value}}),
+        restart (bool), deaths (count), restarts (successful restarts),
         events (one dict per death: pid, signal, exit_code, time_ns, utc,
         after_start_s, restart: null or {pid, reconnect_s, outage_s, switches,
         resync} or {failed, pid}), switches (topology size), openflow_errors
@@ -222,7 +223,8 @@ class ControllerSupervisor:
                                   f"{r['failed']}")
             elif r and r["switches"] != len(self.dpids):
                 violations.append(f"controller: restart reconnected {r['switches']} of {len(self.dpids)} switches")
-        return {"restart": self.restart, "deaths": len(events), "restarts": len(restarts),
+        return {"framework": self.controller.framework, "conf": self.controller.conf,
+                "restart": self.restart, "deaths": len(events), "restarts": len(restarts),
                 "switches": len(self.dpids), "reconnect_target_s": RECONNECT_TARGET_S, "events": events,
                 "openflow_errors": n_errors, "errors": self.openflow_errors[:10], "violations": violations}
 

@@ -92,7 +92,9 @@ class Fabric(StartStop):
         t0_ns = unix_ns()
         topo_path = self.run_dir / "topology.json"
         model.save(self.layout, topo_path)
-        self.controller = ControllerProcess(self.run_id, self.run_dir, topo_path).start()
+        self.controller = ControllerProcess(self.run_id, self.run_dir, topo_path,
+                                            framework=self.spec.controller.framework,
+                                            lb_policy=self.spec.load_balance.policy).start()
         switch_cls = partial(OVSSwitch, datapath=self.datapath, protocols="OpenFlow15", failMode="secure")
         self.net = Mininet(topo=FabricTopo(layout=self.layout), switch=switch_cls, host=Host, link=Link,
                            controller=None, build=False, autoSetMacs=False, autoStaticArp=False,
@@ -236,7 +238,7 @@ class Fabric(StartStop):
                 self.readback[h.intf] = self.queues.install(
                     ipr, h.intf, queues.QueueConfig.single(rate_bps, HOST_NIC_QUEUE_BYTES, mtu))
                 # static neighbours: host traffic never waits for (or sends) ARP during a run;
-                # the controller still answers ARP for anything else (controllers/fabric_app.py)
+                # the controller still answers ARP for anything else (controllers/app.py)
                 idx = ipr.link_lookup(ifname=h.intf)[0]
                 for peer in self.layout.hosts:
                     if peer is not h:

@@ -110,18 +110,26 @@ class CleanReport:
 # ----------------------------------------------------------------- matching
 
 
+#: Command-line flags that carry a run id (agents; the controller's oslo.config flag).
+RUN_ID_FLAGS = ("--run-id", "--testbed-run-id")
+
+
 def process_run_ids(cmdline: list[str]) -> set[str]:
-    """Return the run ids an argv names via ``--run-id RID`` or ``mininet:RID<node>``.
+    """Return the run ids an argv names via ``--run-id RID``, ``--testbed-run-id RID`` (the
+    controller, under os-ken or ryu-manager) or ``mininet:RID<node>``.
 
     >>> sorted(process_run_ids(["bash", "--norc", "-is", "mininet:tb12abh1"]))
     ['tb12ab']
     """
     ids: set[str] = set()
     for i, arg in enumerate(cmdline):
-        if arg == "--run-id" and i + 1 < len(cmdline) and RUN_ID_RE.match(cmdline[i + 1]):
-            ids.add(cmdline[i + 1])
-        elif arg.startswith("--run-id=") and RUN_ID_RE.match(arg[len("--run-id="):]):
-            ids.add(arg[len("--run-id="):])
+        flag, eq, value = arg.partition("=")
+        if flag not in RUN_ID_FLAGS:
+            flag, value = None, ""
+        elif not eq:
+            value = cmdline[i + 1] if i + 1 < len(cmdline) else ""
+        if flag and RUN_ID_RE.match(value):
+            ids.add(value)
         elif arg.startswith("mininet:"):
             rid = run_id_of(arg[len("mininet:"):])
             if rid:

@@ -61,6 +61,7 @@ def build(ctx: RunContext, caps) -> dict:
         "rank_groups": {op.group: [list(g) for g in op.groups] for op in ctx.ops_plan},  # scope -> concurrent rings
         "link_model": timing.link_model(spec, caps.delay),  # refuses a delay this kernel cannot add
         "ovs_send_buffer": ctx.send_buffer,
+        "controller": ctx.controller,
     }
 
 

@@ -1,7 +1,8 @@
 """Scenario files: YAML validated into frozen specs before anything touches the kernel.
 
 A scenario is one YAML mapping with the sections ``fabric``, ``transport``,
-``workload`` and ``fidelity`` (all optional but ``workload``) plus ``name``
+``workload``, ``fidelity``, ``controller``, ``load_balance`` and ``output``
+(all optional but ``workload``) plus ``name``
 and ``seed``. Unknown keys, wrong types and impossible values raise
 :class:`ScenarioError`, whose message names every bad key path (for example
 ``fabric.spines``) and what is allowed.
@@ -18,7 +19,7 @@ from typing import Any, Union
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from testbed.spec.controller import ControllerSpec, OutputSpec
+from testbed.spec.controller import ControllerSpec, LoadBalanceSpec, OutputSpec
 from testbed.spec.fabric import FabricSpec
 from testbed.spec.fidelity import FidelityThresholdsSpec
 from testbed.spec.transport import TransportSpec
@@ -40,6 +41,7 @@ class ScenarioSpec(_Spec):
     workload: WorkloadSpec
     fidelity: FidelityThresholdsSpec = FidelityThresholdsSpec()
     controller: ControllerSpec = ControllerSpec()
+    load_balance: LoadBalanceSpec = LoadBalanceSpec()
     output: OutputSpec = OutputSpec()
 
     @property

@@ -1,8 +1,11 @@
 """Fixtures for integration tests: real Mininet fabrics with real OVS and a real controller (root)."""
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -75,3 +78,26 @@ def run_scenario_file(tmp_path, text: str, timeout=600, expect_rc=EXIT_FAITHFUL,
     assert ok, f"testbed run exited {res.returncode}, expected {expect_rc}:\n{res.stdout}\n{res.stderr}"
     assert len(summaries) == 1, res.stderr
     return res, json.loads(summaries[0].read_text())
+
+
+@contextlib.contextmanager
+def running_scenario(tmp_path, text: str, name: str = "scenario", ready_timeout_s: float = 120):
+    """Start ``testbed run`` on a scenario in the background and yield ``(process, run_dir)`` once the
+    controller confirmed every switch (its ready file exists); stdout/stderr are pipes (use
+    ``process.communicate``). A run still going on the way out is stopped with SIGINT."""
+    scenario = tmp_path / f"{name}.yaml"
+    scenario.write_text(text)
+    results = tmp_path / name
+    run = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(scenario), "--results", str(results)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + ready_timeout_s
+        while not list(results.glob("*/controller.ready")):
+            assert run.poll() is None, run.communicate()
+            assert time.monotonic() < deadline, f"the fabric did not come up within {ready_timeout_s:g} s"
+            time.sleep(0.1)
+        yield run, next(results.glob("*/controller.ready")).parent
+    finally:
+        if run.poll() is None:
+            run.send_signal(signal.SIGINT)
+            run.communicate(timeout=60)

@@ -1,4 +1,5 @@
 """C06: after SIGKILL of a run, ``testbed clean`` removes exactly what the run made."""
+import configparser
 import os
 import re
 import signal
@@ -48,7 +49,7 @@ def test_sigkill_then_clean(tmp_path):
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             line = proc.stderr.readline()
-            m = re.search(r"run (tb[0-9a-f]{4}):", line)
+            m = re.match(r"run (tb[0-9a-f]{4}): \d+ spines", line)  # not "removed run tbXXXX: ..." of a dead run
             rid = rid or (m and m.group(1))
             if "fabric up" in line:
                 break
@@ -56,7 +57,10 @@ def test_sigkill_then_clean(tmp_path):
         ctl = [p for p in psutil.process_iter(["cmdline"]) if "controllers.run" in " ".join(p.info["cmdline"] or [])
                and rid in " ".join(p.info["cmdline"])]
         assert ctl, "controller process not found"
-        port = int(ctl[0].info["cmdline"][ctl[0].info["cmdline"].index("--listen-port") + 1])
+        argv = ctl[0].info["cmdline"]
+        conf = configparser.ConfigParser()
+        conf.read(argv[argv.index("--config-file") + 1])
+        port = conf.getint("DEFAULT", "ofp_tcp_listen_port")
         time.sleep(3)  # mid-run: agents are sending
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)

@@ -5,13 +5,14 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 import psutil
 import pytest
+
+from conftest import running_scenario
 
 from testbed.emulation.controller_supervisor import RECONNECT_TARGET_S
 from testbed.emulation.fabric import Fabric
@@ -32,40 +33,25 @@ workload: {sizes: {min_bytes: 1MiB, max_bytes: 1MiB}, iterations: 14, warmup_ite
 KILL_AFTER_READY_S = 6.0
 
 
-def _controller_pid(ready_file: Path) -> int:
-    """The pid of the controller process writing ``ready_file`` (this run's only)."""
+def _controller_pid(run_dir: Path) -> int:
+    """The pid of the run's controller process (its settings file, controller.conf, is on its command line)."""
+    conf = str(run_dir / "controller.conf")
     pids = [p.pid for p in psutil.process_iter(["cmdline"])
-            if "controllers.run" in (p.info["cmdline"] or []) and str(ready_file) in (p.info["cmdline"] or [])]
+            if "controllers.run" in (p.info["cmdline"] or []) and conf in (p.info["cmdline"] or [])]
     assert len(pids) == 1, pids
     return pids[0]
 
 
 def test_controller_killed_mid_run_is_restarted_and_loses_nothing(tmp_path):
-    scenario = tmp_path / "c10.yaml"
-    scenario.write_text(SCENARIO)
-    results = tmp_path / "results"
-    run = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(scenario), "--results", str(results)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while not list(results.glob("*/controller.ready")):
-            assert run.poll() is None, run.communicate()
-            assert time.monotonic() < deadline, "the fabric did not come up within 120 s"
-            time.sleep(0.1)
-        ready_file = next(results.glob("*/controller.ready"))
-        pid = _controller_pid(ready_file)
+    with running_scenario(tmp_path, SCENARIO, "c10") as (run, run_dir):
+        pid = _controller_pid(run_dir)
         time.sleep(KILL_AFTER_READY_S)
         assert run.poll() is None, "the run ended before the controller was killed"
         kill_ns = unix_ns()  # the run's one clock (traffic.clock), shared by every process
         os.kill(pid, signal.SIGKILL)
         out, err = run.communicate(timeout=240)
-    finally:
-        if run.poll() is None:
-            run.send_signal(signal.SIGINT)
-            run.communicate(timeout=60)
     print(out)
     assert run.returncode == 0, f"testbed run failed ({run.returncode}):\n{out}\n{err}"
-    run_dir = ready_file.parent
     s = json.loads((run_dir / "summary.json").read_text())
 
     c = s["controller"]
@@ -78,7 +64,7 @@ def test_controller_killed_mid_run_is_restarted_and_loses_nothing(tmp_path):
     assert restart["pid"] != pid and restart["switches"] == 6
     assert restart["reconnect_s"] < RECONNECT_TARGET_S, restart
     # Idempotent resync: every planned flow found in place, nothing added, replaced or removed.
-    final_ready = json.loads(ready_file.read_text())
+    final_ready = json.loads((run_dir / "controller.ready").read_text())
     assert final_ready["dpids"] and final_ready["errors"] == []
     assert restart["resync"] == {"flows_unchanged": final_ready["flows"], "flows_added": 0, "flows_replaced": 0,
                                  "flows_removed": 0, "groups_added": 0, "groups_modified": final_ready["groups"],

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from controllers.topology import plan_fabric
+from controllers.ofplan import plan_fabric
+from testbed.emulation.controller_proc import write_conf
 from topology import model, spine_leaf
 from testbed.naming import new_run_id
 from testbed.host.runlock import RunLock
@@ -141,8 +142,10 @@ def test_controller_routes_real_ovs_fabric(tmp_path: Path) -> None:
     ready_file = tmp_path / "controller.ready"
     log_file = tmp_path / "controller.log"
     port = _free_port()
-    cmd = [sys.executable, "-m", "controllers.run", "--run-id", rid, "--topology", str(topo_file),
-           "--listen-port", str(port), "--ready-file", str(ready_file), "--log-file", str(log_file)]
+    conf_file = tmp_path / "controller.conf"
+    write_conf(conf_file, run_id=rid, port=port, topology=topo_file, ready_file=ready_file, log_file=log_file,
+               lb_policy="ecmp")
+    cmd = [sys.executable, "-m", "controllers.run", "--config-file", str(conf_file), "--testbed-run-id", rid]
 
     with RunLock(rid):
         proc = None

@@ -1,20 +1,34 @@
-"""Proactive L3 routing with hash-ECMP on any Clos layout (OpenFlow 1.5).
+"""Proactive L3 routing with load-balanced select groups on any Clos layout (OpenFlow 1.5).
 
-``FabricRoutingApp`` reads the run's topology file (path in the environment
-variable ``TESTBED_TOPOLOGY``). When a switch of that topology connects, the
-app reads what the switch already holds (flow-description and group-stats dumps),
-then sends only the differences to the plan from
-:func:`controllers.topology.plan_switch` (:mod:`controllers.resync`: planned
-entries already in place are left alone, groups that exist are modified, not
-re-added, entries the plan does not have are deleted) and a barrier. Nothing
-is ever wiped, so a restarted controller (the bridges are fail-secure and
-kept their flows) resyncs without dropping a packet or causing an OpenFlow
-error. Nothing is ever flooded: hosts resolve every fabric address through
-proxy ARP answered by this app (a packet-out ARP reply carrying the target
-host's MAC); unknown addresses get no answer.
+``FabricRoutingApp`` reads its settings from the framework's configuration
+(``self.CONF``, oslo.config; options registered here, group ``testbed``), which
+the testbed writes as ``controller.conf`` into the run directory and passes
+with ``--config-file`` (testbed.emulation.controller_proc)::
+
+    [DEFAULT]
+    ofp_listen_host = 127.0.0.1
+    ofp_tcp_listen_port = 40123
+    log_file = <run dir>/controller.log
+    [testbed]
+    run_id = tb12ab
+    topology = <run dir>/topology.json
+    ready_file = <run dir>/controller.ready
+    lb_policy = ecmp
+
+When a switch of the topology connects, the app reads what the switch already
+holds (flow-description and group-stats dumps), then sends only the
+differences to the plan from :func:`controllers.ofplan.plan_fabric` (select
+groups as the load-balancing policy ``lb_policy`` decides, :mod:`controllers.lb`;
+:mod:`controllers.resync`: planned entries already in place are left alone,
+groups that exist are modified, not re-added, entries the plan does not have
+are deleted) and a barrier. Nothing is ever wiped, so a restarted controller
+(the bridges are fail-secure and kept their flows) resyncs without dropping a
+packet or causing an OpenFlow error. Nothing is ever flooded: hosts resolve
+every fabric address through proxy ARP answered by this app (a packet-out ARP
+reply carrying the target host's MAC); unknown addresses get no answer.
 
 Readiness: once every DPID of the topology has answered its barrier, the app
-atomically writes the JSON file named by ``TESTBED_READY_FILE``::
+atomically writes the JSON file ``ready_file``::
 
     {"dpids": [4097, 4098, 8193, 8194], "flows": 24, "groups": 2, "errors": [],
      "resync": {"flows_unchanged": 0, "flows_added": 24, "flows_replaced": 0, "flows_removed": 0,
@@ -30,20 +44,25 @@ testbed fails fast instead of waiting for a timeout. Readers: non-empty
 installed. A reconnecting switch is resynced and the file rewritten when it
 is ready again.
 
-Works under os-ken (``python -m controllers.run``) and under ``ryu-manager``
-(Ryu 4.34): ``PYTHONPATH=<repo> TESTBED_TOPOLOGY=... TESTBED_READY_FILE=...
-ryu-manager --ofp-listen-host 127.0.0.1 controllers.fabric_app``.
+Runs under os-ken (``python -m controllers.run --config-file controller.conf
+--testbed-run-id tb12ab``) and under Ryu 4.34 (Python 3.9)::
+
+    PYTHONPATH=<repo> ryu-manager --user-flags <repo>/controllers/flags.py \
+        --config-file controller.conf --testbed-run-id tb12ab controllers.app
 """
 from __future__ import annotations
 
 import json
 import logging
 import os
-import struct
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
+from controllers import lb
+from controllers.ofmsg import build_arp_reply, build_sync
+from controllers.ofplan import SwitchPlan, plan_fabric, proxy_arp_mac
+from controllers.resync import SeenFlow, observed_actions, plan_sync
 from controllers.ryu_api import (
     CONFIG_DISPATCHER,
     DEAD_DISPATCHER,
@@ -51,155 +70,34 @@ from controllers.ryu_api import (
     MAIN_DISPATCHER,
     BaseApp,
     arp,
-    ether_types,
+    cfg,
     ethernet,
     ofp_event,
     ofproto_v1_5,
-    ofproto_v1_5_parser,
     packet,
     set_ev_cls,
-)
-from controllers.resync import SeenFlow, SyncPlan, observed_actions, plan_sync
-from controllers.topology import (
-    FLOW_COOKIE,
-    FlowPlan,
-    GroupPlan,
-    SwitchPlan,
-    ntr_selection_method_property,
-    plan_fabric,
-    proxy_arp_mac,
 )
 from topology.model import Layout, load
 
 LOG = logging.getLogger(__name__)
 
-TOPOLOGY_ENV = "TESTBED_TOPOLOGY"
-READY_FILE_ENV = "TESTBED_READY_FILE"
 #: Bytes of the failed request that OFPT_ERROR echoes back kept in reports.
 ERROR_DATA_KEEP_BYTES = 64
 
-
-class RawGroupProperty(ofproto_v1_5_parser.OFPGroupPropExperimenter):
-    """An experimenter group property sent byte-for-byte as given.
-
-    os-ken's ``OFPGroupPropExperimenter`` carries its data as a list of
-    32-bit words and derives the length field from it. The OVS NTR
-    selection-method property has an unpadded length of 40 + the OXM field
-    bytes (85 for the default 5-tuple + TCP ports), which is not a whole
-    number of words, and OVS parses exactly ``length - 40`` bytes of OXM, so
-    word-padding the data would corrupt the field list. ``raw`` must already
-    be a complete property (header, body, padding to 8 bytes).
-    """
-
-    def __init__(self, raw: bytes):
-        type_, length, experimenter, exp_type = struct.unpack_from("!HHII", raw, 0)
-        if len(raw) % 8 or length > len(raw):
-            raise ValueError(f"property length {length} / {len(raw)} bytes is not padded to 8")
-        super().__init__(type_=type_, length=length, experimenter=experimenter, exp_type=exp_type, data=[])
-        self.raw = bytes(raw)
-
-    def serialize(self) -> bytearray:
-        return bytearray(self.raw)
-
-
-def build_flow_mod(datapath: Any, flow: FlowPlan) -> Any:
-    """OFPFlowMod (add, table 0, cookie FLOW_COOKIE) for one planned flow."""
-    ofp = datapath.ofproto
-    parser = datapath.ofproto_parser
-    actions = []
-    for kind, arg in flow.actions:
-        if kind == "output":
-            actions.append(parser.OFPActionOutput(arg))
-        elif kind == "group":
-            actions.append(parser.OFPActionGroup(arg))
-        elif kind == "controller":
-            actions.append(parser.OFPActionOutput(ofp.OFPP_CONTROLLER, arg))
-        else:
-            raise ValueError(f"unknown action {kind!r} in flow {flow.purpose}")
-    instructions = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)] if actions else []
-    return parser.OFPFlowMod(
-        datapath=datapath,
-        cookie=FLOW_COOKIE,
-        table_id=0,
-        command=ofp.OFPFC_ADD,
-        priority=flow.priority,
-        buffer_id=ofp.OFP_NO_BUFFER,
-        match=parser.OFPMatch(**dict(flow.match)),
-        instructions=instructions,
-    )
-
-
-def build_group_mod(datapath: Any, group: GroupPlan, modify: bool = False) -> Any:
-    """OFPGroupMod (add, or modify when ``modify``; SELECT) with one weighted
-    bucket per uplink and the OVS ``selection_method=hash,fields(...)`` property."""
-    ofp = datapath.ofproto
-    parser = datapath.ofproto_parser
-    buckets = [
-        parser.OFPBucket(
-            bucket_id=b.bucket_id,
-            actions=[parser.OFPActionOutput(b.port)],
-            properties=[parser.OFPGroupBucketPropWeight(type_=ofp.OFPGBPT_WEIGHT, weight=b.weight)],
-        )
-        for b in group.buckets
-    ]
-    prop = RawGroupProperty(ntr_selection_method_property(group.hash_fields))
-    return parser.OFPGroupMod(
-        datapath=datapath,
-        command=ofp.OFPGC_MODIFY if modify else ofp.OFPGC_ADD,
-        type_=ofp.OFPGT_SELECT,
-        group_id=group.group_id,
-        command_bucket_id=ofp.OFPG_BUCKET_ALL,
-        buckets=buckets,
-        properties=[prop],
-    )
-
-
-def build_flow_delete(datapath: Any, flow: SeenFlow) -> Any:
-    """OFPFlowMod deleting exactly one seen entry (strict: table, priority and match)."""
-    ofp = datapath.ofproto
-    return datapath.ofproto_parser.OFPFlowMod(
-        datapath=datapath,
-        table_id=flow.table_id,
-        command=ofp.OFPFC_DELETE_STRICT,
-        priority=flow.priority,
-        out_port=ofp.OFPP_ANY,
-        out_group=ofp.OFPG_ANY,
-        match=flow.match,
-    )
-
-
-def build_group_delete(datapath: Any, group_id: int) -> Any:
-    ofp = datapath.ofproto
-    return datapath.ofproto_parser.OFPGroupMod(
-        datapath=datapath, command=ofp.OFPGC_DELETE, type_=ofp.OFPGT_ALL, group_id=group_id)
-
-
-def build_sync(datapath: Any, sync: SyncPlan) -> List[Tuple[Any, str]]:
-    """(message, label) pairs for one sync, in order (groups before the flows that use them,
-    deletions last), ending with a barrier."""
-    out: List[Tuple[Any, str]] = []
-    out += [(build_group_mod(datapath, g), f"group-add-{g.group_id}") for g in sync.groups_add]
-    out += [(build_group_mod(datapath, g, modify=True), f"group-modify-{g.group_id}") for g in sync.groups_modify]
-    out += [(build_flow_mod(datapath, f), f"flow-{f.purpose}") for f in sync.flows_add]
-    out += [(build_flow_delete(datapath, f), f"flow-delete-prio-{f.priority}") for f in sync.flows_delete]
-    out += [(build_group_delete(datapath, g), f"group-delete-{g}") for g in sync.groups_delete]
-    out.append((datapath.ofproto_parser.OFPBarrierRequest(datapath), "barrier"))
-    return out
-
-
-def build_arp_reply(requester_mac: str, requester_ip: str, target_mac: str, target_ip: str) -> bytes:
-    """Ethernet+ARP reply frame telling ``requester`` that ``target_ip`` is at ``target_mac``."""
-    pkt = packet.Packet()
-    pkt.add_protocol(ethernet.ethernet(ethertype=ether_types.ETH_TYPE_ARP, dst=requester_mac, src=target_mac))
-    pkt.add_protocol(arp.arp(
-        opcode=arp.ARP_REPLY,
-        src_mac=target_mac,
-        src_ip=target_ip,
-        dst_mac=requester_mac,
-        dst_ip=requester_ip,
-    ))
-    pkt.serialize()
-    return bytes(pkt.data)
+#: The configuration group of the testbed's settings (``[testbed]`` in controller.conf).
+CONF_GROUP = "testbed"
+#: Settings that are also command-line flags (``--testbed-run-id``): the run id stays visible in
+#: the process's command line, where the testbed's cleanup finds it (controllers/flags.py).
+CLI_OPTS = [
+    cfg.StrOpt("run-id", help="run id ('tb' + 4 hex digits); must match the topology file's run_id"),
+]
+OPTS = [
+    cfg.StrOpt("topology", help="the run's topology JSON (topology.model.save)"),
+    cfg.StrOpt("ready-file", help="where the readiness JSON goes (unset: readiness is only logged)"),
+    cfg.StrOpt("lb-policy", default=lb.DEFAULT_POLICY,
+               help="load-balancing policy of the select groups, one of: " + ", ".join(lb.names())),
+]
+cfg.CONF.register_opts(OPTS + CLI_OPTS, group=CONF_GROUP)
 
 
 @dataclass
@@ -226,32 +124,38 @@ def _dpid_text(dpid: int) -> str:
 
 
 class FabricRoutingApp(BaseApp):
-    """Proactive shortest-path routing on any layout, hash-ECMP groups and proxy ARP (OF 1.5).
+    """Proactive shortest-path routing on any layout, load-balanced select groups and proxy ARP (OF 1.5).
 
-    Environment: ``TESTBED_TOPOLOGY`` (required, topology JSON path),
-    ``TESTBED_READY_FILE`` (optional, where the readiness JSON goes).
-    Raises RuntimeError at construction if ``TESTBED_TOPOLOGY`` is unset and
-    :class:`topology.model.TopologyError` if the file is invalid
-    (:class:`topology.routing.RoutingError` if a host is unreachable).
+    Settings: ``self.CONF.testbed`` (:data:`OPTS`, :data:`CLI_OPTS`; module docstring).
+    Raises RuntimeError at construction if ``[testbed] topology`` is unset,
+    :class:`topology.model.TopologyError` if the file is invalid,
+    :class:`topology.routing.RoutingError` if a host is unreachable, and
+    ValueError for a ``run_id`` other than the topology's or an unknown ``lb_policy``.
     """
 
     OFP_VERSIONS = [ofproto_v1_5.OFP_VERSION]
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        topo_path = os.environ.get(TOPOLOGY_ENV)
-        if not topo_path:
-            raise RuntimeError(f"{TOPOLOGY_ENV} is not set; it must name the run's topology JSON file")
-        self.topology: Layout = load(topo_path)
-        self.plans: Dict[int, SwitchPlan] = plan_fabric(self.topology)
-        self.ready_file: Optional[str] = os.environ.get(READY_FILE_ENV) or None
+        conf = self.CONF[CONF_GROUP]
+        if not conf.topology:
+            raise RuntimeError(f"[{CONF_GROUP}] topology is not set in the controller's configuration; "
+                               "it must name the run's topology JSON file")
+        self.topology: Layout = load(conf.topology)
+        if conf.run_id and conf.run_id != self.topology.run_id:
+            raise ValueError(f"{conf.topology}: run_id: {self.topology.run_id!r} does not match "
+                             f"[{CONF_GROUP}] run_id {conf.run_id!r}")
+        self.lb_policy: str = conf.lb_policy
+        self.plans: Dict[int, SwitchPlan] = plan_fabric(self.topology, self.lb_policy)
+        self.ready_file: Optional[str] = conf.ready_file or None
         self.switches: Dict[int, _SwitchState] = {}
         self.errors: List[Dict[str, Any]] = []
         if self.ready_file is None:
-            LOG.warning("%s is not set: readiness will only be logged", READY_FILE_ENV)
+            LOG.warning("[%s] ready_file is not set: readiness will only be logged", CONF_GROUP)
         LOG.info(
-            "fabric app on %s: run %s, %d switches, %d hosts, topology %s",
-            FRAMEWORK, self.topology.run_id, len(self.plans), len(self.topology.hosts), topo_path,
+            "fabric app on %s: run %s, %d switches, %d hosts, load balancing %s, topology %s",
+            FRAMEWORK, self.topology.run_id, len(self.plans), len(self.topology.hosts), self.lb_policy,
+            conf.topology,
         )
 
     # ---------------------------------------------------------------- install

@@ -1,12 +1,13 @@
 """OpenFlow 1.5 plan of every switch, built from the shared topology model.
 
 The testbed writes the run's topology file with :func:`topology.model.save`
-(path in ``TESTBED_TOPOLOGY``); the controller reads it with
-:func:`topology.model.load` and :func:`plan_fabric` turns the routes of
-:func:`topology.routing.plan_routes` (equal-cost shortest paths on any
-layout, networkx) into the exact rules and groups each switch needs.
-Everything here is pure Python (no os-ken, no root), so the plan is unit
-tested without a switch.
+(path in the controller's configuration, ``[testbed] topology``); the
+controller reads it with :func:`topology.model.load` and :func:`plan_fabric`
+turns the routes of :func:`topology.routing.plan_routes` (equal-cost shortest
+paths on any layout, networkx) into the exact rules and groups each switch
+needs. Everything here is pure Python (no os-ken, no root), so the plan is
+unit tested without a switch; :mod:`controllers.ofmsg` turns it into
+OpenFlow messages.
 
 Plan of every switch (proactive L3, no flooding, no MAC learning):
 
@@ -17,20 +18,17 @@ Plan of every switch (proactive L3, no flooding, no MAC learning):
 * ``ipv4_dst=<switch subnet>`` routes toward the hosts of another switch;
 * a route with one next hop outputs to that port; a route with several
   equal-cost next hops goes to the select group of that port set (one group
-  per distinct set, group ids from 1).
-
-Every ECMP group carries the Open vSwitch "NTR selection method" group property
-(``selection_method=hash,fields(...)``) so the hash covers the UDP source
-port, the RoCEv2 entropy field. Without it OVS hashes only L2/L3 and every
-RoCEv2 flow between two hosts lands in one bucket.
+  per distinct set, group ids from 1), whose buckets, weights and selection
+  method the load-balancing policy decides (:mod:`controllers.lb`; ``ecmp``
+  hashes the 5-tuple including the UDP ports over equal buckets).
 """
 from __future__ import annotations
 
 import ipaddress
-import struct
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Tuple
 
+from controllers import lb
 from topology.model import Layout
 from topology.routing import PortSet, SwitchRoutes, plan_routes
 
@@ -51,9 +49,6 @@ PRIO_HOST_ROUTE = 200
 PRIO_ARP_TO_CONTROLLER = 300
 PRIO_LLDP_DROP = 400
 
-#: Bucket weight of every uplink (equal-cost). 100 leaves room for later
-#: weighted policies (e.g. 50/150) without rescaling.
-DEFAULT_BUCKET_WEIGHT = 100
 #: Cookie on every flow this app installs ("tb" in ASCII), so its rules are
 #: recognisable in ``ovs-ofctl dump-flows``.
 FLOW_COOKIE = 0x7462
@@ -61,38 +56,6 @@ FLOW_COOKIE = 0x7462
 #: OpenFlow "controller" output max_len meaning "send the whole packet".
 OFPCML_NO_BUFFER = 0xFFFF
 
-#: Open vSwitch experimenter id for group properties (lib/ofp-group.c,
-#: include/openflow/nicira-ext.h ``NTR_VENDOR_ID``) and the property type
-#: ``NTRT_SELECTION_METHOD``.
-NTR_VENDOR_ID = 0x0000154D
-NTRT_SELECTION_METHOD = 1
-#: ``NTR_MAX_SELECTION_METHOD_LEN``: NUL-padded method-name field, bytes.
-NTR_MAX_SELECTION_METHOD_LEN = 16
-#: OpenFlow 1.5 group property type "experimenter".
-OFPGPT_EXPERIMENTER = 0xFFFF
-#: sizeof(struct ntr_group_prop_selection_method): type, length, experimenter,
-#: exp_type, 4 pad, 16 name, 8 param. The OXM field array follows.
-NTR_PROP_FIXED_BYTES = 40
-
-#: OpenFlow basic OXM class and the fields the ECMP hash may use:
-#: name -> (oxm_field, value length in bytes), OpenFlow 1.5.1 section 7.2.3.7.
-OXM_CLASS_OPENFLOW_BASIC = 0x8000
-OXM_HASHABLE_FIELDS: Dict[str, Tuple[int, int]] = {
-    "eth_dst": (3, 6),
-    "eth_src": (4, 6),
-    "eth_type": (5, 2),
-    "ip_proto": (10, 1),
-    "ipv4_src": (11, 4),
-    "ipv4_dst": (12, 4),
-    "tcp_src": (13, 2),
-    "tcp_dst": (14, 2),
-    "udp_src": (15, 2),
-    "udp_dst": (16, 2),
-    "sctp_src": (17, 2),
-    "sctp_dst": (18, 2),
-    "ipv6_src": (26, 16),
-    "ipv6_dst": (27, 16),
-}
 
 # --------------------------------------------------------------------------
 # Forwarding plan
@@ -131,11 +94,13 @@ class BucketPlan:
 
 @dataclass(frozen=True)
 class GroupPlan:
-    """A SELECT group hashing ``hash_fields`` (OXM names) over ``buckets``."""
+    """A SELECT group over ``buckets``; the switch picks one by ``selection_method``
+    (OVS: "hash" over ``hash_fields``, OXM names; or "dp_hash")."""
 
     group_id: int
     buckets: Tuple[BucketPlan, ...]
     hash_fields: Tuple[str, ...]
+    selection_method: str = "hash"
 
 
 @dataclass(frozen=True)
@@ -165,8 +130,15 @@ def _forward(routes: SwitchRoutes, ports: PortSet) -> Tuple[Action, ...]:
     return (("group", routes.group_id(ports)),)
 
 
-def plan_switch(layout: Layout, routes: SwitchRoutes) -> SwitchPlan:
-    """Flows and groups of switch ``routes.switch`` from its routes (topology.routing).
+def plan_group(group_id: int, select: lb.SelectGroup) -> GroupPlan:
+    """The group plan of a policy's decision: bucket ids 0.. in the policy's order."""
+    return GroupPlan(group_id, tuple(BucketPlan(i, port, weight) for i, (port, weight) in enumerate(select.buckets)),
+                     select.hash_fields, select.method)
+
+
+def plan_switch(layout: Layout, routes: SwitchRoutes, policy: lb.Policy = lb.get(lb.DEFAULT_POLICY)) -> SwitchPlan:
+    """Flows and groups of switch ``routes.switch`` from its routes (topology.routing);
+    ``policy`` (:mod:`controllers.lb`) sets each select group's buckets and selection method.
 
     KeyError if the switch is not in ``layout``.
     """
@@ -198,21 +170,20 @@ def plan_switch(layout: Layout, routes: SwitchRoutes) -> SwitchPlan:
         if r.via == "subnet":
             flows.append(FlowPlan(PRIO_SUBNET_ROUTE, (("eth_type", ETH_TYPE_IPV4), ("ipv4_dst", _prefix_match(r.prefix))),
                                   _forward(routes, r.ports), f"route-{subnet_owner[r.prefix]}"))
-    groups = tuple(
-        GroupPlan(routes.group_id(ports),
-                  tuple(BucketPlan(i, port, DEFAULT_BUCKET_WEIGHT) for i, port in enumerate(ports)),
-                  layout.ecmp_hash_fields)
-        for ports in routes.ecmp_sets)
+    groups = tuple(plan_group(routes.group_id(ports), policy(layout, sw, ports)) for ports in routes.ecmp_sets)
     return SwitchPlan(sw.dpid, sw.name, sw.role, groups, tuple(flows))
 
 
-def plan_fabric(layout: Layout) -> Dict[int, SwitchPlan]:
-    """Return {dpid: SwitchPlan} for every switch in ``layout``.
+def plan_fabric(layout: Layout, lb_policy: str = lb.DEFAULT_POLICY) -> Dict[int, SwitchPlan]:
+    """Return {dpid: SwitchPlan} for every switch in ``layout``, select groups by the
+    load-balancing policy named ``lb_policy`` (:data:`controllers.lb.POLICIES`).
 
-    Raises topology.routing.RoutingError if some switch cannot reach some host.
+    Raises topology.routing.RoutingError if some switch cannot reach some host,
+    ValueError naming ``load_balance.policy`` for an unknown policy.
     """
+    policy = lb.get(lb_policy)
     routes = plan_routes(layout)
-    return {sw.dpid: plan_switch(layout, routes[sw.name]) for sw in layout.switches}
+    return {sw.dpid: plan_switch(layout, routes[sw.name], policy) for sw in layout.switches}
 
 
 def proxy_arp_mac(layout: Layout, dpid: int, in_port: int, sender_ip: str, target_ip: str) -> Optional[str]:
@@ -231,46 +202,3 @@ def proxy_arp_mac(layout: Layout, dpid: int, in_port: int, sender_ip: str, targe
         return None
     target = layout.host_by_ip(target_ip)
     return target.mac if target else None
-
-
-# --------------------------------------------------------------------------
-# Open vSwitch NTR selection-method group property
-# --------------------------------------------------------------------------
-
-
-def oxm_hash_field_tlv(name: str) -> bytes:
-    """OXM TLV for one hash field, as OVS's ``oxm_put_field_array`` writes it.
-
-    The TLV is the 4-byte OXM header (class 0x8000, field, hasmask=0, length)
-    followed by a value of all-ones bytes: OVS reads each value as the mask of
-    bits to hash (``oxm_pull_field_array`` in lib/nx-match.c), so a header
-    without a value is NOT accepted. Raises KeyError for unknown names.
-    """
-    field, length = OXM_HASHABLE_FIELDS[name]
-    header = (OXM_CLASS_OPENFLOW_BASIC << 16) | (field << 9) | length
-    return struct.pack("!I", header) + b"\xff" * length
-
-
-def ntr_selection_method_property(fields: Sequence[str], method: str = "hash", param: int = 0) -> bytes:
-    """Bytes of the OVS group property ``selection_method=<method>,fields(...)``.
-
-    Layout (``struct ntr_group_prop_selection_method``, lib/ofp-group.c
-    ``parse_group_prop_ntr_selection_method``): type 0xffff (u16), length
-    (u16, unpadded: 40 + OXM bytes), experimenter 0x0000154d (u32), exp_type 1
-    (u32), 4 zero bytes, method name NUL-padded to 16 bytes, param (u64), then
-    one OXM TLV per field (:func:`oxm_hash_field_tlv`), zero-padded to a
-    multiple of 8 bytes. ``method`` is "hash" or "dp_hash" (OVS rejects
-    others; dp_hash takes no fields). Raises ValueError on a bad method and
-    KeyError on an unknown field.
-    """
-    if method not in ("hash", "dp_hash"):
-        raise ValueError(f"selection method {method!r} is not 'hash' or 'dp_hash'")
-    if method == "dp_hash" and fields:
-        raise ValueError("OVS dp_hash selection method takes no fields")
-    oxm = b"".join(oxm_hash_field_tlv(f) for f in fields)
-    length = NTR_PROP_FIXED_BYTES + len(oxm)
-    body = struct.pack(
-        "!HHII4x16sQ", OFPGPT_EXPERIMENTER, length, NTR_VENDOR_ID, NTRT_SELECTION_METHOD,
-        method.encode("ascii"), param,
-    ) + oxm
-    return body + b"\x00" * (-len(body) % 8)

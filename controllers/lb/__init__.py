@@ -1,0 +1,72 @@
+"""Load-balancing policies of the controller: how an ECMP select group spreads flows.
+
+One policy per module in this package, one entry in :data:`POLICIES`, chosen
+by name in the scenario (``load_balance: {policy: ecmp}``), handed to the
+controller as ``[testbed] lb_policy`` in its configuration file.
+
+The interface is one function: given the layout, the switch and one set of
+equal-cost next-hop ports (as :func:`topology.routing.plan_routes` found
+them), return the :class:`SelectGroup` for that set: one bucket per port with
+its weight, and how the switch picks a bucket (the OVS selection method and
+the header fields it hashes). :mod:`controllers.ofplan` turns it into the
+group plan; :mod:`controllers.ofmsg` into the OpenFlow 1.5 group-mod.
+
+Pure Python: no os-ken/Ryu import, so the testbed validates the name and unit
+tests check a policy without a switch.
+
+To add a policy: write ``controllers/lb/<name>.py`` with a ``select_group``
+function of the :data:`Policy` shape and add it to :data:`POLICIES`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Dict, Tuple
+
+from topology.model import Layout, Switch
+from topology.routing import PortSet
+
+#: OVS selection methods (``selection_method=`` of a group; lib/ofp-group.c).
+SELECTION_METHODS = ("hash", "dp_hash")
+
+
+@dataclass(frozen=True)
+class SelectGroup:
+    """What a policy decides for one equal-cost port set.
+
+    ``buckets``: ``(port, weight)`` pairs in bucket order (weight a relative
+    integer 1..65535, OpenFlow 1.5 bucket weight property); ``method``: OVS
+    selection method, one of :data:`SELECTION_METHODS`; ``hash_fields``: OXM
+    field names the method hashes (empty for ``dp_hash``).
+    """
+
+    buckets: Tuple[Tuple[int, int], ...]
+    method: str
+    hash_fields: Tuple[str, ...]
+
+
+#: A policy: (layout, switch, equal-cost ports) -> SelectGroup.
+Policy = Callable[[Layout, Switch, PortSet], SelectGroup]
+
+
+def _registry() -> Dict[str, Policy]:
+    from controllers.lb import ecmp
+
+    return {"ecmp": ecmp.select_group}
+
+
+#: name -> policy; the names are what ``load_balance.policy`` allows.
+POLICIES: Dict[str, Policy] = _registry()
+DEFAULT_POLICY = "ecmp"
+
+
+def names() -> Tuple[str, ...]:
+    """The policy names a scenario may give, sorted."""
+    return tuple(sorted(POLICIES))
+
+
+def get(name: str) -> Policy:
+    """The policy called ``name``. Raises ValueError naming ``load_balance.policy`` and the allowed names."""
+    try:
+        return POLICIES[name]
+    except KeyError:
+        raise ValueError(f"load_balance.policy: unknown policy {name!r}; allowed: {', '.join(names())}") from None

@@ -1,0 +1,118 @@
+"""Ryu itself: the same controller app under ``ryu-manager`` (Ryu 4.34, Python 3.9) and under os-ken.
+
+A quickstart-like run (8 hosts on 2 spines x 4 leaves, 10 Mbit/s links, path
+MTU 4096 on 4200-byte links; smaller sizes than the quickstart so both runs fit
+in about a minute) once with ``controller.framework: os_ken`` and once with
+``ryu``: the ring all-reduce's busbw at the largest size agrees within 1% and
+the fidelity verdict is the same. Also: a SIGKILLed ryu-manager is restarted
+by the supervisor (C10 under Ryu), and ``testbed clean`` removes a ryu-manager
+whose testbed died (found by ``--testbed-run-id``). Skipped, with the reason, where scripts/install
+found no Python 3.9 and so made no ``.venv-ryu``.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from conftest import run_cli, run_scenario_file, running_scenario
+
+from testbed.emulation.controller_proc import RYU_HOWTO, RYU_VENV, ryu_manager
+from testbed.naming import new_run_id
+
+SCENARIO = """
+name: ryu-{framework}
+seed: 1
+reference_link_bps: 400G
+fabric: {{spines: 2, leaves: 4, hosts_per_leaf: 2, host_link_bps: 10M, fabric_link_bps: 10M,
+          buffer_bytes: 100KB, mtu_bytes: 4200}}
+transport: {{payload_bytes: 4096, window_pkts: 16, ack_every_pkts: 4}}
+workload: {{collective: allreduce, algorithm: ring, sizes: {{min_bytes: 1MiB, max_bytes: 1MiB}},
+           iterations: 2, warmup_iterations: 1}}
+controller: {{framework: {framework}}}
+load_balance: {{policy: ecmp}}
+"""
+
+pytestmark = pytest.mark.skipif(not ryu_manager().exists(), reason=f"no {RYU_VENV}: {RYU_HOWTO}")
+
+
+def _run(tmp_path: Path, framework: str) -> dict:
+    _, s = run_scenario_file(tmp_path, SCENARIO.format(framework=framework), timeout=150, expect_rc=None,
+                             name=framework)
+    manifest = json.loads((Path(s["run_dir"]) / "manifest.json").read_text())
+    assert manifest["controller"]["framework"] == framework
+    assert manifest["scenario"]["controller"]["framework"] == framework
+    assert s["controller"]["framework"] == framework
+    assert s["controller"]["conf"]["testbed"]["lb_policy"] == "ecmp"
+    assert s["controller"]["openflow_errors"] == 0 and s["controller"]["deaths"] == 0
+    log = (Path(s["run_dir"]) / "controller.log").read_text()
+    assert f"fabric app on {framework}" in log
+    print(f"{framework} {manifest['controller']['framework_version']}: busbw/link "
+          f"{s['sizes'][-1]['busbw_ratio']:.4f}, faithful {s['faithful']}")
+    return {"manifest": manifest, "summary": s}
+
+
+def test_ryu_and_os_ken_give_the_same_busbw_and_verdict(tmp_path):
+    os_ken = _run(tmp_path, "os_ken")
+    ryu = _run(tmp_path, "ryu")
+    assert ryu["manifest"]["controller"]["framework_version"] == "4.34"
+    a, b = os_ken["summary"]["sizes"][-1], ryu["summary"]["sizes"][-1]
+    assert a["size_bytes"] == b["size_bytes"] == 1024 * 1024
+    assert b["busbw_ratio"] == pytest.approx(a["busbw_ratio"], rel=0.01)
+    assert os_ken["summary"]["faithful"] == ryu["summary"]["faithful"]
+    assert os_ken["summary"]["faithful"], os_ken["summary"]["violations"]
+
+
+def test_ryu_controller_killed_mid_run_is_restarted_under_ryu(tmp_path):
+    """C10 under Ryu: SIGKILL the ryu-manager mid-run; the supervisor starts it again (ryu-manager,
+    same configuration file) and every switch reconnects and resyncs; no byte is lost."""
+    text = SCENARIO.format(framework="ryu").replace("iterations: 2,", "iterations: 4,")
+    with running_scenario(tmp_path, text, "kill", ready_timeout_s=90) as (run, run_dir):
+        conf = str(run_dir / "controller.conf")
+        (victim,) = [p for p in psutil.process_iter(["cmdline"]) if conf in (p.info["cmdline"] or [])]
+        assert any(a.endswith("ryu-manager") for a in victim.info["cmdline"]), victim.info["cmdline"]
+        time.sleep(1.5)
+        assert run.poll() is None, "the run ended before the controller was killed"
+        os.kill(victim.pid, signal.SIGKILL)
+        out, err = run.communicate(timeout=120)
+    assert run.returncode == 0, f"testbed run failed ({run.returncode}):\n{out}\n{err}"
+    s = json.loads((run_dir / "summary.json").read_text())
+    c = s["controller"]
+    (death,) = c["events"]
+    assert death["signal"] == "SIGKILL" and death["pid"] == victim.pid
+    assert (c["deaths"], c["restarts"], c["openflow_errors"], c["violations"]) == (1, 1, 0, [])
+    assert death["restart"]["switches"] == c["switches"] == 6
+    assert s["transport"]["delivered_bytes"] == s["transport"]["posted_bytes"] > 0
+    print(f"ryu restart: {death['restart']['switches']} switches back in {death['restart']['reconnect_s']} s")
+
+
+ORPHAN = """
+import os, signal, sys
+from pathlib import Path
+from testbed.emulation.controller_proc import ControllerProcess
+from topology import model, spine_leaf
+rid, run_dir = sys.argv[1], Path(sys.argv[2])
+model.save(spine_leaf.build(rid, spines=1, leaves=2, hosts_per_leaf=1), run_dir / "topology.json")
+proc = ControllerProcess(rid, run_dir, run_dir / "topology.json", framework="ryu").start()
+print(proc.proc.pid, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)  # the testbed dies; its ryu-manager (own session) lives on
+"""
+
+
+def test_clean_removes_an_orphaned_ryu_manager(tmp_path):
+    rid = new_run_id()
+    res = subprocess.run([sys.executable, "-c", ORPHAN, rid, str(tmp_path)], capture_output=True, text=True,
+                         timeout=60)
+    pid = int(res.stdout.split()[0])
+    orphan = psutil.Process(pid)
+    assert f"--testbed-run-id {rid}" in " ".join(orphan.cmdline()), orphan.cmdline()
+    out = run_cli("clean", rid, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert f"removed run {rid}: 1 process" in out.stdout + out.stderr
+    orphan.wait(timeout=5)
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
