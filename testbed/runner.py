@@ -44,11 +44,12 @@ from testbed.emulation.controller_supervisor import verdict_line as controller_v
 from testbed.measure.verdict import FAILED, PASSED
 from testbed.emulation.fabric import Fabric
 from testbed.naming import new_run_id
-from testbed.plan import PlannedOp, plan_workload
+from testbed.plan import PlannedOp, plan_algorithms, plan_peers, plan_workload
 from testbed.host.runlock import RunLock
 from testbed.spec.scenario import ScenarioError, ScenarioSpec, load_scenario
 from testbed.measure.telemetry import QdiscSampler
 from traffic.transport import payload_efficiency, wire_bytes
+from traffic import collectives
 
 log = logging.getLogger(__name__)
 
@@ -111,16 +112,6 @@ def describe_rto(spec: ScenarioSpec) -> str:
 def workload_ops(spec: ScenarioSpec) -> list[PlannedOp]:
     """The operations to run, in order (testbed.plan.PlannedOp: size, group scope and rank groups)."""
     return list(plan_workload(spec).ops)
-
-
-def ring_peers(ops_plan) -> dict[int, list[int]]:
-    """rank -> the ranks it needs queue pairs with: its ring neighbours in every group of the plan."""
-    peers: dict[int, set] = {}
-    for groups in {op.groups for op in ops_plan}:
-        for g in groups:
-            for i, r in enumerate(g):
-                peers.setdefault(r, set()).update({g[(i + 1) % len(g)], g[i - 1]})
-    return {r: sorted(p) for r, p in peers.items()}
 
 
 def _git_commit() -> str | None:
@@ -216,7 +207,8 @@ def _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
                 "text": describe_rto(spec)},
         "estimated_duration_s": round(estimate.estimate_for_spec(spec, ops_plan), 1),
         "fidelity_checks_switched_off": spec.fidelity.switched_off(),
-        "rank_groups": {op.group: [list(g) for g in op.groups] for op in ops_plan},  # scope -> concurrent rings
+        "rank_groups": {op.group: [list(g) for g in op.groups] for op in ops_plan},  # scope -> concurrent groups
+        "collectives": plan_algorithms(ops_plan),  # collective, algorithm, busbw factor, size convention
         "link_model": timing.link_model(spec, caps.delay),  # refuses a delay this kernel cannot add
         "ovs_send_buffer": send_buffer,
     }
@@ -233,7 +225,7 @@ def _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
             rec.fab = fab
             progress.say(f"fabric up: {len(fab.ready.get('dpids', []))} switches confirmed flows and groups; "
                          f"{len(fab.port_rate_bps)} shaped links read back within 1%")
-            peers = ring_peers(ops_plan)
+            peers = plan_peers(ops_plan)
             with AgentGroup(fab, transport, spec.seed, lambda r: peers.get(r, [])) as agents:
                 host_pids = {h.name: fab.net.get(h.name).pid for h in fab.layout.hosts}
                 host_ifs = {h.name: [h.intf] for h in fab.layout.hosts}
@@ -246,9 +238,10 @@ def _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
                 try:
                     with rec.sampler, rec.cpu, rec.departures:
                         for k, op in enumerate(ops_plan):
-                            size, factor = op.size_bytes, results.allreduce_busbw_factor(op.group_size)
+                            size, factor = op.size_bytes, op.busbw_factor
                             expect_s = factor * size * 8 / goodput_bps
-                            recs = agents.run_op(k, size, op.groups, timeout_s=10 * expect_s + 20)
+                            recs = agents.run_op(k, size, op.groups, timeout_s=10 * expect_s + 20,
+                                                 collective=op.collective, algorithm=op.algorithm)
                             rec.rank_rows.extend(recs)
                             rec.op_meta[k] = op.meta()
                             if k + 1 == len(ops_plan):  # every collective is done: finish measuring, then stop
@@ -412,10 +405,13 @@ def _write_results_now(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_
         "scale_factor": spec.scale_factor, "transport": t,
         "percentile_method": results.PERCENTILE_METHOD, "sizes": results.size_rows_json(sizes),
     }
-    timing.add_busbw_error_bounds(summary["sizes"], spec, results.allreduce_busbw_factor, efficiency)
+    timing.add_busbw_error_bounds(summary["sizes"], spec, efficiency)
     results.write_json(run_dir / "summary.json", summary)
     results.mark_complete(run_dir)
-    print(f"# ring all-reduce, {n} hosts (ranks: per ring), host link {spec.fabric.host_link_bps / 1e6:g} Mbit/s, "
+    titles = ", ".join(dict.fromkeys(collectives.get(m.get("collective", collectives.DEFAULT_COLLECTIVE),
+                                                     m.get("algorithm", collectives.DEFAULT_ALGORITHM)).title
+                                     for m in op_meta.values()))
+    print(f"# {titles}, {n} hosts (ranks: per group), host link {spec.fabric.host_link_bps / 1e6:g} Mbit/s, "
           f"payload efficiency {efficiency:.3f} (busbw/link = busbw / (link x efficiency)); time = first rank's "
           f"start to last rank's end, avg = per-rank time averaged over ranks (nccl-tests); n = samples")
     print(results.format_size_table(sizes))
