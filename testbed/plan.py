@@ -6,8 +6,9 @@ over all hosts. A SimAI/AICB replay (``workload.simai``) gives the file's
 entries whose type (:data:`SIMAI_COLLECTIVES`: ALLREDUCE -> allreduce, ...)
 has ``workload.algorithm`` registered (traffic.collectives), each over its own
 group scope: a TP-scoped all-reduce with TP 2 on 8 hosts is 4 concurrent
-2-rank rings, a DP-scoped one 2 concurrent 4-rank rings (rank layout: :mod:`traffic.workloads.parallel_groups`; rank r runs on the
-fabric's host r, hosts numbered leaf by leaf). Ops run one after another in
+2-rank rings, a DP-scoped one 2 concurrent 4-rank rings (rank layout:
+:mod:`traffic.workloads.parallel_groups`; rank r runs on the fabric's host r,
+hosts numbered leaf by leaf). Ops run one after another in
 SimAI's order, each a barrier (SimAI overlaps non-blocking weight-gradient
 collectives with later work and waits compute times: not replayed yet). What
 the testbed cannot run becomes a note, never a silent change:
@@ -80,8 +81,7 @@ class PlannedOp:
         """Flat columns for the ops table: every field but groups, plus group_size and n_groups."""
         return {"size_bytes": self.size_bytes, "iteration": self.iteration, "warmup": self.warmup,
                 "layer": self.layer, "collective": self.collective, "algorithm": self.algorithm,
-                "group": self.group,
-                "group_size": self.group_size, "n_groups": self.n_groups}
+                "group": self.group, "group_size": self.group_size, "n_groups": self.n_groups}
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,7 @@ def _simai_plan(spec: ScenarioSpec) -> WorkloadPlan:
     for reason, places in skipped.items():
         notes.append(f"{s.path}: skipped {len(places)} {reason} ({_places(places)})")
     if not runnable:
-        raise ScenarioError(f"{key}: {s.path} has no {'/'.join(runs) or algorithm} entry the testbed can run"
+        raise ScenarioError(f"{key}: {s.path} has no {'/'.join(runs) or 'runnable'} entry the testbed can run"
                             + "".join(f"; {m}" for m in notes))
     kind = "rings" if algorithm == "ring" else f"{algorithm} groups"
     counts = Counter(f"{op.group}-scoped ({len(g)} concurrent {kind} of {len(g[0])} ranks)"
