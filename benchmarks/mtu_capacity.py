@@ -31,7 +31,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from testbed.results import tables as results
+from traffic import collectives
 from testbed.measure.timing import data_frame_bytes
 
 LINK_MTU_FOR = {1024: 1500, 2048: 2100, 4096: 4200}
@@ -51,7 +51,7 @@ workload: {{sizes: {{min_bytes: {size}, max_bytes: {size}}}, iterations: {iterat
 def size_for(rate_bps: float, payload: int, op_s: float) -> int:
     """Message size whose ring all-reduce on 8 ranks takes about ``op_s`` at ``rate_bps`` (whole packets)."""
     goodput = rate_bps * payload / data_frame_bytes(payload)
-    size = op_s * goodput / 8 / results.allreduce_busbw_factor(N_RANKS)
+    size = op_s * goodput / 8 / collectives.busbw_factor("allreduce", "ring", N_RANKS)
     return max(payload * N_RANKS, int(size) // (payload * N_RANKS) * payload * N_RANKS)
 
 

@@ -1,16 +1,20 @@
 """The op plan of a run: every collective the hosts will run, in order, as typed records.
 
-A size sweep (``workload.sizes``) gives warmup and timed ring all-reduces over
-all hosts. A SimAI/AICB replay (``workload.simai``) gives the file's
-ALLREDUCE entries, each over its own group scope: a TP-scoped all-reduce with
-TP 2 on 8 hosts is 4 concurrent 2-rank rings, a DP-scoped one 2 concurrent
-4-rank rings (rank layout: :mod:`traffic.workloads.parallel_groups`; rank r runs on the
-fabric's host r, hosts numbered leaf by leaf). Ops run one after another in
+A size sweep (``workload.sizes``) gives warmup and timed operations of
+``workload.collective`` by ``workload.algorithm`` (default: ring all-reduce)
+over all hosts. A SimAI/AICB replay (``workload.simai``) gives the file's
+entries whose type (:data:`SIMAI_COLLECTIVES`: ALLREDUCE -> allreduce, ...)
+has ``workload.algorithm`` registered (traffic.collectives), each over its own
+group scope: a TP-scoped all-reduce with TP 2 on 8 hosts is 4 concurrent
+2-rank rings, a DP-scoped one 2 concurrent 4-rank rings (rank layout:
+:mod:`traffic.workloads.parallel_groups`; rank r runs on the fabric's host r,
+hosts numbered leaf by leaf). Ops run one after another in
 SimAI's order, each a barrier (SimAI overlaps non-blocking weight-gradient
 collectives with later work and waits compute times: not replayed yet). What
 the testbed cannot run becomes a note, never a silent change:
 
-- other collectives (ALLGATHER, REDUCESCATTER, ALLTOALL, ...): skipped, noted;
+- collectives without that algorithm (today ALLGATHER, REDUCESCATTER,
+  ALLTOALL, ...): skipped, noted;
 - entries of size 0: skipped, noted (never run as 1 byte);
 - groups of one rank (e.g. TP-scoped with TP 1): skipped, noted (no data moves;
   SimAI builds no such group either).
@@ -27,21 +31,27 @@ from dataclasses import dataclass, field
 from typing import Tuple
 
 from testbed.spec.scenario import ScenarioError, ScenarioSpec
+from traffic import collectives
 
 #: notes list at most this many file locations per kind of skipped entry
 MAX_NOTE_PLACES = 5
+#: SimAI/AICB collective type -> collective name of traffic.collectives (ALLREDUCEALLTOALL: none)
+SIMAI_COLLECTIVES = {"ALLREDUCE": "allreduce", "ALLGATHER": "allgather", "REDUCESCATTER": "reducescatter",
+                     "ALLTOALL": "alltoall"}
 
 
 @dataclass(frozen=True)
 class PlannedOp:
     """One collective of the plan.
 
-    size_bytes: bytes each rank all-reduces; iteration: 0-based (negative for
+    size_bytes: the collective's size (nccl-tests' S, see
+    traffic.collectives.COLLECTIVES); iteration: 0-based (negative for
     warmup of a size sweep); warmup: not timed; layer: ``layer:phase`` of the
-    SimAI row, '' for a sweep; collective: 'allreduce'; group: scope name,
-    'all' (every host) or a SimAI scope (TP, DP, EP, DP_EP); groups: the
-    concurrent rank groups, each in ring order, together covering the ranks
-    that take part (equal sizes).
+    SimAI row, '' for a sweep; collective and algorithm: a key of
+    traffic.collectives.ALGORITHMS; group: scope name, 'all' (every host) or a
+    SimAI scope (TP, DP, EP, DP_EP); groups: the concurrent rank groups, each
+    in the algorithm's position order, together covering the ranks that take
+    part (equal sizes).
     """
 
     size_bytes: int
@@ -51,11 +61,17 @@ class PlannedOp:
     collective: str = "allreduce"
     group: str = "all"
     groups: Tuple[Tuple[int, ...], ...] = ()
+    algorithm: str = collectives.DEFAULT_ALGORITHM
 
     @property
     def group_size(self) -> int:
-        """Ranks in each group (the n of the busbw factor 2(n-1)/n)."""
+        """Ranks in each group (the n of the busbw factor)."""
         return len(self.groups[0])
+
+    @property
+    def busbw_factor(self) -> float:
+        """busbw / algbw of this op's algorithm on its group size (nccl-tests)."""
+        return collectives.busbw_factor(self.collective, self.algorithm, self.group_size)
 
     @property
     def n_groups(self) -> int:
@@ -64,8 +80,8 @@ class PlannedOp:
     def meta(self) -> dict:
         """Flat columns for the ops table: every field but groups, plus group_size and n_groups."""
         return {"size_bytes": self.size_bytes, "iteration": self.iteration, "warmup": self.warmup,
-                "layer": self.layer, "collective": self.collective, "group": self.group,
-                "group_size": self.group_size, "n_groups": self.n_groups}
+                "layer": self.layer, "collective": self.collective, "algorithm": self.algorithm,
+                "group": self.group, "group_size": self.group_size, "n_groups": self.n_groups}
 
 
 @dataclass(frozen=True)
@@ -90,7 +106,8 @@ def _sweep_plan(spec: ScenarioSpec) -> WorkloadPlan:
         iters = w.iterations if cap is None else min(w.iterations, max(1, cap // size))
         for i in range(w.warmup_iterations + iters):
             ops.append(PlannedOp(size_bytes=size, iteration=i - w.warmup_iterations,
-                                 warmup=i < w.warmup_iterations, layer="", groups=world))
+                                 warmup=i < w.warmup_iterations, layer="", collective=w.collective,
+                                 algorithm=w.algorithm, groups=world))
     return WorkloadPlan(tuple(ops))
 
 
@@ -98,7 +115,8 @@ def _simai_plan(spec: ScenarioSpec) -> WorkloadPlan:
     from traffic.workloads.parallel_groups import rank_groups
     from traffic.workloads.simai import SimaiFormatError, collective_ops, load_simai
 
-    s, f = spec.workload.simai, spec.fabric
+    s, f, algorithm = spec.workload.simai, spec.fabric, spec.workload.algorithm
+    runs = sorted(t for t, c in SIMAI_COLLECTIVES.items() if (c, algorithm) in collectives.ALGORITHMS)
     key = "workload.simai.path"
     try:
         wl = load_simai(s.path)
@@ -128,11 +146,11 @@ def _simai_plan(spec: ScenarioSpec) -> WorkloadPlan:
         skipped.setdefault(reason, []).append(f"line {op.line} {op.layer}:{op.phase}")
 
     for op in all_ops:
-        if op.collective != "ALLREDUCE":
+        if op.collective not in runs:
             skip(f"{op.collective} ({op.group}) entries: not supported yet", op)
             continue
         if op.size_bytes == 0:
-            skip("ALLREDUCE entries of size 0: nothing to send", op)
+            skip(f"{op.collective} entries of size 0: nothing to send", op)
             continue
         if op.group not in layouts:
             try:
@@ -141,22 +159,53 @@ def _simai_plan(spec: ScenarioSpec) -> WorkloadPlan:
                 raise ScenarioError(f"{key}: {s.path}:1: {e}") from None
         groups = layouts[op.group]
         if len(groups[0]) < 2:
-            skip(f"ALLREDUCE ({op.group}) entries over groups of 1 rank: no data moves", op)
+            skip(f"{op.collective} ({op.group}) entries over groups of 1 rank: no data moves", op)
             continue
         runnable.append((op, groups))
     for reason, places in skipped.items():
         notes.append(f"{s.path}: skipped {len(places)} {reason} ({_places(places)})")
     if not runnable:
-        raise ScenarioError(f"{key}: {s.path} has no ALLREDUCE entry the testbed can run"
+        raise ScenarioError(f"{key}: {s.path} has no {'/'.join(runs) or 'runnable'} entry the testbed can run"
                             + "".join(f"; {m}" for m in notes))
-    counts = Counter(f"{op.group}-scoped ({len(g)} concurrent rings of {len(g[0])} ranks)"
+    kind = "rings" if algorithm == "ring" else f"{algorithm} groups"
+    counts = Counter(f"{op.group}-scoped ({len(g)} concurrent {kind} of {len(g[0])} ranks)"
                      for op, g in runnable)
-    notes.insert(0, f"{s.path}: replaying {len(runnable)} ALLREDUCE entries x {s.iterations} iterations: "
+    types = "/".join(sorted({op.collective for op, _ in runnable}))
+    notes.insert(0, f"{s.path}: replaying {len(runnable)} {types} entries x {s.iterations} iterations: "
                  + ", ".join(f"{c} {k}" for k, c in counts.items()))
     ops = tuple(PlannedOp(size_bytes=op.size_bytes, iteration=it, warmup=False,
-                          layer=f"{op.layer}:{op.phase}", group=op.group, groups=groups)
+                          layer=f"{op.layer}:{op.phase}", collective=SIMAI_COLLECTIVES[op.collective],
+                          group=op.group, groups=groups, algorithm=algorithm)
                 for it in range(s.iterations) for op, groups in runnable)
     return WorkloadPlan(ops, tuple(notes))
+
+
+def plan_peers(ops) -> dict[int, list[int]]:
+    """rank -> the ranks it needs queue pairs with: the peers its algorithm names in every group of ``ops``.
+
+    ``ops``: PlannedOp records (collective, algorithm, groups). Raises
+    traffic.collectives.UnknownAlgorithm for an unregistered algorithm.
+    """
+    peers: dict[int, set] = {}
+    for collective, algorithm, groups in {(op.collective, op.algorithm, op.groups) for op in ops}:
+        alg = collectives.get(collective, algorithm)
+        for g in groups:
+            for pos, r in enumerate(g):
+                peers.setdefault(r, set()).update(g[p] for p in alg.peers(pos, len(g)))
+    return {r: sorted(p) for r, p in peers.items()}
+
+
+def plan_algorithms(ops) -> list[dict]:
+    """The algorithms a plan runs, for the manifest: collective, algorithm, busbw factor formula and
+    the collective's size convention (nccl-tests), in first-use order."""
+    out: dict[tuple, dict] = {}
+    for op in ops:
+        if (op.collective, op.algorithm) not in out:
+            alg = collectives.get(op.collective, op.algorithm)
+            out[(op.collective, op.algorithm)] = {
+                "collective": op.collective, "algorithm": op.algorithm, "title": alg.title,
+                "busbw_factor": alg.busbw_factor_text, "size_convention": alg.collective.size_convention}
+    return list(out.values())
 
 
 def plan_workload(spec: ScenarioSpec) -> WorkloadPlan:

@@ -57,7 +57,7 @@ from testbed.emulation.agents import AgentGroup
 from testbed.emulation import controller_proc
 from testbed.emulation.fabric import Fabric
 from testbed.naming import new_run_id
-from testbed.plan import PlannedOp, plan_workload
+from testbed.plan import PlannedOp, plan_peers, plan_workload
 from testbed.host.runlock import RunLock
 from testbed.results import manifest, summary as results_summary, tables
 from testbed.results import printing
@@ -73,16 +73,6 @@ log = logging.getLogger(__name__)
 def workload_ops(spec: ScenarioSpec) -> list[PlannedOp]:
     """The operations to run, in order (testbed.plan.PlannedOp: size, group scope and rank groups)."""
     return list(plan_workload(spec).ops)
-
-
-def ring_peers(ops_plan) -> dict[int, list[int]]:
-    """rank -> the ranks it needs queue pairs with: its ring neighbours in every group of the plan."""
-    peers: dict[int, set] = {}
-    for groups in {op.groups for op in ops_plan}:
-        for g in groups:
-            for i, r in enumerate(g):
-                peers.setdefault(r, set()).update({g[(i + 1) % len(g)], g[i - 1]})
-    return {r: sorted(p) for r, p in peers.items()}
 
 
 def run_scenario(spec: ScenarioSpec, scenario_path: Path | None, results_root: Path,
@@ -139,7 +129,7 @@ def _run_fabric(ctx: RunContext, progress: Progress) -> dict:
         with Fabric(ctx.spec, ctx.run_id, ctx.run_dir, ctx.datapath) as fab:
             rec.fab = fab
             progress.fabric_up(fab)
-            peers = ring_peers(ctx.ops_plan)
+            peers = plan_peers(ctx.ops_plan)
             with AgentGroup(fab, ctx.transport, ctx.spec.seed, lambda r: peers.get(r, [])) as agents:
                 _measure(ctx, fab, agents, rec, progress)
     except BaseException as e:
@@ -181,9 +171,10 @@ def _run_workload(ctx: RunContext, agents: AgentGroup, rec: Recording, progress:
     """Every collective of the plan in order, each a barrier; signals are held back after the last one."""
     ops_plan = ctx.ops_plan
     for k, op in enumerate(ops_plan):
-        size, factor = op.size_bytes, tables.allreduce_busbw_factor(op.group_size)
+        size, factor = op.size_bytes, op.busbw_factor
         expect_s = factor * size * 8 / ctx.goodput_bps
-        recs = agents.run_op(k, size, op.groups, timeout_s=10 * expect_s + 20)
+        recs = agents.run_op(k, size, op.groups, timeout_s=10 * expect_s + 20,
+                             collective=op.collective, algorithm=op.algorithm)
         rec.rank_rows.extend(recs)
         rec.op_meta[k] = op.meta()
         if k + 1 == len(ops_plan):  # every collective is done: finish measuring, then stop

@@ -1,16 +1,24 @@
-"""Ring all-reduce chunking and schedule: sizes not divisible by the ranks, every byte exactly once.
+"""Collective algorithms: the registry, schedules (every byte sent exactly as scheduled, every send
+matched by a receive), the executor over in-memory and real loopback queue pairs, busbw factors.
 
-The schedule is checked by replaying it on contributions (which rank's data
-each chunk holds); the byte counts by running it on real queue pairs over
-loopback UDP (one thread per rank, no root).
+Ring all-reduce is checked by replaying its chunk steps on contributions (which rank's data each
+chunk holds); every registered algorithm by pairing its sends and receives for n = 2..8 and sizes
+not divisible by n; the executor by running all ranks in threads.
 """
 import threading
-from collections import Counter
+from collections import Counter, defaultdict
 
 import pytest
 
-from traffic.collectives import chunk_sizes, ring_allreduce, ring_allreduce_steps
+from testbed.spec.scenario import ScenarioError, parse_scenario
+from traffic import collectives
+from traffic.collectives import (ALGORITHMS, COLLECTIVES, CollectiveTimeout, ScheduleMismatch, Step, Transfer,
+                                 chunk_sizes, execute)
+from traffic.collectives.ring import RingAllreduce, ring_allreduce_steps
 from traffic.transport import Endpoint, RequesterQP, ResponderQP, TransportParams, initial_psn
+
+SIZES = [0, 1, 7, 1000, 100_003, 4 * 1024 * 1024 + 5]
+RING = ALGORITHMS[("allreduce", "ring")]
 
 
 @pytest.mark.parametrize("size, n, want", [
@@ -37,10 +45,227 @@ def test_ring_schedule_reduces_every_contribution_exactly_once(n):
     assert all(held[r][c] == everyone for r in range(n) for c in range(n))
 
 
-@pytest.mark.parametrize("size, n", [(100_003, 3), (2, 3), (10_000, 4)])
+def _flows(alg, n, size):
+    """(sender, receiver) -> sizes sent in order, and the same as the receiver's schedule expects."""
+    sent, expected = defaultdict(list), defaultdict(list)
+    for p in range(n):
+        for step in alg.schedule(p, n, size):
+            for t in step.sends:
+                sent[(p, t.peer)].append(t.nbytes)
+            for t in step.recvs:
+                expected[(t.peer, p)].append(t.nbytes)
+    return sent, expected
+
+
+@pytest.mark.parametrize("key", sorted(ALGORITHMS))
+@pytest.mark.parametrize("n", range(2, 9))
+@pytest.mark.parametrize("size", SIZES)
+def test_every_send_is_matched_by_a_receive_and_peers_cover_the_schedule(key, n, size):
+    alg = ALGORITHMS[key]
+    sent, expected = _flows(alg, n, size)
+    assert sent == expected, "each message a rank sends must be a receive, in order and size, at its peer"
+    for p in range(n):
+        steps = alg.schedule(p, n, size)
+        used = {t.peer for s in steps for t in s.sends + s.recvs}
+        assert used <= alg.peers(p, n) and p not in alg.peers(p, n)
+        assert all(t.nbytes > 0 for s in steps for t in s.sends + s.recvs), "0-byte transfers are left out"
+    # bandwidth-optimal: the busiest rank sends the busbw factor x S (nccl-tests), up to chunk rounding
+    busiest = max(sum(b for (src, _), v in sent.items() if src == p for b in v) for p in range(n))
+    assert abs(busiest - alg.busbw_factor(n) * size) <= n
+
+
+@pytest.mark.parametrize("n", range(2, 9))
+@pytest.mark.parametrize("size", SIZES)
+def test_ring_sends_exactly_its_chunks(n, size):
+    """Rank p sends 2(n-1) chunks to p+1 (0-byte ones skipped), all ranks together 2(n-1) x S:
+    n x the busbw factor 2(n-1)/n x S."""
+    chunks = chunk_sizes(size, n)
+    sent, _ = _flows(RING, n, size)
+    for p in range(n):
+        assert sent.get((p, (p + 1) % n), []) == [chunks[c] for c, _ in ring_allreduce_steps(p, n) if chunks[c]]
+        assert len(RING.schedule(p, n, size)) == 2 * (n - 1)
+    assert set(sent) <= {(p, (p + 1) % n) for p in range(n)}
+    assert sum(map(sum, sent.values())) == 2 * (n - 1) * size == round(n * RING.busbw_factor(n) * size)
+    assert RING.peers(0, n) == {1, n - 1}
+
+
+def test_schedule_refuses_bad_positions():
+    for pos, n, size in ((3, 3, 10), (-1, 3, 10), (0, 1, 10), (0, 3, -1)):
+        with pytest.raises(ValueError, match="ring all-reduce: need n >= 2"):
+            RING.schedule(pos, n, size)
+
+
+# ---------------------------------------------------------------- busbw factors (nccl-tests)
+
+@pytest.mark.parametrize("collective, n, factor", [
+    ("allreduce", 8, 1.75), ("allreduce", 4, 1.5), ("allreduce", 2, 1.0), ("allreduce", 1, 0.0),
+    ("reducescatter", 8, 0.875), ("allgather", 4, 0.75), ("alltoall", 2, 0.5),
+    ("broadcast", 8, 1.0), ("broadcast", 1, 1.0), ("sendrecv", 2, 1.0),
+])
+def test_busbw_factor_worked_values(collective, n, factor):
+    assert COLLECTIVES[collective].busbw_factor(n) == factor
+
+
+def test_busbw_worked_value_in_the_ops_table():
+    """4 MiB all-reduce on 8 ranks in 3.6 s: algbw = 4194304 x 8 / 3.6 = 9.3207 Mbit/s,
+    busbw = algbw x 1.75 = 16.3112 Mbit/s (nccl-tests doc/PERFORMANCE.md)."""
+    from testbed.results import tables
+    rows = [{"op_id": 0, "rank": r, "t_start_ns": 0, "t_end_ns": 3_600_000_000} for r in range(8)]
+    ops = tables.ops_table(rows, {0: {"size_bytes": 4 << 20, "iteration": 0, "warmup": False,
+                                      "collective": "allreduce", "algorithm": "ring"}}, 8)
+    assert ops.loc[0, "algbw_bps"] == pytest.approx(9.320676e6, rel=1e-6)
+    assert ops.loc[0, "busbw_bps"] == pytest.approx(16.311182e6, rel=1e-6)
+    assert ops.loc[0, "busbw_factor"] == 1.75 and ops.loc[0, "algorithm"] == "ring"
+
+
+def test_every_collective_states_factor_and_size_convention():
+    for c in COLLECTIVES.values():
+        assert c.factor_text and c.size_convention.startswith("S = ")
+    with pytest.raises(ValueError, match="n_ranks=0"):
+        COLLECTIVES["alltoall"].busbw_factor(0)
+
+
+# ---------------------------------------------------------------- registry and scenario keys
+
+def test_registry_errors_name_the_allowed_values():
+    assert collectives.get("allreduce", "ring") is RING and isinstance(RING, RingAllreduce)
+    assert RING.title == "ring all-reduce"
+    with pytest.raises(collectives.UnknownAlgorithm, match=r"collective 'allgather' has no registered "
+                                                           r"algorithm: allowed allreduce"):
+        collectives.get("allgather", "ring")
+    with pytest.raises(collectives.UnknownAlgorithm, match=r"algorithm 'tree' is not registered for "
+                                                           r"collective 'allreduce': allowed ring"):
+        collectives.get("allreduce", "tree")
+    assert collectives.names() == ["allreduce/ring"] and collectives.names("allreduce") == ["ring"]
+
+
+@pytest.mark.parametrize("workload, words", [
+    ({"collective": "alltoall"}, "workload.collective = 'alltoall' has no registered algorithm: allowed allreduce"),
+    ({"algorithm": "tree"}, "workload.algorithm = 'tree' is not registered for workload.collective 'allreduce': "
+                            "allowed ring"),
+    ({"algorithm": "tree", "sizes": None, "simai": {"path": "w.txt"}},
+     "workload.algorithm = 'tree' is not registered for any collective: allowed ring"),
+    ({"collective": "allreduce", "sizes": None, "simai": {"path": "w.txt"}},
+     "workload.collective = 'allreduce' applies to a size sweep"),
+])
+def test_scenario_refuses_unregistered_names(workload, words):
+    w = {"sizes": {"min_bytes": 1024, "max_bytes": 1024}, **workload}
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario({"workload": {k: v for k, v in w.items() if v is not None}})
+    assert words in str(info.value)
+
+
+def test_sweep_plan_carries_the_algorithm_peers_and_manifest_entry():
+    from testbed.plan import plan_algorithms, plan_peers, plan_workload
+    spec = parse_scenario({"fabric": {"leaves": 2, "hosts_per_leaf": 2}, "workload": {
+        "collective": "allreduce", "algorithm": "ring", "sizes": {"min_bytes": 1000, "max_bytes": 1000}}})
+    ops = plan_workload(spec).ops
+    assert {(o.collective, o.algorithm, o.busbw_factor) for o in ops} == {("allreduce", "ring", 1.5)}
+    assert plan_peers(ops) == {0: [1, 3], 1: [0, 2], 2: [1, 3], 3: [0, 2]}
+    (entry,) = plan_algorithms(ops)
+    assert entry["title"] == "ring all-reduce" and entry["busbw_factor"] == "2(n-1)/n"
+    assert "each rank's buffer" in entry["size_convention"]
+
+
+# ---------------------------------------------------------------- executor
+
+class MemQP:
+    """An in-memory RC queue pair, both ends: messages arrive in order, at once, and are acknowledged."""
+
+    def __init__(self, drop_sizes=False):
+        self.cond = threading.Condition()
+        self.msg_bytes: list[int] = []
+        self.drop_sizes = drop_sizes
+
+    def post_send(self, nbytes: int) -> int:
+        with self.cond:
+            self.msg_bytes.append(nbytes + 1 if self.drop_sizes else nbytes)
+            self.cond.notify_all()
+            return len(self.msg_bytes) - 1
+
+    def wait_acked(self, seq: int, timeout_s: float) -> bool:
+        return seq < len(self.msg_bytes)
+
+    def wait_messages(self, count: int, timeout_s: float) -> bool:
+        with self.cond:
+            return self.cond.wait_for(lambda: len(self.msg_bytes) >= count, timeout_s)
+
+
+def _run_ranks(alg, group, size, links, consumed, timeout_s=10.0):
+    """Run every rank of ``group`` in a thread; ``links[(a, b)]`` carries a's messages to b."""
+    out, errors = {}, []
+
+    def rank(pos):
+        me = group[pos]
+        send = {b: q for (a, b), q in links.items() if a == me}
+        recv = {a: q for (a, b), q in links.items() if b == me}
+        try:
+            out[me] = execute(alg, pos, group, size, send, recv, consumed[me], timeout_s)
+        except Exception as e:  # surfaced by the caller
+            errors.append(e)
+    threads = [threading.Thread(target=rank, args=(p,)) for p in range(len(group))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return out, errors
+
+
+@pytest.mark.parametrize("key", sorted(ALGORITHMS))
+@pytest.mark.parametrize("n", range(2, 9))
+def test_executor_completes_over_in_memory_queue_pairs(key, n):
+    """Two operations back to back (sizes not divisible by n) on a group of job ranks in shuffled order:
+    every rank sends and receives exactly its schedule; receive counts carry over between operations."""
+    alg = ALGORITHMS[key]
+    group = [(3 * i + 1) % n for i in range(n)] if n % 3 else list(reversed(range(n)))
+    links = {(group[p], group[q]): MemQP() for p in range(n) for q in alg.peers(p, n)}
+    consumed = {r: {} for r in group}
+    want = defaultdict(list)
+    for size in (100_003, 7):
+        out, errors = _run_ranks(alg, group, size, links, consumed)
+        assert not errors, errors
+        for p, r in enumerate(group):
+            steps = alg.schedule(p, n, size)
+            assert out[r]["sent_bytes"] == sum(t.nbytes for s in steps for t in s.sends)
+            assert out[r]["rx_msgs"] == sum(len(s.recvs) for s in steps)
+            for s in steps:
+                for t in s.sends:
+                    want[(r, group[t.peer])].append(t.nbytes)
+    assert {k: q.msg_bytes for k, q in links.items() if q.msg_bytes} == dict(want)
+    assert {r: sum(c.values()) for r, c in consumed.items()} == {
+        r: sum(len(s.recvs) for size in (100_003, 7) for s in alg.schedule(p, n, size)) for p, r in enumerate(group)}
+
+
+def test_executor_timeout_names_the_step_and_the_peer():
+    """Rank 7 of the group never sends: rank 2 (position 0) waits for it at step 0 and gives up."""
+    group = [2, 5, 7]
+    links = {(a, b): MemQP() for a in group for b in group if a != b}
+    with pytest.raises(CollectiveTimeout, match=r"rank 2: step 0 of ring all-reduce \(300 B\) got no chunk "
+                                                r"from rank 7 within 0.2 s"):
+        execute(RING, 0, group, 300, {5: links[(2, 5)], 7: links[(2, 7)]},
+                {5: links[(5, 2)], 7: links[(7, 2)]}, {}, timeout_s=0.2)
+
+
+def test_executor_refuses_a_wrong_size_and_missing_queue_pairs():
+    group = [0, 1]
+    links = {(0, 1): MemQP(drop_sizes=True), (1, 0): MemQP(drop_sizes=True)}
+    out, errors = _run_ranks(RING, group, 1000, links, {0: {}, 1: {}}, timeout_s=2)
+    assert errors and all(isinstance(e, ScheduleMismatch) for e in errors)
+    assert "expected 500 B from rank" in str(errors[0]) and "got a message of 501 B" in str(errors[0])
+    with pytest.raises(ValueError, match=r"rank 4 has no queue pair with rank\(s\) \[6\] of group \[5, 4, 6\]"):
+        execute(RING, 1, [5, 4, 6], 10, {5: MemQP()}, {5: MemQP()}, {}, timeout_s=1)
+
+
+def test_steps_are_plain_data():
+    s = Step(sends=(Transfer(1, 10),), recvs=(Transfer(2, 10),))
+    assert s == Step((Transfer(1, 10),), (Transfer(2, 10),)) and hash(s)
+
+
+@pytest.mark.parametrize("size, n", [(100_003, 3), (2, 3), (10_000, 4), (9_999, 2)])
 def test_ring_allreduce_on_real_qps_sends_each_chunk_once(size, n):
-    """Each rank sends its 2(n-1) chunks (zero-byte chunks are skipped on both sides) and receives
-    exactly the chunks its predecessor sent; all ranks together move 2(n-1) x size bytes."""
+    """Real queue pairs over loopback UDP (no root): each rank sends its 2(n-1) chunks (zero-byte chunks
+    are skipped on both sides) and receives exactly the chunks its predecessor sent; all ranks together
+    move 2(n-1) x size bytes."""
     params = TransportParams(payload_bytes=1024, window_pkts=32, ack_every_pkts=8, rto_us=200_000)
     ips = [f"127.78.{n}.{r + 1}" for r in range(n)]
     eps = [Endpoint(ip) for ip in ips]
@@ -60,7 +285,8 @@ def test_ring_allreduce_on_real_qps_sends_each_chunk_once(size, n):
 
     def rank(r):
         try:
-            out[r] = ring_allreduce(r, n, size, send_qp[r], recv_qp[r], 0, timeout_s=20)
+            out[r] = execute(RING, r, list(range(n)), size, {(r + 1) % n: send_qp[r]},
+                             {(r - 1) % n: recv_qp[r]}, {}, timeout_s=20)
         except Exception as e:  # surfaced below
             errors.append(e)
     try:

@@ -25,11 +25,11 @@ def spec_of(**sections):
 
 def test_ring_allreduce_time_worked_value():
     # 2 (8-1)/8 * 1 MiB * 8 bit / (10 Mbit/s * 1024/1082) = 1.5515 s (C11: "about 1.55 s" as one 8-rank ring)
-    t = estimate.ring_allreduce_s(1 << 20, 8, 10e6, 1024)
+    t = estimate.collective_s(1 << 20, 8, 10e6, 1024)
     assert t == pytest.approx(1.75 * 8388608 / (10e6 * 1024 / 1082), rel=1e-12)
     assert t == pytest.approx(1.5515, abs=1e-3)
     with pytest.raises(ValueError, match="n_ranks = 1"):
-        estimate.ring_allreduce_s(1, 1, 10e6, 1024)
+        estimate.collective_s(1, 1, 10e6, 1024)
 
 
 def test_c11_huge_allreduce_is_about_two_hours_and_refused():

@@ -8,16 +8,17 @@ import pandas as pd
 import pytest
 
 from testbed.results import tables as results
+from traffic import collectives
 
 
 @pytest.mark.parametrize("n, factor", [(8, 1.75), (4, 1.5), (2, 1.0), (1, 0.0)])
 def test_allreduce_busbw_factor(n, factor):
-    assert results.allreduce_busbw_factor(n) == factor
+    assert collectives.busbw_factor("allreduce", "ring", n) == factor
 
 
 def test_busbw_factor_refuses_no_ranks():
     with pytest.raises(ValueError, match="n_ranks=0"):
-        results.allreduce_busbw_factor(0)
+        collectives.busbw_factor("allreduce", "ring", 0)
 
 
 C09 = [100, 101, 102, 103, 500]

@@ -357,7 +357,7 @@ def _scenario(tmp_path, workload_text, iterations=1, leaves=4):
 
 def test_plan_tp_and_dp_scoped_allreduce_on_8_hosts(tmp_path):
     from testbed.plan import PlannedOp, plan_workload
-    from testbed.runner import ring_peers
+    from testbed.plan import plan_peers
     from testbed.spec.scenario import load_scenario
     spec = load_scenario(_scenario(tmp_path, C11_FILE.format(all_gpus=8, n=1, extra=""), iterations=2))
     plan = plan_workload(spec)
@@ -367,12 +367,12 @@ def test_plan_tp_and_dp_scoped_allreduce_on_8_hosts(tmp_path):
                              for it in (0, 1) for ph, g, gs in (("fwd", "TP", tp), ("wg", "DP", dp)))
     assert [(o.group_size, o.n_groups) for o in plan.ops[:2]] == [(2, 4), (4, 2)]
     assert plan.ops[1].meta() == {"size_bytes": 1048576, "iteration": 0, "warmup": False,
-                                  "layer": "layer_tp:wg", "collective": "allreduce", "group": "DP",
+                                  "layer": "layer_tp:wg", "collective": "allreduce", "algorithm": "ring", "group": "DP",
                                   "group_size": 4, "n_groups": 2}
     assert "1 TP-scoped (4 concurrent rings of 2 ranks), 1 DP-scoped (2 concurrent rings of 4 ranks)" \
         in plan.notes[0]
     # queue pairs: TP ring neighbour plus both DP ring neighbours
-    assert ring_peers(plan.ops) == {0: [1, 2, 6], 1: [0, 3, 7], 2: [0, 3, 4], 3: [1, 2, 5],
+    assert plan_peers(plan.ops) == {0: [1, 2, 6], 1: [0, 3, 7], 2: [0, 3, 4], 3: [1, 2, 5],
                                     4: [2, 5, 6], 5: [3, 4, 7], 6: [0, 4, 7], 7: [1, 5, 6]}
 
 
@@ -490,13 +490,13 @@ def test_agents_run_concurrent_group_rings_over_loopback():
     import threading
 
     from testbed.plan import PlannedOp
-    from testbed.runner import ring_peers
+    from testbed.plan import plan_peers
     from traffic.agent import Agent
     tp, dp = rank_groups("TP", 4, 2), rank_groups("DP", 4, 2)
     assert (tp, dp) == (((0, 1), (2, 3)), ((0, 2), (1, 3)))
     plan = [PlannedOp(10_000, 0, False, "l:fwd", group="TP", groups=tp),
             PlannedOp(10_001, 0, False, "l:wg", group="DP", groups=dp)]
-    peers = ring_peers(plan)
+    peers = plan_peers(plan)
     ranks = [{"rank": r, "ip": f"127.79.0.{r + 1}"} for r in range(4)]
     agents = [Agent({"rank": r, "ranks": ranks, "peers": peers[r], "seed": 1,
                      "transport": {"payload_bytes": 1024, "window_pkts": 16, "ack_every_pkts": 4,

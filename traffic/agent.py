@@ -13,7 +13,7 @@ Protocol, one JSON object per line:
 - testbed -> agent: ``{"cmd": "op", "op_id", "collective": "allreduce",
   "algorithm": "ring", "size_bytes", "groups", "timeout_s"}``; ``{"cmd":
   "stats"}``; ``{"cmd": "exit"}``. ``groups`` lists the rank groups that run
-  the op concurrently, each in ring order (absent: one ring of all ranks); the
+  the op concurrently, each in group order (absent: one group of all ranks); the
   agent runs the group holding its rank, and records an idle op (no bytes)
   when no group holds it.
 
@@ -76,7 +76,7 @@ class Agent:
         ports = entropy_ports(cfg["seed"], self.rank, 2 * len(peers))
         self.ep = Endpoint(my_ip)
         self.send_qp: dict[int, RequesterQP] = {}
-        #: messages from each peer that finished operations consumed (see ring_allreduce)
+        #: messages from each peer that finished operations consumed (see traffic.collectives.executor)
         self.rx_consumed: dict[int, int] = {q: 0 for q in cfg["peers"]}
         self.recv_qp: dict[int, ResponderQP] = {}
         for i, q in enumerate(peers):
@@ -93,9 +93,8 @@ class Agent:
         self.ep.start()
 
     def run_op(self, cmd: dict) -> dict:
-        if cmd.get("collective") != "allreduce" or cmd.get("algorithm", "ring") != "ring":
-            raise ValueError(f"unsupported collective {cmd.get('collective')!r}/{cmd.get('algorithm')!r}: "
-                             "allowed allreduce/ring")
+        alg = collectives.get(cmd.get("collective", collectives.DEFAULT_COLLECTIVE),
+                              cmd.get("algorithm", collectives.DEFAULT_ALGORITHM))
         groups = cmd.get("groups") or [sorted(self.ips)]
         mine = [g for g in groups if self.rank in g]
         if len(mine) > 1 or (mine and len(set(mine[0])) != len(mine[0])):
@@ -107,14 +106,8 @@ class Agent:
                     "t_rx_done_ns": t0}
         group = mine[0]
         g, pos = len(group), group.index(self.rank)
-        nxt, prv = group[(pos + 1) % g], group[pos - 1]
-        if nxt not in self.send_qp or prv not in self.recv_qp:
-            raise ValueError(f"rank {self.rank} has no queue pair with ring neighbours {prv}/{nxt} of "
-                             f"group {group}: the agent was started without them as peers")
-        res = collectives.ring_allreduce(pos, g, int(cmd["size_bytes"]), self.send_qp[nxt],
-                                         self.recv_qp[prv], self.rx_consumed[prv], float(cmd.get("timeout_s", 60)),
-                                         ring=group)
-        self.rx_consumed[prv] += res["rx_msgs"]
+        res = collectives.execute(alg, pos, group, int(cmd["size_bytes"]), self.send_qp, self.recv_qp,
+                                  self.rx_consumed, float(cmd.get("timeout_s", 60)))
         t1 = unix_ns()
         return {"event": "op_done", "op_id": cmd["op_id"], "rank": self.rank,
                 "group_index": groups.index(group), "group_size": g, "t_start_ns": t0, "t_end_ns": t1, **res}

@@ -94,15 +94,18 @@ class AgentGroup(StartStop):
             sel.close()
         return [got[i] for i in range(len(self.procs))]
 
-    def run_op(self, op_id: int, size_bytes: int, groups, timeout_s: float) -> list[dict]:
-        """Run one ring all-reduce in every rank group at once; return each rank's op_done record.
+    def run_op(self, op_id: int, size_bytes: int, groups, timeout_s: float,
+               collective: str = "allreduce", algorithm: str = "ring") -> list[dict]:
+        """Run one collective in every rank group at once; return each rank's op_done record.
 
-        ``groups``: lists of ranks, each a ring in that order, run concurrently
-        (every agent is told all groups and runs the one holding its rank; a
-        rank in none records an idle op). Each agent needs queue pairs with its
-        ring neighbours in every group it will be given (``peers_of``).
+        ``groups``: lists of ranks, each in the algorithm's position order, run
+        concurrently (every agent is told all groups and runs the one holding its
+        rank; a rank in none records an idle op). Each agent needs queue pairs with
+        the peers the algorithm names in every group it will be given (``peers_of``;
+        testbed.plan.plan_peers). ``collective``/``algorithm``: a key of
+        traffic.collectives.ALGORITHMS.
         """
-        self._send_all({"cmd": "op", "op_id": op_id, "collective": "allreduce", "algorithm": "ring",
+        self._send_all({"cmd": "op", "op_id": op_id, "collective": collective, "algorithm": algorithm,
                         "size_bytes": size_bytes, "groups": [list(g) for g in groups],
                         "timeout_s": timeout_s})
         return self._collect("op_done", timeout_s + 10)

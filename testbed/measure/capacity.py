@@ -36,6 +36,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from traffic import collectives
+
 #: per-link rates of the steps, bit/s, rising
 STEP_RATES_BPS = (2.5e6, 5e6, 7.5e6, 10e6, 15e6, 20e6, 30e6, 40e6)
 N_HOSTS = 8
@@ -60,7 +62,7 @@ def step_size_bytes(rate_bps: float, op_s: float = OP_S) -> int:
     Time of a ring all-reduce = 2(n-1)/n x S x 8 / (rate x payload / frame) (nccl-tests busbw factor).
     """
     goodput_bps = rate_bps * PAYLOAD_BYTES / FRAME_BYTES
-    size = op_s * goodput_bps / 8 / (2 * (N_HOSTS - 1) / N_HOSTS)
+    size = op_s * goodput_bps / 8 / collectives.busbw_factor("allreduce", "ring", N_HOSTS)
     unit = PAYLOAD_BYTES * N_HOSTS
     return max(unit, int(size) // unit * unit)
 

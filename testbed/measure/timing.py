@@ -107,15 +107,15 @@ def busbw_ratio_error_bound(wire_bytes_per_rank: float, rate_bps: float, mtu_byt
     return (htb_bfifo.burst_bytes_for(rate_bps, mtu_bytes) + htb_bfifo.frame_bytes(mtu_bytes)) / wire_bytes_per_rank
 
 
-def add_busbw_error_bounds(size_rows: list[dict], spec: ScenarioSpec, busbw_factor, efficiency: float) -> None:
+def add_busbw_error_bounds(size_rows: list[dict], spec: ScenarioSpec, efficiency: float) -> None:
     """Add ``busbw_ratio_error_bound`` (see :func:`busbw_ratio_error_bound`) to each summary size row.
 
-    ``busbw_factor(g)``: the collective's factor for a group of g ranks (a row's ``group_size``).
-    A rank sends ``busbw_factor(g) * size_bytes`` of payload, ``/ efficiency`` in frame bytes
-    (partial last packets only add frame bytes, so the bound is not understated).
+    A rank sends the row's ``busbw_factor`` (its algorithm's, for its group size) x ``size_bytes``
+    of payload (nccl-tests' definition of busbw), ``/ efficiency`` in frame bytes (partial last
+    packets only add frame bytes, so the bound is not understated).
     """
     for row in size_rows:
-        wire = busbw_factor(row.get("group_size") or spec.fabric.n_hosts) * row["size_bytes"] / efficiency
+        wire = row["busbw_factor"] * row["size_bytes"] / efficiency
         row["busbw_ratio_error_bound"] = busbw_ratio_error_bound(wire, spec.fabric.host_link_bps, spec.fabric.mtu_bytes)
 
 

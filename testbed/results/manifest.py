@@ -11,6 +11,7 @@ from importlib import metadata
 from pathlib import Path
 
 from testbed.measure import timing
+from testbed.plan import plan_algorithms
 from testbed.results.tables import write_json
 from testbed.run_context import RunContext
 from testbed.spec import estimate
@@ -58,7 +59,8 @@ def build(ctx: RunContext, caps) -> dict:
         "rto": manifest_rto(spec),
         "estimated_duration_s": round(estimate.estimate_for_spec(spec, list(ctx.ops_plan)), 1),
         "fidelity_checks_switched_off": spec.fidelity.switched_off(),
-        "rank_groups": {op.group: [list(g) for g in op.groups] for op in ctx.ops_plan},  # scope -> concurrent rings
+        "rank_groups": {op.group: [list(g) for g in op.groups] for op in ctx.ops_plan},  # scope -> concurrent groups
+        "collectives": plan_algorithms(list(ctx.ops_plan)),  # collective, algorithm, busbw factor, size convention
         "link_model": timing.link_model(spec, caps.delay),  # refuses a delay this kernel cannot add
         "ovs_send_buffer": ctx.send_buffer,
         "controller": ctx.controller,

@@ -14,6 +14,7 @@ import sys
 import time
 
 from testbed.emulation.controller_supervisor import verdict_line as controller_verdict_line
+from traffic import collectives
 from testbed.results.tables import format_size_table
 from testbed.run_context import RunContext
 from testbed.spec.estimate import format_duration
@@ -98,14 +99,18 @@ def print_partial(reason: str, sizes) -> None:
     print(format_size_table(sizes))
 
 
-def print_results(ctx: RunContext, sizes, t: dict, controller: dict, verdict) -> None:
+def print_results(ctx: RunContext, sizes, t: dict, controller: dict, verdict, op_meta: dict) -> None:
     """A complete run: the table, the transport's balance, the controller, the verdict, the directory.
 
     ``t``: summary.json ``transport`` (testbed.measure.verdict.transport_totals);
-    ``controller``: summary.json ``controller``; ``verdict``: FidelityVerdict.
+    ``controller``: summary.json ``controller``; ``verdict``: FidelityVerdict; ``op_meta``:
+    op id -> testbed.plan.PlannedOp.meta() (names the collectives in the title).
     """
     spec = ctx.spec
-    print(f"# ring all-reduce, {ctx.n_ranks} hosts (ranks: per ring), host link "
+    titles = ", ".join(dict.fromkeys(collectives.get(m.get("collective", collectives.DEFAULT_COLLECTIVE),
+                                                     m.get("algorithm", collectives.DEFAULT_ALGORITHM)).title
+                                     for m in op_meta.values()))
+    print(f"# {titles}, {ctx.n_ranks} hosts (ranks: per group), host link "
           f"{spec.fabric.host_link_bps / 1e6:g} Mbit/s, payload efficiency {ctx.efficiency:.3f} (busbw/link = "
           f"busbw / (link x efficiency)); time = first rank's start to last rank's end, avg = per-rank time "
           f"averaged over ranks (nccl-tests); n = samples")

@@ -113,8 +113,8 @@ def _write_complete_now(ctx: RunContext, rec: Recording, note: str | None) -> di
         **_common(ctx), "transport": t,
         "percentile_method": tables.PERCENTILE_METHOD, "sizes": tables.size_rows_json(sizes),
     }
-    timing.add_busbw_error_bounds(summary["sizes"], ctx.spec, tables.allreduce_busbw_factor, ctx.efficiency)
+    timing.add_busbw_error_bounds(summary["sizes"], ctx.spec, ctx.efficiency)
     tables.write_json(ctx.run_dir / "summary.json", summary)
     tables.mark_complete(ctx.run_dir)
-    printing.print_results(ctx, sizes, t, controller, verdict)
+    printing.print_results(ctx, sizes, t, controller, verdict, rec.op_meta)
     return summary

@@ -1,8 +1,9 @@
 """Results of a run: tables with units in column names, nccl-tests-style summary, the run directory's state.
 
-Bandwidth (nccl-tests doc/PERFORMANCE.md): for an all-reduce of S bytes that
-took t seconds on n ranks, algbw = S / t and busbw = algbw * 2(n-1)/n. Here
-both are in bit/s. ``busbw_ratio`` = busbw / (host link rate x payload
+Bandwidth (nccl-tests doc/PERFORMANCE.md): for a collective of S bytes that
+took t seconds on n ranks, algbw = S / t and busbw = algbw x the factor of
+its algorithm (``busbw_factor``; all-reduce 2(n-1)/n, all-gather (n-1)/n, ...:
+traffic.collectives). Here both are in bit/s. ``busbw_ratio`` = busbw / (host link rate x payload
 efficiency), where payload efficiency = payload bytes / frame bytes of a full
 data packet (Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + payload + ICRC 4; the
 emulated links carry no preamble, FCS or inter-frame gap): 1.0 means the ring
@@ -47,26 +48,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from traffic import collectives
+
 #: (percentile, column, fewest samples for which it is reported)
 PERCENTILES = ((50.0, "p50_us", 1), (99.0, "p99_us", 100), (99.9, "p999_us", 1000))
 PERCENTILE_METHOD = "nearest-rank (Hyndman & Fan 1996 def. 1, numpy method='inverted_cdf')"
 INCOMPLETE_FILE = "INCOMPLETE"
 
-OPS_COLUMNS = ["op_id", "size_bytes", "iteration", "warmup", "layer", "collective", "group", "group_size",
-               "n_groups", "t_start_ns", "t_end_ns", "time_us",
-               "time_rank_avg_us", "algbw_bps", "busbw_bps", "busbw_rank_avg_bps"]
+OPS_COLUMNS = ["op_id", "size_bytes", "iteration", "warmup", "layer", "collective", "algorithm", "group",
+               "group_size", "n_groups", "t_start_ns", "t_end_ns", "time_us",
+               "time_rank_avg_us", "algbw_bps", "busbw_factor", "busbw_bps", "busbw_rank_avg_bps"]
 SIZES_COLUMNS = ["size_bytes", "group_size", "time_us", "algbw_bps", "busbw_bps", "busbw_ratio", "time_rank_avg_us",
-                 "busbw_rank_avg_bps", "count"] + [c for _, c, _ in PERCENTILES]
-
-
-def allreduce_busbw_factor(n_ranks: int) -> float:
-    """nccl-tests bus bandwidth factor for all-reduce: 2(n-1)/n (doc/PERFORMANCE.md).
-
-    Raises ValueError when ``n_ranks < 1``.
-    """
-    if n_ranks < 1:
-        raise ValueError(f"n_ranks={n_ranks}: need at least 1 rank")
-    return 2.0 * (n_ranks - 1) / n_ranks
+                 "busbw_rank_avg_bps", "count"] + [c for _, c, _ in PERCENTILES] + \
+    ["collective", "algorithm", "busbw_factor"]
 
 
 def percentile_us(values, q: float, min_samples: int = 1) -> float:
@@ -88,9 +82,10 @@ def ops_table(rank_rows: list[dict], op_meta: dict[int, dict], n_ranks: int) -> 
 
     ``rank_rows``: every rank's op_done record (op_id, rank, t_start_ns,
     t_end_ns); ``op_meta[op_id]``: size_bytes, iteration, warmup, layer, and
-    (testbed.plan.PlannedOp.meta) collective, group, group_size, n_groups.
-    busbw's factor 2(g-1)/g uses ``group_size`` g, the ranks of each
-    concurrent ring (a SimAI TP or DP group), else ``n_ranks``.
+    (testbed.plan.PlannedOp.meta) collective, algorithm, group, group_size,
+    n_groups (defaults: allreduce, ring, all, ``n_ranks``, 1). busbw's factor
+    is the algorithm's for ``group_size`` g, the ranks of each concurrent
+    group (a SimAI TP or DP group).
     ``t_start_ns``/``t_end_ns``: first rank's start, last rank's end (Unix ns);
     ``time_us`` is their difference; ``time_rank_avg_us`` the mean over ranks
     of each rank's own end minus start. Operations without rank records are
@@ -102,10 +97,13 @@ def ops_table(rank_rows: list[dict], op_meta: dict[int, dict], n_ranks: int) -> 
     df["rank_time_ns"] = df["t_end_ns"] - df["t_start_ns"]
     g = df.groupby("op_id").agg(t_start_ns=("t_start_ns", "min"), t_end_ns=("t_end_ns", "max"),
                                 rank_time_ns=("rank_time_ns", "mean")).reset_index()
-    meta = pd.DataFrame([{"op_id": k, "layer": "", "collective": "allreduce", "group": "all",
+    meta = pd.DataFrame([{"op_id": k, "layer": "", "collective": collectives.DEFAULT_COLLECTIVE,
+                          "algorithm": collectives.DEFAULT_ALGORITHM, "group": "all",
                           "group_size": n_ranks, "n_groups": 1, **v} for k, v in op_meta.items()])
     out = meta.merge(g, on="op_id")
-    factor = out["group_size"].map(allreduce_busbw_factor)
+    out["busbw_factor"] = [collectives.busbw_factor(c, a, int(n)) for c, a, n in
+                           zip(out["collective"], out["algorithm"], out["group_size"])]
+    factor = out["busbw_factor"]
     out["time_us"] = (out["t_end_ns"] - out["t_start_ns"]) / 1e3
     out["time_rank_avg_us"] = out["rank_time_ns"] / 1e3
     out["algbw_bps"] = out["size_bytes"] * 8 / (out["time_us"] / 1e6)
@@ -115,11 +113,12 @@ def ops_table(rank_rows: list[dict], op_meta: dict[int, dict], n_ranks: int) -> 
 
 
 def size_table(ops: pd.DataFrame, n_ranks: int, goodput_bps: float) -> pd.DataFrame:
-    """nccl-tests-style table per size and group size over the timed (non-warmup) operations.
+    """nccl-tests-style table per collective, algorithm, size and group size over the timed operations.
 
-    Columns :data:`SIZES_COLUMNS`; ops of one size over rings of different
-    sizes (``group_size``, default ``n_ranks``) are separate rows, each with
-    busbw factor 2(g-1)/g.
+    Columns :data:`SIZES_COLUMNS`; ops of one size over groups of different
+    sizes (``group_size``, default ``n_ranks``) or by different algorithms are
+    separate rows, each with its algorithm's busbw factor for g ranks
+    (``busbw_factor``).
 
     ``time_us`` and ``time_rank_avg_us`` are means over the operations (as
     nccl-tests averages its iterations); algbw/busbw come from those means;
@@ -127,18 +126,21 @@ def size_table(ops: pd.DataFrame, n_ranks: int, goodput_bps: float) -> pd.DataFr
     percentiles' sample count); p50/p99/p99.9 as in the module docstring.
     """
     timed = ops[~ops["warmup"].astype(bool)] if len(ops) else ops
-    if "group_size" not in timed.columns:
-        timed = timed.assign(group_size=n_ranks)
+    defaults = {"group_size": n_ranks, "collective": collectives.DEFAULT_COLLECTIVE,
+                "algorithm": collectives.DEFAULT_ALGORITHM}
+    timed = timed.assign(**{k: v for k, v in defaults.items() if k not in timed.columns})
     rows = []
-    for (size, group_size), g in timed.groupby(["size_bytes", "group_size"]):
-        factor = allreduce_busbw_factor(int(group_size))
+    for (collective, algorithm, size, group_size), g in timed.groupby(["collective", "algorithm", "size_bytes",
+                                                                        "group_size"]):
+        factor = collectives.busbw_factor(collective, algorithm, int(group_size))
         t = g["time_us"].to_numpy(dtype=float)
         mean_us, rank_avg_us = float(t.mean()), float(g["time_rank_avg_us"].mean())
         algbw = size * 8 / (mean_us / 1e6)
         row = {"size_bytes": int(size), "group_size": int(group_size), "time_us": mean_us, "algbw_bps": algbw,
                "busbw_bps": algbw * factor,
                "busbw_ratio": algbw * factor / goodput_bps, "time_rank_avg_us": rank_avg_us,
-               "busbw_rank_avg_bps": size * 8 / (rank_avg_us / 1e6) * factor, "count": len(t)}
+               "busbw_rank_avg_bps": size * 8 / (rank_avg_us / 1e6) * factor, "count": len(t),
+               "collective": collective, "algorithm": algorithm, "busbw_factor": factor}
         for q, col, need in PERCENTILES:
             row[col] = percentile_us(t, q, need)
         rows.append(row)
@@ -149,7 +151,8 @@ def size_rows_json(sizes: pd.DataFrame) -> list[dict]:
     """``sizes`` as summary.json rows: same keys as sizes.csv, ints for size_bytes/count, null for NaN."""
     out = []
     for row in sizes.to_dict("records"):
-        out.append({k: (int(v) if k in ("size_bytes", "group_size", "count") else (None if math.isnan(v) else float(v)))
+        out.append({k: (int(v) if k in ("size_bytes", "group_size", "count") else
+                        v if isinstance(v, str) else None if math.isnan(v) else float(v))
                     for k, v in row.items()})
     return out
 

@@ -1,15 +1,17 @@
 """How long a run will take, known before anything is built; the cap on it.
 
-The estimate adds, for every planned operation, the time of a ring
-all-reduce at the bottleneck link rate plus a fixed per-operation overhead,
-and a fixed setup-and-teardown time for the whole run:
+The estimate adds, for every planned operation, the time its collective
+needs at the bottleneck link rate plus a fixed per-operation overhead, and a
+fixed setup-and-teardown time for the whole run:
 
-    op_s   = 2 (n - 1) / n * S * 8 / (link_bps * payload_efficiency) + OP_OVERHEAD_S
+    op_s   = F(n) * S * 8 / (link_bps * payload_efficiency) + OP_OVERHEAD_S
     run_s  = SETUP_S + sum(op_s)
 
-``2 (n - 1) / n * S`` is the data each rank sends in a ring all-reduce of S
-bytes over n ranks (reduce-scatter then all-gather: Patarasuk and Yuan, JPDC
-2009; the nccl-tests busbw factor); ``payload_efficiency`` is payload / frame
+F(n) is the op's busbw factor (nccl-tests: busbw = algbw x F(n), the rate each
+rank's link carries in a bandwidth-optimal algorithm), so ``F(n) * S`` is the
+data each rank sends: 2 (n - 1) / n * S in a ring all-reduce of S bytes over n
+ranks (reduce-scatter then all-gather: Patarasuk and Yuan, JPDC 2009), the
+default for mappings without collective and algorithm; ``payload_efficiency`` is payload / frame
 bytes of a full data packet (:func:`traffic.transport.payload_efficiency`);
 ``link_bps`` is the host link rate, or the fabric link rate when that is
 slower and the ring crosses leaves (one queue pair takes one path). n is the
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
+from traffic import collectives
 from traffic.transport import payload_efficiency
 
 #: fabric build, controller, agents, teardown and results (quickstart on 2 cores: 8 s measured)
@@ -38,14 +41,18 @@ class DurationError(ValueError):
     """The estimated run time exceeds the allowed maximum; the message names the keys that scale it."""
 
 
-def ring_allreduce_s(size_bytes: int, n_ranks: int, link_bps: float, payload_bytes: int) -> float:
-    """Seconds a ring all-reduce of ``size_bytes`` over ``n_ranks`` needs at ``link_bps``.
+def collective_s(size_bytes: int, n_ranks: int, link_bps: float, payload_bytes: int,
+                 collective: str = collectives.DEFAULT_COLLECTIVE,
+                 algorithm: str = collectives.DEFAULT_ALGORITHM) -> float:
+    """Seconds a collective of ``size_bytes`` over ``n_ranks`` needs at ``link_bps`` (module formula).
 
-    Raises ValueError when ``n_ranks < 2`` or ``link_bps <= 0``.
+    Raises ValueError when ``n_ranks < 2`` or ``link_bps <= 0``, UnknownAlgorithm
+    (a ValueError) for an unregistered collective/algorithm.
     """
     if n_ranks < 2 or not link_bps > 0:
         raise ValueError(f"n_ranks = {n_ranks} (needs >= 2), link_bps = {link_bps} (needs > 0)")
-    return 2 * (n_ranks - 1) / n_ranks * size_bytes * 8 / (link_bps * payload_efficiency(payload_bytes))
+    factor = collectives.busbw_factor(collective, algorithm, n_ranks)
+    return factor * size_bytes * 8 / (link_bps * payload_efficiency(payload_bytes))
 
 
 def estimate_run_s(ops: Iterable[Mapping], n_hosts: int, host_link_bps: float, fabric_link_bps: float,
@@ -54,8 +61,8 @@ def estimate_run_s(ops: Iterable[Mapping], n_hosts: int, host_link_bps: float, f
 
     Args:
         ops: the op plan (:func:`testbed.runner.workload_ops`: testbed.plan.PlannedOp,
-            whose ``group_size`` is the ranks of each of its rings), or mappings with
-            ``size_bytes`` and optionally ``group_size``.
+            whose ``group_size`` is the ranks of each of its groups), or mappings with
+            ``size_bytes`` and optionally ``group_size``, ``collective``, ``algorithm``.
         n_hosts: ranks when an op names no group size.
         host_link_bps, fabric_link_bps: link rates, bit/s.
         hosts_per_leaf: a group larger than this crosses leaves and runs at
@@ -67,7 +74,9 @@ def estimate_run_s(ops: Iterable[Mapping], n_hosts: int, host_link_bps: float, f
         op = op.meta() if hasattr(op, "meta") else op
         n = int(op.get("group_size") or n_hosts)
         link = host_link_bps if n <= hosts_per_leaf else min(host_link_bps, fabric_link_bps)
-        total += ring_allreduce_s(int(op["size_bytes"]), n, link, payload_bytes) + OP_OVERHEAD_S
+        total += collective_s(int(op["size_bytes"]), n, link, payload_bytes,
+                              op.get("collective", collectives.DEFAULT_COLLECTIVE),
+                              op.get("algorithm", collectives.DEFAULT_ALGORITHM)) + OP_OVERHEAD_S
     return total
 
 

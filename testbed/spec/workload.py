@@ -7,6 +7,7 @@ from pydantic import BeforeValidator, Field, model_validator
 from typing_extensions import Annotated
 
 from testbed.spec.units import SizeBytes, Count, _Spec, _off
+from traffic import collectives
 
 
 class SizeSweep(_Spec):
@@ -31,15 +32,16 @@ class SizeSweep(_Spec):
 
 
 class SimaiSpec(_Spec):
-    """Replay of a SimAI/AICB workload file (its ALLREDUCE entries).
+    """Replay of a SimAI/AICB workload file (its entries that ``workload.algorithm`` can run).
 
     ``size_scale`` multiplies every message size (time dilation: scale sizes by
     the same factor as link rates); ``time_unit`` is the unit of the file's
     compute times, which the format does not state (SimAI's ns-3 backend reads
     them as nanoseconds, hence the default). Each ALLREDUCE entry runs as
     concurrent ring all-reduces, one per group of its scope (TP, DP, EP, DP_EP
-    in SimAI's rank layout, rank r on host r); the file's ``all_gpus`` must
-    equal the fabric's host count. Other collectives, size-0 entries and
+    in SimAI's rank layout, rank r on host r), by ``workload.algorithm``; the
+    file's ``all_gpus`` must equal the fabric's host count. Entries of a
+    collective without that algorithm, size-0 entries and
     one-rank groups are skipped with a note (testbed.plan); compute times are
     read exactly but not replayed as gaps. The file is read and checked when
     the scenario is loaded, before anything touches the kernel.
@@ -52,10 +54,15 @@ class SimaiSpec(_Spec):
 
 
 class WorkloadSpec(_Spec):
-    """What the hosts run: a ring all-reduce size sweep or a SimAI replay."""
+    """What the hosts run: a size sweep of one collective, or a SimAI replay.
 
-    collective: Literal["allreduce"] = "allreduce"
-    algorithm: Literal["ring"] = "ring"
+    ``collective`` and ``algorithm``: a registered pair (traffic.collectives.ALGORITHMS;
+    default ring all-reduce). A SimAI replay takes each entry's collective from the
+    file (its type) and runs it by ``algorithm``; ``collective`` is then refused.
+    """
+
+    collective: str = collectives.DEFAULT_COLLECTIVE
+    algorithm: str = collectives.DEFAULT_ALGORITHM
     sizes: Optional[SizeSweep] = None
     simai: Optional[SimaiSpec] = None
     iterations: Count = Field(5, ge=1, le=10_000)
@@ -68,4 +75,19 @@ class WorkloadSpec(_Spec):
     def _one_source(self) -> "WorkloadSpec":
         if (self.sizes is None) == (self.simai is None):
             raise ValueError("workload needs exactly one of workload.sizes or workload.simai")
+        if self.simai is not None:
+            if "collective" in self.model_fields_set:
+                raise ValueError(f"workload.collective = {self.collective!r} applies to a size sweep "
+                                 "(workload.sizes); a SimAI replay takes each entry's collective from the file: "
+                                 "leave it out")
+            if not any(a == self.algorithm for _, a in collectives.ALGORITHMS):
+                raise ValueError(f"workload.algorithm = {self.algorithm!r} is not registered for any collective: "
+                                 f"allowed {', '.join(sorted({a for _, a in collectives.ALGORITHMS}))}")
+            return self
+        if self.collective not in collectives.collectives():
+            raise ValueError(f"workload.collective = {self.collective!r} has no registered algorithm: allowed "
+                             f"{', '.join(collectives.collectives())}")
+        if (self.collective, self.algorithm) not in collectives.ALGORITHMS:
+            raise ValueError(f"workload.algorithm = {self.algorithm!r} is not registered for workload.collective "
+                             f"{self.collective!r}: allowed {', '.join(collectives.names(self.collective))}")
         return self
