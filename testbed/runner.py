@@ -19,6 +19,7 @@ finished and a summary.json with ``"complete": false``.
 """
 from __future__ import annotations
 
+from dataclasses import asdict
 import logging
 import platform
 import signal
@@ -39,7 +40,7 @@ from testbed.spec import estimate
 from testbed.measure import fidelity
 from testbed.results import tables as results
 from testbed.measure import timing
-from testbed.emulation.agents import AgentGroup
+from testbed.emulation.agents import AgentGroup, transport_params
 from testbed.emulation.controller_supervisor import verdict_line as controller_verdict_line
 from testbed.measure.verdict import FAILED, PASSED
 from testbed.emulation.fabric import Fabric
@@ -196,8 +197,7 @@ def _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
                             "kernel module; allowed here: auto, user")
     n = spec.fabric.n_hosts
     rto_us = auto_rto_us(spec) if spec.transport.rto_us == "auto" else spec.transport.rto_us
-    transport = {"payload_bytes": spec.transport.payload_bytes, "window_pkts": spec.transport.window_pkts,
-                 "ack_every_pkts": spec.transport.ack_every_pkts, "rto_us": rto_us}
+    transport = transport_params(spec, rto_us)
     send_buffer = fidelity.check_run_send_buffer(spec, datapath)
     run_dir.mkdir(parents=True)
     results.mark_incomplete(run_dir, "running (still here after the run ended: it was killed before it could "
@@ -210,7 +210,7 @@ def _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
         "capabilities": caps.as_dict(), "backends": {"datapath": datapath, "ecn_marker": caps.ecn_marker,
                                                      "delay": caps.delay},
         "scale_factor": spec.scale_factor, "reference_link_bps": spec.reference_link_bps,
-        "seed": spec.seed, "transport": transport, "payload_efficiency": efficiency,
+        "seed": spec.seed, "transport": asdict(transport), "payload_efficiency": efficiency,
         "rto": {"source": "auto" if spec.transport.rto_us == "auto" else "transport.rto_us",
                 **(rto_basis(spec) if spec.transport.rto_us == "auto" else {"rto_us": rto_us}),
                 "text": describe_rto(spec)},
@@ -254,7 +254,7 @@ def _run_locked(spec, scenario_path, run_id, run_dir, ops_plan, progress, quiet)
                             if k + 1 == len(ops_plan):  # every collective is done: finish measuring, then stop
                                 signals.defer()
                                 rec.phase = "the final measurements"
-                            t_us = (max(r["t_end_ns"] for r in recs) - min(r["t_start_ns"] for r in recs)) / 1e3
+                            t_us = (max(r.t_end_ns for r in recs) - min(r.t_start_ns for r in recs)) / 1e3
                             last = k + 1 == len(ops_plan) or ops_plan[k + 1].size_bytes != size
                             progress.op(k + 1, size, size * 8 / (t_us / 1e6) * factor, last)
                         time.sleep(0.2)  # let the last ACKs land before counting
@@ -290,7 +290,7 @@ class _Recording:
         self.fab = self.sampler = self.cpu = self.departures = None
         self.rank_rows: list[dict] = []
         self.op_meta: dict[int, dict] = {}
-        self.stats: list[dict] = []
+        self.stats: list = []  # traffic.protocol.Stats, one per agent
 
 
 def _what_stopped(e: BaseException) -> str:
@@ -386,7 +386,7 @@ def _write_results_now(spec, run_dir, n, goodput_bps, efficiency, rank_rows, op_
 
     # switch queue drops from the queue counters read before and after the traffic, not from sampler rows
     switch_drops = fidelity.queue_drops_delta(drops_before, drops_after)
-    t = fidelity.transport_totals(qps, [st["rx_pkts"] for st in stats], switch_drops, transport["window_pkts"])
+    t = fidelity.transport_totals(qps, [st.rx_pkts for st in stats], switch_drops, transport.window_pkts)
     req = qps[qps["role"] == "requester"]
     # one row per host NIC: bytes of all its QPs over the longest time one of them had work
     # (an approximation when several QPs of a host overlap only partly)

@@ -220,14 +220,14 @@ def test_send_error_stops_the_qp_within_a_second_naming_qp_peer_and_errno():
 def test_agent_reports_a_send_error_at_once(capsys):
     """The agent tells the testbed (one ``error`` event on stdout) as soon as a QP's send fails,
     without waiting for the collective's timeout: the testbed then stops the run."""
-    import json
     import time
 
     from traffic.agent import Agent
+    from traffic.protocol import AgentConfig, ErrorEvent, RankAddress, decode
 
-    cfg = {"rank": 0, "seed": 1, "peers": [1],
-           "ranks": [{"rank": 0, "ip": "127.0.0.1"}, {"rank": 1, "ip": "255.255.255.255"}],
-           "transport": {"payload_bytes": 1024, "window_pkts": 4, "ack_every_pkts": 1, "rto_us": 20_000}}
+    cfg = AgentConfig(rank=0, seed=1, peers=[1],
+                      ranks=[RankAddress(0, "127.0.0.1", "h1"), RankAddress(1, "255.255.255.255", "h2")],
+                      transport=TransportParams(payload_bytes=1024, window_pkts=4, ack_every_pkts=1, rto_us=20_000))
     agent = Agent(cfg)
     try:
         t0 = time.monotonic()
@@ -235,10 +235,10 @@ def test_agent_reports_a_send_error_at_once(capsys):
         events = []
         while time.monotonic() - t0 < 1.0 and not events:
             time.sleep(0.01)
-            events = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
+            events = [decode(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
         assert events, "no error event within 1 s"
         ev = events[0]
-        assert ev["event"] == "error"
-        assert ev["error"].startswith("rank 0: QP 0x10001 -> 255.255.255.255:4791") and "EACCES" in ev["error"]
+        assert isinstance(ev, ErrorEvent)
+        assert ev.error.startswith("rank 0: QP 0x10001 -> 255.255.255.255:4791") and "EACCES" in ev.error
     finally:
         agent.close()
