@@ -9,9 +9,11 @@ from traffic.transport import PSN_MASK, Endpoint, RequesterQP, ResponderQP, Tran
 from traffic.wire import unpack_bth
 
 
-def _pair(params, a="127.0.0.1", b="127.0.0.2", sport=50000):
+def _pair(params, a="127.0.0.1", b="127.0.0.2", sport=50000, cc=None):
+    """Endpoints at ``a`` and ``b``, a requester QP at a (congestion control ``cc``, default
+    ``params.congestion_control``) and its responder at b, receive threads started."""
     ep_a, ep_b = Endpoint(a), Endpoint(b)
-    req = RequesterQP(0x10001, 0x20000, a, b, sport, params)
+    req = RequesterQP(0x10001, 0x20000, a, b, sport, params, cc=cc)
     resp = ResponderQP(0x20000, 0x10001, b, a, sport + 1, params)
     ep_a.requesters[req.qpn] = req
     ep_b.responders[resp.qpn] = resp

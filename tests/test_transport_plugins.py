@@ -6,10 +6,12 @@ import time
 
 import pytest
 
-from traffic.transport import Endpoint, RequesterQP, ResponderQP, TransportParams
+from traffic.transport import Endpoint, RequesterQP, TransportParams
 from traffic.transport.cc import CONGESTION_CONTROLS, CongestionControl, NoCongestionControl, congestion_control
 from traffic.transport.entropy import ENTROPY_POLICIES, PerFlow, QpEntropy, entropy_policy
 from traffic.wire import CnpPacketBuilder
+
+from test_transport import _pair
 
 
 def test_registries_hold_todays_policies():
@@ -20,9 +22,9 @@ def test_registries_hold_todays_policies():
 
 
 def test_unknown_names_list_the_registered_ones():
-    with pytest.raises(ValueError, match=r"transport.congestion_control: unknown 'dcqcn'; registered: none"):
+    with pytest.raises(ValueError, match=r"transport.congestion_control: unknown congestion control 'dcqcn'; registered: none"):
         congestion_control("dcqcn", 10e6, 1024)
-    with pytest.raises(ValueError, match=r"transport.entropy: unknown 'spray'; registered: per_flow"):
+    with pytest.raises(ValueError, match=r"transport.entropy: unknown entropy policy 'spray'; registered: per_flow"):
         entropy_policy("spray", 1, 0)
     with pytest.raises(ValueError, match="line_rate_bps=0: must be > 0"):
         congestion_control("none", 0, 1024)
@@ -69,21 +71,10 @@ class Recording(CongestionControl):
         return self.next_ns if self.pace_bps else now_ns
 
 
-def _pair(params, cc, a="127.0.0.1", b="127.0.0.2", sport=50100):
-    ep_a, ep_b = Endpoint(a), Endpoint(b)
-    req = RequesterQP(0x10001, 0x20000, a, b, sport, params, cc=cc)
-    resp = ResponderQP(0x20000, 0x10001, b, a, sport + 1, params)
-    ep_a.requesters[req.qpn] = req
-    ep_b.responders[resp.qpn] = resp
-    ep_a.start()
-    ep_b.start()
-    return ep_a, ep_b, req, resp
-
-
 def test_hooks_see_every_send_and_every_acked_byte():
     params = TransportParams(payload_bytes=1024, window_pkts=32, ack_every_pkts=4, rto_us=5_000_000)
     cc = Recording(10e6, 1024)
-    ep_a, ep_b, req, resp = _pair(params, cc)
+    ep_a, ep_b, req, resp = _pair(params, cc=cc)
     try:
         sizes = [1, 1000, 5000, 64 * 1024, 100_003]
         seqs = [req.post_send(s) for s in sizes]
@@ -101,7 +92,7 @@ def test_hooks_see_every_send_and_every_acked_byte():
 def test_a_cnp_reaches_the_requester_qp_and_its_cc():
     params = TransportParams(rto_us=5_000_000)
     cc = Recording(10e6, 1024)
-    ep_a, ep_b, req, resp = _pair(params, cc, sport=50110)
+    ep_a, ep_b, req, resp = _pair(params, cc=cc, sport=50110)
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
         s.bind(("127.0.0.2", 0))
@@ -146,7 +137,7 @@ def test_the_pacing_decision_holds_packets_back():
     times = {}
     for label, pace_bps, sport in (("none", None, 50130), ("paced", 4e6, 50140)):
         cc = Recording(10e6, 1024, pace_bps=pace_bps)
-        ep_a, ep_b, req, resp = _pair(params, cc, sport=sport)
+        ep_a, ep_b, req, resp = _pair(params, cc=cc, sport=sport)
         try:
             t0 = time.monotonic()
             assert req.wait_acked(req.post_send(size), timeout_s=20)

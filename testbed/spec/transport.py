@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Literal, Union
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 from typing_extensions import Annotated
 
 from testbed.spec.units import Count, _Spec
@@ -30,20 +30,15 @@ class TransportSpec(_Spec):
     congestion_control: str = "none"
     entropy: str = "per_flow"
 
-    @field_validator("congestion_control")
+    @field_validator("congestion_control", "entropy")
     @classmethod
-    def _registered_cc(cls, v: str) -> str:
+    def _registered(cls, v: str, info: ValidationInfo) -> str:
+        from traffic.registry import pick
         from traffic.transport.cc import CONGESTION_CONTROLS
-        if v not in CONGESTION_CONTROLS:
-            raise ValueError(f"unknown congestion control {v!r}; registered: {', '.join(sorted(CONGESTION_CONTROLS))}")
-        return v
-
-    @field_validator("entropy")
-    @classmethod
-    def _registered_entropy(cls, v: str) -> str:
         from traffic.transport.entropy import ENTROPY_POLICIES
-        if v not in ENTROPY_POLICIES:
-            raise ValueError(f"unknown entropy policy {v!r}; registered: {', '.join(sorted(ENTROPY_POLICIES))}")
+        registry, what = {"congestion_control": (CONGESTION_CONTROLS, "congestion control"),
+                          "entropy": (ENTROPY_POLICIES, "entropy policy")}[info.field_name]
+        pick(registry, v, what)
         return v
 
     @model_validator(mode="after")

@@ -18,6 +18,8 @@ from __future__ import annotations
 import random
 from typing import ClassVar
 
+from traffic.registry import pick
+
 EPHEMERAL_FIRST_PORT, EPHEMERAL_LAST_PORT = 49152, 65535
 
 
@@ -67,9 +69,4 @@ ENTROPY_POLICIES: dict[str, type[EntropyPolicy]] = {PerFlow.name: PerFlow}
 
 def entropy_policy(name: str, seed: int, rank: int) -> EntropyPolicy:
     """The policy ``name`` for one host. Raises ValueError naming the registered names."""
-    try:
-        cls = ENTROPY_POLICIES[name]
-    except KeyError:
-        raise ValueError(f"transport.entropy: unknown {name!r}; registered: "
-                         f"{', '.join(sorted(ENTROPY_POLICIES))}") from None
-    return cls(seed, rank)
+    return pick(ENTROPY_POLICIES, name, "entropy policy", "transport.entropy")(seed, rank)

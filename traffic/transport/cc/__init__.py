@@ -6,6 +6,7 @@ and the pacing decision ``next_send_ns``) and add it to :data:`CONGESTION_CONTRO
 """
 from __future__ import annotations
 
+from traffic.registry import pick
 from traffic.transport.cc.base import CongestionControl
 from traffic.transport.cc.none import NoCongestionControl
 
@@ -17,11 +18,7 @@ CONGESTION_CONTROLS: dict[str, type[CongestionControl]] = {
 
 def congestion_control(name: str, line_rate_bps: float, payload_bytes: int) -> CongestionControl:
     """A new controller of kind ``name`` for one QP. Raises ValueError naming the registered names."""
-    try:
-        cls = CONGESTION_CONTROLS[name]
-    except KeyError:
-        raise ValueError(f"transport.congestion_control: unknown {name!r}; registered: "
-                         f"{', '.join(sorted(CONGESTION_CONTROLS))}") from None
+    cls = pick(CONGESTION_CONTROLS, name, "congestion control", "transport.congestion_control")
     return cls(line_rate_bps, payload_bytes)
 
 
