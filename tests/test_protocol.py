@@ -131,3 +131,19 @@ def test_float_field_takes_an_int_and_stays_float():
 def test_encode_refuses_what_is_no_message():
     with pytest.raises(ProtocolError, match="dict is not a protocol message"):
         encode({"cmd": "exit"})
+
+
+def test_the_runner_builds_the_agents_transport_params_from_the_spec():
+    from testbed.emulation.agents import transport_params
+    from testbed.spec.scenario import parse_scenario
+
+    spec = parse_scenario({"fabric": {"host_link_bps": "20M", "mtu_bytes": 9000},
+                           "transport": {"payload_bytes": 4096, "window_pkts": 16, "ack_every_pkts": 4,
+                                         "congestion_control": "none", "entropy": "per_flow"},
+                           "workload": {"sizes": {"min_bytes": "64KiB", "max_bytes": "64KiB"}}})
+    p = transport_params(spec, 493_849)
+    assert p == TransportParams(payload_bytes=4096, window_pkts=16, ack_every_pkts=4, rto_us=493_849,
+                                sndbuf_bytes=16 * 1024, line_rate_bps=20e6, congestion_control="none",
+                                entropy="per_flow")
+    cfg = AgentConfig(rank=0, ranks=[RankAddress(0, "10.0.0.1", "h1")], peers=[], seed=1, transport=p)
+    assert decode(encode(cfg)).transport == p
