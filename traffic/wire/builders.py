@@ -1,7 +1,6 @@
 """Prebuilt RoCEv2 packets (data, ACK/NAK, CNP): one buffer per flow, headers and ICRC prefix computed once."""
 from __future__ import annotations
 
-import operator
 import struct
 import zlib
 

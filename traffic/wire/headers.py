@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import operator
 import struct
-import zlib
 from enum import IntEnum
 from typing import NamedTuple, Optional, Tuple, Union
 
