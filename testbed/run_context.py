@@ -13,7 +13,7 @@ from typing import Optional
 
 from testbed.plan import PlannedOp
 from testbed.spec.scenario import ScenarioSpec
-from traffic.transport import payload_efficiency
+from traffic.transport import TransportParams, payload_efficiency
 
 
 @dataclass(frozen=True)
@@ -27,8 +27,8 @@ class RunContext:
     progress lines; started_utc: ``YYYYmmddTHHMMSSZ``.
 
     Set by the probe step (:meth:`probed`): datapath (``user`` or
-    ``kernel``), transport (the parameters the agents get: payload_bytes,
-    window_pkts, ack_every_pkts, rto_us), send_buffer (Open vSwitch's send
+    ``kernel``), transport (the agents' traffic.transport.TransportParams,
+    testbed.emulation.agents.transport_params), send_buffer (Open vSwitch's send
     socket check, testbed.measure.send_buffer.check_run_send_buffer).
     controller: the manifest's controller block (framework, its version,
     load-balancing policy, settings file), set before the probe.
@@ -42,7 +42,7 @@ class RunContext:
     quiet: bool = False
     started_utc: str = ""
     datapath: str = ""
-    transport: dict = field(default_factory=dict)
+    transport: Optional[TransportParams] = None
     send_buffer: dict = field(default_factory=dict)
     controller: dict = field(default_factory=dict)
 
@@ -55,7 +55,7 @@ class RunContext:
         return cls(spec=spec, run_id=run_id, run_dir=run_dir, scenario_path=scenario_path,
                    ops_plan=tuple(ops_plan), quiet=quiet, started_utc=stamp)
 
-    def probed(self, datapath: str, transport: dict, send_buffer: dict) -> "RunContext":
+    def probed(self, datapath: str, transport: TransportParams, send_buffer: dict) -> "RunContext":
         """This context with the probe step's findings."""
         return replace(self, datapath=datapath, transport=transport, send_buffer=send_buffer)
 

@@ -53,7 +53,7 @@ from testbed.measure.cpu import CpuIdleMonitor
 from testbed.measure.drops import DropSnapshot
 from testbed.measure.send_buffer import RunRefused, check_run_send_buffer
 from testbed.measure.telemetry import QdiscSampler
-from testbed.emulation.agents import AgentGroup
+from testbed.emulation.agents import AgentGroup, transport_params
 from testbed.emulation import controller_proc
 from testbed.emulation.fabric import Fabric
 from testbed.naming import new_run_id
@@ -107,8 +107,7 @@ def _probe(ctx: RunContext) -> tuple[RunContext, "capabilities.Capabilities"]:
     if datapath == "kernel" and caps.datapath != "kernel":
         raise ScenarioError("fabric.datapath: 'kernel' asked for, but this machine has no openvswitch "
                             "kernel module; allowed here: auto, user")
-    transport = {"payload_bytes": spec.transport.payload_bytes, "window_pkts": spec.transport.window_pkts,
-                 "ack_every_pkts": spec.transport.ack_every_pkts, "rto_us": run_rto_us(spec)}
+    transport = transport_params(spec, run_rto_us(spec))
     send_buffer = check_run_send_buffer(spec, datapath)
     return ctx.probed(datapath, transport, send_buffer), caps
 
@@ -180,7 +179,7 @@ def _run_workload(ctx: RunContext, agents: AgentGroup, rec: Recording, progress:
         if k + 1 == len(ops_plan):  # every collective is done: finish measuring, then stop
             signals.defer()
             rec.phase = "the final measurements"
-        t_us = (max(r["t_end_ns"] for r in recs) - min(r["t_start_ns"] for r in recs)) / 1e3
+        t_us = (max(r.t_end_ns for r in recs) - min(r.t_start_ns for r in recs)) / 1e3
         last = k + 1 == len(ops_plan) or ops_plan[k + 1].size_bytes != size
         progress.op(k + 1, size, size * 8 / (t_us / 1e6) * factor, last)
 

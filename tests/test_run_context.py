@@ -4,11 +4,12 @@ from pathlib import Path
 
 import pytest
 
+from testbed.emulation.agents import transport_params
 from testbed.host.capabilities import Capabilities, Feature
 from testbed.plan import plan_workload
 from testbed.results import manifest
 from testbed.run_context import Recording, RunContext
-from testbed.spec.rto import rto_basis
+from testbed.spec.rto import rto_basis, run_rto_us
 from testbed.spec.scenario import ScenarioError, load_scenario, parse_scenario
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.yaml"
@@ -19,8 +20,7 @@ CAPS = Capabilities(run_id="tb0001", kernel="6.1.0", features={"ovs": Feature(Tr
 def quickstart_ctx(tmp_path) -> RunContext:
     spec = load_scenario(QUICKSTART)
     ctx = RunContext.new(spec, QUICKSTART, tmp_path, "tb0001", plan_workload(spec).ops)
-    return ctx.probed("user", {"payload_bytes": 4096, "window_pkts": 16, "ack_every_pkts": 4, "rto_us": 506585},
-                      {"ok": True, "source": "socket"})
+    return ctx.probed("user", transport_params(spec, run_rto_us(spec)), {"ok": True, "source": "socket"})
 
 
 def test_context_names_the_run_directory_and_derives_goodput(tmp_path):
@@ -43,14 +43,18 @@ def test_manifest_records_backends_rto_and_rank_groups(tmp_path):
     assert m["rto"] == {"source": "auto", **rto_basis(ctx.spec), "text": m["rto"]["text"]}
     assert m["rto"]["rto_us"] == 506_585 and m["rto"]["text"].startswith("retransmission timeout 506.585 ms (auto")
     assert m["rank_groups"] == {"all": [list(range(8))]}
-    assert m["transport"] == ctx.transport and m["ovs_send_buffer"] == ctx.send_buffer
+    assert m["transport"] == {"payload_bytes": 4096, "window_pkts": 16, "ack_every_pkts": 4, "rto_us": 506_585,
+                              "sndbuf_bytes": 16384, "line_rate_bps": 10e6, "congestion_control": "none",
+                              "entropy": "per_flow"}
+    assert m["ovs_send_buffer"] == ctx.send_buffer
     assert m["scenario_path"] == str(QUICKSTART) and m["scenario"]["fabric"]["queue_backend"] == "htb_bfifo"
 
 
 def test_manifest_with_a_given_rto(tmp_path):
     spec = parse_scenario({"transport": {"rto_us": 20_000}, "workload": {"sizes": {"min_bytes": 65536,
                                                                                    "max_bytes": 65536}}})
-    ctx = RunContext.new(spec, None, tmp_path, "tb0002", plan_workload(spec).ops).probed("user", {}, {})
+    ctx = RunContext.new(spec, None, tmp_path, "tb0002", plan_workload(spec).ops).probed(
+        "user", transport_params(spec, run_rto_us(spec)), {})
     m = manifest.build(ctx, CAPS)
     assert m["rto"] == {"source": "transport.rto_us", "rto_us": 20_000,
                         "text": "retransmission timeout 20 ms (transport.rto_us)"}
@@ -60,6 +64,7 @@ def test_manifest_with_a_given_rto(tmp_path):
 def test_manifest_refuses_a_delay_this_kernel_cannot_add(tmp_path):
     spec = parse_scenario({"fabric": {"link_delay_us": 100},
                            "workload": {"sizes": {"min_bytes": 65536, "max_bytes": 65536}}})
-    ctx = RunContext.new(spec, None, tmp_path, "tb0003", plan_workload(spec).ops).probed("user", {}, {})
+    ctx = RunContext.new(spec, None, tmp_path, "tb0003", plan_workload(spec).ops).probed(
+        "user", transport_params(spec, run_rto_us(spec)), {})
     with pytest.raises(ScenarioError, match="link_delay_us"):
         manifest.build(ctx, CAPS)

@@ -492,20 +492,22 @@ def test_agents_run_concurrent_group_rings_over_loopback():
     from testbed.plan import PlannedOp
     from testbed.plan import plan_peers
     from traffic.agent import Agent
+    from traffic.protocol import AgentConfig, RankAddress, RunOp
+    from traffic.transport import TransportParams
     tp, dp = rank_groups("TP", 4, 2), rank_groups("DP", 4, 2)
     assert (tp, dp) == (((0, 1), (2, 3)), ((0, 2), (1, 3)))
     plan = [PlannedOp(10_000, 0, False, "l:fwd", group="TP", groups=tp),
             PlannedOp(10_001, 0, False, "l:wg", group="DP", groups=dp)]
     peers = plan_peers(plan)
-    ranks = [{"rank": r, "ip": f"127.79.0.{r + 1}"} for r in range(4)]
-    agents = [Agent({"rank": r, "ranks": ranks, "peers": peers[r], "seed": 1,
-                     "transport": {"payload_bytes": 1024, "window_pkts": 16, "ack_every_pkts": 4,
-                                   "rto_us": 50_000}}) for r in range(4)]
+    ranks = [RankAddress(r, f"127.79.0.{r + 1}", f"h{r + 1}") for r in range(4)]
+    agents = [Agent(AgentConfig(rank=r, ranks=ranks, peers=peers[r], seed=1,
+                                transport=TransportParams(payload_bytes=1024, window_pkts=16, ack_every_pkts=4,
+                                                          rto_us=50_000))) for r in range(4)]
     try:
         for k, op in enumerate(plan):
             out = [None] * 4
-            cmd = {"cmd": "op", "op_id": k, "collective": "allreduce", "algorithm": "ring",
-                   "size_bytes": op.size_bytes, "groups": [list(g) for g in op.groups], "timeout_s": 20}
+            cmd = RunOp(op_id=k, collective="allreduce", algorithm="ring", size_bytes=op.size_bytes,
+                        groups=[list(g) for g in op.groups], timeout_s=20.0)
             threads = [threading.Thread(target=lambda r=r: out.__setitem__(r, agents[r].run_op(cmd)))
                        for r in range(4)]
             for t in threads:
@@ -517,8 +519,8 @@ def test_agents_run_concurrent_group_rings_over_loopback():
             for r, rec in enumerate(out):
                 g = next(i for i, grp in enumerate(op.groups) if r in grp)
                 pos = op.groups[g].index(r)
-                assert (rec["group_index"], rec["group_size"]) == (g, 2)
-                assert rec["sent_bytes"] == half[pos] + half[(pos - 1) % 2]
+                assert (rec.group_index, rec.group_size) == (g, 2)
+                assert rec.sent_bytes == half[pos] + half[(pos - 1) % 2]
         # QPs used: TP neighbours carried op 0, DP neighbours op 1; no traffic between other pairs
         delivered = {(r, q): qp.counters.delivered_bytes for r, a in enumerate(agents)
                      for q, qp in a.recv_qp.items()}

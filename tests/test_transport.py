@@ -9,9 +9,11 @@ from traffic.transport import PSN_MASK, Endpoint, RequesterQP, ResponderQP, Tran
 from traffic.wire import unpack_bth
 
 
-def _pair(params, a="127.0.0.1", b="127.0.0.2", sport=50000):
+def _pair(params, a="127.0.0.1", b="127.0.0.2", sport=50000, cc=None):
+    """Endpoints at ``a`` and ``b``, a requester QP at a (congestion control ``cc``, default
+    ``params.congestion_control``) and its responder at b, receive threads started."""
     ep_a, ep_b = Endpoint(a), Endpoint(b)
-    req = RequesterQP(0x10001, 0x20000, a, b, sport, params)
+    req = RequesterQP(0x10001, 0x20000, a, b, sport, params, cc=cc)
     resp = ResponderQP(0x20000, 0x10001, b, a, sport + 1, params)
     ep_a.requesters[req.qpn] = req
     ep_b.responders[resp.qpn] = resp
@@ -220,14 +222,14 @@ def test_send_error_stops_the_qp_within_a_second_naming_qp_peer_and_errno():
 def test_agent_reports_a_send_error_at_once(capsys):
     """The agent tells the testbed (one ``error`` event on stdout) as soon as a QP's send fails,
     without waiting for the collective's timeout: the testbed then stops the run."""
-    import json
     import time
 
     from traffic.agent import Agent
+    from traffic.protocol import AgentConfig, ErrorEvent, RankAddress, decode
 
-    cfg = {"rank": 0, "seed": 1, "peers": [1],
-           "ranks": [{"rank": 0, "ip": "127.0.0.1"}, {"rank": 1, "ip": "255.255.255.255"}],
-           "transport": {"payload_bytes": 1024, "window_pkts": 4, "ack_every_pkts": 1, "rto_us": 20_000}}
+    cfg = AgentConfig(rank=0, seed=1, peers=[1],
+                      ranks=[RankAddress(0, "127.0.0.1", "h1"), RankAddress(1, "255.255.255.255", "h2")],
+                      transport=TransportParams(payload_bytes=1024, window_pkts=4, ack_every_pkts=1, rto_us=20_000))
     agent = Agent(cfg)
     try:
         t0 = time.monotonic()
@@ -235,10 +237,10 @@ def test_agent_reports_a_send_error_at_once(capsys):
         events = []
         while time.monotonic() - t0 < 1.0 and not events:
             time.sleep(0.01)
-            events = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
+            events = [decode(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
         assert events, "no error event within 1 s"
         ev = events[0]
-        assert ev["event"] == "error"
-        assert ev["error"].startswith("rank 0: QP 0x10001 -> 255.255.255.255:4791") and "EACCES" in ev["error"]
+        assert isinstance(ev, ErrorEvent)
+        assert ev.error.startswith("rank 0: QP 0x10001 -> 255.255.255.255:4791") and "EACCES" in ev.error
     finally:
         agent.close()

@@ -7,7 +7,6 @@ TP/DP/EP groups) runs one ring per group, all groups concurrently.
 """
 from __future__ import annotations
 
-import json
 import selectors
 import subprocess
 import sys
@@ -15,6 +14,22 @@ import time
 
 from testbed.emulation.fabric import Fabric
 from testbed.lifecycle import StartStop, raise_if_interrupted
+from traffic import protocol
+from traffic.protocol import AgentConfig, ErrorEvent, Exit, GetStats, OpDone, RankAddress, Ready, RunOp, Stats
+from traffic.transport import TransportParams
+
+
+def transport_params(spec, rto_us: int) -> TransportParams:
+    """The agents' TransportParams from a ScenarioSpec (the one place they are built).
+
+    ``rto_us``: the retransmission timeout, ``transport.rto_us`` or derived when that is ``auto``;
+    the line rate is ``fabric.host_link_bps``.
+    """
+    t = spec.transport
+    return TransportParams(payload_bytes=t.payload_bytes, window_pkts=t.window_pkts,
+                           ack_every_pkts=t.ack_every_pkts, rto_us=int(rto_us),
+                           line_rate_bps=float(spec.fabric.host_link_bps),
+                           congestion_control=t.congestion_control, entropy=t.entropy)
 
 
 class AgentError(RuntimeError):
@@ -25,10 +40,11 @@ class AgentGroup(StartStop):
     """Start, drive and stop the agents of a fabric's hosts.
 
     ``peers_of(rank) -> list[int]`` names the ranks each agent needs queue
-    pairs with; ``transport`` is the TransportParams mapping.
+    pairs with; ``transport``: every agent's TransportParams (:func:`transport_params`).
+    Messages are those of :mod:`traffic.protocol`.
     """
 
-    def __init__(self, fabric: Fabric, transport: dict, seed: int, peers_of):
+    def __init__(self, fabric: Fabric, transport: TransportParams, seed: int, peers_of):
         self.fabric = fabric
         self.transport = transport
         self.seed = seed
@@ -39,13 +55,13 @@ class AgentGroup(StartStop):
 
     def start(self, timeout_s: float = 30.0) -> None:
         layout = self.fabric.layout
-        ranks = [{"rank": h.rank, "ip": h.ip, "name": h.name} for h in layout.hosts]
+        ranks = [RankAddress(rank=h.rank, ip=h.ip, name=h.name) for h in layout.hosts]
         run_dir = self.fabric.run_dir
         for h in layout.hosts:
-            cfg = {"rank": h.rank, "ranks": ranks, "peers": self.peers_of(h.rank),
-                   "transport": self.transport, "seed": self.seed}
+            cfg = AgentConfig(rank=h.rank, ranks=ranks, peers=list(self.peers_of(h.rank)), seed=self.seed,
+                              transport=self.transport)
             cfg_path = run_dir / f"agent-{h.rank}.json"
-            cfg_path.write_text(json.dumps(cfg))
+            cfg_path.write_text(protocol.encode(cfg))
             log = open(run_dir / f"agent-{h.rank}.log", "wb")
             self._logs.append(log)
             node = self.fabric.net.get(h.name)
@@ -53,16 +69,18 @@ class AgentGroup(StartStop):
                             "--config", str(cfg_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                            stderr=log)
             self.procs.append(p)
-        self._collect("ready", timeout_s)
+        self._collect(Ready, timeout_s)
 
-    def _send_all(self, cmd: dict) -> None:
-        line = (json.dumps(cmd) + "\n").encode()
+    def _send_all(self, cmd) -> None:
+        line = protocol.encode(cmd).encode()
         for p in self.procs:
             p.stdin.write(line)
             p.stdin.flush()
 
-    def _collect(self, event: str, timeout_s: float) -> list[dict]:
-        """Read one ``event`` line from every agent; raise AgentError on error, death or timeout."""
+    def _collect(self, event: type, timeout_s: float) -> list:
+        """Read one ``event`` (a protocol event class) from every agent, in rank order.
+
+        Raises AgentError on an ErrorEvent, a line that is no valid message, death or timeout."""
         sel = selectors.DefaultSelector()
         for i, p in enumerate(self.procs):
             sel.register(p.stdout, selectors.EVENT_READ, i)
@@ -73,7 +91,7 @@ class AgentGroup(StartStop):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     missing = sorted(set(range(len(self.procs))) - set(got))
-                    raise AgentError(f"no {event!r} from ranks {missing} within {timeout_s:.1f} s")
+                    raise AgentError(f"no {event.__name__} from ranks {missing} within {timeout_s:.1f} s")
                 raise_if_interrupted()
                 for key, _ in sel.select(min(left, 0.2)):
                     i = key.data
@@ -84,18 +102,21 @@ class AgentGroup(StartStop):
                     self._buf[i] = self._buf.get(i, b"") + chunk
                     while b"\n" in self._buf[i]:
                         line, self._buf[i] = self._buf[i].split(b"\n", 1)
-                        msg = json.loads(line)
-                        if msg.get("event") == "error":
-                            err = msg["error"]
+                        try:
+                            msg = protocol.decode(line)
+                        except protocol.ProtocolError as e:
+                            raise AgentError(f"rank {i}: {e}") from None
+                        if isinstance(msg, ErrorEvent):
+                            err = msg.error
                             raise AgentError(err if err.startswith(f"rank {i}:") else f"rank {i}: {err}")
-                        if msg.get("event") == event:
+                        if isinstance(msg, event):
                             got[i] = msg
         finally:
             sel.close()
         return [got[i] for i in range(len(self.procs))]
 
     def run_op(self, op_id: int, size_bytes: int, groups, timeout_s: float,
-               collective: str = "allreduce", algorithm: str = "ring") -> list[dict]:
+               collective: str = "allreduce", algorithm: str = "ring") -> list[OpDone]:
         """Run one collective in every rank group at once; return each rank's op_done record.
 
         ``groups``: lists of ranks, each in the algorithm's position order, run
@@ -105,21 +126,20 @@ class AgentGroup(StartStop):
         testbed.plan.plan_peers). ``collective``/``algorithm``: a key of
         traffic.collectives.ALGORITHMS.
         """
-        self._send_all({"cmd": "op", "op_id": op_id, "collective": collective, "algorithm": algorithm,
-                        "size_bytes": size_bytes, "groups": [list(g) for g in groups],
-                        "timeout_s": timeout_s})
-        return self._collect("op_done", timeout_s + 10)
+        self._send_all(RunOp(op_id=op_id, collective=collective, algorithm=algorithm, size_bytes=int(size_bytes),
+                             groups=[list(g) for g in groups], timeout_s=float(timeout_s)))
+        return self._collect(OpDone, timeout_s + 10)
 
-    def stats(self) -> list[dict]:
-        self._send_all({"cmd": "stats"})
-        return self._collect("stats", 30)
+    def stats(self) -> list[Stats]:
+        self._send_all(GetStats())
+        return self._collect(Stats, 30)
 
     def stop(self) -> None:
         """Ask every agent to exit; kill what does not within 3 s."""
         for p in self.procs:
             try:
                 if p.poll() is None:
-                    p.stdin.write(b'{"cmd": "exit"}\n')
+                    p.stdin.write(protocol.encode(Exit()).encode())
                     p.stdin.flush()
             except (BrokenPipeError, OSError):
                 pass

@@ -43,7 +43,7 @@ def judge_run(ctx: RunContext, rec: Recording, qps: pd.DataFrame, ports: pd.Data
     fab = rec.fab
     # switch queue drops from the queue counters read before and after the traffic, not from sampler rows
     switch_drops = drops.queue_drops_delta(rec.drops_before, rec.drops_after)
-    t = transport_totals(qps, [st["rx_pkts"] for st in rec.stats], switch_drops, ctx.transport["window_pkts"])
+    t = transport_totals(qps, [st.rx_pkts for st in rec.stats], switch_drops, ctx.transport.window_pkts)
     host_tx = host_tx_frame(qps, [h.name for h in fab.layout.hosts], ctx.spec.fabric.host_link_bps)
     verdict = evaluate(cpu, drops.delta(rec.drops_before, rec.drops_after), ports, fab.port_rate_bps,
                        host_tx, thresholds_for(ctx.spec), transport=t,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import platform
 import subprocess
+from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path
 
@@ -55,7 +56,7 @@ def build(ctx: RunContext, caps) -> dict:
         "capabilities": caps.as_dict(), "backends": {"datapath": ctx.datapath, "ecn_marker": caps.ecn_marker,
                                                      "delay": caps.delay, "queues": spec.fabric.queue_backend},
         "scale_factor": spec.scale_factor, "reference_link_bps": spec.reference_link_bps,
-        "seed": spec.seed, "transport": ctx.transport, "payload_efficiency": ctx.efficiency,
+        "seed": spec.seed, "transport": asdict(ctx.transport), "payload_efficiency": ctx.efficiency,
         "rto": manifest_rto(spec),
         "estimated_duration_s": round(estimate.estimate_for_spec(spec, list(ctx.ops_plan)), 1),
         "fidelity_checks_switched_off": spec.fidelity.switched_off(),

@@ -77,11 +77,11 @@ def percentile_us(values, q: float, min_samples: int = 1) -> float:
     return float(v[max(rank, 1) - 1])
 
 
-def ops_table(rank_rows: list[dict], op_meta: dict[int, dict], n_ranks: int) -> pd.DataFrame:
+def ops_table(rank_rows: list, op_meta: dict[int, dict], n_ranks: int) -> pd.DataFrame:
     """One row per collective operation, columns :data:`OPS_COLUMNS`.
 
-    ``rank_rows``: every rank's op_done record (op_id, rank, t_start_ns,
-    t_end_ns); ``op_meta[op_id]``: size_bytes, iteration, warmup, layer, and
+    ``rank_rows``: every rank's record of each op (traffic.protocol.OpDone, or
+    mappings with its fields: op_id, rank, t_start_ns, t_end_ns, ...); ``op_meta[op_id]``: size_bytes, iteration, warmup, layer, and
     (testbed.plan.PlannedOp.meta) collective, algorithm, group, group_size,
     n_groups (defaults: allreduce, ring, all, ``n_ranks``, 1). busbw's factor
     is the algorithm's for ``group_size`` g, the ranks of each concurrent
@@ -207,10 +207,11 @@ def write_csv(df: pd.DataFrame, path: Path) -> None:
     _atomic_write(Path(path), df.to_csv(index=False))
 
 
-def write_tables(run_dir: Path, n: int, goodput_bps: float, rank_rows: list[dict], op_meta: dict[int, dict],
-                 stats: list[dict], ports: pd.DataFrame | None, cpu: pd.DataFrame | None):
+def write_tables(run_dir: Path, n: int, goodput_bps: float, rank_rows: list, op_meta: dict[int, dict],
+                 stats: list, ports: pd.DataFrame | None, cpu: pd.DataFrame | None):
     """Write rank_ops, ops, sizes (always), qps and msgs (when agent ``stats`` are in), ports and cpu (when
     sampled: not None) into ``run_dir``; return (ops, sizes, qps, msgs, ports, cpu) as DataFrames.
+    ``stats``: each agent's traffic.protocol.Stats (``qp_rows()``, ``msg_rows()``).
 
     ``msgs.fct_us`` = t_acked_ns - t_post_ns in us, NaN for a message never acknowledged.
     """
@@ -220,8 +221,8 @@ def write_tables(run_dir: Path, n: int, goodput_bps: float, rank_rows: list[dict
     write_csv(pd.DataFrame(rank_rows).drop(columns=["event"], errors="ignore"), run_dir / "rank_ops.csv")
     write_csv(ops, run_dir / "ops.csv")
     write_csv(sizes, run_dir / "sizes.csv")
-    qps = pd.DataFrame([q for s in stats for q in s["qps"]]).convert_dtypes()
-    msgs = pd.DataFrame([m for s in stats for m in s["msgs"]])
+    qps = pd.DataFrame([q for s in stats for q in s.qp_rows()]).convert_dtypes()
+    msgs = pd.DataFrame([m for s in stats for m in s.msg_rows()])
     if not msgs.empty:
         msgs["fct_us"] = ((msgs["t_acked_ns"] - msgs["t_post_ns"]) / 1e3).where(msgs["t_acked_ns"] > 0)
     if stats:

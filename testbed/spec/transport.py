@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Literal, Union
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 from typing_extensions import Annotated
 
 from testbed.spec.units import Count, _Spec
@@ -16,13 +16,30 @@ class TransportSpec(_Spec):
     the most unacknowledged packets per QP; ``ack_every_pkts`` how often the
     responder acknowledges (AckReq is set on every such packet and on the last
     of each message); ``rto_us`` the go-back-N retransmission timeout, ``auto``
-    derives it from the fabric's buffers and rates.
+    derives it from the fabric's buffers and rates. ``congestion_control`` names the
+    requester QPs' congestion control (:data:`traffic.transport.cc.CONGESTION_CONTROLS`;
+    ``none``: the window and the link's shaping alone), ``entropy`` the policy choosing their
+    UDP source ports (:data:`traffic.transport.entropy.ENTROPY_POLICIES`; ``per_flow``: one
+    seeded port per QP).
     """
 
     payload_bytes: Literal[256, 512, 1024, 2048, 4096] = 1024
     window_pkts: Count = Field(64, ge=1, le=4096)
     ack_every_pkts: Count = Field(8, ge=1, le=1024)
     rto_us: Union[Literal["auto"], Annotated[int, Field(ge=100, le=10_000_000)]] = "auto"
+    congestion_control: str = "none"
+    entropy: str = "per_flow"
+
+    @field_validator("congestion_control", "entropy")
+    @classmethod
+    def _registered(cls, v: str, info: ValidationInfo) -> str:
+        from traffic.registry import pick
+        from traffic.transport.cc import CONGESTION_CONTROLS
+        from traffic.transport.entropy import ENTROPY_POLICIES
+        registry, what = {"congestion_control": (CONGESTION_CONTROLS, "congestion control"),
+                          "entropy": (ENTROPY_POLICIES, "entropy policy")}[info.field_name]
+        pick(registry, v, what)
+        return v
 
     @model_validator(mode="after")
     def _acks_within_window(self) -> "TransportSpec":

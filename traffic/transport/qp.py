@@ -1,8 +1,7 @@
-"""RoCEv2-style reliable connection (RC) transport over UDP sockets in a host namespace.
+"""RoCEv2-style reliable connection (RC) queue pairs over UDP sockets in a host namespace.
 
-One :class:`Endpoint` per host owns the UDP socket bound to port 4791 that
-receives everything addressed to the host (data, ACK/NAK, CNP), as in RoCEv2
-where the destination QP in the BTH, not the UDP port, selects the QP.
+The host's :class:`~traffic.transport.endpoint.Endpoint` receives for every QP and calls
+:meth:`RequesterQP.on_ack`, :meth:`RequesterQP.on_cnp` and :meth:`ResponderQP.on_data`.
 
 - :class:`RequesterQP` (send side): messages are split into packets of
   ``payload_bytes`` with SEND FIRST/MIDDLE/LAST/ONLY opcodes and consecutive
@@ -12,9 +11,9 @@ where the destination QP in the BTH, not the UDP port, selects the QP.
   go-back-N (IBA vol. 1, 9.7.5.1.1 "PSN sequence error NAK" and 9.7.6.1.3
   "retry on transport timer"): on a NAK the requester resends from the NAK's
   PSN, on a timeout (``rto_us`` without ACK progress since the last
-  transmission) from the oldest unacknowledged PSN. Each requester QP sends from its own UDP source port,
-  the ECMP entropy of RoCEv2 (IBTA RoCEv2 annex A17.3.1: "the UDP source port
-  ... used as entropy"). Data packets carry DSCP 26 with ECT(0).
+  transmission) from the oldest unacknowledged PSN. Each requester QP sends from the UDP source
+  port(s) its entropy policy gives (:mod:`traffic.transport.entropy`), at the pace its congestion
+  control allows (:mod:`traffic.transport.cc`). Data packets carry DSCP 26 with ECT(0).
 - :class:`ResponderQP` (receive side): accepts only the expected PSN, sends one
   NAK (PSN sequence error, AETH syndrome 0x60) per gap, drops out-of-order and
   duplicate packets (re-acknowledging duplicates that ask for an ACK), and
@@ -28,34 +27,29 @@ Exactly-once check: the first 8 payload bytes of every packet carry
 accepted packet against what it expects next and counts ``order_errors``.
 
 The host's egress is shaped by HTB at link rate and data sockets have a small
-send buffer, so a blocking ``sendto`` is paced by the kernel: no per-packet
-sleeping in Python.
+send buffer, so a blocking ``sendto`` is paced by the kernel: with congestion control
+``none`` there is no per-packet sleeping in Python.
 """
 from __future__ import annotations
 
 import bisect
 import random
-import socket
 import threading
 import time
 from dataclasses import dataclass
 
 from traffic import wire
-from traffic.nic import TransportError, rdma_socket, send_error_text, send_lossless  # noqa: F401
 from traffic.clock import unix_ns
+from traffic.transport.cc import CongestionControl, congestion_control
+from traffic.transport.entropy import QpEntropy
+from traffic.transport.nic import TransportError, rdma_socket, send_error_text, send_lossless  # noqa: F401
+from traffic.transport.params import TransportParams, wire_bytes
 
 PSN_MASK = 0xFFFFFF
 HALF_PSN = 1 << 23
 MSG_HDR = wire.PAYLOAD_TAG  # (message sequence, packet index) at the start of each payload
-#: Ethernet + IPv4 + UDP header bytes in front of every RoCEv2 packet (no FCS: tc counts frames without it)
-L2_L4_BYTES = 14 + 20 + 8
 DATA_TOS = wire.TOS_DATA  # DSCP 26, ECT(0)
 ACK_TOS = 0x68  # DSCP 26, Not-ECT
-
-
-def wire_bytes(ib_bytes: int) -> int:
-    """Frame bytes on the emulated link for an InfiniBand transport payload of ``ib_bytes``."""
-    return L2_L4_BYTES + ib_bytes
 
 
 def initial_psn(seed, requester: object, responder: object) -> int:
@@ -66,25 +60,6 @@ def initial_psn(seed, requester: object, responder: object) -> int:
     runs are reproducible; uniform over 0..2^24-1, so the 2^24 wrap happens.
     """
     return random.Random(f"ipsn-{seed}-{requester}-{responder}").randrange(1 << 24)
-
-
-def payload_efficiency(payload_bytes: int) -> float:
-    """Payload bytes / frame bytes for full data packets: payload / (L2..L4 + BTH + payload + ICRC)."""
-    return payload_bytes / wire_bytes(wire.BTH_BYTES + payload_bytes + wire.ICRC_BYTES)
-
-
-@dataclass
-class TransportParams:
-    """payload_bytes: RoCE path MTU (payload per packet); sndbuf_bytes: send buffer of each data
-    socket. It must stay well below the host NIC queue (64 KiB, testbed.emulation.fabric): the sockets of a
-    host together must not overflow it, or sends fail with ENOBUFS, counted as host qdisc drops
-    (measured: 64 KiB per socket at path MTU 4096 gave ~2,900 such drops per host per MiB)."""
-
-    payload_bytes: int = 1024
-    window_pkts: int = 64
-    ack_every_pkts: int = 8
-    rto_us: int = 200_000
-    sndbuf_bytes: int = 16 * 1024
 
 
 @dataclass
@@ -116,6 +91,7 @@ class QPCounters:
     nic_full_waits: int = 0
     posted_bytes: int = 0
     acked_bytes: int = 0
+    cnps_rx: int = 0      # congestion notification packets received (BTH opcode 0x81)
 
 
 class RequesterQP:
@@ -125,11 +101,17 @@ class RequesterQP:
     ``wait_acked(seq)`` blocks until that message and all before it are
     acknowledged. PSNs are kept as unbounded ints counted from ``first_psn``
     (0 to 2^24 - 1) and put on the wire mod 2^24. Raises ValueError for a
-    ``first_psn`` outside 0..2^24-1.
+    ``first_psn`` outside 0..2^24-1, or for an unknown ``params.congestion_control``.
+
+    ``entropy``: the QP's source ports and the choice among them (default: ``sport`` only,
+    per flow); ``cc``: its congestion control (default: a new ``params.congestion_control``),
+    whose hooks the QP calls on send, ACK, CNP and timeout and whose pacing decision
+    (``next_send_ns``) it waits for before each packet.
     """
 
     def __init__(self, qpn: int, dest_qpn: int, src_ip: str, dst_ip: str, sport: int,
-                 params: TransportParams, first_psn: int = 0, on_error=None):
+                 params: TransportParams, first_psn: int = 0, on_error=None,
+                 entropy: QpEntropy | None = None, cc: CongestionControl | None = None):
         if not 0 <= first_psn <= PSN_MASK:
             raise ValueError(f"first_psn={first_psn}: a PSN is 24 bits, allowed 0..{PSN_MASK}")
         self.first_psn = first_psn
@@ -140,8 +122,15 @@ class RequesterQP:
         self.dst = (dst_ip, wire.ROCEV2_UDP_PORT)
         self.params = params
         self.counters = QPCounters()
-        self.sock = rdma_socket(src_ip, sport, DATA_TOS, params.sndbuf_bytes)
-        self.builder = wire.DataPacketBuilder(src_ip, dst_ip, sport, params.payload_bytes)
+        self.cc = cc if cc is not None else congestion_control(params.congestion_control, params.line_rate_bps,
+                                                                  params.payload_bytes)
+        self.entropy = entropy if entropy is not None else QpEntropy([sport])
+        #: one socket and packet builder per source port of the entropy policy (per flow: one)
+        self.socks = [rdma_socket(src_ip, port, DATA_TOS, params.sndbuf_bytes) for port in self.entropy.ports]
+        self.sock = self.socks[0]
+        self.builders = [wire.DataPacketBuilder(src_ip, dst_ip, s.getsockname()[1], params.payload_bytes)
+                         for s in self.socks]
+        self.builder = self.builders[0]
         self.cond = threading.Condition()
         self.messages: list[_Message] = []
         self._first_psns: list[int] = []
@@ -198,9 +187,17 @@ class RequesterQP:
             self._stop = True
             self.cond.notify_all()
         self.thread.join(timeout=2)
-        self.sock.close()
+        for s in self.socks:
+            s.close()
 
     # -- called by the Endpoint's receive thread ------------------------------
+    def on_cnp(self) -> None:
+        """A CNP for this QP arrived: count it and tell the congestion control."""
+        with self.cond:
+            self.counters.cnps_rx += 1
+            self.cc.on_cnp(time.monotonic_ns())
+            self.cond.notify_all()
+
     def on_ack(self, psn24: int, nak: bool) -> None:
         with self.cond:
             psn = self._unwrap(psn24)
@@ -208,6 +205,7 @@ class RequesterQP:
             # expected PSN: everything before it arrived, resend from it (go-back-N)
             new_una = psn if nak else psn + 1
             if new_una > self.una:
+                self.cc.on_ack(new_una - self.una, self._payload_bytes(self.una, new_una), time.monotonic_ns())
                 self.una = new_una
                 self._last_progress = time.monotonic()
                 self._complete_messages()
@@ -230,6 +228,17 @@ class RequesterQP:
             d -= 1 << 24
         return self.una + d
 
+    def _payload_bytes(self, lo_psn: int, hi_psn: int) -> int:
+        """Payload bytes of the packets with PSNs lo_psn..hi_psn-1 (all posted)."""
+        total, i = 0, bisect.bisect_right(self._first_psns, lo_psn) - 1
+        while lo_psn < hi_psn:
+            m = self.messages[i]
+            end = min(hi_psn, m.end_psn)
+            total += min(m.size_bytes, (end - m.first_psn) * self.params.payload_bytes) - \
+                (lo_psn - m.first_psn) * self.params.payload_bytes
+            lo_psn, i = end, i + 1
+        return total
+
     def _complete_messages(self) -> None:
         now = unix_ns()
         while self.done_msgs < len(self.messages) and self.messages[self.done_msgs].end_psn <= self.una:
@@ -243,7 +252,8 @@ class RequesterQP:
         p = self.params
         rto_s = p.rto_us / 1e6
         busy_since = None
-        c = self.counters
+        c, cc, ent = self.counters, self.cc, self.entropy
+        port_choice = len(self.socks) > 1
         while True:
             with self.cond:
                 while True:
@@ -255,8 +265,14 @@ class RequesterQP:
                         c.timeouts += 1
                         self.next_psn = self.una
                         self._last_progress = now
+                        cc.on_timeout(time.monotonic_ns())
                     if self.next_psn < self.tail_psn and self.next_psn - self.una < p.window_pkts:
-                        break
+                        now_ns = time.monotonic_ns()
+                        at_ns = cc.next_send_ns(now_ns)
+                        if at_ns <= now_ns:  # the pacing decision: send now
+                            break
+                        self.cond.wait((at_ns - now_ns) / 1e9)
+                        continue
                     if busy_since is not None:
                         c.tx_busy_ns += time.monotonic_ns() - busy_since
                         busy_since = None
@@ -284,9 +300,14 @@ class RequesterQP:
                 opcode = wire.Opcode.RC_SEND_MIDDLE
             ack_req = last or ((psn - self.first_psn) % p.ack_every_pkts == p.ack_every_pkts - 1)
             # payload tag = (message sequence, packet index): what the responder checks
-            pkt = self.builder.build(opcode, self.dest_qpn, psn & PSN_MASK, ack_req, m.seq, idx, plen)
+            if port_choice:  # the entropy policy picks this packet's source port
+                k = ent.port_index(now_ns)
+                sock, builder = self.socks[k], self.builders[k]
+            else:
+                sock, builder = self.sock, self.builder
+            pkt = builder.build(opcode, self.dest_qpn, psn & PSN_MASK, ack_req, m.seq, idx, plen)
             try:
-                if not send_lossless(self.sock, pkt, self.dst, c):
+                if not send_lossless(sock, pkt, self.dst, c):
                     return
             except OSError as e:
                 self._fail(e)
@@ -295,7 +316,9 @@ class RequesterQP:
             # later: a QP that is still sending (slowly, sharing its NIC) is not timed out
             self._last_progress = time.monotonic()
             c.tx_pkts += 1
-            c.tx_wire_bytes += wire_bytes(len(pkt))
+            frame_bytes = wire_bytes(len(pkt))
+            c.tx_wire_bytes += frame_bytes
+            cc.on_send(frame_bytes, now_ns)
 
 
 @dataclass
@@ -391,70 +414,3 @@ class ResponderQP:
             self.counters.naks_tx += 1
         else:
             self.counters.acks_tx += 1
-
-
-class Endpoint:
-    """All QPs of one host and the thread that receives on UDP port 4791."""
-
-    def __init__(self, ip: str, rcvbuf_bytes: int = 4 * 1024 * 1024):
-        self.ip = ip
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        try:
-            self.sock.setsockopt(socket.SOL_SOCKET, 33, rcvbuf_bytes)  # SO_RCVBUFFORCE (root)
-        except OSError:
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf_bytes)
-        self.sock.bind((ip, wire.ROCEV2_UDP_PORT))
-        self.sock.settimeout(0.2)
-        self.requesters: dict[int, RequesterQP] = {}
-        self.responders: dict[int, ResponderQP] = {}
-        self.rx_pkts = 0
-        self.rx_unknown_pkts = 0
-        self._stop = False
-        self.thread = threading.Thread(target=self._run, name="rx", daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def stop(self) -> None:
-        self._stop = True
-        self.thread.join(timeout=2)
-        for qp in self.requesters.values():
-            qp.stop()
-        for qp in self.responders.values():
-            qp.sock.close()
-        self.sock.close()
-
-    def _run(self) -> None:
-        buf = bytearray(9000)
-        view = memoryview(buf)
-        recv_into = self.sock.recv_into
-        ack_op = wire.Opcode.RC_ACKNOWLEDGE
-        while not self._stop:
-            try:
-                n = recv_into(buf)
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            if n < wire.BTH_BYTES + wire.ICRC_BYTES:
-                self.rx_unknown_pkts += 1
-                continue
-            self.rx_pkts += 1
-            opcode = buf[0]
-            pad = (buf[1] >> 4) & 0x3
-            dqp = int.from_bytes(buf[5:8], "big")
-            ack_req = bool(buf[8] & 0x80)
-            psn24 = int.from_bytes(buf[9:12], "big")
-            if opcode == ack_op:
-                qp = self.requesters.get(dqp)
-                if qp is None:
-                    self.rx_unknown_pkts += 1
-                    continue
-                syndrome = buf[wire.BTH_BYTES]
-                qp.on_ack(psn24, nak=(syndrome & 0xE0) == 0x60)
-            else:
-                rqp = self.responders.get(dqp)
-                if rqp is None:
-                    self.rx_unknown_pkts += 1
-                    continue
-                rqp.on_data(view, n, opcode, psn24, ack_req, pad)

@@ -1,0 +1,268 @@
+"""The messages between the runner (testbed/emulation/agents.py) and the host agents (traffic/agent.py).
+
+One definition, used on both sides: each side builds these dataclasses and reads them, never
+string-keyed dicts. On the pipe (and in the agent's config file) each message is one JSON
+line: ``{"type": TAG, FIELD: VALUE, ...}`` (:func:`encode`, :func:`decode`).
+
+- start configuration (file given by ``--config``): :class:`AgentConfig`;
+- runner -> agent commands: :class:`RunOp`, :class:`GetStats`, :class:`Exit`;
+- agent -> runner events: :class:`Ready` (QPs up), :class:`OpDone` (after each collective),
+  :class:`Stats` (per-QP counters and per-message records), :class:`ErrorEvent`.
+
+Decoding is strict: every field must be present (also those with a default), no other field
+is allowed, and each value must have the field's type; :class:`ProtocolError` names the
+message type and the field path. (pydantic would fill in a missing field that has a
+default; the protocol wants both sides to say everything.)
+
+Times are Unix-epoch ns (:func:`traffic.clock.unix_ns`), the clock of every table.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from typing import Any, Optional, Union
+
+from traffic.transport.params import TransportParams
+from traffic.transport.qp import QPCounters, ResponderCounters
+
+
+class ProtocolError(ValueError):
+    """A line that is not a valid message; the text names the type or field at fault."""
+
+
+# -- start configuration -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RankAddress:
+    """One rank of the job: its host's IPv4 address and Mininet host name."""
+
+    rank: int
+    ip: str
+    name: str
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """What an agent needs to start: its ``rank``, every rank's address (``ranks``), the ranks it
+    needs queue pairs with (``peers``), the run's ``seed`` (entropy ports, initial PSNs) and the
+    transport parameters (congestion-control and entropy policy names included)."""
+
+    rank: int
+    ranks: list[RankAddress]
+    peers: list[int]
+    seed: int
+    transport: TransportParams
+
+
+# -- commands: runner -> agent -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RunOp:
+    """Run collective ``op_id`` of ``size_bytes`` with ``algorithm``. ``groups`` lists the rank
+    groups that run it concurrently, each in ring order (empty: one ring of all ranks); the agent
+    runs the group holding its rank, or records an idle op. ``timeout_s``: per-op limit."""
+
+    op_id: int
+    collective: str
+    algorithm: str
+    size_bytes: int
+    groups: list[list[int]]
+    timeout_s: float
+
+
+@dataclass(frozen=True)
+class GetStats:
+    """Ask for a :class:`Stats` event."""
+
+
+@dataclass(frozen=True)
+class Exit:
+    """Stop the QPs and exit."""
+
+
+# -- events: agent -> runner ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Ready:
+    """The agent of ``rank`` has its QPs up."""
+
+    rank: int
+
+
+@dataclass(frozen=True)
+class OpDone:
+    """One rank's record of one collective (a row of rank_ops.csv). ``group_index`` is None and
+    ``group_size`` 0 for a rank in no group of the op (idle). ``sent_bytes``: payload bytes posted;
+    ``rx_msgs``: messages received; ``t_rx_done_ns``: when the last expected chunk arrived."""
+
+    op_id: int
+    rank: int
+    group_index: Optional[int]
+    group_size: int
+    t_start_ns: int
+    t_end_ns: int
+    sent_bytes: int
+    rx_msgs: int
+    t_rx_done_ns: int
+
+
+@dataclass(frozen=True)
+class RequesterQpStats:
+    """Counters of the requester QP of ``rank`` towards ``peer``; ``udp_sport``: its (first) source port."""
+
+    rank: int
+    peer: int
+    qpn: int
+    udp_sport: int
+    first_psn: int
+    counters: QPCounters
+
+
+@dataclass(frozen=True)
+class ResponderQpStats:
+    """Counters of the responder QP of ``rank`` for the requester at ``peer``."""
+
+    rank: int
+    peer: int
+    qpn: int
+    first_psn: int
+    counters: ResponderCounters
+
+
+@dataclass(frozen=True)
+class MessageRecord:
+    """One message a requester posted: ``t_acked_ns`` is 0 while unacknowledged."""
+
+    rank: int
+    peer: int
+    msg_seq: int
+    size_bytes: int
+    t_post_ns: int
+    t_acked_ns: int
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Everything one agent counted: per-QP counters, per-message records, and its endpoint's
+    received packets (``rx_pkts``; ``rx_unknown_pkts``: too short or for no known QP)."""
+
+    rank: int
+    requesters: list[RequesterQpStats]
+    responders: list[ResponderQpStats]
+    msgs: list[MessageRecord]
+    rx_pkts: int
+    rx_unknown_pkts: int
+
+    def qp_rows(self) -> list[dict]:
+        """Rows of qps.csv: requesters then responders, ``role`` naming which, counters flattened."""
+        rows = [{"rank": q.rank, "peer": q.peer, "role": "requester", "qpn": q.qpn, "udp_sport": q.udp_sport,
+                 "first_psn": q.first_psn, **asdict(q.counters)} for q in self.requesters]
+        rows += [{"rank": q.rank, "peer": q.peer, "role": "responder", "qpn": q.qpn, "first_psn": q.first_psn,
+                  **asdict(q.counters)} for q in self.responders]
+        return rows
+
+    def msg_rows(self) -> list[dict]:
+        """Rows of msgs.csv (before fct_us is derived)."""
+        return [asdict(m) for m in self.msgs]
+
+
+@dataclass(frozen=True)
+class ErrorEvent:
+    """The agent failed: ``error`` is one line; ``op_id`` the op it was running (None: none);
+    ``trace`` a Python traceback when there is one (empty otherwise)."""
+
+    error: str
+    op_id: Optional[int] = None
+    trace: str = ""
+
+
+#: type tag on the wire -> message class
+MESSAGES: dict[str, type] = {
+    "agent_config": AgentConfig, "run_op": RunOp, "get_stats": GetStats, "exit": Exit,
+    "ready": Ready, "op_done": OpDone, "stats": Stats, "error": ErrorEvent,
+}
+_TAGS = {cls: tag for tag, cls in MESSAGES.items()}
+Command = Union[RunOp, GetStats, Exit]
+Event = Union[Ready, OpDone, Stats, ErrorEvent]
+
+
+def encode(msg) -> str:
+    """One JSON line (with the trailing newline) for a message of :data:`MESSAGES`.
+
+    Raises ProtocolError for an object that is not one of them."""
+    tag = _TAGS.get(type(msg))
+    if tag is None:
+        raise ProtocolError(f"{type(msg).__name__} is not a protocol message; allowed: "
+                            f"{', '.join(c.__name__ for c in MESSAGES.values())}")
+    return json.dumps({"type": tag, **asdict(msg)}, separators=(",", ":")) + "\n"
+
+
+def decode(line: Union[str, bytes]) -> Any:
+    """The message in one JSON line. Raises ProtocolError naming the unknown type, or the message
+    type and field path of an unknown, missing or mistyped field."""
+    try:
+        obj = json.loads(line)
+    except ValueError as e:
+        raise ProtocolError(f"not a JSON line ({e}): {str(line)[:120]!r}") from None
+    if not isinstance(obj, dict) or "type" not in obj:
+        raise ProtocolError(f"a message is a JSON object with a 'type' key; got {str(line)[:120]!r}")
+    tag = obj.pop("type")
+    cls = MESSAGES.get(tag) if isinstance(tag, str) else None
+    if cls is None:
+        raise ProtocolError(f"unknown message type {tag!r}; allowed: {', '.join(MESSAGES)}")
+    return _build(cls, obj, tag)
+
+
+@lru_cache(maxsize=None)
+def _hints(cls) -> tuple:
+    hints = typing.get_type_hints(cls)
+    return tuple((f.name, hints[f.name]) for f in dataclasses.fields(cls))
+
+
+def _build(cls, obj, path: str):
+    if not isinstance(obj, dict):
+        raise ProtocolError(f"{path}: expected an object ({cls.__name__}), got {type(obj).__name__}")
+    fields = _hints(cls)
+    names = {n for n, _ in fields}
+    unknown = sorted(set(obj) - names)
+    if unknown:
+        raise ProtocolError(f"{path}.{unknown[0]}: unknown field of {cls.__name__}; allowed: "
+                            f"{', '.join(sorted(names)) or '(none)'}")
+    missing = [n for n, _ in fields if n not in obj]
+    if missing:
+        raise ProtocolError(f"{path}.{missing[0]}: missing field of {cls.__name__}")
+    return cls(**{n: _value(t, obj[n], f"{path}.{n}") for n, t in fields})
+
+
+def _value(t, v, path: str):
+    origin = typing.get_origin(t)
+    if origin in (Union, types.UnionType):
+        args = typing.get_args(t)
+        if v is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _value(inner, v, path)
+    if origin is list:
+        if not isinstance(v, list):
+            raise ProtocolError(f"{path}: expected a list, got {type(v).__name__}")
+        (inner,) = typing.get_args(t)
+        return [_value(inner, x, f"{path}[{i}]") for i, x in enumerate(v)]
+    if dataclasses.is_dataclass(t):
+        return _build(t, v, path)
+    ok = {int: lambda x: isinstance(x, int) and not isinstance(x, bool),
+          float: lambda x: isinstance(x, (int, float)) and not isinstance(x, bool),
+          str: lambda x: isinstance(x, str), bool: lambda x: isinstance(x, bool)}.get(t)
+    if ok is None:
+        raise ProtocolError(f"{path}: field type {t!r} is not supported by the protocol")
+    if not ok(v):
+        raise ProtocolError(f"{path}: expected {t.__name__}, got {type(v).__name__} {v!r}")
+    return float(v) if t is float else v
+
+
+__all__ = ["AgentConfig", "Command", "ErrorEvent", "Event", "Exit", "GetStats", "MESSAGES", "MessageRecord",
+           "OpDone", "ProtocolError", "RankAddress", "Ready", "RequesterQpStats", "ResponderQpStats", "RunOp",
+           "Stats", "decode", "encode"]

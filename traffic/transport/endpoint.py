@@ -1,0 +1,86 @@
+"""One host's RoCEv2 endpoint: the UDP socket on port 4791 that receives for every QP of the host.
+
+As in RoCEv2, the destination QP in the BTH, not the UDP port, selects the QP: ACK/NAK and CNP
+go to the requester QP named, everything else to the responder QP named; packets for no known
+QP are counted in ``rx_unknown_pkts``.
+"""
+from __future__ import annotations
+
+import socket
+import threading
+
+from traffic import wire
+from traffic.transport.qp import RequesterQP, ResponderQP
+
+
+class Endpoint:
+    """All QPs of one host and the thread that receives on UDP port 4791."""
+
+    def __init__(self, ip: str, rcvbuf_bytes: int = 4 * 1024 * 1024):
+        self.ip = ip
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, 33, rcvbuf_bytes)  # SO_RCVBUFFORCE (root)
+        except OSError:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf_bytes)
+        self.sock.bind((ip, wire.ROCEV2_UDP_PORT))
+        self.sock.settimeout(0.2)
+        self.requesters: dict[int, RequesterQP] = {}
+        self.responders: dict[int, ResponderQP] = {}
+        self.rx_pkts = 0
+        self.rx_unknown_pkts = 0
+        self._stop = False
+        self.thread = threading.Thread(target=self._run, name="rx", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self._stop = True
+        self.thread.join(timeout=2)
+        for qp in self.requesters.values():
+            qp.stop()
+        for qp in self.responders.values():
+            qp.sock.close()
+        self.sock.close()
+
+    def _run(self) -> None:
+        buf = bytearray(9000)
+        view = memoryview(buf)
+        recv_into = self.sock.recv_into
+        ack_op, cnp_op = wire.Opcode.RC_ACKNOWLEDGE, wire.Opcode.CNP
+        while not self._stop:
+            try:
+                n = recv_into(buf)
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            if n < wire.BTH_BYTES + wire.ICRC_BYTES:
+                self.rx_unknown_pkts += 1
+                continue
+            self.rx_pkts += 1
+            opcode = buf[0]
+            pad = (buf[1] >> 4) & 0x3
+            dqp = int.from_bytes(buf[5:8], "big")
+            ack_req = bool(buf[8] & 0x80)
+            psn24 = int.from_bytes(buf[9:12], "big")
+            if opcode == ack_op:
+                qp = self.requesters.get(dqp)
+                if qp is None:
+                    self.rx_unknown_pkts += 1
+                    continue
+                syndrome = buf[wire.BTH_BYTES]
+                qp.on_ack(psn24, nak=(syndrome & 0xE0) == 0x60)
+            elif opcode == cnp_op:  # to the requester QP whose packets were CE-marked (Annex A17.9.3)
+                qp = self.requesters.get(dqp)
+                if qp is None:
+                    self.rx_unknown_pkts += 1
+                    continue
+                qp.on_cnp()
+            else:
+                rqp = self.responders.get(dqp)
+                if rqp is None:
+                    self.rx_unknown_pkts += 1
+                    continue
+                rqp.on_data(view, n, opcode, psn24, ack_req, pad)

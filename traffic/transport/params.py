@@ -1,0 +1,47 @@
+"""The transport's parameters (one typed definition, built by the runner from the scenario) and frame sizes."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from traffic import wire
+
+#: Ethernet + IPv4 + UDP header bytes in front of every RoCEv2 packet (no FCS: tc counts frames without it)
+L2_L4_BYTES = 14 + 20 + 8
+
+
+def wire_bytes(ib_bytes: int) -> int:
+    """Frame bytes on the emulated link for an InfiniBand transport payload of ``ib_bytes``."""
+    return L2_L4_BYTES + ib_bytes
+
+
+def payload_efficiency(payload_bytes: int) -> float:
+    """Payload bytes / frame bytes for full data packets: payload / (L2..L4 + BTH + payload + ICRC)."""
+    return payload_bytes / wire_bytes(wire.BTH_BYTES + payload_bytes + wire.ICRC_BYTES)
+
+
+@dataclass
+class TransportParams:
+    """Settings of every queue pair of a run (the scenario's ``transport`` section, resolved).
+
+    - ``payload_bytes``: RoCE path MTU (payload per packet);
+    - ``window_pkts``: most unacknowledged packets per QP;
+    - ``ack_every_pkts``: the requester sets AckReq on every such packet (and the last of a message);
+    - ``rto_us``: go-back-N retransmission timeout (``auto`` already resolved by the runner);
+    - ``sndbuf_bytes``: send buffer of each data socket. It must stay well below the host NIC queue
+      (64 KiB, testbed.emulation.fabric): the sockets of a host together must not overflow it, or
+      sends fail with ENOBUFS, counted as host qdisc drops (measured: 64 KiB per socket at path MTU
+      4096 gave ~2,900 such drops per host per MiB);
+    - ``line_rate_bps``: the host link's rate, the rate a congestion control starts from and
+      never exceeds;
+    - ``congestion_control``: name in :data:`traffic.transport.cc.CONGESTION_CONTROLS`;
+    - ``entropy``: name in :data:`traffic.transport.entropy.ENTROPY_POLICIES`.
+    """
+
+    payload_bytes: int = 1024
+    window_pkts: int = 64
+    ack_every_pkts: int = 8
+    rto_us: int = 200_000
+    sndbuf_bytes: int = 16 * 1024
+    line_rate_bps: float = 10_000_000.0
+    congestion_control: str = "none"
+    entropy: str = "per_flow"
