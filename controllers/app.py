@@ -96,6 +96,9 @@ OPTS = [
     cfg.StrOpt("ready-file", help="where the readiness JSON goes (unset: readiness is only logged)"),
     cfg.StrOpt("lb-policy", default=lb.DEFAULT_POLICY,
                help="load-balancing policy of the select groups, one of: " + ", ".join(lb.names())),
+    cfg.ListOpt("lb-weights", default=[],
+                help="next-hop switch name (without the run id) -> weight, for the weighted policies; "
+                     "e.g. s1:1,s2:3"),
 ]
 cfg.CONF.register_opts(OPTS + CLI_OPTS, group=CONF_GROUP)
 
@@ -123,6 +126,18 @@ def _dpid_text(dpid: int) -> str:
     return f"{dpid:#x}"
 
 
+def lb_weights(raw: List[str]) -> Dict[str, int]:
+    """``[testbed] lb_weights`` (a list ``s1:1,s2:3``) as {name: weight}; ValueError naming the entry."""
+    out = {}
+    for item in raw:
+        name, _, text = item.partition(":")
+        try:
+            out[name.strip()] = int(text)
+        except ValueError:
+            raise ValueError(f"[{CONF_GROUP}] lb_weights: {item!r} is not <switch>:<whole number>") from None
+    return out
+
+
 class FabricRoutingApp(BaseApp):
     """Proactive shortest-path routing on any layout, load-balanced select groups and proxy ARP (OF 1.5).
 
@@ -146,7 +161,8 @@ class FabricRoutingApp(BaseApp):
             raise ValueError(f"{conf.topology}: run_id: {self.topology.run_id!r} does not match "
                              f"[{CONF_GROUP}] run_id {conf.run_id!r}")
         self.lb_policy: str = conf.lb_policy
-        self.plans: Dict[int, SwitchPlan] = plan_fabric(self.topology, self.lb_policy)
+        self.lb_weights: Dict[str, int] = lb_weights(conf.lb_weights)
+        self.plans: Dict[int, SwitchPlan] = plan_fabric(self.topology, self.lb_policy, self.lb_weights)
         self.ready_file: Optional[str] = conf.ready_file or None
         self.switches: Dict[int, _SwitchState] = {}
         self.errors: List[Dict[str, Any]] = []

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple, Mapping
 
 from controllers import lb
 from topology.model import Layout
@@ -136,9 +136,11 @@ def plan_group(group_id: int, select: lb.SelectGroup) -> GroupPlan:
                      select.hash_fields, select.method)
 
 
-def plan_switch(layout: Layout, routes: SwitchRoutes, policy: lb.Policy = lb.get(lb.DEFAULT_POLICY)) -> SwitchPlan:
+def plan_switch(layout: Layout, routes: SwitchRoutes, policy: lb.Policy = lb.get(lb.DEFAULT_POLICY),
+                lb_weights: Mapping[str, int] = {}) -> SwitchPlan:
     """Flows and groups of switch ``routes.switch`` from its routes (topology.routing);
-    ``policy`` (:mod:`controllers.lb`) sets each select group's buckets and selection method.
+    ``policy`` (:mod:`controllers.lb`) sets each select group's buckets and selection method,
+    given ``lb_weights`` (next-hop switch name -> weight, for the weighted policies).
 
     KeyError if the switch is not in ``layout``.
     """
@@ -170,20 +172,26 @@ def plan_switch(layout: Layout, routes: SwitchRoutes, policy: lb.Policy = lb.get
         if r.via == "subnet":
             flows.append(FlowPlan(PRIO_SUBNET_ROUTE, (("eth_type", ETH_TYPE_IPV4), ("ipv4_dst", _prefix_match(r.prefix))),
                                   _forward(routes, r.ports), f"route-{subnet_owner[r.prefix]}"))
-    groups = tuple(plan_group(routes.group_id(ports), policy(layout, sw, ports)) for ports in routes.ecmp_sets)
+    groups = tuple(plan_group(routes.group_id(ports), policy(layout, sw, ports, lb_weights))
+                   for ports in routes.ecmp_sets)
     return SwitchPlan(sw.dpid, sw.name, sw.role, groups, tuple(flows))
 
 
-def plan_fabric(layout: Layout, lb_policy: str = lb.DEFAULT_POLICY) -> Dict[int, SwitchPlan]:
+def plan_fabric(layout: Layout, lb_policy: str = lb.DEFAULT_POLICY,
+                lb_weights: Mapping[str, int] = {}) -> Dict[int, SwitchPlan]:
     """Return {dpid: SwitchPlan} for every switch in ``layout``, select groups by the
-    load-balancing policy named ``lb_policy`` (:data:`controllers.lb.POLICIES`).
+    load-balancing policy named ``lb_policy`` (:data:`controllers.lb.POLICIES`) with
+    ``lb_weights`` (``load_balance.weights``: switch name without the run id -> weight).
 
     Raises topology.routing.RoutingError if some switch cannot reach some host,
-    ValueError naming ``load_balance.policy`` for an unknown policy.
+    ValueError naming ``load_balance.policy`` for an unknown policy or
+    ``load_balance.weights`` for weights given to a policy that does not use them,
+    naming a switch the layout lacks, or below 1.
     """
     policy = lb.get(lb_policy)
+    lb.check_weights(layout, lb_policy, lb_weights)
     routes = plan_routes(layout)
-    return {sw.dpid: plan_switch(layout, routes[sw.name], policy) for sw in layout.switches}
+    return {sw.dpid: plan_switch(layout, routes[sw.name], policy, lb_weights) for sw in layout.switches}
 
 
 def proxy_arp_mac(layout: Layout, dpid: int, in_port: int, sender_ip: str, target_ip: str) -> Optional[str]:

@@ -130,10 +130,10 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     try:
         conf = parse_conf(sys.argv[1:] if argv is None else argv)
-    except cfg.Error as exc:
+    except cfg.oslo_config.cfg.Error as exc:
         print(f"controllers.run: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    from controllers.app import CONF_GROUP
+    from controllers.app import CONF_GROUP, lb_weights
 
     settings = conf[CONF_GROUP]
     setup_logging(Path(conf.log_file) if conf.log_file else None, "DEBUG" if conf.verbose else "INFO")
@@ -150,7 +150,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return EXIT_USAGE
     try:
         topo = load(settings.topology)
-        plan_fabric(topo, settings.lb_policy)  # an unreachable host or unknown policy fails here, before listening
+        # an unreachable host, unknown policy or bad weights fail here, before listening
+        plan_fabric(topo, settings.lb_policy, lb_weights(settings.lb_weights))
     except ValueError as exc:  # TopologyError, RoutingError, unknown load_balance.policy
         LOG.error("invalid controller settings: %s", exc)
         return EXIT_USAGE

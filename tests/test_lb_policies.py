@@ -44,10 +44,10 @@ def test_scenario_load_balance_section():
     base = {"workload": {"collective": "allreduce", "sizes": {"min_bytes": 1024, "max_bytes": 1024}}}
     assert parse_scenario(base).load_balance.policy == "ecmp"
     assert parse_scenario({**base, "load_balance": {"policy": "ecmp"}}).load_balance.policy == "ecmp"
-    with pytest.raises(ScenarioError, match=r"load_balance\.policy: unknown policy 'spray'; allowed: ecmp"):
+    with pytest.raises(ScenarioError, match=r"load_balance\.policy: unknown policy 'spray'; allowed: ecmp, weighted"):
         parse_scenario({**base, "load_balance": {"policy": "spray"}})
-    with pytest.raises(ScenarioError, match=r"load_balance\.weights: unknown key; allowed keys here: policy"):
-        parse_scenario({**base, "load_balance": {"weights": [1, 2]}})
+    with pytest.raises(ScenarioError, match=r"load_balance\.hash: unknown key; allowed keys here: policy, weights"):
+        parse_scenario({**base, "load_balance": {"hash": [1, 2]}})
 
 
 def test_ecmp_gives_equal_buckets_hashing_the_layout_fields():

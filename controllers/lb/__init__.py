@@ -4,9 +4,10 @@ One policy per module in this package, one entry in :data:`POLICIES`, chosen
 by name in the scenario (``load_balance: {policy: ecmp}``), handed to the
 controller as ``[testbed] lb_policy`` in its configuration file.
 
-The interface is one function: given the layout, the switch and one set of
+The interface is one function: given the layout, the switch, one set of
 equal-cost next-hop ports (as :func:`topology.routing.plan_routes` found
-them), return the :class:`SelectGroup` for that set: one bucket per port with
+them) and the scenario's ``load_balance.weights`` (next-hop switch name ->
+weight; empty unless the policy uses them), return the :class:`SelectGroup` for that set: one bucket per port with
 its weight, and how the switch picks a bucket (the OVS selection method and
 the header fields it hashes). :mod:`controllers.ofplan` turns it into the
 group plan; :mod:`controllers.ofmsg` into the OpenFlow 1.5 group-mod.
@@ -20,7 +21,7 @@ function of the :data:`Policy` shape and add it to :data:`POLICIES`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, Tuple
+from typing import Callable, Dict, Mapping, Tuple
 
 from topology.model import Layout, Switch
 from topology.routing import PortSet
@@ -44,14 +45,17 @@ class SelectGroup:
     hash_fields: Tuple[str, ...]
 
 
-#: A policy: (layout, switch, equal-cost ports) -> SelectGroup.
-Policy = Callable[[Layout, Switch, PortSet], SelectGroup]
+#: A policy: (layout, switch, equal-cost ports, weights by next-hop switch name) -> SelectGroup.
+Policy = Callable[[Layout, Switch, PortSet, Mapping[str, int]], SelectGroup]
+
+#: The policies that read ``load_balance.weights`` (the others refuse them).
+WEIGHTED_POLICIES = ("weighted",)
 
 
 def _registry() -> Dict[str, Policy]:
-    from controllers.lb import ecmp
+    from controllers.lb import ecmp, weighted
 
-    return {"ecmp": ecmp.select_group}
+    return {"ecmp": ecmp.select_group, "weighted": weighted.select_group}
 
 
 #: name -> policy; the names are what ``load_balance.policy`` allows.
@@ -62,6 +66,24 @@ DEFAULT_POLICY = "ecmp"
 def names() -> Tuple[str, ...]:
     """The policy names a scenario may give, sorted."""
     return tuple(sorted(POLICIES))
+
+
+def check_weights(layout: Layout, policy: str, weights: Mapping[str, int]) -> None:
+    """Raise ValueError naming ``load_balance.weights`` unless ``weights`` suit ``policy`` and ``layout``:
+    only the :data:`WEIGHTED_POLICIES` take weights; every name is a switch of the layout (without the
+    run id, e.g. ``s1``); every weight is a whole number from 1 to 65535."""
+    if not weights:
+        return
+    if policy not in WEIGHTED_POLICIES:
+        raise ValueError(f"load_balance.weights: policy {policy!r} does not use weights; the policies that do: "
+                         f"{', '.join(WEIGHTED_POLICIES)}")
+    names = sorted(s.name[len(layout.run_id):] for s in layout.switches)
+    for name, w in weights.items():
+        if name not in names:
+            raise ValueError(f"load_balance.weights: {name!r} is not a switch of this fabric; allowed: "
+                             f"{', '.join(names)}")
+        if isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= 65535:
+            raise ValueError(f"load_balance.weights.{name}: {w!r} is not a whole number from 1 to 65535")
 
 
 def get(name: str) -> Policy:

@@ -9,6 +9,8 @@ one bucket (DESIGN.md, "Facts about the machines").
 """
 from __future__ import annotations
 
+from typing import Mapping
+
 from topology.model import Layout, Switch
 from topology.routing import PortSet
 
@@ -18,6 +20,6 @@ from controllers.lb import SelectGroup
 BUCKET_WEIGHT = 100
 
 
-def select_group(layout: Layout, switch: Switch, ports: PortSet) -> SelectGroup:
-    """Equal buckets over ``ports`` (in order), hashing ``layout.ecmp_hash_fields``."""
+def select_group(layout: Layout, switch: Switch, ports: PortSet, weights: Mapping[str, int] = {}) -> SelectGroup:
+    """Equal buckets over ``ports`` (in order), hashing ``layout.ecmp_hash_fields``; ``weights`` unused."""
     return SelectGroup(tuple((port, BUCKET_WEIGHT) for port in ports), "hash", tuple(layout.ecmp_hash_fields))

@@ -46,12 +46,13 @@ class ControllerError(RuntimeError):
 
 
 def write_conf(path: Path, *, run_id: str, port: int, topology: Path, ready_file: Path, log_file: Path,
-               lb_policy: str) -> dict:
+               lb_policy: str, lb_weights: dict[str, int] | None = None) -> dict:
     """Write the controller's configuration file (oslo.config ini) and return it as
     ``{section: {key: value}}``; paths are written absolute.
 
     ``[DEFAULT]``: the framework's own options (listen address and port, log file);
-    ``[testbed]``: the app's (controllers/app.py ``OPTS``, ``CLI_OPTS``).
+    ``[testbed]``: the app's (controllers/app.py ``OPTS``, ``CLI_OPTS``); ``lb_weights`` (next-hop
+    switch name -> weight) is written as a list ``s1:1,s2:3`` when given.
     """
     conf = {
         "DEFAULT": {"ofp_listen_host": LISTEN_HOST, "ofp_tcp_listen_port": str(port),
@@ -59,6 +60,8 @@ def write_conf(path: Path, *, run_id: str, port: int, topology: Path, ready_file
         "testbed": {"run_id": run_id, "topology": str(Path(topology).resolve()),
                     "ready_file": str(Path(ready_file).resolve()), "lb_policy": lb_policy},
     }
+    if lb_weights:
+        conf["testbed"]["lb_weights"] = ",".join(f"{name}:{w}" for name, w in sorted(lb_weights.items()))
     parser = configparser.ConfigParser(interpolation=None)
     parser.read_dict(conf)
     with open(path, "w") as fh:
@@ -96,7 +99,7 @@ def framework_version(framework: str) -> str:
 
 def preflight(spec) -> dict:
     """The manifest's ``controller`` block, checked before anything touches the kernel:
-    ``{"framework", "framework_version", "lb_policy", "conf_file"}`` (the settings file's
+    ``{"framework", "framework_version", "lb_policy", "lb_weights", "conf_file"}`` (the settings file's
     name in the run directory). Raises testbed.spec.scenario.ScenarioError (exit 2) when
     ``controller.framework`` is not installed here, saying how to get it."""
     from testbed.spec.scenario import ScenarioError
@@ -106,7 +109,8 @@ def preflight(spec) -> dict:
     except ControllerError as e:
         raise ScenarioError(str(e)) from None
     return {"framework": spec.controller.framework, "framework_version": version,
-            "lb_policy": spec.load_balance.policy, "conf_file": "controller.conf"}
+            "lb_policy": spec.load_balance.policy, "lb_weights": dict(spec.load_balance.weights),
+            "conf_file": "controller.conf"}
 
 
 def free_tcp_port() -> int:
@@ -122,11 +126,12 @@ class ControllerProcess:
     Files in ``run_dir``: ``controller.conf`` (its settings, :func:`write_conf`),
     ``controller.log`` (its log), ``controller.stderr``, ``controller.ready``
     (JSON written by the app: dpids, flows, groups, errors). ``framework``:
-    one of :data:`FRAMEWORKS`; ``lb_policy``: a controllers.lb policy name.
+    one of :data:`FRAMEWORKS`; ``lb_policy``: a controllers.lb policy name; ``lb_weights``:
+    ``load_balance.weights`` (next-hop switch name -> weight).
     """
 
     def __init__(self, run_id: str, run_dir: Path, topology_path: Path, port: int | None = None,
-                 framework: str = "os_ken", lb_policy: str = "ecmp"):
+                 framework: str = "os_ken", lb_policy: str = "ecmp", lb_weights: dict[str, int] | None = None):
         if framework not in FRAMEWORKS:
             raise ControllerError(f"controller.framework: {framework!r}; allowed: {', '.join(FRAMEWORKS)}")
         self.run_id = run_id
@@ -137,7 +142,8 @@ class ControllerProcess:
         self.ready_path = run_dir / "controller.ready"
         self.topology_path = topology_path
         self.conf = write_conf(self.conf_path, run_id=run_id, port=self.port, topology=topology_path,
-                               ready_file=self.ready_path, log_file=self.log_path, lb_policy=lb_policy)
+                               ready_file=self.ready_path, log_file=self.log_path, lb_policy=lb_policy,
+                               lb_weights=lb_weights)
         self.proc: subprocess.Popen | None = None
         self._out = None
         #: set by stop(): the exit that follows is the testbed's doing, not a death

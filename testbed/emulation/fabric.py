@@ -94,7 +94,8 @@ class Fabric(StartStop):
         model.save(self.layout, topo_path)
         self.controller = ControllerProcess(self.run_id, self.run_dir, topo_path,
                                             framework=self.spec.controller.framework,
-                                            lb_policy=self.spec.load_balance.policy).start()
+                                            lb_policy=self.spec.load_balance.policy,
+                                            lb_weights=dict(self.spec.load_balance.weights)).start()
         switch_cls = partial(OVSSwitch, datapath=self.datapath, protocols="OpenFlow15", failMode="secure")
         self.net = Mininet(topo=FabricTopo(layout=self.layout), switch=switch_cls, host=Host, link=Link,
                            controller=None, build=False, autoSetMacs=False, autoStaticArp=False,

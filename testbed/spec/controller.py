@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, StrictBool, field_validator
+from pydantic import Field, StrictBool, StrictInt, field_validator
 
 from controllers import lb
 from testbed.spec.units import _Spec
@@ -32,10 +32,15 @@ class LoadBalanceSpec(_Spec):
     """How the controller's select groups spread flows over equal-cost next hops.
 
     ``policy``: a name from the controller's registry (controllers/lb/):
-    ``ecmp`` (default) hashes the 5-tuple including UDP ports over equal buckets.
+    ``ecmp`` (default) hashes the 5-tuple including UDP ports over equal buckets;
+    ``weighted`` gives each next hop a share of flows in proportion to its weight.
+    ``weights``: next-hop switch name (as in the run's names without the run id,
+    e.g. ``s1``) -> whole number 1..65535, 1 for a switch not named; only with
+    ``weighted`` (checked against the fabric's switches by the scenario).
     """
 
     policy: str = lb.DEFAULT_POLICY
+    weights: dict[str, StrictInt] = {}
 
     @field_validator("policy")
     @classmethod

@@ -63,6 +63,12 @@ class ScenarioSpec(_Spec):
                 f"(transport.ack_every_pkts = {self.transport.ack_every_pkts} full frames plus one ACK at "
                 f"fabric.host_link_bps = {self.fabric.host_link_bps:g}): every packet would time out; "
                 f"allowed: auto or >= {min_rto_us(self):.0f}")
+        if self.load_balance.weights:  # names checked against this fabric's switches, before anything is built
+            from controllers import lb
+            from topology import build
+
+            lb.check_weights(build(self.fabric.kind, self.fabric, "tb0000"), self.load_balance.policy,
+                             self.load_balance.weights)
         need = self.transport.payload_bytes + ROCEV2_IP_OVERHEAD_BYTES
         if need > self.fabric.mtu_bytes:
             raise ValueError(

@@ -34,11 +34,11 @@ def datapath():
 
 @pytest.fixture
 def make_fabric(tmp_path, datapath):
-    """``make_fabric(**fabric_keys)`` -> a started Fabric; torn down after the test."""
+    """``make_fabric(load_balance=None, **fabric_keys)`` -> a started Fabric; torn down after the test."""
     started = []
 
-    def _make(**fabric):
-        spec = parse_scenario({"name": "itest", "fabric": fabric,
+    def _make(load_balance=None, **fabric):
+        spec = parse_scenario({"name": "itest", "fabric": fabric, "load_balance": load_balance or {},
                                "workload": {"sizes": {"min_bytes": 65536, "max_bytes": 65536}}})
         rid = new_run_id()
         run_dir = tmp_path / rid
