@@ -33,7 +33,7 @@ def _run_and_interrupt(tmp_path, max_bytes: str, after_op: int, delay_s: float =
         if not line:
             break
         seen.append(line)
-        m = re.search(r"run (tb[0-9a-f]{4}):", line)
+        m = re.match(r"run (tb[0-9a-f]{4}): \d+ spines", line)  # not "removed run tbXXXX: ..." of a dead run
         rid = rid or (m and m.group(1))
         if re.match(rf"\[\s*{after_op}/", line):
             time.sleep(delay_s)
