@@ -39,13 +39,16 @@ def _tx_bytes(ifname: str) -> int:
     return int(Path(f"/sys/class/net/{ifname}/statistics/tx_bytes").read_text())
 
 
-def trial(fab, k: int, sports: list[int], size_bytes: int, rate_bps: float) -> tuple[float, int]:
-    """One trial: (aggregate uplink throughput / (k x rate) while all flows send, spines used)."""
+def trial(fab, k: int, sports: list[int], size_bytes: int, rate_bps: float, entropy: str = "per_flow",
+          entropy_ports: int = 32) -> tuple[float, int, dict]:
+    """One trial: (aggregate uplink throughput / (k x rate) while all flows send, spines used, transport
+    counters summed over the flows: tx_pkts, retx_pkts, out_of_order_pkts, order_errors, dup_pkts, and the
+    largest max_reorder_pkts)."""
     lay = fab.layout
     leaf1 = lay.attachment(lay.hosts[0].name).node
     uplinks = [ln.a.intf for ln in lay.links if ln.a.node == leaf1 and ln.b.node not in {h.name for h in lay.hosts}]
     common = [sys.executable, "-m", "traffic.flows", "--run-id", fab.run_id, "--timeout-s", "60",
-              "--payload-bytes", str(PAYLOAD_BYTES)]
+              "--payload-bytes", str(PAYLOAD_BYTES), "--entropy", entropy, "--entropy-ports", str(entropy_ports)]
     rx, tx = [], []
     for i in range(k):
         src, dst = lay.hosts[i], lay.hosts[k + i]
@@ -65,32 +68,42 @@ def trial(fab, k: int, sports: list[int], size_bytes: int, rate_bps: float) -> t
     b0, t0 = [_tx_bytes(u) for u in uplinks], time.monotonic()
     time.sleep(0.5 * solo_s)
     b1, t1 = [_tx_bytes(u) for u in uplinks], time.monotonic()
+    counts = dict.fromkeys(("tx_pkts", "retx_pkts", "out_of_order_pkts", "order_errors", "dup_pkts"), 0)
+    counts["max_reorder_pkts"] = 0
     for p in tx + rx:
         out = json.loads(p.stdout.readline())
         assert out["ok"], out
         p.wait(timeout=30)
+        for f in out["flows"]:
+            for key in counts:
+                if key in f:
+                    counts[key] = max(counts[key], f[key]) if key == "max_reorder_pkts" else counts[key] + f[key]
     moved = np.array(b1) - np.array(b0)
     ratio = float(moved.sum() * 8 / (t1 - t0) / (k * rate_bps))
-    return ratio, int((moved > 0.1 * moved.max()).sum())
+    return ratio, int((moved > 0.1 * moved.max()).sum()), counts
 
 
-def run_k(k: int, trials: int, rate_bps: float, size_bytes: int, policy: str) -> dict:
+def run_k(k: int, trials: int, rate_bps: float, size_bytes: int, policy: str, entropy: str = "per_flow",
+          entropy_ports: int = 32) -> dict:
     spec = parse_scenario({"name": "ecmpk", "fabric": {"spines": k, "leaves": 2, "hosts_per_leaf": k,
                                                        "host_link_bps": rate_bps, "fabric_link_bps": rate_bps},
                            "load_balance": {"policy": policy},
                            "workload": {"sizes": {"min_bytes": 65536, "max_bytes": 65536}}})
     rid = new_run_id()
-    ratios, used = [], []
+    ratios, used, totals = [], [], {}
     with tempfile.TemporaryDirectory() as tmp, RunLock(rid), Fabric(spec, rid, Path(tmp), "user") as fab:
         for n in range(trials):
             sports = random.Random(f"ecmp-{k}-{n}").sample(range(49152, 65536), k)
-            r, u = trial(fab, k, sports, size_bytes, rate_bps)
+            r, u, counts = trial(fab, k, sports, size_bytes, rate_bps, entropy, entropy_ports)
             ratios.append(r)
             used.append(u)
+            for key, v in counts.items():
+                totals[key] = max(totals.get(key, 0), v) if key == "max_reorder_pkts" else totals.get(key, 0) + v
     a = np.array(ratios)
     return {"k": k, "trials": trials, "throughput_ratio_mean": float(a.mean()),
             "throughput_ratio_p5": float(np.percentile(a, 5)), "throughput_ratio_std": float(a.std(ddof=1)),
-            "spines_used_mean": float(np.mean(used)), "expected": 1 - (1 - 1 / k) ** k}
+            "spines_used_mean": float(np.mean(used)), "expected": 1 - (1 - 1 / k) ** k,
+            "retx_fraction": totals["retx_pkts"] / max(totals["tx_pkts"], 1), **totals}
 
 
 def main() -> None:
@@ -100,14 +113,19 @@ def main() -> None:
     ap.add_argument("--rate-bps", type=float, default=20e6)
     ap.add_argument("--size-bytes", type=int, default=1 << 20)
     ap.add_argument("--policy", default="ecmp")
+    ap.add_argument("--entropy", default="per_flow", help="per_flow (ECMP per flow) or spray (per packet)")
+    ap.add_argument("--entropy-ports", type=int, default=128, help="ports per QP with spray")
     a = ap.parse_args()
-    print(f"# {a.policy}: k long flows ({a.size_bytes} B each) over k spines, {a.rate_bps / 1e6:g} Mbit/s links; "
+    print(f"# {a.policy} with {a.entropy} entropy: k long flows ({a.size_bytes} B each) over k spines, {a.rate_bps / 1e6:g} Mbit/s links; "
           f"throughput ratio = aggregate uplink throughput while all flows send / (k x link rate)")
-    print(f"{'k':>3} {'trials':>6} {'mean':>7} {'p5':>7} {'std':>7} {'spines used':>11} {'1-(1-1/k)^k':>12}")
+    print(f"{'k':>3} {'trials':>6} {'mean':>7} {'p5':>7} {'std':>7} {'spines used':>11} {'1-(1-1/k)^k':>12} "
+          f"{'retx':>7} {'ooo pkts':>9} {'max reorder':>11} {'order err':>9}")
     for k in a.k:
-        r = run_k(k, a.trials, a.rate_bps, a.size_bytes, a.policy)
+        r = run_k(k, a.trials, a.rate_bps, a.size_bytes, a.policy, a.entropy, a.entropy_ports)
         print(f"{k:>3} {r['trials']:>6} {r['throughput_ratio_mean']:>7.3f} {r['throughput_ratio_p5']:>7.3f} "
-              f"{r['throughput_ratio_std']:>7.3f} {r['spines_used_mean']:>11.2f} {r['expected']:>12.3f}")
+              f"{r['throughput_ratio_std']:>7.3f} {r['spines_used_mean']:>11.2f} {r['expected']:>12.3f} "
+              f"{r['retx_fraction']:>7.4f} {r['out_of_order_pkts']:>9} {r['max_reorder_pkts']:>11} "
+              f"{r['order_errors']:>9}")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import pytest
 
 from traffic.transport import Endpoint, RequesterQP, TransportParams
 from traffic.transport.cc import CONGESTION_CONTROLS, CongestionControl, NoCongestionControl, congestion_control
-from traffic.transport.entropy import ENTROPY_POLICIES, PerFlow, QpEntropy, entropy_policy
+from traffic.transport.entropy import ENTROPY_POLICIES, PerFlow, QpEntropy, Spray, entropy_policy
 from traffic.wire import CnpPacketBuilder
 
 from test_transport import _pair
@@ -16,7 +16,7 @@ from test_transport import _pair
 
 def test_registries_hold_todays_policies():
     assert CONGESTION_CONTROLS == {"none": NoCongestionControl}
-    assert ENTROPY_POLICIES == {"per_flow": PerFlow}
+    assert ENTROPY_POLICIES == {"per_flow": PerFlow, "spray": Spray}
     cc = congestion_control("none", 10e6, 1024)
     assert isinstance(cc, NoCongestionControl) and cc.rate_bps == 10e6 and cc.next_send_ns(123) == 123
 
@@ -24,8 +24,8 @@ def test_registries_hold_todays_policies():
 def test_unknown_names_list_the_registered_ones():
     with pytest.raises(ValueError, match=r"transport.congestion_control: unknown congestion control 'dcqcn'; registered: none"):
         congestion_control("dcqcn", 10e6, 1024)
-    with pytest.raises(ValueError, match=r"transport.entropy: unknown entropy policy 'spray'; registered: per_flow"):
-        entropy_policy("spray", 1, 0)
+    with pytest.raises(ValueError, match=r"transport.entropy: unknown entropy policy 'flowlet'; registered: per_flow, spray"):
+        entropy_policy("flowlet", 1, 0)
     with pytest.raises(ValueError, match="line_rate_bps=0: must be > 0"):
         congestion_control("none", 0, 1024)
 

@@ -37,6 +37,7 @@ from traffic.protocol import (AgentConfig, ErrorEvent, Exit, GetStats, MessageRe
                               RequesterQpStats, ResponderQpStats, RunOp, Stats)
 from traffic.transport import Endpoint, RequesterQP, ResponderQP, initial_psn
 from traffic.transport.entropy import entropy_policy
+from traffic.transport.selective import qp_classes
 
 REQ_QPN_BASE = 0x10000
 RESP_QPN_BASE = 0x20000
@@ -69,7 +70,8 @@ class Agent:
         self.params = cfg.transport
         my_ip = self.ips[self.rank]
         peers = sorted(set(cfg.peers))
-        entropy = entropy_policy(self.params.entropy, cfg.seed, self.rank)
+        entropy = entropy_policy(self.params.entropy, cfg.seed, self.rank, self.params.entropy_ports)
+        requester_qp, responder_qp = qp_classes(self.params.loss_recovery)
         ports = entropy.host_ports(2 * len(peers))
         self.ep = Endpoint(my_ip)
         self.send_qp: dict[int, RequesterQP] = {}
@@ -78,10 +80,10 @@ class Agent:
         self.recv_qp: dict[int, ResponderQP] = {}
         for i, q in enumerate(peers):
             on_error = lambda text, r=self.rank: _send_failed(r, text)  # noqa: E731
-            req = RequesterQP(REQ_QPN_BASE + q, RESP_QPN_BASE + self.rank, my_ip, self.ips[q],
+            req = requester_qp(REQ_QPN_BASE + q, RESP_QPN_BASE + self.rank, my_ip, self.ips[q],
                               ports[2 * i], self.params, first_psn=initial_psn(cfg.seed, self.rank, q),
                               on_error=on_error, entropy=entropy.for_qp(ports[2 * i]))
-            resp = ResponderQP(RESP_QPN_BASE + q, REQ_QPN_BASE + self.rank, my_ip, self.ips[q],
+            resp = responder_qp(RESP_QPN_BASE + q, REQ_QPN_BASE + self.rank, my_ip, self.ips[q],
                                ports[2 * i + 1], self.params, first_psn=initial_psn(cfg.seed, q, self.rank),
                                on_error=on_error)
             self.send_qp[q], self.recv_qp[q] = req, resp
@@ -114,7 +116,7 @@ class Agent:
 
     def stats(self) -> Stats:
         """A snapshot of every QP's counters (copies: the QPs keep counting) and message records."""
-        reqs = [RequesterQpStats(rank=self.rank, peer=q, qpn=qp.qpn, udp_sport=qp.sock.getsockname()[1],
+        reqs = [RequesterQpStats(rank=self.rank, peer=q, qpn=qp.qpn, udp_sport=qp.udp_sport,
                                  first_psn=qp.first_psn, counters=replace(qp.counters))
                 for q, qp in self.send_qp.items()]
         resps = [ResponderQpStats(rank=self.rank, peer=q, qpn=qp.qpn, first_psn=qp.first_psn,

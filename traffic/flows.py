@@ -22,7 +22,9 @@ import time
 from dataclasses import asdict
 
 from traffic.clock import unix_ns
-from traffic.transport import Endpoint, RequesterQP, ResponderQP, TransportParams
+from traffic.transport import Endpoint, TransportParams
+from traffic.transport.entropy import entropy_policy
+from traffic.transport.selective import GO_BACK_N, SELECTIVE_REPEAT, qp_classes
 
 REQ_QPN_BASE = 0x30000
 RESP_QPN_BASE = 0x40000
@@ -51,8 +53,11 @@ def send(ip: str, peer: str, sports: list[int], size_bytes: int, params: Transpo
          timeout_s: float) -> dict:
     ep = Endpoint(ip)
     qps = []
+    requester_qp, _ = qp_classes(params.loss_recovery)
+    policy = entropy_policy(params.entropy, 1, 0, params.entropy_ports)
     for i, sport in enumerate(sports):
-        qp = RequesterQP(REQ_QPN_BASE + i, RESP_QPN_BASE + i, ip, peer, sport, params)
+        qp = requester_qp(REQ_QPN_BASE + i, RESP_QPN_BASE + i, ip, peer, sport, params,
+                          entropy=policy.for_qp(sport))
         ep.requesters[qp.qpn] = qp
         qps.append(qp)
     ep.start()
@@ -71,8 +76,9 @@ def send(ip: str, peer: str, sports: list[int], size_bytes: int, params: Transpo
 def recv(ip: str, peer: str, flows: int, size_bytes: int, params: TransportParams, timeout_s: float) -> dict:
     ep = Endpoint(ip)
     qps = []
+    _, responder_qp = qp_classes(params.loss_recovery)
     for i in range(flows):
-        qp = ResponderQP(RESP_QPN_BASE + i, REQ_QPN_BASE + i, ip, peer, 0, params)
+        qp = responder_qp(RESP_QPN_BASE + i, REQ_QPN_BASE + i, ip, peer, 0, params)
         ep.responders[qp.qpn] = qp
         qps.append(qp)
     ep.start()
@@ -90,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout-s", type=float, default=120.0)
     ap.add_argument("--payload-bytes", type=int, default=1024)
     ap.add_argument("--window-pkts", type=int, default=64)
+    ap.add_argument("--entropy", default="per_flow", help="per_flow, or spray (selective repeat on both ends)")
+    ap.add_argument("--entropy-ports", type=int, default=128, help="ports per QP with spray")
+    ap.add_argument("--rto-us", type=int, default=200_000)
     sub = ap.add_subparsers(dest="role", required=True)
     s = sub.add_parser("send")
     s.add_argument("--sports", required=True)
@@ -100,7 +109,11 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--peer", required=True)
         p.add_argument("--size-bytes", type=int, required=True)
     args = ap.parse_args(argv)
-    params = TransportParams(payload_bytes=args.payload_bytes, window_pkts=args.window_pkts)
+    spray = args.entropy == "spray"
+    params = TransportParams(payload_bytes=args.payload_bytes, window_pkts=args.window_pkts, rto_us=args.rto_us,
+                             entropy=args.entropy, entropy_ports=args.entropy_ports if spray else 1,
+                             loss_recovery=SELECTIVE_REPEAT if spray else GO_BACK_N,
+                             reorder_window_us=args.rto_us // 2 if spray else 0)
     if args.role == "send":
         out = send(args.ip, args.peer, parse_ports(args.sports), args.size_bytes, params, args.timeout_s)
     else:

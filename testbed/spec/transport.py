@@ -1,12 +1,16 @@
 """The ``transport`` section: RoCEv2 payload, window, ACK and retransmission settings."""
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import Literal, Optional, Union
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from typing_extensions import Annotated
 
 from testbed.spec.units import Count, _Spec
+
+
+#: ports per QP of ``spray`` when ``transport.entropy_ports`` is not given
+SPRAY_PORTS_PER_QP = 128
 
 
 class TransportSpec(_Spec):
@@ -20,7 +24,8 @@ class TransportSpec(_Spec):
     requester QPs' congestion control (:data:`traffic.transport.cc.CONGESTION_CONTROLS`;
     ``none``: the window and the link's shaping alone), ``entropy`` the policy choosing their
     UDP source ports (:data:`traffic.transport.entropy.ENTROPY_POLICIES`; ``per_flow``: one
-    seeded port per QP).
+    seeded port per QP; ``spray``: a random one of ``entropy_ports`` ports (default
+    :data:`SPRAY_PORTS_PER_QP`) per packet, with selective repeat).
     """
 
     payload_bytes: Literal[256, 512, 1024, 2048, 4096] = 1024
@@ -29,6 +34,7 @@ class TransportSpec(_Spec):
     rto_us: Union[Literal["auto"], Annotated[int, Field(ge=100, le=10_000_000)]] = "auto"
     congestion_control: str = "none"
     entropy: str = "per_flow"
+    entropy_ports: Optional[Annotated[Count, Field(ge=2, le=1024)]] = None  # ports per QP, spray only (default 32)
 
     @field_validator("congestion_control", "entropy")
     @classmethod
@@ -43,6 +49,8 @@ class TransportSpec(_Spec):
 
     @model_validator(mode="after")
     def _acks_within_window(self) -> "TransportSpec":
+        if self.entropy_ports is not None and self.entropy != "spray":
+            raise ValueError(f"transport.entropy_ports is for transport.entropy: spray, not {self.entropy!r}")
         if self.ack_every_pkts > self.window_pkts:
             raise ValueError(f"transport.ack_every_pkts = {self.ack_every_pkts} exceeds transport.window_pkts = "
                              f"{self.window_pkts}: a full window would never be acknowledged")

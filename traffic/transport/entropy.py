@@ -36,13 +36,29 @@ class QpEntropy:
         return 0
 
 
+class SprayEntropy(QpEntropy):
+    """A new port per packet, drawn uniformly from ``ports`` by a generator seeded with ``seed``."""
+
+    def __init__(self, ports: list[int], seed: str):
+        super().__init__(ports)
+        self._rng = random.Random(seed)
+        self._n = len(self.ports)
+
+    def port_index(self, now_ns: int) -> int:
+        return self._rng.randrange(self._n)
+
+
 class EntropyPolicy:
-    """Base ports per host and a :class:`QpEntropy` per QP, for rank ``rank`` of a run seeded ``seed``."""
+    """Base ports per host and a :class:`QpEntropy` per QP, for rank ``rank`` of a run seeded ``seed``.
+
+    ``ports_per_qp``: ports of one QP for a policy that uses several (``transport.entropy_ports``).
+    ``reorders``: whether the policy's packets overtake each other, so the QPs need selective repeat."""
 
     name: ClassVar[str] = ""
+    reorders: ClassVar[bool] = False
 
-    def __init__(self, seed: int, rank: int):
-        self.seed, self.rank = seed, rank
+    def __init__(self, seed: int, rank: int, ports_per_qp: int = 1):
+        self.seed, self.rank, self.ports_per_qp = seed, rank, ports_per_qp
 
     def host_ports(self, count: int) -> list[int]:
         """``count`` distinct UDP source ports in 49152-65535 for this host's QPs (seeded by seed and rank)."""
@@ -63,10 +79,35 @@ class PerFlow(EntropyPolicy):
         return QpEntropy([base_port])
 
 
+class Spray(EntropyPolicy):
+    """``spray``: every packet of a QP leaves from one of ``ports_per_qp`` ports, drawn at random.
+
+    Each port is a flow to the switches' ECMP hash, so a QP's packets spread over
+    the paths (per-packet load balancing from the sender, as the switch cannot
+    spray by itself in OpenFlow). The ports are the QP's base port plus ports drawn
+    by a generator seeded with (seed, rank, base port); they are not bound (the QP
+    sends through one raw socket), so they may repeat other QPs' ports. Enough
+    ports cover the paths evenly: with p ports over k paths, a path's share is
+    Binomial(p, 1/k)/p (p = 32, k = 2: 0.5 +- 0.09). Reordering follows, so
+    the QPs use selective repeat (:mod:`traffic.transport.selective`). A bounded
+    set keeps the switches' datapath flows few: each port is one flow, whose first
+    packet takes Open vSwitch's slow path (DESIGN.md, "Entropy costs CPU").
+    """
+
+    name = "spray"
+    reorders = True
+
+    def for_qp(self, base_port: int) -> QpEntropy:
+        rng = random.Random(f"spray-{self.seed}-{self.rank}-{base_port}")
+        extra = rng.sample([p for p in range(EPHEMERAL_FIRST_PORT, EPHEMERAL_LAST_PORT + 1) if p != base_port],
+                           self.ports_per_qp - 1)
+        return SprayEntropy([base_port, *extra], f"spray-pick-{self.seed}-{self.rank}-{base_port}")
+
+
 #: name (as written in the scenario) -> class
-ENTROPY_POLICIES: dict[str, type[EntropyPolicy]] = {PerFlow.name: PerFlow}
+ENTROPY_POLICIES: dict[str, type[EntropyPolicy]] = {PerFlow.name: PerFlow, Spray.name: Spray}
 
 
-def entropy_policy(name: str, seed: int, rank: int) -> EntropyPolicy:
+def entropy_policy(name: str, seed: int, rank: int, ports_per_qp: int = 1) -> EntropyPolicy:
     """The policy ``name`` for one host. Raises ValueError naming the registered names."""
-    return pick(ENTROPY_POLICIES, name, "entropy policy", "transport.entropy")(seed, rank)
+    return pick(ENTROPY_POLICIES, name, "entropy policy", "transport.entropy")(seed, rank, ports_per_qp)

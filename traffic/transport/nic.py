@@ -34,6 +34,21 @@ def rdma_socket(src_ip: str, sport: int, tos: int, sndbuf_bytes: int | None = No
     return s
 
 
+def rdma_raw_socket(sndbuf_bytes: int | None = None) -> socket.socket:
+    """A raw IPv4 socket (IPPROTO_RAW: the caller writes the IP and UDP headers) for a QP that sends
+    from several UDP source ports (an entropy policy that changes the port per packet or flowlet).
+
+    One socket for all of the QP's ports keeps one send buffer, so the QP is paced by its NIC
+    queue as with one UDP socket. Send :meth:`traffic.wire.DataPacketBuilder.ip_packet` to
+    ``(dst_ip, 0)``. IP_RECVERR as in :func:`rdma_socket`. Needs CAP_NET_RAW (agents run as root).
+    """
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    if sndbuf_bytes:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf_bytes)
+    s.setsockopt(socket.IPPROTO_IP, IP_RECVERR, 1)
+    return s
+
+
 class TransportError(RuntimeError):
     """A send failed for a reason other than a full queue; the message names QP, peer and errno."""
 

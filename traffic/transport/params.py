@@ -34,7 +34,12 @@ class TransportParams:
     - ``line_rate_bps``: the host link's rate, the rate a congestion control starts from and
       never exceeds;
     - ``congestion_control``: name in :data:`traffic.transport.cc.CONGESTION_CONTROLS`;
-    - ``entropy``: name in :data:`traffic.transport.entropy.ENTROPY_POLICIES`.
+    - ``entropy``: name in :data:`traffic.transport.entropy.ENTROPY_POLICIES`;
+    - ``entropy_ports``: UDP source ports per QP of a policy that uses several (``spray``);
+    - ``loss_recovery``: ``go_back_n``, or ``selective_repeat`` for a policy whose packets
+      overtake each other (:mod:`traffic.transport.selective`);
+    - ``reorder_window_us``: with selective repeat, how long a gap may last before the
+      responder reports it lost (longer than any path's extra queueing delay).
     """
 
     payload_bytes: int = 1024
@@ -45,3 +50,6 @@ class TransportParams:
     line_rate_bps: float = 10_000_000.0
     congestion_control: str = "none"
     entropy: str = "per_flow"
+    entropy_ports: int = 1
+    loss_recovery: str = "go_back_n"
+    reorder_window_us: int = 0

@@ -42,7 +42,8 @@ from traffic import wire
 from traffic.clock import unix_ns
 from traffic.transport.cc import CongestionControl, congestion_control
 from traffic.transport.entropy import QpEntropy
-from traffic.transport.nic import TransportError, rdma_socket, send_error_text, send_lossless  # noqa: F401
+from traffic.transport.nic import (TransportError, rdma_raw_socket, rdma_socket, send_error_text,  # noqa: F401
+                                   send_lossless)
 from traffic.transport.params import TransportParams, wire_bytes
 
 PSN_MASK = 0xFFFFFF
@@ -109,6 +110,9 @@ class RequesterQP:
     (``next_send_ns``) it waits for before each packet.
     """
 
+    #: set AckReq on every resent packet (selective repeat resends single packets, which must be answered)
+    ACK_EVERY_RETRANSMISSION = False
+
     def __init__(self, qpn: int, dest_qpn: int, src_ip: str, dst_ip: str, sport: int,
                  params: TransportParams, first_psn: int = 0, on_error=None,
                  entropy: QpEntropy | None = None, cc: CongestionControl | None = None):
@@ -125,11 +129,17 @@ class RequesterQP:
         self.cc = cc if cc is not None else congestion_control(params.congestion_control, params.line_rate_bps,
                                                                   params.payload_bytes)
         self.entropy = entropy if entropy is not None else QpEntropy([sport])
-        #: one socket and packet builder per source port of the entropy policy (per flow: one)
-        self.socks = [rdma_socket(src_ip, port, DATA_TOS, params.sndbuf_bytes) for port in self.entropy.ports]
+        #: one packet builder per source port of the entropy policy; one UDP socket for one port (per
+        #: flow), else one raw socket sending the builders' IP packets (the port chosen per packet)
+        if len(self.entropy.ports) == 1:
+            self.socks = [rdma_socket(src_ip, self.entropy.ports[0], DATA_TOS, params.sndbuf_bytes)]
+            ports = [self.socks[0].getsockname()[1]]  # port 0 = any: the builder needs the bound one
+        else:
+            self.socks = [rdma_raw_socket(params.sndbuf_bytes)]
+            ports = self.entropy.ports
         self.sock = self.socks[0]
-        self.builders = [wire.DataPacketBuilder(src_ip, dst_ip, s.getsockname()[1], params.payload_bytes)
-                         for s in self.socks]
+        self.udp_sport = ports[0]
+        self.builders = [wire.DataPacketBuilder(src_ip, dst_ip, port, params.payload_bytes) for port in ports]
         self.builder = self.builders[0]
         self.cond = threading.Condition()
         self.messages: list[_Message] = []
@@ -215,11 +225,30 @@ class RequesterQP:
                 self.counters.acks_rx += 1
             else:
                 self.counters.naks_rx += 1
-                if self.una <= psn < self.next_psn:
-                    self.next_psn = psn
+                self._recover_nak(psn)
             if self.next_psn < self.una:
                 self.next_psn = self.una
             self.cond.notify_all()
+
+    # -- loss recovery (go-back-N here; traffic.transport.selective overrides) --------
+    def _recover_nak(self, psn: int) -> None:
+        """A NAK says ``psn`` is the responder's expected PSN: resend from it (go-back-N). Under ``cond``."""
+        if self.una <= psn < self.next_psn:
+            self.next_psn = psn
+
+    def _recover_timeout(self) -> None:
+        """No ACK progress for ``rto_us``: resend from the oldest unacknowledged PSN. Under ``cond``."""
+        self.next_psn = self.una
+
+    def _can_send(self) -> bool:
+        """A packet may leave now: posted and not yet sent (or to resend), within the window. Under ``cond``."""
+        return self.next_psn < self.tail_psn and self.next_psn - self.una < self.params.window_pkts
+
+    def _take_psn(self) -> int:
+        """The PSN to send now (after :meth:`_can_send`). Under ``cond``."""
+        psn = self.next_psn
+        self.next_psn += 1
+        return psn
 
     def _unwrap(self, psn24: int) -> int:
         """The unbounded PSN nearest to ``una`` whose low 24 bits are ``psn24``."""
@@ -253,7 +282,7 @@ class RequesterQP:
         rto_s = p.rto_us / 1e6
         busy_since = None
         c, cc, ent = self.counters, self.cc, self.entropy
-        port_choice = len(self.socks) > 1
+        port_choice = len(self.builders) > 1
         while True:
             with self.cond:
                 while True:
@@ -263,10 +292,10 @@ class RequesterQP:
                     outstanding = self.una < self.high_psn
                     if outstanding and now - self._last_progress > rto_s:
                         c.timeouts += 1
-                        self.next_psn = self.una
+                        self._recover_timeout()
                         self._last_progress = now
                         cc.on_timeout(time.monotonic_ns())
-                    if self.next_psn < self.tail_psn and self.next_psn - self.una < p.window_pkts:
+                    if self._can_send():
                         now_ns = time.monotonic_ns()
                         at_ns = cc.next_send_ns(now_ns)
                         if at_ns <= now_ns:  # the pacing decision: send now
@@ -279,9 +308,9 @@ class RequesterQP:
                     self.cond.wait(rto_s if outstanding else 1.0)
                 if busy_since is None:
                     busy_since = time.monotonic_ns()
-                psn = self.next_psn
-                self.next_psn += 1
-                if psn < self.high_psn:
+                psn = self._take_psn()
+                retx = psn < self.high_psn
+                if retx:
                     c.retx_pkts += 1
                 else:
                     self.high_psn = psn + 1
@@ -298,16 +327,18 @@ class RequesterQP:
                 opcode = wire.Opcode.RC_SEND_LAST
             else:
                 opcode = wire.Opcode.RC_SEND_MIDDLE
-            ack_req = last or ((psn - self.first_psn) % p.ack_every_pkts == p.ack_every_pkts - 1)
+            ack_req = (last or (psn - self.first_psn) % p.ack_every_pkts == p.ack_every_pkts - 1
+                       or (retx and self.ACK_EVERY_RETRANSMISSION))
             # payload tag = (message sequence, packet index): what the responder checks
-            if port_choice:  # the entropy policy picks this packet's source port
-                k = ent.port_index(now_ns)
-                sock, builder = self.socks[k], self.builders[k]
+            if port_choice:  # the entropy policy picks this packet's source port; whole IP packet, raw socket
+                builder = self.builders[ent.port_index(now_ns)]
+                pkt = builder.build(opcode, self.dest_qpn, psn & PSN_MASK, ack_req, m.seq, idx, plen)
+                out, dst = builder.ip_packet(), (self.dst[0], 0)
             else:
-                sock, builder = self.sock, self.builder
-            pkt = builder.build(opcode, self.dest_qpn, psn & PSN_MASK, ack_req, m.seq, idx, plen)
+                pkt = out = self.builder.build(opcode, self.dest_qpn, psn & PSN_MASK, ack_req, m.seq, idx, plen)
+                dst = self.dst
             try:
-                if not send_lossless(sock, pkt, self.dst, c):
+                if not send_lossless(self.sock, out, dst, c):
                     return
             except OSError as e:
                 self._fail(e)
@@ -321,6 +352,14 @@ class RequesterQP:
             cc.on_send(frame_bytes, now_ns)
 
 
+def packet_tag(buf: memoryview, n: int, pad: int, msg_seq: int, pkt_idx: int) -> tuple[int, int, int]:
+    """(payload bytes, message sequence, packet index) of the data packet in ``buf[:n]``; a payload
+    shorter than the tag counts as carrying the expected (``msg_seq``, ``pkt_idx``)."""
+    plen = n - wire.BTH_BYTES - wire.ICRC_BYTES - pad
+    seq, idx = MSG_HDR.unpack_from(buf, wire.BTH_BYTES) if plen >= MSG_HDR.size else (msg_seq, pkt_idx)
+    return plen, seq, idx
+
+
 @dataclass
 class ResponderCounters:
     rx_pkts: int = 0
@@ -331,6 +370,7 @@ class ResponderCounters:
     acks_tx: int = 0
     order_errors: int = 0
     messages: int = 0
+    max_reorder_pkts: int = 0  # farthest a packet arrived ahead of the expected PSN (selective repeat)
 
 
 class ResponderQP:
@@ -370,23 +410,7 @@ class ResponderQP:
         d = (psn24 - self.epsn) & PSN_MASK
         if d == 0:
             self.nak_sent = False
-            plen = n - wire.BTH_BYTES - wire.ICRC_BYTES - pad
-            seq, idx = MSG_HDR.unpack_from(buf, wire.BTH_BYTES) if plen >= MSG_HDR.size else (self.msg_seq, self.pkt_idx)
-            if seq != self.msg_seq or idx != self.pkt_idx:
-                c.order_errors += 1
-            self.epsn += 1
-            c.delivered_bytes += plen
-            self._msg_bytes_acc += plen
-            self.pkt_idx += 1
-            if opcode in (wire.Opcode.RC_SEND_LAST, wire.Opcode.RC_SEND_ONLY):
-                with self.cond:
-                    self.msg_done_ns.append(unix_ns())
-                    self.msg_bytes.append(self._msg_bytes_acc)
-                    self._msg_bytes_acc = 0
-                    self.msg_seq += 1
-                    self.pkt_idx = 0
-                    c.messages += 1
-                    self.cond.notify_all()
+            self._deliver(opcode, *packet_tag(buf, n, pad, self.msg_seq, self.pkt_idx))
             if ack_req:
                 self._send_ack((self.epsn - 1) & PSN_MASK, nak=False)
         elif d < HALF_PSN:  # ahead of the expected PSN: a gap, packets were lost
@@ -398,6 +422,25 @@ class ResponderQP:
             c.dup_pkts += 1
             if ack_req:
                 self._send_ack((self.epsn - 1) & PSN_MASK, nak=False)
+
+    def _deliver(self, opcode: int, plen: int, seq: int, idx: int) -> None:
+        """Hand the packet at ``epsn`` to the application: check its tag, count it, complete its message."""
+        c = self.counters
+        if seq != self.msg_seq or idx != self.pkt_idx:
+            c.order_errors += 1
+        self.epsn += 1
+        c.delivered_bytes += plen
+        self._msg_bytes_acc += plen
+        self.pkt_idx += 1
+        if opcode in (wire.Opcode.RC_SEND_LAST, wire.Opcode.RC_SEND_ONLY):
+            with self.cond:
+                self.msg_done_ns.append(unix_ns())
+                self.msg_bytes.append(self._msg_bytes_acc)
+                self._msg_bytes_acc = 0
+                self.msg_seq += 1
+                self.pkt_idx = 0
+                c.messages += 1
+                self.cond.notify_all()
 
     def _send_ack(self, psn24: int, nak: bool) -> None:
         pkt = self.ack_builder.build(self.requester_qpn, psn24, nak, self.msg_seq & wire.MSN_MAX)
