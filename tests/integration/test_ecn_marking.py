@@ -1,0 +1,38 @@
+"""ECN marking on a real fabric port: only ECT packets of the lossless class, none below Kmin, and one
+point of the RED curve (benchmarks/ecn_curve.py measures the whole curve; method in
+testbed.measure.ecn_curve). One leaf, three hosts, h1 + h2 -> h3 overload the leaf's port toward h3."""
+import sys
+from pathlib import Path
+
+import pytest
+
+from testbed.emulation.ecn_marker import EcnLoop, leftover_tables
+from testbed.emulation.fabric import Fabric
+from testbed.host.runlock import RunLock
+from testbed.measure.ecn_curve import congested_port, measure_point
+from testbed.naming import new_run_id
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from ecn_curve import KMIN_BYTES, scenario  # noqa: E402
+
+pytestmark = pytest.mark.integration
+
+
+def test_marks_only_ect_none_below_kmin_and_follows_red(tmp_path, datapath):
+    spec, rid = scenario(), new_run_id()
+    with RunLock(rid), Fabric(spec, rid, tmp_path, datapath) as fab:
+        port = congested_port(fab, 2)
+        loop = EcnLoop.for_run(spec, rid, fab.switch_ports, fab.queues)
+        with loop:
+            assert leftover_tables(rid) == [f"{rid}ecn"]
+            below = measure_point(fab, loop, [0, 1], 2, port, 7_000, seconds=2.0)
+            mid = measure_point(fab, loop, [0, 1], 2, port, 32_000, seconds=2.0)
+        assert leftover_tables(rid) == []  # the marker removed its table
+    for p in (below, mid):
+        assert sum(p["counts"]["ect"]) > 1000 and sum(p["counts"]["not_ect"]) > 400, p
+        assert p["not_ect_ce"] == 0 and p["lossy_ect_ce"] == 0, p  # only ECT of the lossless class
+    assert below["backlog_mean_bytes"] < KMIN_BYTES and below["ce_fraction"] == 0, below
+    assert KMIN_BYTES < mid["backlog_mean_bytes"] and 0.15 < mid["red_p"] < 0.35, mid
+    assert abs(mid["ce_fraction"] - mid["red_p"]) <= 0.05, mid
+    lm = loop.marker.loop_ms()
+    assert lm["ticks"] > 1000 and lm["p50"] < 1.0, lm
