@@ -13,7 +13,7 @@ from testbed.measure.ecn_curve import congested_port, measure_point
 from testbed.naming import new_run_id
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from ecn_curve import KMIN_BYTES, scenario  # noqa: E402
+from ecn_curve import KMIN_BYTES, scenario  # noqa: E402  (the benchmark's scenario)
 
 pytestmark = pytest.mark.integration
 
@@ -36,3 +36,27 @@ def test_marks_only_ect_none_below_kmin_and_follows_red(tmp_path, datapath):
     assert abs(mid["ce_fraction"] - mid["red_p"]) <= 0.05, mid
     lm = loop.marker.loop_ms()
     assert lm["ticks"] > 1000 and lm["p50"] < 1.0, lm
+
+
+def test_a_run_with_ecn_records_marks_backend_and_loop_time(tmp_path):
+    """scenarios/ecn_marking.yaml, one size: the lossless queues pass Kmin at the 2:1 uplinks."""
+    from conftest import REPO, run_scenario_file
+    import json
+    import pandas as pd
+
+    text = (REPO / "scenarios" / "ecn_marking.yaml").read_text().replace(
+        "sizes: {min_bytes: 256KiB, max_bytes: 1MiB, factor: 4}", "sizes: {min_bytes: 1MiB, max_bytes: 1MiB}")
+    _, s = run_scenario_file(tmp_path, text, expect_rc=None)  # completed; faithful or not (CPU is shared)
+    c, t = s["congestion"], s["transport"]
+    assert t["delivered_bytes"] == t["posted_bytes"] and t["switch_drops_pkts"] == 0
+    assert c["ecn_marker"].startswith("nftables") and c["kmin_bytes"] == 5 * 4214 and c["kmax_bytes"] == 20 * 4214
+    assert c["ect_pkts"] > 1000 and 0 < c["ce_marked_pkts"] < c["ect_pkts"], c
+    assert c["lossless_queue_p99_bytes"] > c["kmin_bytes"], c
+    assert c["ecn_loop_ticks"] > 1000 and c["ecn_loop_p50_ms"] is not None, c
+    run_dir = Path(s["run_dir"])
+    assert json.loads((run_dir / "manifest.json").read_text())["backends"]["ecn_marker"] == c["ecn_marker"]
+    q = pd.read_csv(run_dir / "lossless_queues.csv")
+    assert set(q["class"]) == {"lossless"} and q["backlog_bytes"].max() > c["kmin_bytes"]
+    marks = pd.read_csv(run_dir / "ecn_marking.csv")
+    assert marks["probability"].between(0, 1).all() and len(marks) > 0
+    assert leftover_tables(s["run_id"]) == []
