@@ -6,7 +6,6 @@ import pytest
 from controllers.congestion.ecn import MarkingPolicy, RedCurve, quantize
 from testbed.emulation import queues
 from testbed.emulation.ecn_marker import NftEcnMarker, table_name
-from testbed.emulation.queues import htb_classes
 from testbed.emulation.queues.base import QueueConfig, TrafficClass
 from testbed.spec.scenario import ScenarioError, parse_scenario
 

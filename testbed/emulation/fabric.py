@@ -230,8 +230,7 @@ class Fabric(StartStop):
     def _shape_all(self) -> None:
         """Install every egress queue (self.queues) at its link's rate, read it back, install
         hosts' static neighbours. Switch ports queue their link's buffer_bytes; host NICs
-        HOST_NIC_QUEUE_BYTES."""
-        mtu = self.spec.fabric.mtu_bytes
+        HOST_NIC_QUEUE_BYTES (per class, with a backend of priority classes)."""
         for h in self.layout.hosts:
             node = self.net.get(h.name)
             rate_bps = self.layout.links_of(h.name)[0].rate_bps

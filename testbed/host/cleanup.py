@@ -399,28 +399,26 @@ def _del_links(rid: str, seen: list[str], warnings: list[str]) -> list[str]:
     return removed
 
 
-def _del_netns(names: list[str], warnings: list[str]) -> list[str]:
-    from pyroute2 import netns
-
-    removed = []
-    for ns in names:
-        try:
-            netns.remove(ns)
-            removed.append(ns)
-        except OSError as exc:
-            warnings.append(f"removing netns {ns} failed: {exc}")
-    return removed
-
-
-def _del_tables(names: list[str], warnings: list[str]) -> list[str]:
+def _remove_each(names: list[str], remove, what: str, errors, warnings: list[str]) -> list[str]:
+    """``remove(name)`` for each name; the names removed; a warning per ``errors`` raised."""
     removed = []
     for name in names:
         try:
-            ecn_marker.delete_table(name)
+            remove(name)
             removed.append(name)
-        except ecn_marker.NftError as exc:
-            warnings.append(f"removing nft table {name} failed: {exc}")
+        except errors as exc:
+            warnings.append(f"removing {what} {name} failed: {exc}")
     return removed
+
+
+def _del_netns(names: list[str], warnings: list[str]) -> list[str]:
+    from pyroute2 import netns
+
+    return _remove_each(names, netns.remove, "netns", OSError, warnings)
+
+
+def _del_tables(names: list[str], warnings: list[str]) -> list[str]:
+    return _remove_each(names, ecn_marker.delete_table, "nft table", ecn_marker.NftError, warnings)
 
 
 def _del_state(rid: str) -> list[str]:
