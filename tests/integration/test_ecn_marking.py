@@ -60,3 +60,19 @@ def test_a_run_with_ecn_records_marks_backend_and_loop_time(tmp_path):
     marks = pd.read_csv(run_dir / "ecn_marking.csv")
     assert marks["probability"].between(0, 1).all() and len(marks) > 0
     assert leftover_tables(s["run_id"]) == []
+
+
+def test_clean_removes_a_dead_runs_marker_table_and_no_other():
+    from testbed.emulation.ecn_marker import _Nft, table_name
+    from testbed.host import cleanup
+
+    rid, other = new_run_id(), new_run_id()
+    nft = _Nft()
+    nft.run(f"add table netdev {table_name(rid)}\nadd table netdev {table_name(other)}")
+    try:
+        report = cleanup.clean([rid])
+        assert report.runs[0].nft_tables == [table_name(rid)]
+        assert leftover_tables(rid) == [] and leftover_tables(other) == [table_name(other)]
+    finally:
+        for t in leftover_tables(rid) + leftover_tables(other):
+            nft.run(f"delete table netdev {t}")
