@@ -16,19 +16,19 @@ SIZES = {"sizes": {"min_bytes": 65536, "max_bytes": 65536}}
 
 
 def test_registry_has_htb_bfifo_as_default():
-    assert sorted(queues.BACKENDS) == ["htb_bfifo"]
+    assert sorted(queues.BACKENDS) == ["htb_bfifo", "htb_classes"]
     assert isinstance(queues.get("htb_bfifo"), htb_bfifo.HtbBfifo)
     assert parse_scenario({"workload": SIZES}).fabric.queue_backend == "htb_bfifo"
 
 
 @pytest.mark.parametrize("name", ["red", "HTB_BFIFO", "", None])
 def test_unknown_backend_names_the_key_and_the_registered_names(name):
-    with pytest.raises(ValueError, match=r"fabric.queue_backend = .* is not one of \['htb_bfifo'\]"):
+    with pytest.raises(ValueError, match=r"fabric.queue_backend = .* is not one of \['htb_bfifo', 'htb_classes'\]"):
         queues.get(name)
 
 
 def test_scenario_refuses_an_unknown_backend_before_anything_is_built():
-    with pytest.raises(ScenarioError, match=r"fabric: fabric.queue_backend = 'red' is not one of \['htb_bfifo'\]"):
+    with pytest.raises(ScenarioError, match=r"fabric: fabric.queue_backend = 'red' is not one of \['htb_bfifo', 'htb_classes'\]"):
         parse_scenario({"fabric": {"queue_backend": "red"}, "workload": SIZES})
 
 

@@ -230,14 +230,13 @@ class Fabric(StartStop):
     def _shape_all(self) -> None:
         """Install every egress queue (self.queues) at its link's rate, read it back, install
         hosts' static neighbours. Switch ports queue their link's buffer_bytes; host NICs
-        HOST_NIC_QUEUE_BYTES."""
-        mtu = self.spec.fabric.mtu_bytes
+        HOST_NIC_QUEUE_BYTES (per class, with a backend of priority classes)."""
         for h in self.layout.hosts:
             node = self.net.get(h.name)
             rate_bps = self.layout.links_of(h.name)[0].rate_bps
             with IPRoute(netns=f"/proc/{node.pid}/ns/net") as ipr:
                 self.readback[h.intf] = self.queues.install(
-                    ipr, h.intf, queues.QueueConfig.single(rate_bps, HOST_NIC_QUEUE_BYTES, mtu))
+                    ipr, h.intf, self._queue_config(rate_bps, HOST_NIC_QUEUE_BYTES, switch_port=False))
                 # static neighbours: host traffic never waits for (or sends) ARP during a run;
                 # the controller still answers ARP for anything else (controllers/app.py)
                 idx = ipr.link_lookup(ifname=h.intf)[0]
@@ -255,8 +254,16 @@ class Fabric(StartStop):
         if problems:
             raise FabricError("link shaping self-check failed: " + "; ".join(problems))
 
+    def _queue_config(self, rate_bps: float, buffer_bytes: int, switch_port: bool = True) -> queues.QueueConfig:
+        """One class of ``buffer_bytes``, or with a backend of priority classes the ``congestion`` section's
+        three (testbed.spec.congestion)."""
+        mtu = self.spec.fabric.mtu_bytes
+        if self.queues.max_classes < 3:
+            return queues.QueueConfig.single(rate_bps, buffer_bytes, mtu)
+        classes = self.spec.congestion.traffic_classes(buffer_bytes, mtu + 14, switch_port)
+        return queues.QueueConfig(rate_bps=rate_bps, mtu_bytes=mtu, classes=classes)
+
     def _shape_switch_port(self, ipr: IPRoute, ifname: str, rate_bps: float, buffer_bytes: int) -> None:
-        self.readback[ifname] = self.queues.install(
-            ipr, ifname, queues.QueueConfig.single(rate_bps, buffer_bytes, self.spec.fabric.mtu_bytes))
+        self.readback[ifname] = self.queues.install(ipr, ifname, self._queue_config(rate_bps, buffer_bytes))
         self.port_rate_bps[ifname] = rate_bps
         self.switch_ports.append(ifname)

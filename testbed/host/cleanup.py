@@ -30,6 +30,7 @@ from pathlib import Path
 
 import psutil
 
+from testbed.emulation import ecn_marker
 from testbed.naming import RUN_ID_RE, check_run_id, run_id_of
 from testbed.host.runlock import is_live, known_runs, lock_path, state_path
 
@@ -50,8 +51,9 @@ class RunCleanup:
     interfaces: list[str] = field(default_factory=list)
     netns: list[str] = field(default_factory=list)
     state_files: list[str] = field(default_factory=list)
+    nft_tables: list[str] = field(default_factory=list)
 
-    KINDS = ("processes", "bridges", "interfaces", "netns", "state_files")
+    KINDS = ("processes", "bridges", "interfaces", "netns", "state_files", "nft_tables")
 
     def counts(self) -> dict[str, int]:
         return {k: len(getattr(self, k)) for k in self.KINDS}
@@ -59,7 +61,7 @@ class RunCleanup:
     def summary(self) -> str:
         """E.g. ``removed run tb12ab: 3 processes, 6 bridges, 22 interfaces``."""
         singular = {"processes": "process", "bridges": "bridge", "interfaces": "interface",
-                    "netns": "netns", "state_files": "state file"}
+                    "netns": "netns", "state_files": "state file", "nft_tables": "nft table"}
         parts = []
         for kind, n in self.counts().items():
             if n:
@@ -397,17 +399,26 @@ def _del_links(rid: str, seen: list[str], warnings: list[str]) -> list[str]:
     return removed
 
 
+def _remove_each(names: list[str], remove, what: str, errors, warnings: list[str]) -> list[str]:
+    """``remove(name)`` for each name; the names removed; a warning per ``errors`` raised."""
+    removed = []
+    for name in names:
+        try:
+            remove(name)
+            removed.append(name)
+        except errors as exc:
+            warnings.append(f"removing {what} {name} failed: {exc}")
+    return removed
+
+
 def _del_netns(names: list[str], warnings: list[str]) -> list[str]:
     from pyroute2 import netns
 
-    removed = []
-    for ns in names:
-        try:
-            netns.remove(ns)
-            removed.append(ns)
-        except OSError as exc:
-            warnings.append(f"removing netns {ns} failed: {exc}")
-    return removed
+    return _remove_each(names, netns.remove, "netns", OSError, warnings)
+
+
+def _del_tables(names: list[str], warnings: list[str]) -> list[str]:
+    return _remove_each(names, ecn_marker.delete_table, "nft table", ecn_marker.NftError, warnings)
 
 
 def _del_state(rid: str) -> list[str]:
@@ -445,7 +456,8 @@ def clean(
     wanted = None if run_ids is None else {check_run_id(r) for r in run_ids}
     report = CleanReport()
     found, bridges, _ = _discover(report.warnings)
-    for rid in sorted(wanted if wanted is not None else found):
+    tables = ecn_marker.leftover_tables()  # the ECN marker's netdev tables, <rid>ecn
+    for rid in sorted(wanted if wanted is not None else set(found) | {run_id_of(t) for t in tables}):
         if not include_live and is_live(rid):
             report.skipped_live.append(rid)
             continue
@@ -458,5 +470,6 @@ def clean(
         rc.interfaces = _del_links(rid, seen, report.warnings)
         rc.netns = _del_netns(f.netns, report.warnings)
         rc.state_files = _del_state(rid)
+        rc.nft_tables = _del_tables([t for t in tables if run_id_of(t) == rid], report.warnings)
         report.runs.append(rc)
     return report

@@ -42,6 +42,15 @@ def versions() -> dict:
     return out
 
 
+def ecn_marker_backend(spec, caps) -> str:
+    """The ECN marker this run uses: ``nftables (libnftables)``/``nftables (nft -f)`` when
+    ``congestion.ecn`` is on, else ``off (the machine offers <caps.ecn_marker>)``."""
+    if spec.congestion.ecn is None:
+        return f"off (the machine offers {caps.ecn_marker})"
+    from testbed.emulation.ecn_marker import nft_backend
+    return nft_backend()
+
+
 def build(ctx: RunContext, caps) -> dict:
     """manifest.json's content for a probed ``ctx`` and ``caps`` (testbed.host.capabilities.Capabilities).
 
@@ -53,7 +62,7 @@ def build(ctx: RunContext, caps) -> dict:
         "run_id": ctx.run_id, "started_utc": ctx.started_utc,
         "scenario_path": str(Path(ctx.scenario_path).resolve()) if ctx.scenario_path else None,
         "scenario": spec.model_dump(mode="json"), "versions": versions(),
-        "capabilities": caps.as_dict(), "backends": {"datapath": ctx.datapath, "ecn_marker": caps.ecn_marker,
+        "capabilities": caps.as_dict(), "backends": {"datapath": ctx.datapath, "ecn_marker": ecn_marker_backend(spec, caps),
                                                      "delay": caps.delay, "queues": spec.fabric.queue_backend},
         "scale_factor": spec.scale_factor, "reference_link_bps": spec.reference_link_bps,
         "seed": spec.seed, "transport": asdict(ctx.transport), "payload_efficiency": ctx.efficiency,

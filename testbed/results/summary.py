@@ -112,6 +112,7 @@ def _write_complete_now(ctx: RunContext, rec: Recording, note: str | None) -> di
         "checks": verdict.checks, "fidelity": verdict.figures, "controller": controller,
         **_common(ctx), "transport": t,
         "percentile_method": tables.PERCENTILE_METHOD, "sizes": tables.size_rows_json(sizes),
+        "congestion": rec.ecn.write(ctx.run_dir) if rec.ecn is not None else None,
     }
     timing.add_busbw_error_bounds(summary["sizes"], ctx.spec, ctx.efficiency)
     tables.write_json(ctx.run_dir / "summary.json", summary)

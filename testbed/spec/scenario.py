@@ -1,7 +1,7 @@
 """Scenario files: YAML validated into frozen specs before anything touches the kernel.
 
 A scenario is one YAML mapping with the sections ``fabric``, ``transport``,
-``workload``, ``fidelity``, ``controller``, ``load_balance`` and ``output``
+``workload``, ``fidelity``, ``controller``, ``load_balance``, ``congestion`` and ``output``
 (all optional but ``workload``) plus ``name``
 and ``seed``. Unknown keys, wrong types and impossible values raise
 :class:`ScenarioError`, whose message names every bad key path (for example
@@ -19,6 +19,7 @@ from typing import Any, Union
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from testbed.spec.congestion import CongestionSpec
 from testbed.spec.controller import ControllerSpec, LoadBalanceSpec, OutputSpec
 from testbed.spec.fabric import FabricSpec
 from testbed.spec.fidelity import FidelityThresholdsSpec
@@ -43,6 +44,7 @@ class ScenarioSpec(_Spec):
     controller: ControllerSpec = ControllerSpec()
     load_balance: LoadBalanceSpec = LoadBalanceSpec()
     output: OutputSpec = OutputSpec()
+    congestion: CongestionSpec = CongestionSpec()
 
     @property
     def scale_factor(self) -> float:
@@ -56,6 +58,7 @@ class ScenarioSpec(_Spec):
                              f"{self.fabric.host_link_bps:g}: the scaled-down link cannot be faster than the real one")
         if self.fabric.n_hosts < 2:
             raise ValueError("a collective needs at least 2 hosts: fabric.leaves * fabric.hosts_per_leaf < 2")
+        _check_congestion(self)
         rto = self.transport.rto_us
         if rto != "auto" and rto < min_rto_us(self):
             raise ValueError(
@@ -78,6 +81,30 @@ class ScenarioSpec(_Spec):
                 f"(at most {MAX_LINK_MTU_BYTES}) or lower transport.payload_bytes to "
                 f"<= {max(m for m in ROCE_MTUS_BYTES if m + ROCEV2_IP_OVERHEAD_BYTES <= self.fabric.mtu_bytes)}")
         return self
+
+
+def _check_congestion(spec: "ScenarioSpec") -> None:
+    """A ``congestion`` section needs a backend with the three classes; Kmin < Kmax, Kmin below the
+    lossless buffer. ValueError naming the keys."""
+    from testbed.emulation import queues
+
+    c, f = spec.congestion, spec.fabric
+    backend = queues.BACKENDS[f.queue_backend]
+    asked = c.ecn is not None or c.buffers != type(c.buffers)()
+    if asked and backend.max_classes < 3:
+        raise ValueError(f"congestion.buffers/congestion.ecn need priority classes, which fabric.queue_backend = "
+                         f"{f.queue_backend!r} does not build; allowed: "
+                         f"{sorted(n for n, b in queues.BACKENDS.items() if b.max_classes >= 3 and b.marks_ecn)}")
+    if c.ecn is None:
+        return
+    kmin, kmax = c.ecn.thresholds_bytes(f.mtu_bytes + 14)
+    if not kmin < kmax:
+        raise ValueError(f"congestion.ecn: Kmin {kmin} bytes must be below Kmax {kmax} bytes")
+    lossless = c.class_buffers_bytes(f.buffer_bytes)["lossless"]
+    if kmin >= lossless:
+        raise ValueError(f"congestion.ecn: Kmin {kmin} bytes is not below the lossless class buffer {lossless} "
+                         f"bytes (congestion.buffers.lossless_bytes, default fabric.buffer_bytes): nothing "
+                         f"would ever be marked")
 
 
 def min_rto_us(spec: "ScenarioSpec") -> float:

@@ -50,7 +50,7 @@ PSN_MASK = 0xFFFFFF
 HALF_PSN = 1 << 23
 MSG_HDR = wire.PAYLOAD_TAG  # (message sequence, packet index) at the start of each payload
 DATA_TOS = wire.TOS_DATA  # DSCP 26, ECT(0)
-ACK_TOS = 0x68  # DSCP 26, Not-ECT
+ACK_TOS = wire.DSCP_CNP << 2  # 0xc0: DSCP 48, Not-ECT: ACKs ride the control class with CNPs (htb_classes)
 
 
 def initial_psn(seed, requester: object, responder: object) -> int:

@@ -23,6 +23,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
+from controllers.congestion.ecn import RedCurve  # noqa: F401  (the marking curve lives with its policy)
 from testbed.emulation.queues import tc
 
 ETH_HLEN_BYTES = 14
@@ -33,24 +34,6 @@ TcRequest = tuple
 def frame_bytes(mtu_bytes: int) -> int:
     """Bytes the qdiscs count for a full-size frame: ``mtu_bytes + 14``."""
     return mtu_bytes + ETH_HLEN_BYTES
-
-
-@dataclass(frozen=True)
-class RedCurve:
-    """ECN marking thresholds of one class: no mark below ``kmin_bytes`` of backlog, probability rising
-    linearly to ``pmax`` at ``kmax_bytes``, every ECT packet marked above (RED, Floyd & Jacobson 1993;
-    DCQCN's Kmin/Kmax/Pmax, Zhu et al. SIGCOMM 2015). Raises ValueError naming a bad field."""
-
-    kmin_bytes: int
-    kmax_bytes: int
-    pmax: float
-
-    def __post_init__(self):
-        if not 0 <= self.kmin_bytes < self.kmax_bytes:
-            raise ValueError(f"kmin_bytes={self.kmin_bytes!r}, kmax_bytes={self.kmax_bytes!r}: "
-                             "need 0 <= kmin_bytes < kmax_bytes")
-        if not 0 < self.pmax <= 1:
-            raise ValueError(f"pmax={self.pmax!r} must be in (0, 1]")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,259 @@
+"""ECN marker actuator: an nftables netdev egress rule per switch port, driven by sampled class backlog.
+
+The kernel here has no ``sch_red`` (DESIGN.md), so RED marking is done in two
+halves. The policy (:class:`controllers.congestion.ecn.MarkingPolicy`, pure)
+turns each sample of the marked class's backlog into a marking probability
+per port; this actuator holds that probability in the port's egress chain::
+
+    table netdev <rid>ecn
+      chain e<i> { type filter hook egress device "<port>" priority 0;
+        ip dscp 26 ip ecn { ect0, ect1 } counter name "ect<i>"
+        ip dscp 26 ip ecn { ect0, ect1 } numgen random mod 10000 < N ip ecn set ce counter name "ce<i>" }
+
+``N = p * 10000``; at ``p = 0`` the second rule is absent (none marked below
+Kmin), at ``p = 1`` it has no ``numgen``. Not-ECT packets and other DSCPs are
+never matched. The egress hook runs in ``__dev_queue_xmit`` before the qdisc
+enqueue, so a packet is marked on arrival at the queue from the backlog
+sampled at most one period earlier. A change rewrites only the changed ports'
+chains (flush + add, one atomic batch): the named counters survive it.
+
+The loop (:meth:`NftEcnMarker.on_sample`) runs in the testbed process, in the
+thread of the 1 ms :class:`~testbed.measure.telemetry.QdiscSampler` that reads
+the marked class's leaf (issue 7 puts it in the controller process; the
+policy is importable there as is). ``loop_ns`` keeps each tick's time from the
+sample's clock reading to the end of the actuation.
+
+libnftables (Debian ``python3-nftables``) runs the batches; without it, one
+``nft -f -`` subprocess per batch (``backend`` says which ran).
+"""
+from __future__ import annotations
+
+import logging
+import re
+import subprocess
+import threading
+
+import numpy as np
+
+from controllers.congestion.ecn import MarkingPolicy
+from testbed.naming import check_run_id, run_id_of
+from traffic.clock import unix_ns
+
+log = logging.getLogger(__name__)
+
+#: numgen modulus: probabilities are held in units of 1/10000
+NUMGEN_MOD = 10000
+_BACKLOG_COL = 3  # telemetry.COUNTERS: tx_bytes, tx_pkts, drops_pkts, backlog_bytes, backlog_pkts
+_COUNTER_RE = re.compile(r"counter (\w+) \{\s*packets (\d+) bytes (\d+)")
+
+
+class NftError(RuntimeError):
+    """nft refused a batch; the message holds its error output."""
+
+
+class _Nft:
+    """Runs nft command batches: libnftables when importable, else ``nft -f -``."""
+
+    def __init__(self):
+        try:
+            import nftables
+            self._lib = nftables.Nftables()
+            self.backend = "nftables (libnftables)"
+        except ImportError:
+            self._lib = None
+            self.backend = "nftables (nft -f)"
+
+    def run(self, text: str) -> str:
+        """Run ``text`` (nft commands, one per line); return nft's output; NftError on failure."""
+        if self._lib is not None:
+            rc, out, err = self._lib.cmd(text)
+        else:
+            p = subprocess.run(["nft", "-f", "-"], input=text, capture_output=True, text=True)
+            rc, out, err = p.returncode, p.stdout, p.stderr
+        if rc != 0:
+            raise NftError(f"nft failed ({rc}): {err.strip()[:400]}")
+        return out
+
+
+def nft_backend() -> str:
+    """Which way nft batches run on this machine: ``nftables (libnftables)`` or ``nftables (nft -f)``."""
+    return _Nft().backend
+
+
+def table_name(run_id: str) -> str:
+    """The run's netdev table: ``<rid>ecn`` (cleanup finds it by the run id prefix)."""
+    return f"{check_run_id(run_id)}ecn"
+
+
+class NftEcnMarker:
+    """Marks ECT packets of one DSCP class CE on switch egress ports with a per-port probability.
+
+    Args:
+        run_id: the run's id (names the table).
+        policy: the marking policy; its ``ports`` are the switch ports to mark on.
+        dscp: DSCP values of the marked class (default the lossless class, 26).
+
+    Use as a context manager (or :meth:`start`/:meth:`stop`); pass :meth:`on_sample`
+    as a QdiscSampler's ``on_sample``. After stop: :attr:`counts` (port -> (ect_pkts,
+    ce_pkts)), :attr:`loop_ns`, :attr:`changes` ((time_ns, port, probability) rows).
+    Raises NftError when nft refuses the table (e.g. no netdev egress hook).
+    """
+
+    def __init__(self, run_id: str, policy: MarkingPolicy, dscp: tuple[int, ...] = (26,)):
+        self.table = table_name(run_id)
+        self.policy = policy
+        self.ports = list(policy.ports)
+        self._match = f"ip dscp {{ {', '.join(str(d) for d in dscp)} }} ip ecn {{ ect0, ect1 }}"
+        self._nft = _Nft()
+        self.backend = self._nft.backend
+        self.loop_ns: list[int] = []
+        self.changes: list[tuple[int, str, float]] = []
+        self.counts: dict[str, tuple[int, int]] = {}
+        self._lock = threading.Lock()
+        self._started = False
+
+    def _chain(self, i: int, p: float) -> str:
+        lines = [f"flush chain netdev {self.table} e{i}",
+                 f'add rule netdev {self.table} e{i} {self._match} counter name "ect{i}"']
+        if p >= 1:
+            lines.append(f'add rule netdev {self.table} e{i} {self._match} ip ecn set ce counter name "ce{i}"')
+        elif p > 0:
+            n = round(p * NUMGEN_MOD)
+            lines.append(f"add rule netdev {self.table} e{i} {self._match} numgen random mod {NUMGEN_MOD} < {n} "
+                         f'ip ecn set ce counter name "ce{i}"')
+        return "\n".join(lines)
+
+    def start(self) -> "NftEcnMarker":
+        """Create the table, a counter pair and an egress chain per port (marking nothing yet)."""
+        lines = [f"add table netdev {self.table}"]
+        for i, port in enumerate(self.ports):
+            lines += [f"add counter netdev {self.table} ect{i}", f"add counter netdev {self.table} ce{i}",
+                      f"add chain netdev {self.table} e{i} {{ type filter hook egress device \"{port}\" "
+                      f"priority 0; }}"]
+        lines += [self._chain(i, 0.0) for i in range(len(self.ports))]
+        self._nft.run("\n".join(lines))
+        self._started = True
+        return self
+
+    def on_sample(self, time_ns: int, counters: np.ndarray) -> None:
+        """One loop tick: backlogs (column 3 of ``counters``, one row per port) -> policy -> changed chains."""
+        changes = self.policy.decide(counters[:, _BACKLOG_COL].tolist())
+        if changes:
+            index = {p: i for i, p in enumerate(self.ports)}
+            with self._lock:
+                self._nft.run("\n".join(self._chain(index[p], prob) for p, prob in changes.items()))
+            self.changes.extend((time_ns, p, prob) for p, prob in changes.items())
+        self.loop_ns.append(unix_ns() - time_ns)
+
+    def read_counts(self) -> dict[str, tuple[int, int]]:
+        """port -> (ECT packets of the class seen at egress, packets marked CE), read from nft now."""
+        out = self._nft.run(f"list counters table netdev {self.table}")
+        got = {name: int(pkts) for name, pkts, _ in _COUNTER_RE.findall(out)}
+        return {p: (got.get(f"ect{i}", 0), got.get(f"ce{i}", 0)) for i, p in enumerate(self.ports)}
+
+    def stop(self) -> None:
+        """Read the counters into :attr:`counts`, delete the table. Safe to call twice."""
+        if not self._started:
+            return
+        self._started = False
+        with self._lock:
+            try:
+                self.counts = self.read_counts()
+            finally:
+                self._nft.run(f"delete table netdev {self.table}")
+
+    def __enter__(self) -> "NftEcnMarker":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def loop_ms(self) -> dict:
+        """``{"p50": .., "p99": .., "ticks": n}``: loop time in ms (None without ticks)."""
+        if not self.loop_ns:
+            return {"p50": None, "p99": None, "ticks": 0}
+        a = np.asarray(self.loop_ns) / 1e6
+        return {"p50": round(float(np.percentile(a, 50)), 3), "p99": round(float(np.percentile(a, 99)), 3),
+                "ticks": len(a)}
+
+
+def leftover_tables(run_id: str | None = None) -> list[str]:
+    """netdev tables made by runs (``run_id`` only, when given), listed from nft; [] when nft is absent."""
+    try:
+        out = _Nft().run("list tables netdev")
+    except (NftError, FileNotFoundError):
+        return []
+    names = re.findall(r"^table netdev (\S+)", out, re.M)
+    return [n for n in names if run_id_of(n) and (run_id is None or run_id_of(n) == run_id)]
+
+
+def delete_table(name: str) -> None:
+    """Delete netdev table ``name``; NftError when nft refuses."""
+    _Nft().run(f"delete table netdev {name}")
+
+
+class EcnLoop:
+    """The run's marking loop: a 1 ms sampler of the marked class's leaf on every switch port, feeding
+    :class:`NftEcnMarker` (context manager). :meth:`for_run` builds it from a scenario, or returns None
+    when ``congestion.ecn`` is absent."""
+
+    #: period of the marking loop's sampler, s (DESIGN.md: ~10 % of a core for 24 ports)
+    PERIOD_S = 0.001
+
+    def __init__(self, marker: NftEcnMarker, sampler):
+        self.marker, self.sampler = marker, sampler
+
+    @classmethod
+    def for_run(cls, spec, run_id: str, ports: list[str], backend) -> "EcnLoop | None":
+        """``spec``: the ScenarioSpec; ``ports``: switch ports; ``backend``: the fabric's queue backend."""
+        from testbed.measure.telemetry import QdiscSampler
+        from testbed.spec.congestion import CLASS_NAMES, DSCP_LOSSLESS
+
+        ecn = spec.congestion.ecn
+        if ecn is None:
+            return None
+        lossless = spec.congestion.traffic_classes(spec.fabric.buffer_bytes, spec.fabric.mtu_bytes + 14)[1]
+        policy = MarkingPolicy(lossless.marking, ports, spec.congestion.ecn_probability_step)
+        marker = NftEcnMarker(run_id, policy, (DSCP_LOSSLESS,))
+        sampler = QdiscSampler(ports, cls.PERIOD_S, parent=backend.class_parent(CLASS_NAMES.index("lossless")),
+                               on_sample=marker.on_sample)
+        return cls(marker, sampler)
+
+    def __enter__(self) -> "EcnLoop":
+        self.marker.start()
+        try:
+            self.sampler.start()
+        except BaseException:
+            self.marker.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.sampler.stop()
+        finally:
+            self.marker.stop()
+
+    def write(self, run_dir) -> dict:
+        """Write ``lossless_queues.csv`` (the class's samples, ports.csv's columns plus ``class``) and
+        ``ecn_marking.csv`` (time_ns, port, probability at each change); return summary.json's
+        ``congestion`` block: marker backend, ECT and CE packets, loop time p50/p99 (ms), the class's
+        p99 backlog (bytes, over every sample of every port)."""
+        import pandas as pd
+        from pathlib import Path
+        from testbed.results.tables import write_csv
+
+        frame = self.sampler.to_frame()
+        frame.insert(2, "class", "lossless")
+        write_csv(frame, Path(run_dir) / "lossless_queues.csv")
+        write_csv(pd.DataFrame(self.marker.changes, columns=["time_ns", "port", "probability"]),
+                  Path(run_dir) / "ecn_marking.csv")
+        loop = self.marker.loop_ms()
+        counts = self.marker.counts
+        c = self.marker.policy.curve
+        return {"ecn_marker": self.marker.backend, "kmin_bytes": c.kmin_bytes, "kmax_bytes": c.kmax_bytes,
+                "pmax": c.pmax, "ect_pkts": sum(e for e, _ in counts.values()),
+                "ce_marked_pkts": sum(m for _, m in counts.values()),
+                "ecn_loop_p50_ms": loop["p50"], "ecn_loop_p99_ms": loop["p99"], "ecn_loop_ticks": loop["ticks"],
+                "ecn_loop_missed_ticks": self.sampler.missed_ticks,
+                "lossless_queue_p99_bytes": float(frame["backlog_bytes"].quantile(0.99)) if len(frame) else None}
