@@ -113,7 +113,7 @@ def main() -> None:
     ap.add_argument("--rate-bps", type=float, default=20e6)
     ap.add_argument("--size-bytes", type=int, default=1 << 20)
     ap.add_argument("--policy", default="ecmp")
-    ap.add_argument("--entropy", default="per_flow", help="per_flow (ECMP per flow) or spray (per packet)")
+    ap.add_argument("--entropy", default="per_flow", help="per_flow (ECMP per flow), spray (per packet) or flowlet")
     ap.add_argument("--entropy-ports", type=int, default=128, help="ports per QP with spray")
     a = ap.parse_args()
     print(f"# {a.policy} with {a.entropy} entropy: k long flows ({a.size_bytes} B each) over k spines, {a.rate_bps / 1e6:g} Mbit/s links; "

@@ -38,8 +38,8 @@ BAD = {
                           ["transport.ack_every_pkts", "window_pkts"]),
     "unknown_congestion_control": ("transport: {congestion_control: dcqcn}\n" + OK_WORKLOAD,
                                    ["transport.congestion_control", "'dcqcn'", "registered: none"]),
-    "unknown_entropy": ("transport: {entropy: flowlet}\n" + OK_WORKLOAD,
-                        ["transport.entropy", "'flowlet'", "registered: per_flow, spray"]),
+    "unknown_entropy": ("transport: {entropy: letflow}\n" + OK_WORKLOAD,
+                        ["transport.entropy", "'letflow'", "registered: flowlet, per_flow, spray"]),
     "reference_slower_than_link": ("reference_link_bps: 1M\n" + OK_WORKLOAD, ["reference_link_bps", "below"]),
     # C08: YAML 1.1 number traps, named by key path and the literal as written
     "octal_buffer": ("fabric: {buffer_bytes: 0100000}\n" + OK_WORKLOAD,

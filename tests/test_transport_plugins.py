@@ -8,7 +8,7 @@ import pytest
 
 from traffic.transport import Endpoint, RequesterQP, TransportParams
 from traffic.transport.cc import CONGESTION_CONTROLS, CongestionControl, NoCongestionControl, congestion_control
-from traffic.transport.entropy import ENTROPY_POLICIES, PerFlow, QpEntropy, Spray, entropy_policy
+from traffic.transport.entropy import ENTROPY_POLICIES, Flowlet, PerFlow, QpEntropy, Spray, entropy_policy
 from traffic.wire import CnpPacketBuilder
 
 from test_transport import _pair
@@ -16,7 +16,7 @@ from test_transport import _pair
 
 def test_registries_hold_todays_policies():
     assert CONGESTION_CONTROLS == {"none": NoCongestionControl}
-    assert ENTROPY_POLICIES == {"per_flow": PerFlow, "spray": Spray}
+    assert ENTROPY_POLICIES == {"per_flow": PerFlow, "spray": Spray, "flowlet": Flowlet}
     cc = congestion_control("none", 10e6, 1024)
     assert isinstance(cc, NoCongestionControl) and cc.rate_bps == 10e6 and cc.next_send_ns(123) == 123
 
@@ -24,8 +24,8 @@ def test_registries_hold_todays_policies():
 def test_unknown_names_list_the_registered_ones():
     with pytest.raises(ValueError, match=r"transport.congestion_control: unknown congestion control 'dcqcn'; registered: none"):
         congestion_control("dcqcn", 10e6, 1024)
-    with pytest.raises(ValueError, match=r"transport.entropy: unknown entropy policy 'flowlet'; registered: per_flow, spray"):
-        entropy_policy("flowlet", 1, 0)
+    with pytest.raises(ValueError, match=r"transport.entropy: unknown entropy policy 'letflow'; registered: flowlet, per_flow, spray"):
+        entropy_policy("letflow", 1, 0)
     with pytest.raises(ValueError, match="line_rate_bps=0: must be > 0"):
         congestion_control("none", 0, 1024)
 
@@ -148,3 +148,44 @@ def test_the_pacing_decision_holds_packets_back():
         wire_s = cc.sent_bytes * 8 / 4e6
     assert times["paced"] == pytest.approx(wire_s, rel=0.25)
     assert times["none"] < times["paced"] / 3
+
+
+def test_flowlet_keeps_the_port_in_a_burst_and_may_change_it_after_a_gap():
+    from traffic.transport.entropy import Flowlet
+    qe = Flowlet(5, 0, ports_per_qp=8, flowlet_gap_us=500).for_qp(50000)
+    assert qe.ports[0] == 50000 and len(set(qe.ports)) == 8
+    t, picks = 0, []
+    for burst in range(40):
+        first = qe.port_index(t)
+        for k in range(1, 20):  # 19 more packets 100 us apart: one flowlet
+            assert qe.port_index(t + k * 100_000) == first
+        picks.append(first)
+        t += 19 * 100_000 + 600_000  # idle 600 us > the 500 us gap: a new flowlet
+    assert qe.flowlets == 40 and len(set(picks)) > 4  # new flowlets spread over the ports
+    assert qe.port_index(t - 600_000 + 400_000) == picks[-1]  # 400 us after its last packet: same flowlet
+
+
+def test_spray_picks_a_port_per_packet_from_a_seeded_set():
+    qe = Spray(5, 0, ports_per_qp=16).for_qp(50000)
+    again = Spray(5, 0, ports_per_qp=16).for_qp(50000)
+    assert qe.ports == again.ports and len(set(qe.ports)) == 16
+    picks = [qe.port_index(i) for i in range(1600)]
+    assert picks == [again.port_index(i) for i in range(1600)]  # reproducible
+    counts = [picks.count(i) for i in range(16)]
+    assert min(counts) > 60 and max(counts) < 140  # uniform: 100 each
+
+
+def test_entropy_keys_belong_to_their_policies():
+    from testbed.spec.scenario import ScenarioError, parse_scenario
+    w = {"sizes": {"min_bytes": 65536, "max_bytes": 65536}}
+    with pytest.raises(ScenarioError, match="transport.entropy_ports is for transport.entropy: spray or flowlet, "
+                                            "not 'per_flow'"):
+        parse_scenario({"transport": {"entropy_ports": 8}, "workload": w})
+    with pytest.raises(ScenarioError, match="transport.flowlet_gap_us is for transport.entropy: flowlet, not 'spray'"):
+        parse_scenario({"transport": {"entropy": "spray", "flowlet_gap_us": 100}, "workload": w})
+    from testbed.emulation.agents import transport_params
+    p = transport_params(parse_scenario({"transport": {"entropy": "flowlet"}, "workload": w}), 200_000)
+    assert (p.entropy_ports, p.flowlet_gap_us, p.loss_recovery) == (8, 100_000, "go_back_n")
+    p = transport_params(parse_scenario({"transport": {"entropy": "spray"}, "workload": w}), 200_000)
+    assert (p.entropy_ports, p.flowlet_gap_us, p.loss_recovery, p.reorder_window_us) == (
+        128, 0, "selective_repeat", 100_000)

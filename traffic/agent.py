@@ -70,7 +70,8 @@ class Agent:
         self.params = cfg.transport
         my_ip = self.ips[self.rank]
         peers = sorted(set(cfg.peers))
-        entropy = entropy_policy(self.params.entropy, cfg.seed, self.rank, self.params.entropy_ports)
+        entropy = entropy_policy(self.params.entropy, cfg.seed, self.rank, self.params.entropy_ports,
+                                 self.params.flowlet_gap_us)
         requester_qp, responder_qp = qp_classes(self.params.loss_recovery)
         ports = entropy.host_ports(2 * len(peers))
         self.ep = Endpoint(my_ip)

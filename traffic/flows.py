@@ -54,7 +54,7 @@ def send(ip: str, peer: str, sports: list[int], size_bytes: int, params: Transpo
     ep = Endpoint(ip)
     qps = []
     requester_qp, _ = qp_classes(params.loss_recovery)
-    policy = entropy_policy(params.entropy, 1, 0, params.entropy_ports)
+    policy = entropy_policy(params.entropy, 1, 0, params.entropy_ports, params.flowlet_gap_us)
     for i, sport in enumerate(sports):
         qp = requester_qp(REQ_QPN_BASE + i, RESP_QPN_BASE + i, ip, peer, sport, params,
                           entropy=policy.for_qp(sport))
@@ -96,8 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout-s", type=float, default=120.0)
     ap.add_argument("--payload-bytes", type=int, default=1024)
     ap.add_argument("--window-pkts", type=int, default=64)
-    ap.add_argument("--entropy", default="per_flow", help="per_flow, or spray (selective repeat on both ends)")
-    ap.add_argument("--entropy-ports", type=int, default=128, help="ports per QP with spray")
+    ap.add_argument("--entropy", default="per_flow",
+                    help="per_flow, spray (selective repeat on both ends) or flowlet")
+    ap.add_argument("--entropy-ports", type=int, default=128, help="ports per QP with spray or flowlet")
+    ap.add_argument("--flowlet-gap-us", type=int, default=500, help="idle gap that starts a flowlet")
     ap.add_argument("--rto-us", type=int, default=200_000)
     sub = ap.add_subparsers(dest="role", required=True)
     s = sub.add_parser("send")
@@ -111,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     spray = args.entropy == "spray"
     params = TransportParams(payload_bytes=args.payload_bytes, window_pkts=args.window_pkts, rto_us=args.rto_us,
-                             entropy=args.entropy, entropy_ports=args.entropy_ports if spray else 1,
+                             entropy=args.entropy, entropy_ports=1 if args.entropy == "per_flow" else args.entropy_ports,
+                             flowlet_gap_us=args.flowlet_gap_us if args.entropy == "flowlet" else 0,
                              loss_recovery=SELECTIVE_REPEAT if spray else GO_BACK_N,
                              reorder_window_us=args.rto_us // 2 if spray else 0)
     if args.role == "send":

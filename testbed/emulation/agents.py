@@ -17,8 +17,8 @@ from testbed.lifecycle import StartStop, raise_if_interrupted
 from traffic import protocol
 from traffic.protocol import AgentConfig, ErrorEvent, Exit, GetStats, OpDone, RankAddress, Ready, RunOp, Stats
 from traffic.transport import TransportParams
-from testbed.spec.transport import SPRAY_PORTS_PER_QP
-from traffic.transport.entropy import ENTROPY_POLICIES
+from testbed.spec.transport import DEFAULT_ENTROPY_PORTS
+from traffic.transport.entropy import ENTROPY_POLICIES, MULTI_PORT_POLICIES
 from traffic.transport.selective import GO_BACK_N, SELECTIVE_REPEAT
 
 
@@ -28,16 +28,19 @@ def transport_params(spec, rto_us: int) -> TransportParams:
     ``rto_us``: the retransmission timeout, ``transport.rto_us`` or derived when that is ``auto``;
     the line rate is ``fabric.host_link_bps``.
     With an entropy policy whose packets overtake each other (``spray``), the QPs use selective
-    repeat with a reorder window of half the retransmission timeout (the auto timeout is twice the
+    repeat with a reorder window of half the retransmission timeout (and ``flowlet``'s gap defaults to
+    the same) (the auto timeout is twice the
     longest queueing a packet can meet, testbed.spec.rto: no overtaken packet is later than that).
     """
     t = spec.transport
     reorders = ENTROPY_POLICIES[t.entropy].reorders
+    ports = (t.entropy_ports or DEFAULT_ENTROPY_PORTS[t.entropy]) if t.entropy in MULTI_PORT_POLICIES else 1
+    gap_us = (t.flowlet_gap_us or int(rto_us) // 2) if t.entropy == "flowlet" else 0
     return TransportParams(payload_bytes=t.payload_bytes, window_pkts=t.window_pkts,
                            ack_every_pkts=t.ack_every_pkts, rto_us=int(rto_us),
                            line_rate_bps=float(spec.fabric.host_link_bps),
                            congestion_control=t.congestion_control, entropy=t.entropy,
-                           entropy_ports=(t.entropy_ports or SPRAY_PORTS_PER_QP) if reorders else 1,
+                           entropy_ports=ports, flowlet_gap_us=gap_us,
                            loss_recovery=SELECTIVE_REPEAT if reorders else GO_BACK_N,
                            reorder_window_us=int(rto_us) // 2 if reorders else 0)
 

@@ -9,8 +9,9 @@ from typing_extensions import Annotated
 from testbed.spec.units import Count, _Spec
 
 
-#: ports per QP of ``spray`` when ``transport.entropy_ports`` is not given
-SPRAY_PORTS_PER_QP = 128
+#: ports per QP when ``transport.entropy_ports`` is not given: spray covers the paths evenly with many
+#: (benchmarks/ecmp_collisions.py: 128 ports, 4 paths -> 0.936 of capacity), a flowlet needs a few choices
+DEFAULT_ENTROPY_PORTS = {"spray": 128, "flowlet": 8}
 
 
 class TransportSpec(_Spec):
@@ -24,8 +25,11 @@ class TransportSpec(_Spec):
     requester QPs' congestion control (:data:`traffic.transport.cc.CONGESTION_CONTROLS`;
     ``none``: the window and the link's shaping alone), ``entropy`` the policy choosing their
     UDP source ports (:data:`traffic.transport.entropy.ENTROPY_POLICIES`; ``per_flow``: one
-    seeded port per QP; ``spray``: a random one of ``entropy_ports`` ports (default
-    :data:`SPRAY_PORTS_PER_QP`) per packet, with selective repeat).
+    seeded port per QP; ``spray``: a random one of ``entropy_ports`` ports per packet, with
+    selective repeat; ``flowlet``: a random one of ``entropy_ports`` after an idle gap of
+    ``flowlet_gap_us``, default half the retransmission timeout, longer than any path's extra
+    queueing, so no packet overtakes another). ``entropy_ports`` defaults per policy:
+    :data:`DEFAULT_ENTROPY_PORTS`.
     """
 
     payload_bytes: Literal[256, 512, 1024, 2048, 4096] = 1024
@@ -34,7 +38,8 @@ class TransportSpec(_Spec):
     rto_us: Union[Literal["auto"], Annotated[int, Field(ge=100, le=10_000_000)]] = "auto"
     congestion_control: str = "none"
     entropy: str = "per_flow"
-    entropy_ports: Optional[Annotated[Count, Field(ge=2, le=1024)]] = None  # ports per QP, spray only (default 32)
+    entropy_ports: Optional[Annotated[Count, Field(ge=2, le=1024)]] = None  # ports per QP: spray, flowlet
+    flowlet_gap_us: Optional[Annotated[int, Field(ge=1, le=10_000_000)]] = None  # flowlet only
 
     @field_validator("congestion_control", "entropy")
     @classmethod
@@ -49,8 +54,12 @@ class TransportSpec(_Spec):
 
     @model_validator(mode="after")
     def _acks_within_window(self) -> "TransportSpec":
-        if self.entropy_ports is not None and self.entropy != "spray":
-            raise ValueError(f"transport.entropy_ports is for transport.entropy: spray, not {self.entropy!r}")
+        from traffic.transport.entropy import MULTI_PORT_POLICIES
+        if self.entropy_ports is not None and self.entropy not in MULTI_PORT_POLICIES:
+            raise ValueError(f"transport.entropy_ports is for transport.entropy: {' or '.join(MULTI_PORT_POLICIES)}, "
+                             f"not {self.entropy!r}")
+        if self.flowlet_gap_us is not None and self.entropy != "flowlet":
+            raise ValueError(f"transport.flowlet_gap_us is for transport.entropy: flowlet, not {self.entropy!r}")
         if self.ack_every_pkts > self.window_pkts:
             raise ValueError(f"transport.ack_every_pkts = {self.ack_every_pkts} exceeds transport.window_pkts = "
                              f"{self.window_pkts}: a full window would never be acknowledged")

@@ -48,6 +48,27 @@ class SprayEntropy(QpEntropy):
         return self._rng.randrange(self._n)
 
 
+class FlowletEntropy(QpEntropy):
+    """A new port (drawn from ``ports`` by a generator seeded with ``seed``) for the first packet after
+    an idle gap longer than ``gap_ns``; the same port for every packet of a burst."""
+
+    def __init__(self, ports: list[int], seed: str, gap_ns: int):
+        super().__init__(ports)
+        self._rng = random.Random(seed)
+        self.gap_ns = gap_ns
+        self._last_ns: int | None = None
+        self._index = 0
+        #: flowlets started (the first packet of the QP opens the first)
+        self.flowlets = 0
+
+    def port_index(self, now_ns: int) -> int:
+        if self._last_ns is None or now_ns - self._last_ns > self.gap_ns:
+            self._index = self._rng.randrange(len(self.ports))
+            self.flowlets += 1
+        self._last_ns = now_ns
+        return self._index
+
+
 class EntropyPolicy:
     """Base ports per host and a :class:`QpEntropy` per QP, for rank ``rank`` of a run seeded ``seed``.
 
@@ -57,8 +78,16 @@ class EntropyPolicy:
     name: ClassVar[str] = ""
     reorders: ClassVar[bool] = False
 
-    def __init__(self, seed: int, rank: int, ports_per_qp: int = 1):
-        self.seed, self.rank, self.ports_per_qp = seed, rank, ports_per_qp
+    def __init__(self, seed: int, rank: int, ports_per_qp: int = 1, flowlet_gap_us: int = 0):
+        self.seed, self.rank, self.ports_per_qp, self.flowlet_gap_us = seed, rank, ports_per_qp, flowlet_gap_us
+
+    def _qp_ports(self, base_port: int) -> list[int]:
+        """The base port and ``ports_per_qp - 1`` others drawn by a generator seeded with (seed, rank, base
+        port); not bound (a multi-port QP sends through one raw socket), so other QPs may use them too."""
+        rng = random.Random(f"{self.name}-{self.seed}-{self.rank}-{base_port}")
+        extra = rng.sample([p for p in range(EPHEMERAL_FIRST_PORT, EPHEMERAL_LAST_PORT + 1) if p != base_port],
+                           self.ports_per_qp - 1)
+        return [base_port, *extra]
 
     def host_ports(self, count: int) -> list[int]:
         """``count`` distinct UDP source ports in 49152-65535 for this host's QPs (seeded by seed and rank)."""
@@ -98,16 +127,32 @@ class Spray(EntropyPolicy):
     reorders = True
 
     def for_qp(self, base_port: int) -> QpEntropy:
-        rng = random.Random(f"spray-{self.seed}-{self.rank}-{base_port}")
-        extra = rng.sample([p for p in range(EPHEMERAL_FIRST_PORT, EPHEMERAL_LAST_PORT + 1) if p != base_port],
-                           self.ports_per_qp - 1)
-        return SprayEntropy([base_port, *extra], f"spray-pick-{self.seed}-{self.rank}-{base_port}")
+        return SprayEntropy(self._qp_ports(base_port), f"spray-pick-{self.seed}-{self.rank}-{base_port}")
+
+
+class Flowlet(EntropyPolicy):
+    """``flowlet``: a QP keeps its port during a burst and may take another (one of ``ports_per_qp``,
+    drawn at random) after an idle gap longer than ``flowlet_gap_us`` (Kandula et al., "Dynamic load
+    balancing without packet reordering", CCR 2007; CONGA, SIGCOMM 2014). A gap longer than the
+    largest difference in path delay means the new path cannot overtake the old one: no reordering,
+    so go-back-N stays."""
+
+    name = "flowlet"
+
+    def for_qp(self, base_port: int) -> QpEntropy:
+        return FlowletEntropy(self._qp_ports(base_port), f"flowlet-pick-{self.seed}-{self.rank}-{base_port}",
+                              self.flowlet_gap_us * 1000)
 
 
 #: name (as written in the scenario) -> class
-ENTROPY_POLICIES: dict[str, type[EntropyPolicy]] = {PerFlow.name: PerFlow, Spray.name: Spray}
+ENTROPY_POLICIES: dict[str, type[EntropyPolicy]] = {PerFlow.name: PerFlow, Spray.name: Spray,
+                                                    Flowlet.name: Flowlet}
+#: the policies that use several ports per QP (``transport.entropy_ports``)
+MULTI_PORT_POLICIES = (Spray.name, Flowlet.name)
 
 
-def entropy_policy(name: str, seed: int, rank: int, ports_per_qp: int = 1) -> EntropyPolicy:
+def entropy_policy(name: str, seed: int, rank: int, ports_per_qp: int = 1, flowlet_gap_us: int = 0
+                   ) -> EntropyPolicy:
     """The policy ``name`` for one host. Raises ValueError naming the registered names."""
-    return pick(ENTROPY_POLICIES, name, "entropy policy", "transport.entropy")(seed, rank, ports_per_qp)
+    return pick(ENTROPY_POLICIES, name, "entropy policy", "transport.entropy")(seed, rank, ports_per_qp,
+                                                                               flowlet_gap_us)

@@ -35,7 +35,8 @@ class TransportParams:
       never exceeds;
     - ``congestion_control``: name in :data:`traffic.transport.cc.CONGESTION_CONTROLS`;
     - ``entropy``: name in :data:`traffic.transport.entropy.ENTROPY_POLICIES`;
-    - ``entropy_ports``: UDP source ports per QP of a policy that uses several (``spray``);
+    - ``entropy_ports``: UDP source ports per QP of a policy that uses several (``spray``, ``flowlet``);
+    - ``flowlet_gap_us``: with ``flowlet``, the idle gap after which a QP may change its port;
     - ``loss_recovery``: ``go_back_n``, or ``selective_repeat`` for a policy whose packets
       overtake each other (:mod:`traffic.transport.selective`);
     - ``reorder_window_us``: with selective repeat, how long a gap may last before the
@@ -51,5 +52,6 @@ class TransportParams:
     congestion_control: str = "none"
     entropy: str = "per_flow"
     entropy_ports: int = 1
+    flowlet_gap_us: int = 0
     loss_recovery: str = "go_back_n"
     reorder_window_us: int = 0
