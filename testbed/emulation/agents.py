@@ -16,6 +16,7 @@ from testbed.emulation.fabric import Fabric
 from testbed.lifecycle import StartStop, raise_if_interrupted
 from traffic import protocol
 from traffic.protocol import AgentConfig, ErrorEvent, Exit, GetStats, OpDone, RankAddress, Ready, RunOp, Stats
+from testbed.spec.transport import dcqcn_settings
 from traffic.transport import TransportParams
 
 
@@ -23,13 +24,15 @@ def transport_params(spec, rto_us: int) -> TransportParams:
     """The agents' TransportParams from a ScenarioSpec (the one place they are built).
 
     ``rto_us``: the retransmission timeout, ``transport.rto_us`` or derived when that is ``auto``;
-    the line rate is ``fabric.host_link_bps``.
+    the line rate is ``fabric.host_link_bps``; DCQCN's settings are scaled by the run's dilation
+    (testbed.spec.transport.dcqcn_settings).
     """
     t = spec.transport
     return TransportParams(payload_bytes=t.payload_bytes, window_pkts=t.window_pkts,
                            ack_every_pkts=t.ack_every_pkts, rto_us=int(rto_us),
                            line_rate_bps=float(spec.fabric.host_link_bps),
-                           congestion_control=t.congestion_control, entropy=t.entropy)
+                           congestion_control=t.congestion_control, entropy=t.entropy,
+                           dcqcn=dcqcn_settings(spec))
 
 
 class AgentError(RuntimeError):

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from traffic import wire
+from traffic.transport.cc.dcqcn_params import DcqcnSettings
 
 #: Ethernet + IPv4 + UDP header bytes in front of every RoCEv2 packet (no FCS: tc counts frames without it)
 L2_L4_BYTES = 14 + 20 + 8
@@ -34,7 +36,9 @@ class TransportParams:
     - ``line_rate_bps``: the host link's rate, the rate a congestion control starts from and
       never exceeds;
     - ``congestion_control``: name in :data:`traffic.transport.cc.CONGESTION_CONTROLS`;
-    - ``entropy``: name in :data:`traffic.transport.entropy.ENTROPY_POLICIES`.
+    - ``entropy``: name in :data:`traffic.transport.entropy.ENTROPY_POLICIES`;
+    - ``dcqcn``: DCQCN's settings in the run's dilated units (traffic.transport.cc.dcqcn_params),
+      set when ``congestion_control`` is ``dcqcn`` (None there: the published values undilated).
     """
 
     payload_bytes: int = 1024
@@ -45,3 +49,4 @@ class TransportParams:
     line_rate_bps: float = 10_000_000.0
     congestion_control: str = "none"
     entropy: str = "per_flow"
+    dcqcn: Optional[DcqcnSettings] = None
