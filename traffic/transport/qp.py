@@ -324,7 +324,8 @@ class RequesterQP:
             c.tx_pkts += 1
             frame_bytes = wire_bytes(len(pkt))
             c.tx_wire_bytes += frame_bytes
-            cc.on_send(frame_bytes, now_ns)
+            with self.cond:  # the receive thread calls on_ack/on_cnp under the lock: one caller at a time
+                cc.on_send(frame_bytes, now_ns)
 
 
 @dataclass
