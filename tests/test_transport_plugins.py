@@ -7,7 +7,8 @@ import time
 import pytest
 
 from traffic.transport import Endpoint, RequesterQP, TransportParams
-from traffic.transport.cc import CONGESTION_CONTROLS, CongestionControl, NoCongestionControl, congestion_control
+from traffic.transport.cc import (CONGESTION_CONTROLS, CongestionControl, Dcqcn, NoCongestionControl,
+                                  congestion_control)
 from traffic.transport.entropy import ENTROPY_POLICIES, Flowlet, PerFlow, QpEntropy, Spray, entropy_policy
 from traffic.wire import CnpPacketBuilder
 
@@ -15,15 +16,15 @@ from test_transport import _pair
 
 
 def test_registries_hold_todays_policies():
-    assert CONGESTION_CONTROLS == {"none": NoCongestionControl}
+    assert CONGESTION_CONTROLS == {"none": NoCongestionControl, "dcqcn": Dcqcn}
     assert ENTROPY_POLICIES == {"per_flow": PerFlow, "spray": Spray, "flowlet": Flowlet}
     cc = congestion_control("none", 10e6, 1024)
     assert isinstance(cc, NoCongestionControl) and cc.rate_bps == 10e6 and cc.next_send_ns(123) == 123
 
 
 def test_unknown_names_list_the_registered_ones():
-    with pytest.raises(ValueError, match=r"transport.congestion_control: unknown congestion control 'dcqcn'; registered: none"):
-        congestion_control("dcqcn", 10e6, 1024)
+    with pytest.raises(ValueError, match=r"transport.congestion_control: unknown congestion control 'timely'; registered: dcqcn, none"):
+        congestion_control("timely", 10e6, 1024)
     with pytest.raises(ValueError, match=r"transport.entropy: unknown entropy policy 'letflow'; registered: flowlet, per_flow, spray"):
         entropy_policy("letflow", 1, 0)
     with pytest.raises(ValueError, match="line_rate_bps=0: must be > 0"):

@@ -32,10 +32,11 @@ import traceback
 from dataclasses import replace
 
 from traffic import collectives, protocol
-from traffic.clock import unix_ns
-from traffic.protocol import (AgentConfig, ErrorEvent, Exit, GetStats, MessageRecord, OpDone, Ready,
+from traffic.clock import from_monotonic_ns, unix_ns
+from traffic.protocol import (AgentConfig, ErrorEvent, Exit, GetStats, MessageRecord, OpDone, QpRateRecord, Ready,
                               RequesterQpStats, ResponderQpStats, RunOp, Stats)
 from traffic.transport import Endpoint, RequesterQP, ResponderQP, initial_psn
+from traffic.transport.cc import cnp_interval_ns
 from traffic.transport.entropy import entropy_policy
 from traffic.transport.selective import qp_classes
 
@@ -74,7 +75,7 @@ class Agent:
                                  self.params.flowlet_gap_us)
         requester_qp, responder_qp = qp_classes(self.params.loss_recovery)
         ports = entropy.host_ports(2 * len(peers))
-        self.ep = Endpoint(my_ip)
+        self.ep = Endpoint(my_ip, read_ecn=cnp_interval_ns(self.params) is not None)
         self.send_qp: dict[int, RequesterQP] = {}
         #: messages from each peer that finished operations consumed (see traffic.collectives.executor)
         self.rx_consumed: dict[int, int] = {q: 0 for q in cfg.peers}
@@ -125,8 +126,11 @@ class Agent:
         msgs = [MessageRecord(rank=self.rank, peer=q, msg_seq=m.seq, size_bytes=m.size_bytes,
                               t_post_ns=m.t_post_ns, t_acked_ns=m.t_acked_ns)
                 for q, qp in self.send_qp.items() for m in qp.messages]
+        rates = [QpRateRecord(rank=self.rank, peer=q, time_ns=from_monotonic_ns(r.time_ns), event=r.event,
+                              rate_bps=r.rate_bps, target_rate_bps=r.target_rate_bps, alpha=r.alpha)
+                 for q, qp in self.send_qp.items() for r in list(qp.cc.rate_log)]
         return Stats(rank=self.rank, requesters=reqs, responders=resps, msgs=msgs,
-                     rx_pkts=self.ep.rx_pkts, rx_unknown_pkts=self.ep.rx_unknown_pkts)
+                     rx_pkts=self.ep.rx_pkts, rx_unknown_pkts=self.ep.rx_unknown_pkts, rates=rates)
 
     def close(self) -> None:
         self.ep.stop()

@@ -146,9 +146,25 @@ class MessageRecord:
 
 
 @dataclass(frozen=True)
+class QpRateRecord:
+    """One rate change of the requester QP of ``rank`` towards ``peer`` (a row of qp_rates.csv):
+    ``time_ns`` on the run's clock, ``event`` (start, cnp, timer, bytes), the current and target
+    rates after it, bit/s, and alpha (traffic.transport.cc.base.RateChange)."""
+
+    rank: int
+    peer: int
+    time_ns: int
+    event: str
+    rate_bps: float
+    target_rate_bps: float
+    alpha: float
+
+
+@dataclass(frozen=True)
 class Stats:
-    """Everything one agent counted: per-QP counters, per-message records, and its endpoint's
-    received packets (``rx_pkts``; ``rx_unknown_pkts``: too short or for no known QP)."""
+    """Everything one agent counted: per-QP counters, per-message records, its endpoint's
+    received packets (``rx_pkts``; ``rx_unknown_pkts``: too short or for no known QP) and its
+    requester QPs' rate changes (``rates``; empty when the congestion control never changes one)."""
 
     rank: int
     requesters: list[RequesterQpStats]
@@ -156,6 +172,7 @@ class Stats:
     msgs: list[MessageRecord]
     rx_pkts: int
     rx_unknown_pkts: int
+    rates: list[QpRateRecord] = dataclasses.field(default_factory=list)
 
     def qp_rows(self) -> list[dict]:
         """Rows of qps.csv: requesters then responders, ``role`` naming which, counters flattened."""
@@ -168,6 +185,10 @@ class Stats:
     def msg_rows(self) -> list[dict]:
         """Rows of msgs.csv (before fct_us is derived)."""
         return [asdict(m) for m in self.msgs]
+
+    def rate_rows(self) -> list[dict]:
+        """Rows of qp_rates.csv."""
+        return [asdict(r) for r in self.rates]
 
 
 @dataclass(frozen=True)
@@ -264,5 +285,5 @@ def _value(t, v, path: str):
 
 
 __all__ = ["AgentConfig", "Command", "ErrorEvent", "Event", "Exit", "GetStats", "MESSAGES", "MessageRecord",
-           "OpDone", "ProtocolError", "RankAddress", "Ready", "RequesterQpStats", "ResponderQpStats", "RunOp",
+           "OpDone", "ProtocolError", "QpRateRecord", "RankAddress", "Ready", "RequesterQpStats", "ResponderQpStats", "RunOp",
            "Stats", "decode", "encode"]

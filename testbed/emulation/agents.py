@@ -16,6 +16,7 @@ from testbed.emulation.fabric import Fabric
 from testbed.lifecycle import StartStop, raise_if_interrupted
 from traffic import protocol
 from traffic.protocol import AgentConfig, ErrorEvent, Exit, GetStats, OpDone, RankAddress, Ready, RunOp, Stats
+from testbed.spec.transport import dcqcn_settings
 from traffic.transport import TransportParams
 from testbed.spec.transport import DEFAULT_ENTROPY_PORTS
 from traffic.transport.entropy import ENTROPY_POLICIES, MULTI_PORT_POLICIES
@@ -26,11 +27,11 @@ def transport_params(spec, rto_us: int) -> TransportParams:
     """The agents' TransportParams from a ScenarioSpec (the one place they are built).
 
     ``rto_us``: the retransmission timeout, ``transport.rto_us`` or derived when that is ``auto``;
-    the line rate is ``fabric.host_link_bps``.
-    With an entropy policy whose packets overtake each other (``spray``), the QPs use selective
-    repeat with a reorder window of half the retransmission timeout (and ``flowlet``'s gap defaults to
-    the same) (the auto timeout is twice the
-    longest queueing a packet can meet, testbed.spec.rto: no overtaken packet is later than that).
+    the line rate is ``fabric.host_link_bps``; DCQCN's settings are scaled by the run's dilation
+    (testbed.spec.transport.dcqcn_settings). With an entropy policy whose packets overtake each
+    other (``spray``), the QPs use selective repeat with a reorder window of half the retransmission
+    timeout, and ``flowlet``'s gap defaults to the same (the auto timeout is twice the longest
+    queueing a packet can meet, testbed.spec.rto: no overtaken packet is later than that).
     """
     t = spec.transport
     reorders = ENTROPY_POLICIES[t.entropy].reorders
@@ -42,7 +43,8 @@ def transport_params(spec, rto_us: int) -> TransportParams:
                            congestion_control=t.congestion_control, entropy=t.entropy,
                            entropy_ports=ports, flowlet_gap_us=gap_us,
                            loss_recovery=SELECTIVE_REPEAT if reorders else GO_BACK_N,
-                           reorder_window_us=int(rto_us) // 2 if reorders else 0)
+                           reorder_window_us=int(rto_us) // 2 if reorders else 0,
+                           dcqcn=dcqcn_settings(spec))
 
 
 class AgentError(RuntimeError):

@@ -322,10 +322,13 @@ def transport_totals(qps: pd.DataFrame, rx_pkts: list[int], switch_drops: int, w
 
     ``qps``: qps.csv rows; ``rx_pkts``: packets each host's endpoint received;
     ``switch_drops``: emulated queue tail drops during the traffic. Sent packets
-    are data (requester tx_pkts) plus ACKs and NAKs (responder acks_tx, naks_tx).
+    are data (requester tx_pkts) plus ACKs, NAKs and CNPs (responder acks_tx, naks_tx, cnps_tx).
+    ``ce_marked_rx_pkts``: data packets that arrived CE-marked; ``cnps_tx``/``cnps_rx``: CNPs
+    the notification points sent and the requesters received.
     """
     req, resp = qps[qps["role"] == "requester"], qps[qps["role"] == "responder"]
-    sent_pkts = int(req["tx_pkts"].sum() + resp["acks_tx"].sum() + resp["naks_tx"].sum())
+    cnps_tx = int(resp["cnps_tx"].sum()) if "cnps_tx" in resp else 0
+    sent_pkts = int(req["tx_pkts"].sum() + resp["acks_tx"].sum() + resp["naks_tx"].sum()) + cnps_tx
     recv_pkts = int(sum(rx_pkts))
     return {
         "posted_bytes": int(req["posted_bytes"].sum()), "acked_bytes": int(req["acked_bytes"].sum()),
@@ -333,6 +336,8 @@ def transport_totals(qps: pd.DataFrame, rx_pkts: list[int], switch_drops: int, w
         "dup_pkts": int(resp["dup_pkts"].sum()), "retx_pkts": int(req["retx_pkts"].sum()),
         "spurious_retx_pkts": spurious_retx_pkts(qps, window_pkts),
         "timeouts": int(req["timeouts"].sum()), "naks": int(req["naks_rx"].sum()),
+        "ce_marked_rx_pkts": int(resp["ce_pkts"].sum()) if "ce_pkts" in resp else 0, "cnps_tx": cnps_tx,
+        "cnps_rx": int(req["cnps_rx"].sum()) if "cnps_rx" in req else 0,
         "sent_pkts": sent_pkts, "received_pkts": recv_pkts, "switch_drops_pkts": switch_drops,
         "unexplained_lost_pkts": sent_pkts - recv_pkts - switch_drops,
     }

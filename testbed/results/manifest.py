@@ -17,6 +17,7 @@ from testbed.results.tables import write_json
 from testbed.run_context import RunContext
 from testbed.spec import estimate
 from testbed.spec.rto import manifest_rto
+from testbed.spec.transport import congestion_control_manifest
 
 #: packages whose versions the manifest records
 VERSIONED_PACKAGES = ("aifabric-testbed", "os-ken", "scapy", "pandas", "pyroute2", "pydantic", "mininet")
@@ -67,6 +68,7 @@ def build(ctx: RunContext, caps) -> dict:
         "scale_factor": spec.scale_factor, "reference_link_bps": spec.reference_link_bps,
         "seed": spec.seed, "transport": asdict(ctx.transport), "payload_efficiency": ctx.efficiency,
         "rto": manifest_rto(spec),
+        "congestion_control": congestion_control_manifest(spec),  # DCQCN: dilation, every value and its source
         "estimated_duration_s": round(estimate.estimate_for_spec(spec, list(ctx.ops_plan)), 1),
         "fidelity_checks_switched_off": spec.fidelity.switched_off(),
         "rank_groups": {op.group: [list(g) for g in op.groups] for op in ctx.ops_plan},  # scope -> concurrent groups

@@ -119,6 +119,10 @@ def print_results(ctx: RunContext, sizes, t: dict, controller: dict, verdict, op
           f"{t['acked_bytes']} acknowledged (order errors {t['order_errors']}); {t['retx_pkts']} retransmitted "
           f"packets ({t['spurious_retx_pkts']} spurious); {t['switch_drops_pkts']} switch-queue drops, "
           f"{t['unexplained_lost_pkts']} packets lost elsewhere")
+    if spec.transport.congestion_control != "none":
+        print(f"# congestion control {spec.transport.congestion_control}: {t['ce_marked_rx_pkts']} data packets "
+              f"arrived CE-marked, {t['cnps_tx']} CNPs sent, {t['cnps_rx']} received (per QP: qps.csv; rate "
+              f"changes: qp_rates.csv)")
     print(f"# {controller_verdict_line(controller)}")
     if spec.fidelity.switched_off():
         print(f"# fidelity: switched off by the scenario: {', '.join(spec.fidelity.switched_off())}")

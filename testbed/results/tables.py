@@ -228,6 +228,9 @@ def write_tables(run_dir: Path, n: int, goodput_bps: float, rank_rows: list, op_
     if stats:
         write_csv(qps, run_dir / "qps.csv")
         write_csv(msgs, run_dir / "msgs.csv")
+        rates = [r for s in stats for r in s.rate_rows()]
+        if rates:  # congestion controls that change a QP's rate (DCQCN): every change
+            write_csv(pd.DataFrame(rates), run_dir / "qp_rates.csv")
     for name, frame in (("ports.csv", ports), ("cpu.csv", cpu)):
         if frame is not None:
             write_csv(frame, run_dir / name)

@@ -23,7 +23,7 @@ from testbed.spec.congestion import CongestionSpec
 from testbed.spec.controller import ControllerSpec, LoadBalanceSpec, OutputSpec
 from testbed.spec.fabric import FabricSpec
 from testbed.spec.fidelity import FidelityThresholdsSpec
-from testbed.spec.transport import TransportSpec
+from testbed.spec.transport import TransportSpec, check_dcqcn
 from testbed.spec.units import (  # noqa: F401
     MAX_LINK_MTU_BYTES, MAX_SCENARIO_BYTES, ROCE_MTUS_BYTES, ROCEV2_IP_OVERHEAD_BYTES, Count, ReferenceBps, _Spec)
 from testbed.spec.workload import WorkloadSpec
@@ -80,6 +80,7 @@ class ScenarioSpec(_Spec):
                 f"(IPv4, UDP, BTH, ICRC) = {need} bytes; raise fabric.mtu_bytes to >= {need} "
                 f"(at most {MAX_LINK_MTU_BYTES}) or lower transport.payload_bytes to "
                 f"<= {max(m for m in ROCE_MTUS_BYTES if m + ROCEV2_IP_OVERHEAD_BYTES <= self.fabric.mtu_bytes)}")
+        check_dcqcn(self)
         return self
 
 

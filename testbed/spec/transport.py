@@ -3,10 +3,43 @@ from __future__ import annotations
 
 from typing import Literal, Optional, Union
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 from typing_extensions import Annotated
 
-from testbed.spec.units import Count, _Spec
+from testbed.spec.units import Count, SizeBytes, _no_bool, _rate, _Spec
+
+#: a DCQCN time constant, us (up to 60 s: the dilated value of a published one can be seconds)
+_TimeUs = Annotated[float, BeforeValidator(_no_bool), Field(gt=0, le=60e6, allow_inf_nan=False)]
+#: a DCQCN rate, bit/s: a number or '10k', '1M' (dilated rates can be far below the link's 100 kbit/s floor)
+_RateBps = Annotated[float, BeforeValidator(_rate), BeforeValidator(_no_bool), Field(gt=0, le=100e9, allow_inf_nan=False)]
+_Fraction = Annotated[float, BeforeValidator(_no_bool), Field(gt=0, le=1, allow_inf_nan=False)]
+
+
+class DcqcnSpec(_Spec):
+    """``transport.dcqcn``: overrides of DCQCN's settings, each in the run's own (dilated) units.
+
+    Unset keys take the published value scaled by the run's dilation
+    (traffic.transport.cc.dcqcn_params; manifest.json ``congestion_control`` lists every value,
+    its source and whether it was scaled or set here). Names after Zhu et al., SIGCOMM 2015:
+    ``cnp_interval_us`` N, ``g``, ``initial_alpha``, ``alpha_timer_us`` K, ``rate_timer_us`` T,
+    ``byte_counter_bytes`` B, ``fast_recovery_stages`` F, ``rai_bps`` R_AI, ``rhai_bps`` R_HAI,
+    ``min_rate_bps`` (the lowest rate a cut may reach).
+    """
+
+    cnp_interval_us: Optional[_TimeUs] = None
+    g: Optional[_Fraction] = None
+    initial_alpha: Optional[_Fraction] = None
+    alpha_timer_us: Optional[_TimeUs] = None
+    rate_timer_us: Optional[_TimeUs] = None
+    byte_counter_bytes: Optional[SizeBytes] = None
+    fast_recovery_stages: Optional[Annotated[Count, Field(ge=1, le=1000)]] = None
+    rai_bps: Optional[_RateBps] = None
+    rhai_bps: Optional[_RateBps] = None
+    min_rate_bps: Optional[_RateBps] = None
+
+    def overrides(self) -> dict:
+        """The keys the scenario set: name -> value."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
 
 
 #: ports per QP when ``transport.entropy_ports`` is not given: spray covers the paths evenly with many
@@ -29,7 +62,8 @@ class TransportSpec(_Spec):
     selective repeat; ``flowlet``: a random one of ``entropy_ports`` after an idle gap of
     ``flowlet_gap_us``, default half the retransmission timeout, longer than any path's extra
     queueing, so no packet overtakes another). ``entropy_ports`` defaults per policy:
-    :data:`DEFAULT_ENTROPY_PORTS`.
+    :data:`DEFAULT_ENTROPY_PORTS`. ``dcqcn`` overrides DCQCN's settings (:class:`DcqcnSpec`; only with
+    ``congestion_control: dcqcn``).
     """
 
     payload_bytes: Literal[256, 512, 1024, 2048, 4096] = 1024
@@ -40,6 +74,7 @@ class TransportSpec(_Spec):
     entropy: str = "per_flow"
     entropy_ports: Optional[Annotated[Count, Field(ge=2, le=1024)]] = None  # ports per QP: spray, flowlet
     flowlet_gap_us: Optional[Annotated[int, Field(ge=1, le=10_000_000)]] = None  # flowlet only
+    dcqcn: Optional[DcqcnSpec] = None
 
     @field_validator("congestion_control", "entropy")
     @classmethod
@@ -63,4 +98,43 @@ class TransportSpec(_Spec):
         if self.ack_every_pkts > self.window_pkts:
             raise ValueError(f"transport.ack_every_pkts = {self.ack_every_pkts} exceeds transport.window_pkts = "
                              f"{self.window_pkts}: a full window would never be acknowledged")
+        if self.dcqcn is not None and self.congestion_control != "dcqcn":
+            raise ValueError(f"transport.dcqcn applies only with transport.congestion_control: dcqcn (here "
+                             f"{self.congestion_control!r}): remove the block or choose dcqcn")
         return self
+
+
+def dcqcn_settings(spec):
+    """DCQCN's settings for a ScenarioSpec: published values scaled by ``spec.scale_factor``, then
+    ``transport.dcqcn``; None unless ``transport.congestion_control`` is ``dcqcn``."""
+    from traffic.transport.cc.dcqcn_params import settings_for
+    t = spec.transport
+    if t.congestion_control != "dcqcn":
+        return None
+    return settings_for(spec.scale_factor, t.dcqcn.overrides() if t.dcqcn is not None else {})
+
+
+def check_dcqcn(spec) -> None:
+    """Refuse DCQCN settings that cannot work on this fabric (ValueError naming the key path): a
+    minimum rate above the host link, or an alpha timer K not longer than the CNP interval N
+    (Zhu et al.: K must exceed N, else alpha decays between the CNPs of a lasting congestion)."""
+    s = dcqcn_settings(spec)
+    if s is None:
+        return
+    if s.min_rate_bps > spec.fabric.host_link_bps:
+        raise ValueError(f"transport.dcqcn.min_rate_bps = {s.min_rate_bps:g} is above fabric.host_link_bps = "
+                         f"{spec.fabric.host_link_bps:g}: allowed up to the line rate")
+    if s.alpha_timer_us <= s.cnp_interval_us:
+        raise ValueError(f"transport.dcqcn.alpha_timer_us = {s.alpha_timer_us:g} us is not longer than "
+                         f"cnp_interval_us = {s.cnp_interval_us:g} us (at dilation {spec.scale_factor:g}): the alpha "
+                         "timer K must exceed the CNP interval N; set both")
+
+
+def congestion_control_manifest(spec) -> dict:
+    """manifest.json's ``congestion_control`` block: the name, and for DCQCN the dilation, the
+    scaling formula and every setting with its published value and source."""
+    from traffic.transport.cc.dcqcn_params import manifest_block
+    t = spec.transport
+    if t.congestion_control != "dcqcn":
+        return {"name": t.congestion_control}
+    return manifest_block(spec.scale_factor, t.dcqcn.overrides() if t.dcqcn is not None else {})

@@ -2,7 +2,9 @@
 
 As in RoCEv2, the destination QP in the BTH, not the UDP port, selects the QP: ACK/NAK and CNP
 go to the requester QP named, everything else to the responder QP named; packets for no known
-QP are counted in ``rx_unknown_pkts``.
+QP are counted in ``rx_unknown_pkts``. With ``read_ecn`` (the run's congestion control reacts
+to ECN) the endpoint reads each packet's IP TOS byte too (IP_RECVTOS) and tells the responder QP
+whether a data packet arrived CE-marked; otherwise it receives with plain ``recv_into``.
 """
 from __future__ import annotations
 
@@ -14,15 +16,18 @@ from traffic.transport.qp import RequesterQP, ResponderQP
 
 
 class Endpoint:
-    """All QPs of one host and the thread that receives on UDP port 4791."""
+    """All QPs of one host and the thread that receives on UDP port 4791 (``read_ecn``: see module)."""
 
-    def __init__(self, ip: str, rcvbuf_bytes: int = 4 * 1024 * 1024):
+    def __init__(self, ip: str, rcvbuf_bytes: int = 4 * 1024 * 1024, read_ecn: bool = False):
         self.ip = ip
+        self.read_ecn = read_ecn
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:
             self.sock.setsockopt(socket.SOL_SOCKET, 33, rcvbuf_bytes)  # SO_RCVBUFFORCE (root)
         except OSError:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf_bytes)
+        if read_ecn:
+            self.sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
         self.sock.bind((ip, wire.ROCEV2_UDP_PORT))
         self.sock.settimeout(0.2)
         self.requesters: dict[int, RequesterQP] = {}
@@ -41,17 +46,23 @@ class Endpoint:
         for qp in self.requesters.values():
             qp.stop()
         for qp in self.responders.values():
-            qp.sock.close()
+            qp.close()
         self.sock.close()
 
     def _run(self) -> None:
         buf = bytearray(9000)
         view = memoryview(buf)
-        recv_into = self.sock.recv_into
+        recv_into, recvmsg_into, bufs = self.sock.recv_into, self.sock.recvmsg_into, [buf]
+        read_ecn, anc_bytes = self.read_ecn, socket.CMSG_SPACE(4)
         ack_op, cnp_op = wire.Opcode.RC_ACKNOWLEDGE, wire.Opcode.CNP
+        ce = False
         while not self._stop:
             try:
-                n = recv_into(buf)
+                if read_ecn:  # the TOS byte comes as one IP_TOS control message
+                    n, anc, _, _ = recvmsg_into(bufs, anc_bytes)
+                    ce = bool(anc) and (anc[0][2][0] & 0x3) == wire.ECN_CE
+                else:
+                    n = recv_into(buf)
             except socket.timeout:
                 continue
             except OSError:
@@ -83,4 +94,4 @@ class Endpoint:
                 if rqp is None:
                     self.rx_unknown_pkts += 1
                     continue
-                rqp.on_data(view, n, opcode, psn24, ack_req, pad)
+                rqp.on_data(view, n, opcode, psn24, ack_req, pad, ce)

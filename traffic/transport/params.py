@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from traffic import wire
+from traffic.transport.cc.dcqcn_params import DcqcnSettings
 
 #: Ethernet + IPv4 + UDP header bytes in front of every RoCEv2 packet (no FCS: tc counts frames without it)
 L2_L4_BYTES = 14 + 20 + 8
@@ -41,6 +43,8 @@ class TransportParams:
       overtake each other (:mod:`traffic.transport.selective`);
     - ``reorder_window_us``: with selective repeat, how long a gap may last before the
       responder reports it lost (longer than any path's extra queueing delay).
+    - ``dcqcn``: DCQCN's settings in the run's dilated units (traffic.transport.cc.dcqcn_params),
+      set when ``congestion_control`` is ``dcqcn`` (None there: the published values undilated).
     """
 
     payload_bytes: int = 1024
@@ -55,3 +59,4 @@ class TransportParams:
     flowlet_gap_us: int = 0
     loss_recovery: str = "go_back_n"
     reorder_window_us: int = 0
+    dcqcn: Optional[DcqcnSettings] = None

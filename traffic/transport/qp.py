@@ -20,7 +20,9 @@ The host's :class:`~traffic.transport.endpoint.Endpoint` receives for every QP a
   acknowledges every packet with AckReq set (the requester sets it on every
   ``ack_every_pkts``-th packet counted from the QP's initial PSN, and on the
   last of each message: a 20-packet message on a fresh QP with
-  ``ack_every_pkts`` 8 asks for 3 ACKs, after its packets 8, 16 and 20).
+  ``ack_every_pkts`` 8 asks for 3 ACKs, after its packets 8, 16 and 20). When the run's
+  congestion control reacts to ECN (DCQCN), each responder QP is also a notification point
+  (:mod:`traffic.transport.np`): CE-marked data packets make it send CNPs, paced per QP.
 
 Exactly-once check: the first 8 payload bytes of every packet carry
 (message sequence, packet index in message); the responder checks each
@@ -40,10 +42,11 @@ from dataclasses import dataclass
 
 from traffic import wire
 from traffic.clock import unix_ns
-from traffic.transport.cc import CongestionControl, congestion_control
+from traffic.transport.cc import CongestionControl, cnp_interval_ns, for_transport
 from traffic.transport.entropy import QpEntropy
 from traffic.transport.nic import (TransportError, rdma_raw_socket, rdma_socket, send_error_text,  # noqa: F401
                                    send_lossless)
+from traffic.transport.np import CNP_TOS, NotificationPoint
 from traffic.transport.params import TransportParams, wire_bytes
 
 PSN_MASK = 0xFFFFFF
@@ -89,6 +92,7 @@ class QPCounters:
     timeouts: int = 0
     tx_busy_ns: int = 0   # time with a packet ready to send and the window open
     tx_work_ns: int = 0   # time with posted data not yet acknowledged (an RNIC with work to do)
+    tx_paced_ns: int = 0  # time a ready packet was held back by the congestion control's pacing
     nic_full_waits: int = 0
     posted_bytes: int = 0
     acked_bytes: int = 0
@@ -126,8 +130,7 @@ class RequesterQP:
         self.dst = (dst_ip, wire.ROCEV2_UDP_PORT)
         self.params = params
         self.counters = QPCounters()
-        self.cc = cc if cc is not None else congestion_control(params.congestion_control, params.line_rate_bps,
-                                                                  params.payload_bytes)
+        self.cc = cc if cc is not None else for_transport(params)
         self.entropy = entropy if entropy is not None else QpEntropy([sport])
         #: one packet builder per source port of the entropy policy; one UDP socket for one port (per
         #: flow), else one raw socket sending the builders' IP packets (the port chosen per packet)
@@ -301,6 +304,9 @@ class RequesterQP:
                         if at_ns <= now_ns:  # the pacing decision: send now
                             break
                         self.cond.wait((at_ns - now_ns) / 1e9)
+                        c.tx_paced_ns += time.monotonic_ns() - now_ns
+                        # a QP held back by its pacing is still sending: the timer runs from here
+                        self._last_progress = time.monotonic()
                         continue
                     if busy_since is not None:
                         c.tx_busy_ns += time.monotonic_ns() - busy_since
@@ -349,7 +355,8 @@ class RequesterQP:
             c.tx_pkts += 1
             frame_bytes = wire_bytes(len(pkt))
             c.tx_wire_bytes += frame_bytes
-            cc.on_send(frame_bytes, now_ns)
+            with self.cond:  # the receive thread calls on_ack/on_cnp under the lock: one caller at a time
+                cc.on_send(frame_bytes, now_ns)
 
 
 def packet_tag(buf: memoryview, n: int, pad: int, msg_seq: int, pkt_idx: int) -> tuple[int, int, int]:
@@ -371,10 +378,15 @@ class ResponderCounters:
     order_errors: int = 0
     messages: int = 0
     max_reorder_pkts: int = 0  # farthest a packet arrived ahead of the expected PSN (selective repeat)
+    ce_pkts: int = 0      # data packets that arrived with ECN CE (0b11)
+    cnps_tx: int = 0      # CNPs sent by this QP's notification point
 
 
 class ResponderQP:
-    """Receive side of one RC queue pair (see module docstring); ``first_psn`` is the requester's."""
+    """Receive side of one RC queue pair (see module docstring); ``first_psn`` is the requester's.
+
+    When ``params``' congestion control reacts to ECN, :attr:`np` is its notification point
+    (CNPs to ``requester_qpn`` from a socket of their own, DSCP 48, Not-ECT); else None."""
 
     def __init__(self, qpn: int, requester_qpn: int, src_ip: str, peer_ip: str, sport: int,
                  params: TransportParams, first_psn: int = 0, on_error=None):
@@ -390,6 +402,13 @@ class ResponderQP:
         self.sock = rdma_socket(src_ip, sport, ACK_TOS)
         bound_sport = self.sock.getsockname()[1]  # sport 0 = any: the ICRC covers the real one
         self.ack_builder = wire.AckPacketBuilder(src_ip, peer_ip, bound_sport, tos=ACK_TOS)
+        interval_ns = cnp_interval_ns(params)
+        self.np: NotificationPoint | None = None
+        if interval_ns is not None:
+            self.cnp_sock = rdma_socket(src_ip, 0, CNP_TOS)
+            self.cnp_pkt = bytes(wire.CnpPacketBuilder(src_ip, peer_ip, self.cnp_sock.getsockname()[1],
+                                                       tos=CNP_TOS).build(requester_qpn))
+            self.np = NotificationPoint(interval_ns, self._send_cnp)
         self.epsn = first_psn  # expected PSN, unbounded (compared mod 2^24)
         self.nak_sent = False
         self.msg_seq = 0
@@ -404,9 +423,14 @@ class ResponderQP:
         with self.cond:
             return self.cond.wait_for(lambda: self.counters.messages >= count, timeout_s)
 
-    def on_data(self, buf: memoryview, n: int, opcode: int, psn24: int, ack_req: bool, pad: int) -> None:
+    def on_data(self, buf: memoryview, n: int, opcode: int, psn24: int, ack_req: bool, pad: int,
+                ce: bool = False) -> None:
+        """A data packet: ``ce`` when its IP ECN field was CE (the endpoint reads it when there is a
+        notification point)."""
         c = self.counters
         c.rx_pkts += 1
+        if ce:
+            self._on_ce()
         d = (psn24 - self.epsn) & PSN_MASK
         if d == 0:
             self.nak_sent = False
@@ -422,6 +446,12 @@ class ResponderQP:
             c.dup_pkts += 1
             if ack_req:
                 self._send_ack((self.epsn - 1) & PSN_MASK, nak=False)
+
+    def _on_ce(self) -> None:
+        """A CE-marked data packet arrived: count it; the notification point may send a CNP."""
+        self.counters.ce_pkts += 1
+        if self.np is not None and self.np.on_ce(time.monotonic_ns()):
+            self.counters.cnps_tx += 1
 
     def _deliver(self, opcode: int, plen: int, seq: int, idx: int) -> None:
         """Hand the packet at ``epsn`` to the application: check its tag, count it, complete its message."""
@@ -442,16 +472,33 @@ class ResponderQP:
                 c.messages += 1
                 self.cond.notify_all()
 
+    def _send_cnp(self) -> bool:
+        """Send this QP's CNP (prebuilt: a CNP names only the destination QP); False once closed."""
+        try:
+            return send_lossless(self.cnp_sock, self.cnp_pkt, self.peer, None)
+        except OSError as e:
+            self._send_failed(e)
+            return False
+
+    def close(self) -> None:
+        """Close the QP's sockets."""
+        self.sock.close()
+        if self.np is not None:
+            self.cnp_sock.close()
+
+    def _send_failed(self, e: OSError) -> None:
+        if self.error is None:
+            self.error = send_error_text(self.qpn, self.peer, e)
+            if self.on_error is not None:
+                self.on_error(self.error)
+
     def _send_ack(self, psn24: int, nak: bool) -> None:
         pkt = self.ack_builder.build(self.requester_qpn, psn24, nak, self.msg_seq & wire.MSN_MAX)
         try:
             if not send_lossless(self.sock, pkt, self.peer, None):
                 return
         except OSError as e:
-            if self.error is None:
-                self.error = send_error_text(self.qpn, self.peer, e)
-                if self.on_error is not None:
-                    self.on_error(self.error)
+            self._send_failed(e)
             return
         if nak:
             self.counters.naks_tx += 1

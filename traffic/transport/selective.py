@@ -70,9 +70,12 @@ class SelectiveResponderQP(ResponderQP):
         self._reorder_ns = int(self.params.reorder_window_us * 1000)
         self._span = max(self.params.window_pkts, 1)
 
-    def on_data(self, buf: memoryview, n: int, opcode: int, psn24: int, ack_req: bool, pad: int) -> None:
+    def on_data(self, buf: memoryview, n: int, opcode: int, psn24: int, ack_req: bool, pad: int,
+                ce: bool = False) -> None:
         c = self.counters
         c.rx_pkts += 1
+        if ce:
+            self._on_ce()
         d = (psn24 - self.epsn) & PSN_MASK
         if d == 0:
             ack = ack_req

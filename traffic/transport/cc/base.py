@@ -10,7 +10,21 @@ al., SIGCOMM 2015) needs exactly these: the byte counter from ``on_send``, the r
 """
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
+
+
+class RateChange(NamedTuple):
+    """One change of a QP's sending rate (a row of qp_rates.csv once its time is on the run's clock).
+
+    ``time_ns``: ``time.monotonic_ns()`` of the event; ``event``: what changed it (``start``,
+    ``cnp``, ``timer``, ``bytes``); ``rate_bps``: the current rate RC after it;
+    ``target_rate_bps``: the target rate RT; ``alpha``: the congestion estimate (DCQCN)."""
+
+    time_ns: int
+    event: str
+    rate_bps: float
+    target_rate_bps: float
+    alpha: float
 
 
 class CongestionControl:
@@ -27,6 +41,19 @@ class CongestionControl:
             raise ValueError(f"line_rate_bps={line_rate_bps}: must be > 0")
         self.line_rate_bps = float(line_rate_bps)
         self.payload_bytes = payload_bytes
+        #: the rate changes so far (:class:`RateChange`); stays empty for a control that never changes it
+        self.rate_log: list[RateChange] = []
+
+    @classmethod
+    def for_transport(cls, params) -> "CongestionControl":
+        """A new controller for one QP of a run with ``params`` (traffic.transport.TransportParams)."""
+        return cls(params.line_rate_bps, params.payload_bytes)
+
+    @classmethod
+    def cnp_interval_ns(cls, params) -> int | None:
+        """The notification point's CNP interval, ns, for a run with ``params``; None: responders
+        send no CNPs (the control does not react to ECN)."""
+        return None
 
     @property
     def rate_bps(self) -> float:

@@ -1,0 +1,146 @@
+"""``dcqcn``: the DCQCN reaction point (RP), Zhu et al., SIGCOMM 2015, section 3.1.
+
+State per QP: current rate RC, target rate RT (both start at the line rate), alpha (starts at
+``initial_alpha``), the timer and byte-counter stage counts, the bytes sent since the last
+rate event. With the settings of :class:`~traffic.transport.cc.dcqcn_params.DcqcnSettings`
+(g, K = ``alpha_timer_us``, T = ``rate_timer_us``, B = ``byte_counter_bytes``, F =
+``fast_recovery_stages``, R_AI = ``rai_bps``, R_HAI = ``rhai_bps``)::
+
+    on CNP:          RT <- RC;  RC <- max(R_min, RC x (1 - alpha/2));  alpha <- (1 - g) alpha + g
+                     timer and byte stages <- 0, bytes <- 0; the alpha timer and the rate timer restart
+    alpha timer:     every K without a CNP, alpha <- (1 - g) alpha
+    rate timer:      every T after the last cut: timer stage += 1, then a rate increase
+    byte counter:    every B bytes sent after the last cut: byte stage += 1, then a rate increase
+    rate increase:   with t, b the stage counts after the event
+                     max(t, b) <= F: fast recovery   RC <- (RT + RC) / 2
+                     min(t, b) >  F: hyper increase  RT <- RT + i x R_HAI, i = min(t, b) - F;  RC <- (RT + RC) / 2
+                     otherwise:      additive        RT <- RT + R_AI;                         RC <- (RT + RC) / 2
+                     RT and RC never exceed the line rate
+
+(the cut uses alpha before its update, as in the paper's Figure 5). Timers run from the first
+CNP on and stop once RC and RT are back at the line rate; a rate within 0.1 % of the line rate
+snaps to it (the RNIC's rate granularity: a pacing sleep that short would cost more CPU than it
+shapes). Timers are evaluated lazily: every hook first applies the expiries due up to its
+``now_ns`` at their own times, so the rate log is exact however late the QP asks.
+
+Pacing: below the line rate, a packet may leave ``frame bits / RC`` after the previous one
+(:meth:`Dcqcn.next_send_ns`); at the line rate the host link's HTB paces, as with ``none``.
+"""
+from __future__ import annotations
+
+import time
+
+from traffic.transport.cc.base import CongestionControl, RateChange
+from traffic.transport.cc.dcqcn_params import DcqcnSettings
+
+#: a rate within this fraction of the line rate counts as the line rate
+LINE_RATE_SNAP = 1e-3
+
+
+class Dcqcn(CongestionControl):
+    """The DCQCN reaction point of one requester QP (see the module docstring for the algorithm).
+
+    ``settings``: the run's DcqcnSettings (default: the published values undilated);
+    ``now_ns``: creation time on ``time.monotonic_ns()`` (the first row of :attr:`rate_log`).
+    Raises ValueError for a line rate <= 0 or a minimum rate above the line rate.
+    """
+
+    name = "dcqcn"
+
+    def __init__(self, line_rate_bps: float, payload_bytes: int, settings: DcqcnSettings | None = None,
+                 now_ns: int | None = None):
+        super().__init__(line_rate_bps, payload_bytes)
+        s = self.settings = settings if settings is not None else DcqcnSettings()
+        if s.min_rate_bps > self.line_rate_bps:
+            raise ValueError(f"min_rate_bps={s.min_rate_bps:g} is above the line rate {self.line_rate_bps:g}")
+        self.rc = self.rt = self.line_rate_bps
+        self.alpha = float(s.initial_alpha)
+        self.timer_stage = self.byte_stage = 0
+        self.bytes_since_event = 0
+        self._rate_timer_ns: int | None = None   # next rate-timer expiry; None: idle at line rate
+        self._alpha_timer_ns: int | None = None  # next alpha decay; None: no CNP yet
+        self._t_ns, self._k_ns = int(s.rate_timer_us * 1000), int(s.alpha_timer_us * 1000)
+        self._last_send_ns: int | None = None
+        self._last_bits = 0
+        self._log(time.monotonic_ns() if now_ns is None else now_ns, "start")
+
+    @classmethod
+    def for_transport(cls, params) -> "Dcqcn":
+        return cls(params.line_rate_bps, params.payload_bytes, params.dcqcn)
+
+    @classmethod
+    def cnp_interval_ns(cls, params) -> int:
+        s = params.dcqcn if params.dcqcn is not None else DcqcnSettings()
+        return int(round(s.cnp_interval_us * 1000))
+
+    @property
+    def rate_bps(self) -> float:
+        return self.rc
+
+    # -- hooks ---------------------------------------------------------------------------------
+    def on_cnp(self, now_ns: int) -> None:
+        self._advance(now_ns)
+        s = self.settings
+        self.rt = self.rc
+        self.rc = max(s.min_rate_bps, self.rc * (1 - self.alpha / 2))
+        self.alpha = (1 - s.g) * self.alpha + s.g
+        self.timer_stage = self.byte_stage = self.bytes_since_event = 0
+        self._alpha_timer_ns = now_ns + self._k_ns
+        self._rate_timer_ns = now_ns + self._t_ns
+        self._log(now_ns, "cnp")
+
+    def on_send(self, wire_bytes: int, now_ns: int) -> None:
+        self._advance(now_ns)
+        self._last_send_ns, self._last_bits = now_ns, wire_bytes * 8
+        if self._rate_timer_ns is None:
+            return
+        b = self.settings.byte_counter_bytes
+        self.bytes_since_event += wire_bytes
+        while self.bytes_since_event >= b and self._rate_timer_ns is not None:
+            self.bytes_since_event -= b
+            self.byte_stage += 1
+            self._increase(now_ns, "bytes")
+
+    def next_send_ns(self, now_ns: int) -> int:
+        self._advance(now_ns)
+        if self.rc >= self.line_rate_bps or self._last_send_ns is None:
+            return now_ns
+        at = self._last_send_ns + int(self._last_bits * 1e9 / self.rc)
+        if at <= now_ns:
+            return now_ns
+        if self._rate_timer_ns is not None and self._rate_timer_ns < at:
+            return self._rate_timer_ns  # the rate rises then: ask again
+        return at
+
+    # -- the algorithm -------------------------------------------------------------------------
+    def _advance(self, now_ns: int) -> None:
+        """Apply the alpha-timer and rate-timer expiries due up to ``now_ns``, each at its own time."""
+        if self._alpha_timer_ns is not None and self._alpha_timer_ns <= now_ns:
+            k = (now_ns - self._alpha_timer_ns) // self._k_ns + 1
+            self.alpha *= (1 - self.settings.g) ** k
+            self._alpha_timer_ns += k * self._k_ns
+        while self._rate_timer_ns is not None and self._rate_timer_ns <= now_ns:
+            t = self._rate_timer_ns
+            self._rate_timer_ns = t + self._t_ns
+            self.timer_stage += 1
+            self._increase(t, "timer")
+
+    def _increase(self, t_ns: int, event: str) -> None:
+        s, line = self.settings, self.line_rate_bps
+        lo, hi = min(self.timer_stage, self.byte_stage), max(self.timer_stage, self.byte_stage)
+        if hi <= s.fast_recovery_stages:
+            pass                                                       # fast recovery
+        elif lo > s.fast_recovery_stages:
+            self.rt += (lo - s.fast_recovery_stages) * s.rhai_bps        # hyper increase
+        else:
+            self.rt += s.rai_bps                                       # additive increase
+        self.rt = min(self.rt, line)
+        self.rc = min((self.rt + self.rc) / 2, line)
+        if self.rc >= line * (1 - LINE_RATE_SNAP):
+            self.rc = self.rt = line
+        if self.rc >= line and self.rt >= line:
+            self._rate_timer_ns = None  # back at line rate: nothing left to increase
+        self._log(t_ns, event)
+
+    def _log(self, t_ns: int, event: str) -> None:
+        self.rate_log.append(RateChange(t_ns, event, self.rc, self.rt, self.alpha))
