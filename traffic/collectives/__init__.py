@@ -13,12 +13,20 @@ from typing import Mapping, MutableMapping, Sequence
 
 from traffic.collectives.base import COLLECTIVES, Algorithm, Collective, Step, Transfer, chunk_sizes
 from traffic.collectives.executor import CollectiveTimeout, ScheduleMismatch, execute
+from traffic.collectives.alltoall import DirectAllToAll, PairwiseAllToAll
+from traffic.collectives.broadcast import RingBroadcast
+from traffic.collectives.halving_doubling import HalvingDoublingAllreduce
 from traffic.collectives.ring import RingAllreduce
+from traffic.collectives.ring_phases import RingAllGather, RingReduceScatter
+from traffic.collectives.sendrecv import RingSendRecv
+from traffic.collectives.tree import TreeAllreduce
 
 #: (collective, algorithm) -> the algorithm (stateless: one instance serves every rank)
-ALGORITHMS: dict[tuple[str, str], Algorithm] = {
-    ("allreduce", "ring"): RingAllreduce(),
-}
+ALGORITHMS: dict[tuple[str, str], Algorithm] = {(a.collective.name, a.name): a for a in (
+    RingAllreduce(), TreeAllreduce(), HalvingDoublingAllreduce(),
+    RingReduceScatter(), RingAllGather(), PairwiseAllToAll(), DirectAllToAll(),
+    RingBroadcast(), RingSendRecv(),
+)}
 DEFAULT_COLLECTIVE, DEFAULT_ALGORITHM = "allreduce", "ring"
 
 __all__ = ["ALGORITHMS", "COLLECTIVES", "Algorithm", "Collective", "CollectiveTimeout", "ScheduleMismatch",
