@@ -1,4 +1,4 @@
-"""Command line: ``testbed run|clean|doctor``.
+"""Command line: ``testbed run|nccl|clean|doctor``.
 
 Exit codes: 0 success; 2 usage or setup error (one line ``testbed: error: ...``
 on stderr); 130 on Ctrl-C. ``run``: see :data:`RUN_EXIT_CODES`.
@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help="show the full traceback on errors")
-    sub = parser.add_subparsers(dest="command", metavar="{run,clean,doctor}",
+    sub = parser.add_subparsers(dest="command", metavar="{run,nccl,clean,doctor}",
                                 parser_class=_Parser)
 
     run = sub.add_parser("run", help="run a scenario (root)", parents=[common], epilog=RUN_EXIT_CODES,
@@ -65,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="run id such as tb3fa1 (default: all dead runs)")
     clean.add_argument("--force", action="store_true",
                        help="also clean runs whose lock is held (kills a running run)")
+
+    from testbed import nccl
+    nccl.add_parser(sub, [common])
 
     doctor = sub.add_parser("doctor", help="probe what this machine supports (root)", parents=[common])
     doctor.add_argument("--json", action="store_true", help="print the probe as JSON")
@@ -96,6 +99,16 @@ def _cmd_run(args) -> int:
     from testbed.runner import run_from_cli
 
     return run_from_cli(args)
+
+
+def _cmd_nccl(args) -> int:
+    _require_root("nccl")
+    from testbed import nccl
+
+    try:
+        return nccl.run(args)
+    except argparse.ArgumentTypeError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _cmd_clean(args) -> int:
@@ -142,7 +155,7 @@ def _cmd_doctor(args) -> int:
     return 0
 
 
-_COMMANDS = {"run": _cmd_run, "clean": _cmd_clean, "doctor": _cmd_doctor}
+_COMMANDS = {"run": _cmd_run, "nccl": _cmd_nccl, "perf": _cmd_nccl, "clean": _cmd_clean, "doctor": _cmd_doctor}
 
 
 class _ReaderGoneTolerant:

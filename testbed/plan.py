@@ -2,7 +2,7 @@
 
 A size sweep (``workload.sizes``) gives warmup and timed operations of
 ``workload.collective`` by ``workload.algorithm`` (default: ring all-reduce)
-over all hosts. A SimAI/AICB replay (``workload.simai``) gives the file's
+over all hosts, or hosts 0..``workload.ranks``-1. A SimAI/AICB replay (``workload.simai``) gives the file's
 entries whose type (:data:`SIMAI_COLLECTIVES`: ALLREDUCE -> allreduce, ...)
 has ``workload.algorithm`` registered (traffic.collectives), each over its own
 group scope: a TP-scoped all-reduce with TP 2 on 8 hosts is 4 concurrent
@@ -13,8 +13,8 @@ SimAI's order, each a barrier (SimAI overlaps non-blocking weight-gradient
 collectives with later work and waits compute times: not replayed yet). What
 the testbed cannot run becomes a note, never a silent change:
 
-- collectives without that algorithm (today ALLGATHER, REDUCESCATTER,
-  ALLTOALL, ...): skipped, noted;
+- collectives without that algorithm (with ``ring``: ALLTOALL, whose
+  algorithms are ``pairwise`` and ``direct``): skipped, noted;
 - entries of size 0: skipped, noted (never run as 1 byte);
 - groups of one rank (e.g. TP-scoped with TP 1): skipped, noted (no data moves;
   SimAI builds no such group either).
@@ -98,8 +98,8 @@ def _places(items: list) -> str:
 
 
 def _sweep_plan(spec: ScenarioSpec) -> WorkloadPlan:
-    w, n = spec.workload, spec.fabric.n_hosts
-    world = (tuple(range(n)),)
+    w = spec.workload
+    world = (tuple(range(w.ranks or spec.fabric.n_hosts)),)
     ops = []
     for size in w.sizes.sizes():
         cap = w.max_bytes_per_size          # None: no cap

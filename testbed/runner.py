@@ -187,10 +187,13 @@ def _run_workload(ctx: RunContext, agents: AgentGroup, rec: Recording, progress:
         progress.op(k + 1, size, size * 8 / (t_us / 1e6) * factor, last)
 
 
-def run_from_cli(args) -> int:
-    """Entry of ``testbed run``: validate, remove leftovers, run, print; return an exit code (EXIT_*)."""
+def run_from_cli(args, build_spec=None) -> int:
+    """Entry of ``testbed run``: validate, remove leftovers, run, print; return an exit code (EXIT_*).
+
+    ``build_spec(args)``: the spec to run (default: the scenario file ``args.scenario``;
+    ``testbed nccl`` overrides its workload), raising ScenarioError on bad input."""
     try:
-        spec, ops_plan = _validate(args)
+        spec, ops_plan = _validate(args, build_spec or (lambda a: load_scenario(a.scenario)))
     except (ScenarioError, FileNotFoundError, IsADirectoryError, estimate.DurationError) as e:
         print(f"testbed: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -225,12 +228,13 @@ def run_from_cli(args) -> int:
     return code
 
 
-def _validate(args) -> tuple[ScenarioSpec, list[PlannedOp]]:
-    """The scenario, its op plan (notes printed), the results root and the duration cap, checked.
+def _validate(args, build_spec) -> tuple[ScenarioSpec, list[PlannedOp]]:
+    """The scenario (``build_spec(args)``), its op plan (notes printed), the results root and the duration
+    cap, checked.
 
     Raises ScenarioError, FileNotFoundError, IsADirectoryError or estimate.DurationError; nothing is built.
     """
-    spec = load_scenario(args.scenario)
+    spec = build_spec(args)
     plan = plan_workload(spec)
     ops_plan = list(plan.ops)
     print_notes(plan.notes)

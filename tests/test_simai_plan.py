@@ -77,7 +77,7 @@ def test_size_zero_is_skipped_with_a_note_never_run_as_one_byte(tmp_path):
     # a file whose only ALLREDUCE has size 0 is refused: nothing to run
     only_zero = C11_FILE.format(all_gpus=8, n=0, extra="").rsplit("\n", 2)[0].replace("\n0", "\n1") + \
         "\n" + zero
-    with pytest.raises(ScenarioError, match=r"has no ALLREDUCE entry the testbed can run.*size 0"):
+    with pytest.raises(ScenarioError, match=r"has no ALLGATHER/ALLREDUCE/REDUCESCATTER entry the testbed can run.*size 0"):
         load_scenario(_scenario(tmp_path, only_zero))
 
 
@@ -86,12 +86,18 @@ def test_other_collectives_and_one_rank_groups_are_noted(tmp_path):
     from testbed.spec.scenario import load_scenario
     text = (OURS / "tiny_moe_tp2_ep2.txt").read_text()
     plan = plan_workload(load_scenario(_scenario(tmp_path, text)))
-    assert [(o.layer, o.group, o.groups) for o in plan.ops] == [
-        ("embedding_layer:fwd", "TP", ((0, 1), (2, 3), (4, 5), (6, 7)))]
+    tp = ((0, 1), (2, 3), (4, 5), (6, 7))
+    # ring all-gather and reduce-scatter are registered: those entries run in their groups; all-to-all has
+    # no ring (pairwise, direct): skipped with a note
+    assert [(o.layer, o.collective, o.group) for o in plan.ops][:3] == [
+        ("embedding_layer:fwd", "allreduce", "TP"), ("attention_column:fwd", "allgather", "TP"),
+        ("attention_row:fwd", "reducescatter", "TP")]
+    assert plan.ops[0].groups == tp and len(plan.ops) == 10
+    assert {(o.group, o.groups) for o in plan.ops if o.group == "DP_EP"} == {("DP_EP", ((0, 4), (1, 5), (2, 6),
+                                                                                         (3, 7)))}
     notes = "\n".join(plan.notes)
-    for words in ("skipped 3 ALLGATHER (TP) entries: not supported yet (line 7 attention_column:fwd",
-                  "skipped 1 ALLGATHER (DP_EP) entries", "skipped 2 ALLTOALL (EP) entries"):
-        assert words in notes
+    assert "skipped 2 ALLTOALL (EP) entries: not supported yet (line 9 mlp_moelayer:fwd" in notes
+    assert "ALLGATHER (TP)" not in notes
     tp1 = C11_FILE.format(all_gpus=8, n=1, extra="").replace("group: 2", "group: 1")
     plan = plan_workload(load_scenario(_scenario(tmp_path, tp1)))
     assert [(o.group, o.group_size) for o in plan.ops] == [("DP", 8)]

@@ -15,6 +15,7 @@ import time
 
 from testbed.emulation.controller_supervisor import verdict_line as controller_verdict_line
 from traffic import collectives
+from testbed.results.nccl_table import format_nccl_table
 from testbed.results.tables import format_size_table
 from testbed.run_context import RunContext
 from testbed.spec.estimate import format_duration
@@ -110,11 +111,18 @@ def print_results(ctx: RunContext, sizes, t: dict, controller: dict, verdict, op
     titles = ", ".join(dict.fromkeys(collectives.get(m.get("collective", collectives.DEFAULT_COLLECTIVE),
                                                      m.get("algorithm", collectives.DEFAULT_ALGORITHM)).title
                                      for m in op_meta.values()))
-    print(f"# {titles}, {ctx.n_ranks} hosts (ranks: per group), host link "
-          f"{spec.fabric.host_link_bps / 1e6:g} Mbit/s, payload efficiency {ctx.efficiency:.3f} (busbw/link = "
-          f"busbw / (link x efficiency)); time = first rank's start to last rank's end, avg = per-rank time "
-          f"averaged over ranks (nccl-tests); n = samples")
-    print(format_size_table(sizes))
+    if spec.output.table == "nccl":
+        print(f"# nccl-tests table: {titles} on {ctx.n_ranks} hosts, host link {spec.fabric.host_link_bps / 1e6:g} "
+              f"Mbit/s, payload efficiency {ctx.efficiency:.3f}; time = per-rank time averaged over ranks "
+              f"(nccl-tests), span = first rank's start to last rank's end, busbw/link = span busbw / (link x "
+              f"efficiency)")
+        print(format_nccl_table(sizes, spec.scale_factor))
+    else:
+        print(f"# {titles}, {ctx.n_ranks} hosts (ranks: per group), host link "
+              f"{spec.fabric.host_link_bps / 1e6:g} Mbit/s, payload efficiency {ctx.efficiency:.3f} (busbw/link = "
+              f"busbw / (link x efficiency)); time = first rank's start to last rank's end, avg = per-rank time "
+              f"averaged over ranks (nccl-tests); n = samples")
+        print(format_size_table(sizes))
     print(f"# transport: {t['delivered_bytes']} of {t['posted_bytes']} posted bytes delivered exactly once, "
           f"{t['acked_bytes']} acknowledged (order errors {t['order_errors']}); {t['retx_pkts']} retransmitted "
           f"packets ({t['spurious_retx_pkts']} spurious); {t['switch_drops_pkts']} switch-queue drops, "

@@ -51,4 +51,8 @@ class LoadBalanceSpec(_Spec):
 
 
 class OutputSpec(_Spec):
+    """``sample_period_ms``: switch queue sampling period; ``table``: the printed size table, ``testbed``
+    (ours) or ``nccl`` (nccl-tests' columns, testbed.results.nccl_table; what ``testbed nccl`` prints)."""
+
     sample_period_ms: float = Field(10.0, ge=1.0, le=1000.0)
+    table: Literal["testbed", "nccl"] = "testbed"

@@ -59,6 +59,9 @@ class ScenarioSpec(_Spec):
         if self.fabric.n_hosts < 2:
             raise ValueError("a collective needs at least 2 hosts: fabric.leaves * fabric.hosts_per_leaf < 2")
         _check_congestion(self)
+        if self.workload.ranks is not None and self.workload.ranks > self.fabric.n_hosts:
+            raise ValueError(f"workload.ranks {self.workload.ranks} is above the fabric's {self.fabric.n_hosts} "
+                             f"hosts (fabric.leaves x fabric.hosts_per_leaf): allowed 2..{self.fabric.n_hosts}")
         rto = self.transport.rto_us
         if rto != "auto" and rto < min_rto_us(self):
             raise ValueError(

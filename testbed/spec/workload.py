@@ -57,12 +57,15 @@ class WorkloadSpec(_Spec):
     """What the hosts run: a size sweep of one collective, or a SimAI replay.
 
     ``collective`` and ``algorithm``: a registered pair (traffic.collectives.ALGORITHMS;
-    default ring all-reduce). A SimAI replay takes each entry's collective from the
+    default ring all-reduce); ``ranks``: a size sweep over the first ``ranks`` hosts (at least 2, at
+    most the fabric's hosts; default all), the others idle. A SimAI replay takes each entry's collective from the
     file (its type) and runs it by ``algorithm``; ``collective`` is then refused.
     """
 
     collective: str = collectives.DEFAULT_COLLECTIVE
     algorithm: str = collectives.DEFAULT_ALGORITHM
+    #: a size sweep runs over hosts 0..ranks-1 (nccl-tests -g); None: every host
+    ranks: Optional[Count] = Field(None, ge=2)
     sizes: Optional[SizeSweep] = None
     simai: Optional[SimaiSpec] = None
     iterations: Count = Field(5, ge=1, le=10_000)
@@ -76,6 +79,9 @@ class WorkloadSpec(_Spec):
         if (self.sizes is None) == (self.simai is None):
             raise ValueError("workload needs exactly one of workload.sizes or workload.simai")
         if self.simai is not None:
+            if self.ranks is not None:
+                raise ValueError(f"workload.ranks = {self.ranks} applies to a size sweep (workload.sizes); a SimAI "
+                                 "replay takes its groups from the file: leave it out")
             if "collective" in self.model_fields_set:
                 raise ValueError(f"workload.collective = {self.collective!r} applies to a size sweep "
                                  "(workload.sizes); a SimAI replay takes each entry's collective from the file: "
