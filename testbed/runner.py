@@ -109,7 +109,8 @@ def _probe(ctx: RunContext) -> tuple[RunContext, "capabilities.Capabilities"]:
     if datapath == "kernel" and caps.datapath != "kernel":
         raise ScenarioError("fabric.datapath: 'kernel' asked for, but this machine has no openvswitch "
                             "kernel module; allowed here: auto, user")
-    transport = transport_params(spec, run_rto_us(spec))
+    peers = plan_peers(ctx.ops_plan)
+    transport = transport_params(spec, run_rto_us(spec), max((len(p) for p in peers.values()), default=2))
     send_buffer = check_run_send_buffer(spec, datapath)
     return ctx.probed(datapath, transport, send_buffer), caps
 

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-from testbed.emulation.fabric import Fabric
+from testbed.emulation.fabric import HOST_NIC_QUEUE_BYTES, Fabric
 from testbed.lifecycle import StartStop, raise_if_interrupted
 from traffic import protocol
 from traffic.protocol import AgentConfig, ErrorEvent, Exit, GetStats, OpDone, RankAddress, Ready, RunOp, Stats
@@ -23,7 +23,7 @@ from traffic.transport.entropy import ENTROPY_POLICIES, MULTI_PORT_POLICIES
 from traffic.transport.selective import GO_BACK_N, SELECTIVE_REPEAT
 
 
-def transport_params(spec, rto_us: int) -> TransportParams:
+def transport_params(spec, rto_us: int, peers_per_rank: int = 2) -> TransportParams:
     """The agents' TransportParams from a ScenarioSpec (the one place they are built).
 
     ``rto_us``: the retransmission timeout, ``transport.rto_us`` or derived when that is ``auto``;
@@ -32,14 +32,20 @@ def transport_params(spec, rto_us: int) -> TransportParams:
     other (``spray``), the QPs use selective repeat with a reorder window of half the retransmission
     timeout, and ``flowlet``'s gap defaults to the same (the auto timeout is twice the longest
     queueing a packet can meet, testbed.spec.rto: no overtaken packet is later than that).
+    ``peers_per_rank``: the most queue pairs one rank has (testbed.plan.plan_peers): the data
+    sockets of a host share its NIC queue (HOST_NIC_QUEUE_BYTES), so each socket's send buffer is
+    at most that / (peers + 1), or sends of a rank talking to many peers at once (all-to-all,
+    trees) overflow the queue (ENOBUFS, counted as host qdisc drops). A ring (2 peers) keeps the
+    default.
     """
     t = spec.transport
     reorders = ENTROPY_POLICIES[t.entropy].reorders
     ports = (t.entropy_ports or DEFAULT_ENTROPY_PORTS[t.entropy]) if t.entropy in MULTI_PORT_POLICIES else 1
     gap_us = (t.flowlet_gap_us or int(rto_us) // 2) if t.entropy == "flowlet" else 0
+    sndbuf = min(TransportParams.sndbuf_bytes, HOST_NIC_QUEUE_BYTES // (max(peers_per_rank, 1) + 1))
     return TransportParams(payload_bytes=t.payload_bytes, window_pkts=t.window_pkts,
                            ack_every_pkts=t.ack_every_pkts, rto_us=int(rto_us),
-                           line_rate_bps=float(spec.fabric.host_link_bps),
+                           line_rate_bps=float(spec.fabric.host_link_bps), sndbuf_bytes=sndbuf,
                            congestion_control=t.congestion_control, entropy=t.entropy,
                            entropy_ports=ports, flowlet_gap_us=gap_us,
                            loss_recovery=SELECTIVE_REPEAT if reorders else GO_BACK_N,

@@ -27,7 +27,7 @@ class RingBroadcast(Algorithm):
 
     collective = COLLECTIVES["broadcast"]
     name = "ring"
-    chunk_bytes = 64 * 1024
+    chunk_bytes = 8 * 1024
 
     def schedule(self, pos: int, n: int, size_bytes: int) -> tuple[Step, ...]:
         self.check(pos, n, size_bytes)

@@ -83,7 +83,7 @@ class TreeAllreduce(Algorithm):
 
     collective = COLLECTIVES["allreduce"]
     name = "tree"
-    chunk_bytes = 64 * 1024
+    chunk_bytes = 8 * 1024
 
     def schedule(self, pos: int, n: int, size_bytes: int) -> tuple[Step, ...]:
         self.check(pos, n, size_bytes)
