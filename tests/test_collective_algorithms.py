@@ -13,8 +13,9 @@ from collections import Counter
 import pytest
 
 from traffic.collectives import ALGORITHMS, chunk_sizes, execute
-from traffic.collectives.halving_doubling import _messages as hd_messages
-from traffic.collectives.tree import _messages as tree_messages, _tree_messages, btree_parent, dtree_parents  # noqa: E501
+from traffic.collectives.halving_doubling import _messages as hd_messages, kept_ranges
+from traffic.collectives import tree
+from traffic.collectives.tree import btree_parent, dtree_parents
 from traffic.transport import Endpoint, RequesterQP, ResponderQP, TransportParams, initial_psn
 
 TREE = ALGORITHMS[("allreduce", "tree")]
@@ -60,9 +61,9 @@ def test_tree_pipeline_reduces_before_sending_up_and_broadcasts_after(n):
     """A node sends chunk k up only in a step after every child's chunk k arrived, and down only after its
     parent's chunk k arrived (the root: after every child's); one chunk per edge per step."""
     chunks = [5, 4, 4]
-    assert sum(m.nbytes for m in tree_messages(n, 26, 5)) == 2 * (n - 1) * 26
+    assert sum(m.nbytes for m in tree._messages(n, 26, 5)) == 2 * (n - 1) * 26
     for parent in dtree_parents(n):
-        msgs = _tree_messages(parent, chunks)
+        msgs = tree._tree_messages(parent, chunks)
         root = parent.index(-1)
         edge = {}
         for m in msgs:                               # k-th message on an edge carries chunk k
@@ -123,21 +124,13 @@ def test_halving_doubling_reduces_every_contribution_exactly_once(n):
     held = {p: [Counter({p: 1}) for _ in range(pof2)] for p in range(n)}   # held[position][chunk]
     for i in range(rem):                                   # pre-step
         held[2 * i + 1] = [a + b for a, b in zip(held[2 * i + 1], held[2 * i])]
-    rng = {v: (0, pof2) for v in range(pof2)}
-    levels = []                                            # every halving step's kept ranges
-    mask = 1
-    while mask < pof2:
-        new = {}
-        for v in range(pof2):
-            lo, hi = rng[v]
-            mid = (lo + hi) // 2
-            new[v] = (lo, mid) if v < v ^ mask else (mid, hi)
+    levels = kept_ranges(pof2)
+    for j, kept in enumerate(levels):
         snap = {v: list(held[pos[v]]) for v in range(pof2)}
         for v in range(pof2):
-            for c in range(*new[v]):
-                held[pos[v]][c] = snap[v][c] + snap[v ^ mask][c]
-        rng, mask = new, mask << 1
-        levels.append(new)
+            for c in range(*kept[v]):
+                held[pos[v]][c] = snap[v][c] + snap[v ^ (1 << j)][c]
+    rng = levels[-1] if levels else {0: (0, 1)}
     everyone = Counter(range(n))
     assert sorted(c for v in range(pof2) for c in range(*rng[v])) == list(range(pof2))
     assert all(held[pos[v]][c] == everyone for v in range(pof2) for c in range(*rng[v]))
@@ -220,15 +213,12 @@ def test_busbw_worked_values(collective, algorithm, n, size, time_s, algbw_bps, 
 
 # ---------------------------------------------------------------- real loopback queue pairs
 
-@pytest.mark.parametrize("key, n, size", [
-    (("allreduce", "tree"), 5, 200_003), (("allreduce", "halving_doubling"), 6, 10_001),
-    (("alltoall", "direct"), 4, 9_999), (("broadcast", "ring"), 3, 150_001)])
-def test_algorithm_on_real_qps_delivers_its_schedule_exactly(key, n, size):
-    """Real RC queue pairs over loopback UDP (no root) between every pair of peers the algorithm names:
-    every responder receives exactly the messages the sender's schedule lists, in order, each once."""
-    alg = ALGORITHMS[key]
+def run_on_loopback(alg, n: int, size: int, subnet: int = 79):
+    """Run ``alg`` on n ranks in threads over real RC queue pairs on loopback UDP (no root), one QP pair per
+    pair of peers the algorithm names. Returns (each rank's execute() result, recv_qp[rank][peer]).
+    Raises AssertionError listing the ranks' errors."""
     params = TransportParams(payload_bytes=1024, window_pkts=32, ack_every_pkts=8, rto_us=200_000)
-    ips = [f"127.79.{n}.{r + 1}" for r in range(n)]
+    ips = [f"127.{subnet}.{n}.{r + 1}" for r in range(n)]
     eps = [Endpoint(ip) for ip in ips]
     send_qp, recv_qp = {r: {} for r in range(n)}, {r: {} for r in range(n)}
     port = 53000
@@ -258,13 +248,23 @@ def test_algorithm_on_real_qps_delivers_its_schedule_exactly(key, n, size):
         for t in threads:
             t.join(40)
         assert not errors, errors
-        for r in range(n):
-            for q, qp in recv_qp[r].items():
-                want = [t.nbytes for s in alg.schedule(q, n, size) for t in s.sends if t.peer == r]
-                assert qp.msg_bytes == want and qp.counters.order_errors == 0
-                assert qp.counters.delivered_bytes == sum(want)
-        assert sum(o["sent_bytes"] for o in out.values()) == {"allreduce": 2 * (n - 1) * size}.get(
-            key[0], (n - 1) * size)
+        return out, recv_qp
     finally:
         for ep in eps:
             ep.stop()
+
+
+@pytest.mark.parametrize("key, n, size", [
+    (("allreduce", "tree"), 5, 200_003), (("allreduce", "halving_doubling"), 6, 10_001),
+    (("alltoall", "direct"), 4, 9_999), (("broadcast", "ring"), 3, 150_001)])
+def test_algorithm_on_real_qps_delivers_its_schedule_exactly(key, n, size):
+    """Every responder receives exactly the messages the sender's schedule lists, in order, each once."""
+    alg = ALGORITHMS[key]
+    out, recv_qp = run_on_loopback(alg, n, size)
+    for r in range(n):
+        for q, qp in recv_qp[r].items():
+            want = [t.nbytes for s in alg.schedule(q, n, size) for t in s.sends if t.peer == r]
+            assert qp.msg_bytes == want and qp.counters.order_errors == 0
+            assert qp.counters.delivered_bytes == sum(want)
+    assert sum(o["sent_bytes"] for o in out.values()) == {"allreduce": 2 * (n - 1) * size}.get(
+        key[0], (n - 1) * size)

@@ -15,7 +15,7 @@ from traffic import collectives
 from traffic.collectives import (ALGORITHMS, COLLECTIVES, CollectiveTimeout, ScheduleMismatch, Step, Transfer,
                                  chunk_sizes, execute)
 from traffic.collectives.ring import RingAllreduce, ring_allreduce_steps
-from traffic.transport import Endpoint, RequesterQP, ResponderQP, TransportParams, initial_psn
+from test_collective_algorithms import run_on_loopback
 
 SIZES = [0, 1, 7, 1000, 100_003, 4 * 1024 * 1024 + 5]
 RING = ALGORITHMS[("allreduce", "ring")]
@@ -287,45 +287,13 @@ def test_ring_allreduce_on_real_qps_sends_each_chunk_once(size, n):
     """Real queue pairs over loopback UDP (no root): each rank sends its 2(n-1) chunks (zero-byte chunks
     are skipped on both sides) and receives exactly the chunks its predecessor sent; all ranks together
     move 2(n-1) x size bytes."""
-    params = TransportParams(payload_bytes=1024, window_pkts=32, ack_every_pkts=8, rto_us=200_000)
-    ips = [f"127.78.{n}.{r + 1}" for r in range(n)]
-    eps = [Endpoint(ip) for ip in ips]
-    send_qp, recv_qp = {}, {}
+    out, recv_qp = run_on_loopback(RING, n, size, subnet=78)
+    chunks = chunk_sizes(size, n)
     for r in range(n):
-        q = (r + 1) % n
-        req = RequesterQP(0x10000 + q, 0x20000 + r, ips[r], ips[q], 52000 + 2 * r, params,
-                          first_psn=initial_psn(7, r, q))
-        resp = ResponderQP(0x20000 + r, 0x10000 + q, ips[q], ips[r], 52001 + 2 * r, params,
-                           first_psn=initial_psn(7, r, q))
-        eps[r].requesters[req.qpn] = req
-        eps[q].responders[resp.qpn] = resp
-        send_qp[r], recv_qp[q] = req, resp
-    for ep in eps:
-        ep.start()
-    out, errors = {}, []
-
-    def rank(r):
-        try:
-            out[r] = execute(RING, r, list(range(n)), size, {(r + 1) % n: send_qp[r]},
-                             {(r - 1) % n: recv_qp[r]}, {}, timeout_s=20)
-        except Exception as e:  # surfaced below
-            errors.append(e)
-    try:
-        threads = [threading.Thread(target=rank, args=(r,)) for r in range(n)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(30)
-        assert not errors, errors
-        chunks = chunk_sizes(size, n)
-        for r in range(n):
-            sends = [chunks[c] for c, _ in ring_allreduce_steps(r, n)]
-            assert out[r]["sent_bytes"] == sum(sends) == 2 * size - chunks[(r + 1) % n] - chunks[(r + 2) % n]
-            assert recv_qp[(r + 1) % n].msg_bytes == [b for b in sends if b]   # what r sent, in order, once
-            assert out[r]["rx_msgs"] == sum(1 for _, c in ring_allreduce_steps(r, n) if chunks[c])
-        assert sum(o["sent_bytes"] for o in out.values()) == 2 * (n - 1) * size
-        assert sum(q.counters.delivered_bytes for q in recv_qp.values()) == 2 * (n - 1) * size
-        assert all(q.counters.order_errors == 0 for q in recv_qp.values())
-    finally:
-        for ep in eps:
-            ep.stop()
+        sends = [chunks[c] for c, _ in ring_allreduce_steps(r, n)]
+        assert out[r]["sent_bytes"] == sum(sends) == 2 * size - chunks[(r + 1) % n] - chunks[(r + 2) % n]
+        assert recv_qp[(r + 1) % n][r].msg_bytes == [b for b in sends if b]   # what r sent, in order, once
+        assert out[r]["rx_msgs"] == sum(1 for _, c in ring_allreduce_steps(r, n) if chunks[c])
+    assert sum(o["sent_bytes"] for o in out.values()) == 2 * (n - 1) * size
+    assert sum(q.counters.delivered_bytes for per in recv_qp.values() for q in per.values()) == 2 * (n - 1) * size
+    assert all(q.counters.order_errors == 0 for per in recv_qp.values() for q in per.values())

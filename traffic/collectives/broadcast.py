@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from traffic.collectives.base import COLLECTIVES, Algorithm, Step
-from traffic.collectives.dataflow import Message, pipeline_chunks, rank_steps
+from traffic.collectives.base import COLLECTIVES
+from traffic.collectives.dataflow import Message, MessageAlgorithm, pipeline_chunks
 
 
 @lru_cache(maxsize=64)
@@ -22,17 +22,12 @@ def _messages(n: int, size_bytes: int, chunk_bytes: int) -> tuple[Message, ...]:
     return tuple(Message(k + p, p, p + 1, b) for k, b in enumerate(chunks) for p in range(n - 1))
 
 
-class RingBroadcast(Algorithm):
+class RingBroadcast(MessageAlgorithm):
     """Pipelined chain broadcast from position 0 (module docstring); ``chunk_bytes``: pipeline chunk size."""
 
     collective = COLLECTIVES["broadcast"]
     name = "ring"
     chunk_bytes = 8 * 1024
 
-    def schedule(self, pos: int, n: int, size_bytes: int) -> tuple[Step, ...]:
-        self.check(pos, n, size_bytes)
-        return rank_steps(pos, _messages(n, size_bytes, self.chunk_bytes))
-
-    def peers(self, pos: int, n: int) -> frozenset[int]:
-        self.check(pos, n)
-        return frozenset(p for p in (pos - 1, pos + 1) if 0 <= p < n)
+    def messages(self, n: int, size_bytes: int) -> tuple[Message, ...]:
+        return _messages(n, size_bytes, self.chunk_bytes)

@@ -13,9 +13,10 @@ do are left out.
 """
 from __future__ import annotations
 
+from abc import abstractmethod
 from typing import Iterable, NamedTuple
 
-from traffic.collectives.base import Step, Transfer, chunk_sizes
+from traffic.collectives.base import Algorithm, Step, Transfer, chunk_sizes
 
 
 class Message(NamedTuple):
@@ -48,3 +49,22 @@ def pipeline_chunks(size_bytes: int, chunk_bytes: int) -> list[int]:
     if chunk_bytes < 1 or size_bytes < 0:
         raise ValueError(f"need chunk_bytes >= 1 and size_bytes >= 0, got {chunk_bytes}, {size_bytes}")
     return chunk_sizes(size_bytes, max(1, -(-size_bytes // chunk_bytes)))
+
+
+class MessageAlgorithm(Algorithm):
+    """An algorithm stated as the whole group's message list: subclasses implement :meth:`messages`;
+    each rank's schedule is :func:`rank_steps` of it and its peers are the positions it exchanges with."""
+
+    @abstractmethod
+    def messages(self, n: int, size_bytes: int) -> tuple[Message, ...]:
+        """Every message of a collective of ``size_bytes`` over ``n`` positions (n >= min_ranks)."""
+
+    def schedule(self, pos: int, n: int, size_bytes: int) -> tuple[Step, ...]:
+        self.check(pos, n, size_bytes)
+        return rank_steps(pos, self.messages(n, size_bytes))
+
+    def peers(self, pos: int, n: int) -> frozenset[int]:
+        self.check(pos, n)
+        # 2n bytes: every chunk of every split these algorithms make is at least one byte, so every edge shows
+        return frozenset({m.dst for m in self.messages(n, 2 * n) if m.src == pos}
+                         | {m.src for m in self.messages(n, 2 * n) if m.dst == pos})

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from traffic.collectives.base import COLLECTIVES, Algorithm, Step, chunk_sizes
-from traffic.collectives.dataflow import Message, rank_steps
+from traffic.collectives.base import COLLECTIVES, chunk_sizes
+from traffic.collectives.dataflow import Message, MessageAlgorithm
 
 
 def _layout(n: int) -> tuple[int, int]:
@@ -38,6 +38,19 @@ def _position(newrank: int, rem: int) -> int:
     return newrank * 2 + 1 if newrank < rem else newrank + rem
 
 
+def kept_ranges(pof2: int) -> list[dict[int, tuple[int, int]]]:
+    """Per halving step j (mask 2^j), the chunk range [lo, hi) of the buffer's pof2 chunks each participant
+    0..pof2-1 keeps (and reduces into); it sends the other half of its previous range to participant v ^ 2^j.
+    The lower of the two keeps the lower half (MPICH). The last step's ranges are single chunks."""
+    ranges, out, mask = {v: (0, pof2) for v in range(pof2)}, [], 1
+    while mask < pof2:
+        ranges = {v: ((lo, (lo + hi) // 2) if v < v ^ mask else ((lo + hi) // 2, hi))
+                  for v, (lo, hi) in ranges.items()}
+        out.append(ranges)
+        mask <<= 1
+    return out
+
+
 @lru_cache(maxsize=64)
 def _messages(n: int, size_bytes: int) -> tuple[Message, ...]:
     pof2, rem = _layout(n)
@@ -47,42 +60,26 @@ def _messages(n: int, size_bytes: int) -> tuple[Message, ...]:
     if rem:                                          # pre-step: evens of the first 2r hand over their buffers
         msgs += [Message(0, 2 * i, 2 * i + 1, size_bytes) for i in range(rem)]
         step = 1
-    blocks = {v: (0, pof2) for v in range(pof2)}     # the chunk range [lo, hi) each participant reduces
-    history = []                                      # per halving step: every participant's kept range
-    mask = 1
-    while mask < pof2:
-        kept = {}
+    levels = kept_ranges(pof2)
+    for j, kept in enumerate(levels):                 # recursive halving: send what the partner keeps
         for v in range(pof2):
-            lo, hi = blocks[v]
-            mid = (lo + hi) // 2
-            partner = v ^ mask
-            keep, give = ((lo, mid), (mid, hi)) if v < partner else ((mid, hi), (lo, mid))
-            msgs.append(Message(step, _position(v, rem), _position(partner, rem), sum(chunks[give[0]:give[1]])))
-            kept[v] = keep
-        blocks = kept
-        history.append((mask, kept))
-        mask <<= 1
+            lo, hi = kept[v ^ (1 << j)]
+            msgs.append(Message(step, _position(v, rem), _position(v ^ (1 << j), rem), sum(chunks[lo:hi])))
         step += 1
-    for mask, kept in reversed(history):              # recursive doubling: send the block held, get the partner's
+    for j in reversed(range(len(levels))):            # recursive doubling: send the range held, get the partner's
         for v in range(pof2):
-            lo, hi = kept[v]
-            msgs.append(Message(step, _position(v, rem), _position(v ^ mask, rem), sum(chunks[lo:hi])))
+            lo, hi = levels[j][v]
+            msgs.append(Message(step, _position(v, rem), _position(v ^ (1 << j), rem), sum(chunks[lo:hi])))
         step += 1
     msgs += [Message(step, 2 * i + 1, 2 * i, size_bytes) for i in range(rem)]   # post-step: results back
     return tuple(msgs)
 
 
-class HalvingDoublingAllreduce(Algorithm):
+class HalvingDoublingAllreduce(MessageAlgorithm):
     """Recursive halving reduce-scatter + recursive doubling all-gather (module docstring)."""
 
     collective = COLLECTIVES["allreduce"]
     name = "halving_doubling"
 
-    def schedule(self, pos: int, n: int, size_bytes: int) -> tuple[Step, ...]:
-        self.check(pos, n, size_bytes)
-        return rank_steps(pos, _messages(n, size_bytes))
-
-    def peers(self, pos: int, n: int) -> frozenset[int]:
-        self.check(pos, n)
-        return frozenset({m.dst for m in _messages(n, n) if m.src == pos}
-                         | {m.src for m in _messages(n, n) if m.dst == pos})
+    def messages(self, n: int, size_bytes: int) -> tuple[Message, ...]:
+        return _messages(n, size_bytes)

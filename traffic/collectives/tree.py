@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from traffic.collectives.base import COLLECTIVES, Algorithm, Step, chunk_sizes
-from traffic.collectives.dataflow import Message, pipeline_chunks, rank_steps
+from traffic.collectives.base import COLLECTIVES, chunk_sizes
+from traffic.collectives.dataflow import Message, MessageAlgorithm, pipeline_chunks
 
 
 def btree_parent(pos: int, n: int) -> int:
@@ -78,23 +78,15 @@ def _tree_messages(parent: list[int], chunks: list[int]) -> list[Message]:
     return msgs
 
 
-class TreeAllreduce(Algorithm):
+class TreeAllreduce(MessageAlgorithm):
     """Double binary tree all-reduce (module docstring); ``chunk_bytes``: pipeline chunk size."""
 
     collective = COLLECTIVES["allreduce"]
     name = "tree"
     chunk_bytes = 8 * 1024
 
-    def schedule(self, pos: int, n: int, size_bytes: int) -> tuple[Step, ...]:
-        self.check(pos, n, size_bytes)
-        return rank_steps(pos, _messages(n, size_bytes, self.chunk_bytes))
-
-    def peers(self, pos: int, n: int) -> frozenset[int]:
-        self.check(pos, n)
-        out = set()
-        for parent in dtree_parents(n):
-            out |= {parent[pos]} | {c for c in range(n) if parent[c] == pos}
-        return frozenset(out - {-1})
+    def messages(self, n: int, size_bytes: int) -> tuple[Message, ...]:
+        return _messages(n, size_bytes, self.chunk_bytes)
 
 
 @lru_cache(maxsize=64)
