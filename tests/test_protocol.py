@@ -147,3 +147,7 @@ def test_the_runner_builds_the_agents_transport_params_from_the_spec():
                                 entropy="per_flow")
     cfg = AgentConfig(rank=0, ranks=[RankAddress(0, "10.0.0.1", "h1")], peers=[], seed=1, transport=p)
     assert decode(encode(cfg)).transport == p
+    # a rank with 7 peers (all-to-all on 8 hosts) shares the 64 KiB host NIC queue: 65536 // 8 per socket;
+    # a ring's 2 peers keep the default (65536 // 3 > 16 KiB)
+    assert transport_params(spec, 493_849, peers_per_rank=7).sndbuf_bytes == 8192
+    assert transport_params(spec, 493_849, peers_per_rank=2).sndbuf_bytes == 16 * 1024

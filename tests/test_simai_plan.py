@@ -77,7 +77,8 @@ def test_size_zero_is_skipped_with_a_note_never_run_as_one_byte(tmp_path):
     # a file whose only ALLREDUCE has size 0 is refused: nothing to run
     only_zero = C11_FILE.format(all_gpus=8, n=0, extra="").rsplit("\n", 2)[0].replace("\n0", "\n1") + \
         "\n" + zero
-    with pytest.raises(ScenarioError, match=r"has no ALLGATHER/ALLREDUCE/REDUCESCATTER entry the testbed can run.*size 0"):
+    with pytest.raises(ScenarioError,
+                       match=r"has no ALLGATHER/ALLREDUCE/REDUCESCATTER entry the testbed can run.*size 0"):
         load_scenario(_scenario(tmp_path, only_zero))
 
 

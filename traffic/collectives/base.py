@@ -9,7 +9,7 @@ module, registered by ``(collective, algorithm)`` name in
 Positions: a collective runs over a group of job ranks in a given order
 (e.g. a SimAI DP group ``(1, 3, 5, 7)``); an algorithm only sees positions
 0..n-1 in that order. Rooted collectives (broadcast) take position 0
-as the root; send/recv is a group of two.
+as the root; send/recv sends from each position to the next (nccl-tests' sendrecv).
 
 A schedule is a tuple of :class:`Step`; the executor
 (:mod:`traffic.collectives.executor`) runs a step by posting all its sends,
