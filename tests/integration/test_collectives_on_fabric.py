@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 SIZE_BYTES = 512 * 1024
 N = 8
 #: switch port buffer: the quickstart's 100 KB holds one QP's window (64 KiB) but not the fan-in of a tree
-#: node (2 children and a parent) or of all-to-all (up to 7 senders), which tail-drop there without PFC or
+#: node (2 children and a parent) or of all-to-all (up to 7 senders), which tail-drop there without PFC and
 #: congestion control (issue 7); 7 windows fit in 512 KB, so every algorithm runs without loss here
 BUFFER_BYTES = 512_000
 #: (collective, algorithm) -> busbw/link band at 512 KiB on 8 hosts, around what was measured here (2 cores
