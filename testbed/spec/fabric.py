@@ -8,6 +8,7 @@ from pydantic import Field, model_serializer, model_validator
 
 from testbed.emulation.queues import BACKENDS as QUEUE_BACKENDS, DEFAULT_BACKEND as DEFAULT_QUEUE_BACKEND
 from topology import KIND_PARAMS, KINDS, build as build_layout
+from topology.routing import max_switch_hops
 from testbed.spec.units import (
     RateBps, SizeBytes, Count, MAX_BUFFER_BYTES, MIN_LINK_MTU_BYTES, MAX_LINK_MTU_BYTES,
     MAX_LINK_DELAY_US, _Spec)
@@ -134,6 +135,14 @@ class FabricSpec(_Spec):
         first = layout.attachment(layout.hosts[0].name).node
         return next((r for r, h in enumerate(layout.hosts) if layout.attachment(h.name).node != first),
                     len(layout.hosts))
+
+    @property
+    def max_switch_hops(self) -> int:
+        """Switches (egress queues) on the longest shortest host-to-host path: 3 for
+        spine_leaf (as the first release assumed), else from the layout (fat_tree 5, rails 3)."""
+        if self.kind == "spine_leaf":
+            return 3
+        return max_switch_hops(self.layout_preview())
 
     @property
     def oversubscription_ratio(self) -> float:
