@@ -103,6 +103,19 @@ def test_fat_tree_every_pair_is_reached_on_every_branch_and_every_next_hop_is_us
     assert {r.via for r in plan[f"{RID}c1"].routes} == {"subnet"}
 
 
+def test_switch_tiers():
+    assert set(R.switch_tiers(fat_tree.build(RID, 4)).items()) == (
+        {(f"{RID}e{n}", 1) for n in range(1, 9)} | {(f"{RID}a{n}", 2) for n in range(1, 9)}
+        | {(f"{RID}c{n}", 3) for n in range(1, 5)})
+    assert R.switch_tiers(rail_optimized.build(RID, 2, 2, 1)) == {f"{RID}s1": 2, f"{RID}r1": 1, f"{RID}r2": 1}
+
+
+def test_hash_basis_reaches_the_group_mod_bytes():
+    from controllers.ofmsg import ntr_selection_method_property
+    a, b = (ntr_selection_method_property(("ipv4_src",), "hash", basis) for basis in (0, 1))
+    assert a[:32] == b[:32] and a[32:40] == bytes(8) and b[32:40] == (1).to_bytes(8, "big")
+
+
 def test_controller_plans_every_fat_tree_switch():
     layout = fat_tree.build(RID, 4)
     plans = plan_fabric(layout)
@@ -110,6 +123,8 @@ def test_controller_plans_every_fat_tree_switch():
     for p in plans.values():
         groups = {g.group_id: sorted(b.port for b in g.buckets) for g in p.groups}
         assert groups == ({1: [3, 4]} if p.role in ("edge", "aggregation") else {}), p.name
+        # a different hash basis per tier: an aggregation switch must not repeat its edge's choice
+        assert {g.hash_basis for g in p.groups} <= {{"edge": 0, "aggregation": 1}.get(p.role)}, p.name
         for f in p.flows:  # every flow's output port exists on that switch
             outs = [a[1] for a in f.actions if a[0] == "output"]
             assert set(outs) <= set(ports_of(layout, p.name)), (p.name, f)

@@ -138,3 +138,12 @@ def max_switch_hops(layout: Layout) -> int:
                 raise RoutingError(f"switch {a!r} has no path to switch {b!r}")
             most = max(most, dist[b])
     return most + 1
+
+
+def switch_tiers(layout: Layout) -> Dict[str, int]:
+    """{switch name: tier}: 1 for a switch with a host attached, else 1 + hops to the nearest
+    such switch (spine-leaf: leaves 1, spines 2; fat-tree: edge 1, aggregation 2, core 3).
+    A switch that reaches no host is left out."""
+    g = switch_graph(layout)
+    first = {layout.attachment(h.name).node for h in layout.hosts}
+    return {name: hops + 1 for name, hops in nx.multi_source_dijkstra_path_length(g, first).items()}
