@@ -201,6 +201,8 @@ def test_spec_builds_each_kind_and_derives_the_uplink_rate():
     ({"kind": "fat_tree", "oversubscription": 0}, "fabric.oversubscription"),
     ({"kind": "fat_tree", "host_link_bps": "200k", "oversubscription": 4},
      "fabric.oversubscription = 4 makes fabric links of 50000 bit/s"),
+    ({"kind": "rail_optimized", "servers": 30, "spines": 1, "host_link_bps": "10G"},  # the default ratio 1
+     "fabric.oversubscription = 1 makes fabric links of 3e+11 bit/s"),
 ])
 def test_spec_refuses_bad_kind_keys_naming_them(fabric, words):
     with pytest.raises(ScenarioError) as info:

@@ -98,7 +98,8 @@ class FabricSpec(_Spec):
                              f"fabric.fabric_link_bps = {self.fabric_link_bps:g} both set the uplink rate and "
                              f"disagree: give one of them")
         if not 100e3 <= rate <= 100e9:
-            raise ValueError(f"fabric.oversubscription = {ratio:g} makes fabric links of {rate:g} bit/s "
+            raise ValueError(f"fabric.oversubscription = {1.0 if ratio is None else ratio:g} makes fabric links of "
+                             f"{rate:g} bit/s "
                              f"(host_link_bps x {down} host ports / {up} uplinks / ratio): allowed 100k..100G")
         object.__setattr__(self, "fabric_link_bps", rate)  # a derived value of this frozen section
 
