@@ -113,7 +113,8 @@ def build_group_mod(datapath: Any, group: GroupPlan, modify: bool = False) -> An
         )
         for b in group.buckets
     ]
-    prop = RawGroupProperty(ntr_selection_method_property(group.hash_fields, group.selection_method))
+    prop = RawGroupProperty(ntr_selection_method_property(group.hash_fields, group.selection_method,
+                                                          group.hash_basis))
     return parser.OFPGroupMod(
         datapath=datapath,
         command=ofp.OFPGC_MODIFY if modify else ofp.OFPGC_ADD,

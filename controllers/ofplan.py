@@ -101,6 +101,7 @@ class GroupPlan:
     buckets: Tuple[BucketPlan, ...]
     hash_fields: Tuple[str, ...]
     selection_method: str = "hash"
+    hash_basis: int = 0  # OVS selection_method_param (controllers.lb.SelectGroup.basis)
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,7 @@ def _forward(routes: SwitchRoutes, ports: PortSet) -> Tuple[Action, ...]:
 def plan_group(group_id: int, select: lb.SelectGroup) -> GroupPlan:
     """The group plan of a policy's decision: bucket ids 0.. in the policy's order."""
     return GroupPlan(group_id, tuple(BucketPlan(i, port, weight) for i, (port, weight) in enumerate(select.buckets)),
-                     select.hash_fields, select.method)
+                     select.hash_fields, select.method, select.basis)
 
 
 def plan_switch(layout: Layout, routes: SwitchRoutes, policy: lb.Policy = lb.get(lb.DEFAULT_POLICY),

@@ -135,7 +135,7 @@ def _simai_plan(spec: ScenarioSpec) -> WorkloadPlan:
     elif h.all_gpus != n:
         raise ScenarioError(
             f"{key}: {s.path}:1: all_gpus: {h.all_gpus} but the fabric has {n} hosts "
-            f"(fabric.leaves {f.leaves} x fabric.hosts_per_leaf {f.hosts_per_leaf}); the testbed runs one "
+            f"({f.describe()}); the testbed runs one "
             f"rank per host: use a fabric of {h.all_gpus} hosts or a workload file written for {n} GPUs")
     else:
         all_gpus = h.all_gpus

@@ -60,13 +60,16 @@ def test_ecmp_gives_equal_buckets_hashing_the_layout_fields():
 @pytest.mark.parametrize("layout", [spine_leaf.build("tb9c01", spines=2, leaves=4, hosts_per_leaf=2), three_tier()],
                          ids=["spine-leaf", "three-tier"])
 def test_ecmp_plan_is_the_plan_before_policies(layout):
+    """Unchanged but for the hash basis, one per tier since fat-trees (lb.tier_basis): 0 on
+    host-facing switches (every group of a spine-leaf), 1 on the three-tier's aggregation."""
     routes = routing.plan_routes(layout)
+    tiers = routing.switch_tiers(layout)
     for dpid, plan in plan_fabric(layout, "ecmp").items():
         sw = layout.switch_by_dpid(dpid)
         expected = tuple(
             GroupPlan(routes[sw.name].group_id(ports),
                       tuple(BucketPlan(i, port, 100) for i, port in enumerate(ports)),
-                      tuple(layout.ecmp_hash_fields), "hash")
+                      tuple(layout.ecmp_hash_fields), "hash", tiers[sw.name] - 1)
             for ports in routes[sw.name].ecmp_sets)
         assert plan.groups == expected
     assert plan_fabric(layout) == plan_fabric(layout, "ecmp")

@@ -112,7 +112,7 @@ def test_all_gpus_must_match_the_hosts(tmp_path):
         load_scenario(_scenario(tmp_path, C11_FILE.format(all_gpus=64, n=1, extra="")))
     msg = str(info.value)
     assert "workload.simai.path" in msg and "w.txt:1: all_gpus: 64 but the fabric has 8 hosts" in msg
-    assert "fabric.leaves 4 x fabric.hosts_per_leaf 2" in msg
+    assert "spine_leaf (spines 2, leaves 4, hosts_per_leaf 2)" in msg
     # the same file on a fabric of 64 hosts would be accepted: 32 leaves x 2
     load_scenario(_scenario(tmp_path, C11_FILE.format(all_gpus=64, n=1, extra=""), leaves=32))
 

@@ -2,22 +2,33 @@
 
 - :mod:`topology.model`: Switch, Host, Port, Link, Layout; JSON save/load with validation.
 - :mod:`topology.routing`: equal-cost next hops on any layout (networkx).
-- one builder module per ``fabric.kind`` (:data:`BUILDERS`): ``spine_leaf`` now.
+- one builder module per ``fabric.kind`` (:data:`KINDS`): ``spine_leaf``,
+  ``fat_tree``, ``rail_optimized``.
 
-A new topology is one module with ``from_spec(fabric, run_id) -> Layout``
-plus one entry in :data:`BUILDERS`.
+A new topology is one module plus one entry in :data:`KINDS`. The module
+defines ``KIND`` (its name), ``PARAMS`` (the ``fabric`` keys only it reads),
+``check(fabric)`` (ValueError naming the bad key and what is allowed; the
+scenario spec calls it before anything is built), ``edge_ports(fabric) ->
+(host ports, uplinks)`` of a host-facing switch (``fabric.oversubscription``
+derives the uplink rate from it) and ``from_spec(fabric, run_id) -> Layout``.
 """
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any, Callable, Dict
 
-from topology import spine_leaf
+from topology import fat_tree, rail_optimized, spine_leaf
 from topology.model import Layout
 
+#: fabric.kind -> builder module (see the module docstring for what it defines)
+KINDS: Dict[str, ModuleType] = {m.KIND: m for m in (spine_leaf, fat_tree, rail_optimized)}
 #: fabric.kind -> builder(fabric_section, run_id) -> Layout
-BUILDERS: Dict[str, Callable[[Any, str], Layout]] = {
-    spine_leaf.KIND: spine_leaf.from_spec,
-}
+BUILDERS: Dict[str, Callable[[Any, str], Layout]] = {kind: m.from_spec for kind, m in KINDS.items()}
+#: every kind-specific fabric key, with the kinds that read it
+KIND_PARAMS: Dict[str, tuple] = {}
+for _kind, _m in KINDS.items():
+    for _key in _m.PARAMS:
+        KIND_PARAMS[_key] = KIND_PARAMS.get(_key, ()) + (_kind,)
 
 
 def build(kind: str, fabric: Any, run_id: str) -> Layout:

@@ -122,3 +122,28 @@ def plan_routes(layout: Layout) -> Dict[str, SwitchRoutes]:
         plans[s.name] = SwitchRoutes(s.name, tuple(routes), sets)
     return plans
 
+
+
+def max_switch_hops(layout: Layout) -> int:
+    """Most switches a packet crosses on a shortest path between two hosts (the queues it
+    can wait in): 3 on a spine-leaf of 2+ leaves, 5 on a fat-tree, 1 when every host shares
+    one switch. Raises RoutingError as :func:`next_hop_ports` if the layout is not connected."""
+    g = switch_graph(layout)
+    edges = {layout.attachment(h.name).node for h in layout.hosts}
+    most = 0
+    for a in edges:
+        dist = nx.single_source_shortest_path_length(g, a)
+        for b in edges:
+            if b not in dist:
+                raise RoutingError(f"switch {a!r} has no path to switch {b!r}")
+            most = max(most, dist[b])
+    return most + 1
+
+
+def switch_tiers(layout: Layout) -> Dict[str, int]:
+    """{switch name: tier}: 1 for a switch with a host attached, else 1 + hops to the nearest
+    such switch (spine-leaf: leaves 1, spines 2; fat-tree: edge 1, aggregation 2, core 3).
+    A switch that reaches no host is left out."""
+    g = switch_graph(layout)
+    first = {layout.attachment(h.name).node for h in layout.hosts}
+    return {name: hops + 1 for name, hops in nx.multi_source_dijkstra_path_length(g, first).items()}

@@ -12,11 +12,13 @@ Conventions (unchanged from the first testbed release):
 """
 from __future__ import annotations
 
-from typing import Any, List
+from typing import Any, List, Tuple
 
 from topology.model import DEFAULT_HASH_FIELDS, Host, Layout, Link, Port, Switch
 
 KIND = "spine_leaf"
+#: fabric keys of this kind (beside the common rates, buffer, MTU, oversubscription)
+PARAMS = ("spines", "leaves", "hosts_per_leaf")
 FABRIC_PREFIX = "10.0.0.0/16"
 #: Addressing 10.0.<leaf>.<host> leaves room for this many leaves and hosts per leaf.
 MAX_PER_OCTET = 250
@@ -50,6 +52,27 @@ def build(run_id: str, spines: int, leaves: int, hosts_per_leaf: int, host_link_
                                      float(fabric_link_bps), buffer_bytes))
     return Layout(run_id, KIND, FABRIC_PREFIX, DEFAULT_HASH_FIELDS, tuple(switches), tuple(hosts),
                   tuple(host_links + fabric_links))
+
+
+def check(fabric: Any) -> None:
+    """ValueError naming the key when a switch needs more than ``fabric.ports_per_switch``
+    ports (leaf: hosts_per_leaf + spines; spine: leaves) or the addressing runs out."""
+    leaf_ports = fabric.hosts_per_leaf + fabric.spines
+    if leaf_ports > fabric.ports_per_switch:
+        raise ValueError(
+            f"fabric.hosts_per_leaf + fabric.spines = {leaf_ports} ports per leaf, "
+            f"more than fabric.ports_per_switch = {fabric.ports_per_switch}")
+    if fabric.leaves > fabric.ports_per_switch:
+        raise ValueError(
+            f"fabric.leaves = {fabric.leaves} ports per spine, more than "
+            f"fabric.ports_per_switch = {fabric.ports_per_switch}")
+    if fabric.leaves > MAX_PER_OCTET or fabric.hosts_per_leaf > MAX_PER_OCTET:
+        raise ValueError("addressing 10.0.<leaf>.<host> allows at most 250 leaves and 250 hosts per leaf")
+
+
+def edge_ports(fabric: Any) -> Tuple[int, int]:
+    """(host ports, uplinks) of a leaf: (hosts_per_leaf, spines)."""
+    return fabric.hosts_per_leaf, fabric.spines
 
 
 def from_spec(fabric: Any, run_id: str) -> Layout:

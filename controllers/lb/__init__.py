@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Mapping, Tuple
 
 from topology.model import Layout, Switch
-from topology.routing import PortSet
+from topology.routing import PortSet, switch_tiers
 
 #: OVS selection methods (``selection_method=`` of a group; lib/ofp-group.c).
 SELECTION_METHODS = ("hash", "dp_hash")
@@ -37,12 +37,33 @@ class SelectGroup:
     ``buckets``: ``(port, weight)`` pairs in bucket order (weight a relative
     integer 1..65535, OpenFlow 1.5 bucket weight property); ``method``: OVS
     selection method, one of :data:`SELECTION_METHODS`; ``hash_fields``: OXM
-    field names the method hashes (empty for ``dp_hash``).
+    field names the method hashes (empty for ``dp_hash``); ``basis``: the hash
+    basis (OVS ``selection_method_param``, u64). Switches that one path meets
+    in turn need different bases: with the same fields, basis and bucket ids
+    they repeat each other's choice (hash polarization; :func:`tier_basis`).
     """
 
     buckets: Tuple[Tuple[int, int], ...]
     method: str
     hash_fields: Tuple[str, ...]
+    basis: int = 0
+
+
+def tier_basis(layout: Layout, switch: Switch) -> int:
+    """Hash basis of ``switch``: its tier minus 1 (topology.routing.switch_tiers: host-facing
+    switches 0, the next tier up 1, ...).
+
+    Why: OVS's ``hash`` method seeds the field hash with the basis and picks the
+    bucket with the highest ``hash(bucket_id, seed)`` (ofproto-dpif-xlate.c), so
+    two switches with the same basis and bucket ids send a flow to the same
+    bucket index. On a fat-tree every flow an edge switch sent to its first
+    aggregation switch (bucket 0) then left that switch on bucket 0 too: one of
+    its two cores carried all its up traffic (seen on the real fabric:
+    72 packets vs 0 after an all-pairs ping). A path crosses each tier at most
+    once going up, so one basis per tier decorrelates the choices; host-facing
+    switches keep basis 0, so a spine-leaf fabric's groups are unchanged.
+    """
+    return switch_tiers(layout).get(switch.name, 1) - 1
 
 
 #: A policy: (layout, switch, equal-cost ports, weights by next-hop switch name) -> SelectGroup.

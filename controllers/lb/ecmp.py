@@ -14,12 +14,14 @@ from typing import Mapping
 from topology.model import Layout, Switch
 from topology.routing import PortSet
 
-from controllers.lb import SelectGroup
+from controllers.lb import SelectGroup, tier_basis
 
 #: Weight of every bucket. 100 leaves room for weighted policies (e.g. 50/150) on the same scale.
 BUCKET_WEIGHT = 100
 
 
 def select_group(layout: Layout, switch: Switch, ports: PortSet, weights: Mapping[str, int] = {}) -> SelectGroup:
-    """Equal buckets over ``ports`` (in order), hashing ``layout.ecmp_hash_fields``; ``weights`` unused."""
-    return SelectGroup(tuple((port, BUCKET_WEIGHT) for port in ports), "hash", tuple(layout.ecmp_hash_fields))
+    """Equal buckets over ``ports`` (in order), hashing ``layout.ecmp_hash_fields`` with the
+    switch's tier basis (:func:`controllers.lb.tier_basis`); ``weights`` unused."""
+    return SelectGroup(tuple((port, BUCKET_WEIGHT) for port in ports), "hash", tuple(layout.ecmp_hash_fields),
+                       tier_basis(layout, switch))

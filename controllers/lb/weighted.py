@@ -25,7 +25,7 @@ from typing import Mapping, Tuple
 from topology.model import Layout, Switch
 from topology.routing import PortSet
 
-from controllers.lb import SelectGroup
+from controllers.lb import SelectGroup, tier_basis
 
 #: Weight of every bucket (equal weights: OVS's rule gives each bucket 1/n of the flows).
 BUCKET_WEIGHT = 100
@@ -68,4 +68,4 @@ def select_group(layout: Layout, switch: Switch, ports: PortSet, weights: Mappin
     ``layout.ecmp_hash_fields`` with the OVS ``hash`` method."""
     counts = bucket_counts(next_hop_weights(layout, switch, ports, weights))
     buckets = tuple((port, BUCKET_WEIGHT) for port, k in zip(ports, counts) for _ in range(k))
-    return SelectGroup(buckets, "hash", tuple(layout.ecmp_hash_fields))
+    return SelectGroup(buckets, "hash", tuple(layout.ecmp_hash_fields), tier_basis(layout, switch))

@@ -92,8 +92,8 @@ class RunRefused(RuntimeError):
 def check_run_send_buffer(spec, datapath: str) -> dict:
     """Refuse a userspace-datapath run whose queues Open vSwitch's send socket cannot hold (C14).
 
-    ``spec``: a :class:`testbed.spec.scenario.ScenarioSpec` (spine-leaf: each leaf has an
-    egress port per host and per spine, each spine one per leaf; a host has at
+    ``spec``: a :class:`testbed.spec.scenario.ScenarioSpec` (every switch port of its
+    layout has an egress queue, ``fabric.n_switch_ports``; a host has at
     most 4 requester QPs in use, towards its 2 ring neighbours in each of up to 2
     concurrent group rings (TP and DP), one window each in flight). Returns the check's figures (manifest and verdict); raises
     :class:`RunRefused` naming the limit and the fix when too small.
@@ -101,7 +101,7 @@ def check_run_send_buffer(spec, datapath: str) -> dict:
     if datapath != "user":
         return {"ok": True, "source": "kernel datapath: OVS sends through the kernel, no shared socket"}
     f, t = spec.fabric, spec.transport
-    n_ports = f.leaves * (f.hosts_per_leaf + f.spines) + f.spines * f.leaves
+    n_ports = f.n_switch_ports
     frame_bytes = 14 + 20 + 8 + 12 + t.payload_bytes + 4  # Ethernet, IPv4, UDP, BTH, payload, ICRC
     in_flight_bytes = f.n_hosts * 4 * t.window_pkts * frame_bytes
     fig = send_buffer_check(n_ports, f.buffer_bytes, in_flight_bytes)

@@ -47,7 +47,7 @@ class Progress:
     def run_start(self, ctx: RunContext) -> None:
         """The run's shape, datapath and results directory, then its retransmission timeout."""
         f = ctx.spec.fabric
-        self.say(f"run {ctx.run_id}: {f.spines} spines, {f.leaves} leaves, {ctx.n_ranks} hosts, "
+        self.say(f"run {ctx.run_id}: {f.describe()}, {ctx.n_ranks} hosts, "
                  f"host links {f.host_link_bps / 1e6:g} Mbit/s, datapath {ctx.datapath}; "
                  f"results in {ctx.run_dir}")
         self.say(describe_rto(ctx.spec))

@@ -83,7 +83,7 @@ def estimate_run_s(ops: Iterable[Mapping], n_hosts: int, host_link_bps: float, f
 def estimate_for_spec(spec, ops: Iterable[Mapping]) -> float:
     """:func:`estimate_run_s` with the rates and ranks of a :class:`testbed.spec.scenario.ScenarioSpec`."""
     f = spec.fabric
-    return estimate_run_s(ops, f.n_hosts, f.host_link_bps, f.fabric_link_bps, f.hosts_per_leaf,
+    return estimate_run_s(ops, f.n_hosts, f.host_link_bps, f.fabric_link_bps, f.ranks_per_switch,
                           spec.transport.payload_bytes)
 
 

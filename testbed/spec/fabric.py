@@ -1,25 +1,39 @@
 """The ``fabric`` section: topology kind and size, link rates, MTU, buffers."""
 from __future__ import annotations
 
-from typing import Literal
+import math
+from typing import Literal, Optional
 
-from pydantic import Field, model_validator
+from pydantic import Field, model_serializer, model_validator
 
 from testbed.emulation.queues import BACKENDS as QUEUE_BACKENDS, DEFAULT_BACKEND as DEFAULT_QUEUE_BACKEND
-from topology import BUILDERS
+from topology import KIND_PARAMS, KINDS, build as build_layout
+from topology.routing import max_switch_hops
 from testbed.spec.units import (
     RateBps, SizeBytes, Count, MAX_BUFFER_BYTES, MIN_LINK_MTU_BYTES, MAX_LINK_MTU_BYTES,
     MAX_LINK_DELAY_US, _Spec)
 
 
 class FabricSpec(_Spec):
-    """Spine-leaf (2-tier Clos) fabric; ``kind`` picks the topology builder (topology.BUILDERS).
+    """The fabric: ``kind`` picks the topology builder (topology.KINDS), which reads its own keys.
 
-    Every leaf connects to every spine with one link of ``fabric_link_bps``;
-    each leaf has ``hosts_per_leaf`` hosts on links of ``host_link_bps``.
+    - ``spine_leaf`` (spines, leaves, hosts_per_leaf): every leaf connects to
+      every spine with one link of ``fabric_link_bps`` (default 10 Mbit/s);
+      each leaf has ``hosts_per_leaf`` hosts.
+    - ``fat_tree`` (k): Al-Fares et al. 2008, k pods of k/2 edge and k/2
+      aggregation switches, (k/2)^2 cores, k^3/4 hosts (topology/fat_tree.py).
+    - ``rail_optimized`` (servers, gpus_per_server, spines): GPU i of every
+      server on rail leaf i, every rail leaf linked to every spine
+      (topology/rail_optimized.py).
+
+    A key of another kind is refused, naming the kind's keys. Hosts link at
+    ``host_link_bps``; switch-to-switch links at ``fabric_link_bps``, or give
+    ``oversubscription`` instead (not both): the ratio of host bandwidth to
+    uplink bandwidth at a host-facing switch, so ``fabric_link_bps =
+    host_link_bps x host ports / (uplinks x oversubscription)`` (1 = non-blocking,
+    3 = 3:1). With neither, fat_tree and rail_optimized are non-blocking.
     ``buffer_bytes`` is the egress buffer of every switch port (tail drop).
-    ``ports_per_switch`` is the radix: a leaf needs hosts_per_leaf + spines
-    ports, a spine needs leaves ports.
+    ``ports_per_switch`` is the radix every switch must fit in.
 
     ``mtu_bytes`` is the IP MTU of every link (veths and OVS ``mtu_request``);
     it must hold a full RoCEv2 packet: ``transport.payload_bytes + 44``
@@ -31,12 +45,16 @@ class FabricSpec(_Spec):
     ``htb_bfifo``: HTB rate limit and a bfifo tail-drop buffer).
     """
 
-    kind: str = "spine_leaf"  # topology builder, a key of topology.BUILDERS
+    kind: str = "spine_leaf"  # topology builder, a key of topology.KINDS
     spines: Count = Field(2, ge=1, le=16)
     leaves: Count = Field(2, ge=1, le=32)
     hosts_per_leaf: Count = Field(2, ge=1, le=32)
+    k: Count = 4
+    servers: Count = Field(2, ge=1, le=32)
+    gpus_per_server: Count = Field(4, ge=1, le=32)
     host_link_bps: RateBps = 10e6
     fabric_link_bps: RateBps = 10e6
+    oversubscription: Optional[float] = Field(None, gt=0, le=64, allow_inf_nan=False)
     buffer_bytes: SizeBytes = 100_000
     ports_per_switch: Count = Field(32, ge=2, le=254)
     datapath: Literal["auto", "user", "kernel"] = "auto"
@@ -46,8 +64,15 @@ class FabricSpec(_Spec):
 
     @model_validator(mode="after")
     def _fits(self) -> "FabricSpec":
-        if self.kind not in BUILDERS:
-            raise ValueError(f"fabric.kind = {self.kind!r} is not one of {sorted(BUILDERS)}")
+        if self.kind not in KINDS:
+            raise ValueError(f"fabric.kind = {self.kind!r} is not one of {sorted(KINDS)}")
+        builder = KINDS[self.kind]
+        for key in sorted(self.model_fields_set & set(KIND_PARAMS)):
+            if self.kind not in KIND_PARAMS[key]:
+                raise ValueError(f"fabric.{key} does not apply to fabric.kind = {self.kind!r} (its keys: "
+                                 f"{', '.join(builder.PARAMS)}; {key} belongs to {', '.join(KIND_PARAMS[key])})")
+        builder.check(self)
+        self._derive_fabric_rate(builder)
         if self.queue_backend not in QUEUE_BACKENDS:
             raise ValueError(f"fabric.queue_backend = {self.queue_backend!r} is not one of {sorted(QUEUE_BACKENDS)}")
         frame = self.mtu_bytes + 14
@@ -57,19 +82,77 @@ class FabricSpec(_Spec):
         if self.buffer_bytes > MAX_BUFFER_BYTES:
             raise ValueError(f"fabric.buffer_bytes = {self.buffer_bytes} is above {MAX_BUFFER_BYTES}, the most a "
                              f"bfifo queue can hold (its limit is a 32-bit byte count)")
-        leaf_ports = self.hosts_per_leaf + self.spines
-        if leaf_ports > self.ports_per_switch:
-            raise ValueError(
-                f"fabric.hosts_per_leaf + fabric.spines = {leaf_ports} ports per leaf, "
-                f"more than fabric.ports_per_switch = {self.ports_per_switch}")
-        if self.leaves > self.ports_per_switch:
-            raise ValueError(
-                f"fabric.leaves = {self.leaves} ports per spine, more than "
-                f"fabric.ports_per_switch = {self.ports_per_switch}")
-        if self.leaves > 250 or self.hosts_per_leaf > 250:
-            raise ValueError("addressing 10.0.<leaf>.<host> allows at most 250 leaves and 250 hosts per leaf")
         return self
+
+    def _derive_fabric_rate(self, builder) -> None:
+        """Set ``fabric_link_bps`` from ``oversubscription`` (or 1 for kinds other than
+        spine_leaf when neither is given); ValueError when both are given or the rate is out of range."""
+        ratio = self.oversubscription
+        given = "fabric_link_bps" in self.model_fields_set
+        if ratio is None and (self.kind == "spine_leaf" or given):
+            return
+        down, up = builder.edge_ports(self)
+        rate = self.host_link_bps * down / (up * (1.0 if ratio is None else ratio))
+        if ratio is not None and given and not math.isclose(rate, self.fabric_link_bps, rel_tol=1e-9):
+            raise ValueError(f"fabric.oversubscription = {ratio:g} (fabric links of {rate:g} bit/s) and "
+                             f"fabric.fabric_link_bps = {self.fabric_link_bps:g} both set the uplink rate and "
+                             f"disagree: give one of them")
+        if not 100e3 <= rate <= 100e9:
+            raise ValueError(f"fabric.oversubscription = {1.0 if ratio is None else ratio:g} makes fabric links of "
+                             f"{rate:g} bit/s "
+                             f"(host_link_bps x {down} host ports / {up} uplinks / ratio): allowed 100k..100G")
+        object.__setattr__(self, "fabric_link_bps", rate)  # a derived value of this frozen section
+
+    @model_serializer(mode="wrap")
+    def _own_keys(self, handler):
+        """Dump only this kind's keys (a dump validates back to the same section)."""
+        data = handler(self)
+        return {key: value for key, value in data.items()
+                if key not in KIND_PARAMS or self.kind in KIND_PARAMS[key]}
+
+    def layout_preview(self):
+        """The topology.model.Layout this section builds (run id ``tb0000``): counts, not names."""
+        return build_layout(self.kind, self, "tb0000")
 
     @property
     def n_hosts(self) -> int:
-        return self.leaves * self.hosts_per_leaf
+        """Hosts of the fabric (one rank each)."""
+        if self.kind == "spine_leaf":  # the common case without building a layout
+            return self.leaves * self.hosts_per_leaf
+        return len(self.layout_preview().hosts)
+
+    @property
+    def n_switch_ports(self) -> int:
+        """Switch ports of the fabric, each with its own egress queue."""
+        layout = self.layout_preview()
+        names = {s.name for s in layout.switches}
+        return sum((ln.a.node in names) + (ln.b.node in names) for ln in layout.links)
+
+    @property
+    def ranks_per_switch(self) -> int:
+        """How many consecutive ranks from rank 0 share one host-facing switch (a ring
+        group no larger stays on that switch): hosts_per_leaf, k/2, or 1 on rails."""
+        layout = self.layout_preview()
+        first = layout.attachment(layout.hosts[0].name).node
+        return next((r for r, h in enumerate(layout.hosts) if layout.attachment(h.name).node != first),
+                    len(layout.hosts))
+
+    @property
+    def max_switch_hops(self) -> int:
+        """Switches (egress queues) on the longest shortest host-to-host path: 3 for
+        spine_leaf (as the first release assumed), else from the layout (fat_tree 5, rails 3)."""
+        if self.kind == "spine_leaf":
+            return 3
+        return max_switch_hops(self.layout_preview())
+
+    @property
+    def oversubscription_ratio(self) -> float:
+        """Host bandwidth / uplink bandwidth at a host-facing switch (1 = non-blocking)."""
+        down, up = KINDS[self.kind].edge_ports(self)
+        return self.host_link_bps * down / (self.fabric_link_bps * up)
+
+    def describe(self) -> str:
+        """The shape in a few words, e.g. ``fat_tree (k 4): 20 switches, oversubscription 1:1``."""
+        params = ", ".join(f"{key} {getattr(self, key)}" for key in KINDS[self.kind].PARAMS)
+        return (f"{self.kind} ({params}): {len(self.layout_preview().switches)} switches, "
+                f"oversubscription {self.oversubscription_ratio:g}:1")

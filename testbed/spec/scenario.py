@@ -57,7 +57,7 @@ class ScenarioSpec(_Spec):
             raise ValueError(f"reference_link_bps = {self.reference_link_bps:g} is below fabric.host_link_bps = "
                              f"{self.fabric.host_link_bps:g}: the scaled-down link cannot be faster than the real one")
         if self.fabric.n_hosts < 2:
-            raise ValueError("a collective needs at least 2 hosts: fabric.leaves * fabric.hosts_per_leaf < 2")
+            raise ValueError(f"a collective needs at least 2 hosts: the fabric ({self.fabric.describe()}) has {self.fabric.n_hosts}")
         _check_congestion(self)
         if self.workload.ranks is not None and self.workload.ranks > self.fabric.n_hosts:
             raise ValueError(f"workload.ranks {self.workload.ranks} is above the fabric's {self.fabric.n_hosts} "
