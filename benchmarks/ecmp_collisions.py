@@ -34,8 +34,9 @@ from testbed.naming import new_run_id
 from testbed.spec.scenario import parse_scenario
 
 PAYLOAD_BYTES = 1024
-#: packets in flight per flow: 16 KiB, so even k = 4 flows on one spine (64 KiB) fit its 100 kB
-#: buffers: a collision halves rates, it does not drop (no PFC here to make the fabric lossless)
+#: packets in flight per flow (--window-pkts): 16 KiB, so even k = 4 flows on one spine (64 KiB) fit
+#: its 100 kB buffers: a collision halves rates, it does not drop (no PFC here to make the fabric
+#: lossless). Spraying needs a larger window: its packets wait behind the slowest path's queue.
 WINDOW_PKTS = 16
 
 
@@ -44,7 +45,8 @@ def _tx_bytes(ifname: str) -> int:
 
 
 def trial(fab, k: int, sports: list[int], size_bytes: int, rate_bps: float, entropy: str = "per_flow",
-          entropy_ports: int = 128, flowlet_gap_us: int = 100_000) -> tuple[float, int, dict]:
+          entropy_ports: int = 128, flowlet_gap_us: int = 100_000, window_pkts: int = WINDOW_PKTS
+          ) -> tuple[float, int, dict]:
     """One trial: (aggregate uplink throughput / (k x rate) while all flows send, spines used, transport
     counters summed over the flows: tx_pkts, retx_pkts, out_of_order_pkts, order_errors, dup_pkts, and the
     largest max_reorder_pkts)."""
@@ -52,7 +54,7 @@ def trial(fab, k: int, sports: list[int], size_bytes: int, rate_bps: float, entr
     leaf1 = lay.attachment(lay.hosts[0].name).node
     uplinks = [ln.a.intf for ln in lay.links if ln.a.node == leaf1 and ln.b.node not in {h.name for h in lay.hosts}]
     common = [sys.executable, "-m", "traffic.flows", "--run-id", fab.run_id, "--timeout-s", "60",
-              "--payload-bytes", str(PAYLOAD_BYTES), "--window-pkts", str(WINDOW_PKTS), "--entropy", entropy, "--entropy-ports", str(entropy_ports),
+              "--payload-bytes", str(PAYLOAD_BYTES), "--window-pkts", str(window_pkts), "--entropy", entropy, "--entropy-ports", str(entropy_ports),
               "--flowlet-gap-us", str(flowlet_gap_us)]
     rx, tx = [], []
     for i in range(k):
@@ -89,7 +91,7 @@ def trial(fab, k: int, sports: list[int], size_bytes: int, rate_bps: float, entr
 
 
 def run_k(k: int, trials: int, rate_bps: float, size_bytes: int, policy: str, entropy: str = "per_flow",
-          entropy_ports: int = 128, flowlet_gap_us: int = 100_000) -> dict:
+          entropy_ports: int = 128, flowlet_gap_us: int = 100_000, window_pkts: int = WINDOW_PKTS) -> dict:
     spec = parse_scenario({"name": "ecmpk", "fabric": {"spines": k, "leaves": 2, "hosts_per_leaf": k,
                                                        "host_link_bps": rate_bps, "fabric_link_bps": rate_bps},
                            "load_balance": {"policy": policy},
@@ -99,7 +101,8 @@ def run_k(k: int, trials: int, rate_bps: float, size_bytes: int, policy: str, en
     with tempfile.TemporaryDirectory() as tmp, RunLock(rid), Fabric(spec, rid, Path(tmp), "user") as fab:
         for n in range(trials):
             sports = random.Random(f"ecmp-{k}-{n}").sample(range(49152, 65536), k)
-            r, u, counts = trial(fab, k, sports, size_bytes, rate_bps, entropy, entropy_ports, flowlet_gap_us)
+            r, u, counts = trial(fab, k, sports, size_bytes, rate_bps, entropy, entropy_ports, flowlet_gap_us,
+                                 window_pkts)
             ratios.append(r)
             used.append(u)
             for key, v in counts.items():
@@ -120,15 +123,17 @@ def main() -> None:
     ap.add_argument("--policy", default="ecmp")
     ap.add_argument("--entropy", default="per_flow", help="per_flow (ECMP per flow), spray (per packet) or flowlet")
     ap.add_argument("--entropy-ports", type=int, default=128, help="ports per QP with spray or flowlet")
+    ap.add_argument("--window-pkts", type=int, default=WINDOW_PKTS)
     ap.add_argument("--flowlet-gap-us", type=int, default=100_000,
                     help="flowlet gap (default: half the flows' 200 ms timeout, as transport.flowlet_gap_us)")
     a = ap.parse_args()
-    print(f"# {a.policy} with {a.entropy} entropy: k long flows ({a.size_bytes} B each) over k spines, {a.rate_bps / 1e6:g} Mbit/s links; "
+    print(f"# {a.policy} with {a.entropy} entropy, window {a.window_pkts} packets: k long flows ({a.size_bytes} B each) over k spines, {a.rate_bps / 1e6:g} Mbit/s links; "
           f"throughput ratio = aggregate uplink throughput while all flows send / (k x link rate)")
     print(f"{'k':>3} {'trials':>6} {'mean':>7} {'p5':>7} {'std':>7} {'spines used':>11} {'1-(1-1/k)^k':>12} "
           f"{'retx':>7} {'ooo pkts':>9} {'max reorder':>11} {'order err':>9}")
     for k in a.k:
-        r = run_k(k, a.trials, a.rate_bps, a.size_bytes, a.policy, a.entropy, a.entropy_ports, a.flowlet_gap_us)
+        r = run_k(k, a.trials, a.rate_bps, a.size_bytes, a.policy, a.entropy, a.entropy_ports, a.flowlet_gap_us,
+                  a.window_pkts)
         print(f"{k:>3} {r['trials']:>6} {r['throughput_ratio_mean']:>7.3f} {r['throughput_ratio_p5']:>7.3f} "
               f"{r['throughput_ratio_std']:>7.3f} {r['spines_used_mean']:>11.2f} {r['expected']:>12.3f} "
               f"{r['retx_fraction']:>7.4f} {r['out_of_order_pkts']:>9} {r['max_reorder_pkts']:>11} "
