@@ -1,0 +1,187 @@
+"""Failure handling, pure logic: which links are dead, and a gray-failure detector from port counters.
+
+:class:`LinkState` turns OFPT_PORT_STATUS (a port's link went down or came
+up) into link liveness: a switch-switch link is dead while either end is
+down, or after the gray detector condemned it. The controller routes on
+:meth:`LinkState.routing_layout` (the layout minus dead links,
+:func:`topology.routing.without_links`) and sends every switch only the
+differences (controllers.resync).
+
+:class:`GrayDetector` finds links that silently drop a fraction of frames.
+What it can see, measured on this machine class: a drop on an interface's
+egress hook happens before the qdisc and the veth, so the sender's tx and
+the receiver's rx counters agree (1000 frames, 509 dropped: tx 504, rx 504):
+comparing one end's tx with the other end's rx finds nothing on veth links.
+The loss is visible as a switch that receives more frames than it sends
+(conservation; in port statistics, which are exact and read in one reply
+per switch): over the last ``window_ns``,
+``lost = sum(rx_packets) - sum(tx_packets)`` of all its ports. The lost
+frames are charged to the switch-switch port that carried traffic and whose
+group bucket counter (frames the switch decided to send there; Open vSwitch
+refreshes these about every 0.5 s) most exceeds its tx counter. A link is
+condemned when ``lost >= min_lost_pkts`` and ``lost / (tx on that port +
+lost) > threshold``. Limits: frames a switch drops in its own queues
+(congestion) or on table-miss also count as lost, so on a congested fabric
+the threshold must sit above the queue-drop rate; a condemned link stays out
+of the routes for the rest of the run (nothing probes it to see it heal).
+
+Pure Python (no os-ken); the app (controllers/app.py) feeds it replies.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Deque, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
+
+from topology.model import Layout
+from topology.routing import without_links
+
+#: OpenFlow port numbers at or above this are reserved (LOCAL, CONTROLLER, ...), never counted.
+OFPP_MAX = 0xFFFFFF00
+
+LinkKey = FrozenSet[str]  # the two switch names of a link (with the run id)
+
+
+@dataclass(frozen=True)
+class FabricPort:
+    """One end of a switch-switch link."""
+
+    switch: str
+    dpid: int
+    port: int
+    peer: str
+    link: LinkKey
+
+
+def fabric_ports(layout: Layout) -> Dict[Tuple[int, int], FabricPort]:
+    """{(dpid, port number): FabricPort} for both ends of every switch-switch link."""
+    dpid = {s.name: s.dpid for s in layout.switches}
+    out: Dict[Tuple[int, int], FabricPort] = {}
+    for ln in layout.links:
+        if ln.a.node in dpid and ln.b.node in dpid:
+            key = frozenset((ln.a.node, ln.b.node))
+            out[(dpid[ln.a.node], ln.a.number)] = FabricPort(ln.a.node, dpid[ln.a.node], ln.a.number, ln.b.node, key)
+            out[(dpid[ln.b.node], ln.b.number)] = FabricPort(ln.b.node, dpid[ln.b.node], ln.b.number, ln.a.node, key)
+    return out
+
+
+def link_names(layout: Layout, key: LinkKey) -> List[str]:
+    """A link's two switch names without the run id, sorted (as the scenario names them)."""
+    return sorted(n[len(layout.run_id):] for n in key)
+
+
+class LinkState:
+    """Liveness of the switch-switch links of ``layout`` (module docstring)."""
+
+    def __init__(self, layout: Layout):
+        self.layout = layout
+        self.ports = fabric_ports(layout)
+        self.ports_down: Set[Tuple[int, int]] = set()
+        self.gray: Set[LinkKey] = set()
+
+    def port_status(self, dpid: int, port: int, down: bool) -> Optional[Tuple[LinkKey, bool]]:
+        """Record a port's state; return (link, now dead?) when its link's liveness changed, else None
+        (a host port, an unknown port, or the other end already told)."""
+        end = self.ports.get((dpid, port))
+        if end is None:
+            return None
+        before = self.is_dead(end.link)
+        (self.ports_down.add if down else self.ports_down.discard)((dpid, port))
+        after = self.is_dead(end.link)
+        return (end.link, after) if after != before else None
+
+    def condemn(self, link: LinkKey) -> bool:
+        """Treat ``link`` as dead (gray failure); False if it already was."""
+        if self.is_dead(link):
+            return False
+        self.gray.add(link)
+        return True
+
+    def is_dead(self, link: LinkKey) -> bool:
+        return link in self.gray or any(self.ports[p].link == link for p in self.ports_down)
+
+    def dead_links(self) -> List[LinkKey]:
+        keys = {self.ports[p].link for p in self.ports_down} | self.gray
+        return sorted(keys, key=sorted)
+
+    def routing_layout(self) -> Layout:
+        """The layout to route on: ``layout`` without the dead links."""
+        return without_links(self.layout, (tuple(k) for k in self.dead_links()))
+
+
+@dataclass(frozen=True)
+class GrayFinding:
+    """A link condemned by the detector: frames lost at ``switch`` on its way out of ``port``."""
+
+    link: LinkKey
+    switch: str
+    port: int
+    lost_pkts: int
+    tx_pkts: int
+    loss: float
+    window_ns: int
+
+
+@dataclass
+class _Sample:
+    t_ns: int
+    rx: Dict[int, int]
+    tx: Dict[int, int]
+    fwd: Dict[int, int]  # port -> group bucket packet counts (frames sent there by decision)
+
+
+class GrayDetector:
+    """Per-switch conservation of frames over a sliding window (module docstring)."""
+
+    def __init__(self, layout: Layout, threshold: float, window_ns: int, min_lost_pkts: int = 5):
+        self.ports = fabric_ports(layout)
+        self.threshold = threshold
+        self.window_ns = window_ns
+        self.min_lost_pkts = min_lost_pkts
+        self._history: Dict[int, Deque[_Sample]] = {}
+        self._fwd: Dict[int, Dict[int, int]] = {}
+
+    def reset(self) -> None:
+        """Forget every window (a link changed state or routes moved: old windows mix two states)."""
+        self._history.clear()
+
+    def bucket_counts(self, dpid: int, counts: Dict[int, int]) -> None:
+        """Latest group bucket packet counts of a switch, summed per output port."""
+        self._fwd[dpid] = dict(counts)
+
+    def port_stats(self, dpid: int, t_ns: int, stats: Iterable[Tuple[int, int, int]],
+                   skip: Iterable[LinkKey] = ()) -> Optional[GrayFinding]:
+        """Add one port-stats reply ((port, rx_packets, tx_packets) per port) taken at ``t_ns``; return
+        a finding when the switch lost frames over the window (links in ``skip``, already dead, are
+        never charged)."""
+        rx = {p: r for p, r, _ in stats if p < OFPP_MAX}
+        tx = {p: t for p, _, t in stats if p < OFPP_MAX}
+        hist = self._history.setdefault(dpid, deque())
+        hist.append(_Sample(t_ns, rx, tx, dict(self._fwd.get(dpid, {}))))
+        while len(hist) > 2 and hist[1].t_ns <= t_ns - self.window_ns:
+            hist.popleft()
+        first, last = hist[0], hist[-1]
+        if last.t_ns - first.t_ns < self.window_ns:
+            return None
+        lost = (sum(last.rx.values()) - sum(first.rx.values())) - (sum(last.tx.values()) - sum(first.tx.values()))
+        if lost < self.min_lost_pkts:
+            return None
+        dead = set(skip)
+        cands = []
+        for port in last.tx:
+            end = self.ports.get((dpid, port))
+            if end is None or end.link in dead:
+                continue
+            dtx = last.tx[port] - first.tx.get(port, last.tx[port])
+            if dtx <= 0:
+                continue
+            dfwd = last.fwd.get(port, 0) - first.fwd.get(port, 0)
+            cands.append((dfwd - dtx, dtx, port, end))
+        if not cands:
+            return None
+        _, dtx, port, end = max(cands)
+        loss = lost / (dtx + lost)
+        if loss <= self.threshold:
+            return None
+        hist.clear()
+        return GrayFinding(end.link, end.switch, port, lost, dtx, loss, last.t_ns - first.t_ns)
