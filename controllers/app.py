@@ -106,7 +106,9 @@ OPTS = [
     cfg.IntOpt("stats-period-ms", default=0, help="port/group statistics poll period of the gray-failure "
                                                    "detector, ms; 0: no polling (controllers/failover.py)"),
     cfg.FloatOpt("gray-loss-threshold", default=0.005, help="loss fraction above which a link is gray"),
-    cfg.IntOpt("gray-window-ms", default=1000, help="window of the gray-failure detector, ms"),
+    cfg.IntOpt("gray-window-ms", default=10000, help="longest window of the gray-failure detector, ms"),
+    cfg.IntOpt("gray-min-lost-pkts", default=25, help="frames a switch must lose before a link is gray "
+                                                      "(at least one egress buffer in full frames)"),
 ]
 cfg.CONF.register_opts(OPTS + CLI_OPTS, group=CONF_GROUP)
 

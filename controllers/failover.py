@@ -14,13 +14,19 @@ the receiver's rx counters agree (1000 frames, 509 dropped: tx 504, rx 504):
 comparing one end's tx with the other end's rx finds nothing on veth links.
 The loss is visible as a switch that receives more frames than it sends
 (conservation; in port statistics, which are exact and read in one reply
-per switch): over the last ``window_ns``,
+per switch): over the last ``window_ns`` (from the oldest sample kept),
 ``lost = sum(rx_packets) - sum(tx_packets)`` of all its ports. The lost
 frames are charged to the switch-switch port that carried traffic and whose
 group bucket counter (frames the switch decided to send there; Open vSwitch
 refreshes these about every 0.5 s) most exceeds its tx counter. A link is
 condemned when ``lost >= min_lost_pkts`` and ``lost / (tx on that port +
-lost) > threshold``. Limits: frames a switch drops in its own queues
+lost) > threshold``; ``min_lost_pkts`` is at least one egress buffer in full
+frames, because a queue that fills holds frames received and not yet sent
+(measured: after a reroute made two flows share a spine port, a 1 s window
+showed 5 "lost" of 373 with no loss at all). So the window must be long
+enough to see that many losses: 1% of ~300 frames/s needs about 8 s for 25
+frames. A link whose removal would cut a host off is never condemned (only
+reported). Limits: frames a switch drops in its own queues
 (congestion) or on table-miss also count as lost, so on a congested fabric
 the threshold must sit above the queue-drop rate; a condemned link stays out
 of the routes for the rest of the run (nothing probes it to see it heal).
@@ -134,6 +140,8 @@ class GrayDetector:
     """Per-switch conservation of frames over a sliding window (module docstring)."""
 
     def __init__(self, layout: Layout, threshold: float, window_ns: int, min_lost_pkts: int = 5):
+        """``min_lost_pkts``: frames a switch must have lost before a link is condemned; at least what one
+        egress queue holds, so that a queue filling up (received, not yet sent) is never taken for loss."""
         self.ports = fabric_ports(layout)
         self.threshold = threshold
         self.window_ns = window_ns
@@ -161,7 +169,7 @@ class GrayDetector:
         while len(hist) > 2 and hist[1].t_ns <= t_ns - self.window_ns:
             hist.popleft()
         first, last = hist[0], hist[-1]
-        if last.t_ns - first.t_ns < self.window_ns:
+        if len(hist) < 3:
             return None
         lost = (sum(last.rx.values()) - sum(first.rx.values())) - (sum(last.tx.values()) - sum(first.tx.values()))
         if lost < self.min_lost_pkts:

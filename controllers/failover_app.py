@@ -33,6 +33,7 @@ from typing import Any, Dict, Optional
 from controllers.failover import GrayDetector, LinkKey, LinkState, link_names
 from controllers.ofplan import plan_fabric
 from controllers.ryu_api import MAIN_DISPATCHER, hub, ofp_event, set_ev_cls
+from topology.routing import RoutingError, without_links
 from traffic.clock import unix_ns
 
 LOG = logging.getLogger(__name__)
@@ -46,7 +47,8 @@ class FailoverMixin:
         self.events_file: Optional[str] = conf.events_file or None
         self.reroute_seq = 0
         self._reroute_waiting: Optional[int] = None
-        self.gray = GrayDetector(self.topology, conf.gray_loss_threshold, int(conf.gray_window_ms * 1e6))
+        self.gray = GrayDetector(self.topology, conf.gray_loss_threshold, int(conf.gray_window_ms * 1e6),
+                                 conf.gray_min_lost_pkts)
         self.stats_period_s = conf.stats_period_ms / 1e3
         self._poller = hub.spawn(self._poll_stats) if conf.stats_period_ms > 0 else None
 
@@ -82,8 +84,13 @@ class FailoverMixin:
         self._reroute()
 
     def _reroute(self) -> None:
-        """Plan on the layout without the dead links; resync every connected switch."""
-        self.plans = plan_fabric(self.links.routing_layout(), self.lb_policy, self.lb_weights)
+        """Plan on the layout without the dead links; resync every connected switch. When the dead links
+        cut a host off, the routes stay as they are (an ``unroutable`` event says why)."""
+        try:
+            self.plans = plan_fabric(self.links.routing_layout(), self.lb_policy, self.lb_weights)
+        except RoutingError as e:
+            self._event({"event": "unroutable", "seq": self.reroute_seq, "error": str(e)})
+            return
         self._reroute_waiting = self.reroute_seq
         for dp in [s.datapath for s in self.switches.values()]:
             self._start_sync(dp)
@@ -133,9 +140,17 @@ class FailoverMixin:
             return
         stats = [(s.port_no, s.rx_packets, s.tx_packets) for s in msg.body]
         found = self.gray.port_stats(msg.datapath.id, unix_ns(), stats, skip=self.links.dead_links())
-        if found is None or not self.links.condemn(found.link):
+        if found is None:
             return
-        self._link_changed(found.link, True, {
-            "cause": "gray", "switch": found.switch[len(self.topology.run_id):], "port": found.port,
-            "lost_pkts": found.lost_pkts, "tx_pkts": found.tx_pkts, "loss": round(found.loss, 5),
-            "window_ms": found.window_ns / 1e6})
+        detail = {"cause": "gray", "switch": found.switch[len(self.topology.run_id):], "port": found.port,
+                  "lost_pkts": found.lost_pkts, "tx_pkts": found.tx_pkts, "loss": round(found.loss, 5),
+                  "window_ms": found.window_ns / 1e6}
+        try:
+            plan_fabric(without_links(self.links.routing_layout(), [tuple(found.link)]), self.lb_policy,
+                        self.lb_weights)
+        except RoutingError:  # the last path of some host: keep it, say so
+            self._event(dict(detail, event="gray_suspected", link=link_names(self.topology, found.link)))
+            return
+        if not self.links.condemn(found.link):
+            return
+        self._link_changed(found.link, True, detail)

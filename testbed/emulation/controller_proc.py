@@ -20,6 +20,7 @@ from __future__ import annotations
 import configparser
 import functools
 import json
+import math
 import os
 import signal
 import socket
@@ -132,7 +133,9 @@ def failover_conf(spec, run_dir: Path) -> dict:
     f = spec.failover
     return {"events_file": str((Path(run_dir) / EVENTS_FILE).resolve()),
             "stats_period_ms": f.stats_period_ms if spec.faults else 0,
-            "gray_loss_threshold": f.gray_loss_threshold, "gray_window_ms": f.window_ms}
+            "gray_loss_threshold": f.gray_loss_threshold, "gray_window_ms": f.window_ms,
+            # a queue filling up looks like loss to the detector: ask for more than one buffer of full frames
+            "gray_min_lost_pkts": max(5, math.ceil(spec.fabric.buffer_bytes / (spec.fabric.mtu_bytes + 14)))}
 
 
 class ControllerProcess:

@@ -22,9 +22,9 @@ left down, so teardown finds the fabric as built.
 
 ``faults.csv`` (run directory): one row per fault: ``fault`` (index in the
 scenario), ``action``, ``target`` (``l1-s1`` or ``s2``), ``loss``, ``at_s``,
-``planned_ns`` (t0 + at_s), ``applied_ns`` (after the last interface or rule
-changed; empty when the traffic ended first), ``apply_us`` (time the change
-took), ``gray_drops_pkts`` (frames the gray rules dropped). Times on the
+``planned_ns`` (t0 + at_s), ``applied_ns`` (when the first interface or rule
+changed; empty when the traffic ended first), ``apply_us`` (time the whole
+change took), ``gray_drops_pkts`` (frames the gray rules dropped). Times on the
 run's one clock (traffic.clock.unix_ns).
 """
 from __future__ import annotations
@@ -136,8 +136,8 @@ class FaultScheduler:
             try:
                 t = unix_ns()
                 self._apply(f)
-                f.applied_ns = unix_ns()
-                f.apply_us = (f.applied_ns - t) / 1e3
+                f.apply_us = (unix_ns() - t) / 1e3
+                f.applied_ns = t
                 log.info("fault %d applied: %s %s", f.index, f.spec.action, f.spec.target)
             except Exception as e:  # keep the run going; the summary reports it
                 self.errors.append(f"fault {f.index} ({f.spec.action} {f.spec.target}): {e}")

@@ -19,9 +19,11 @@ cannot go down, for the same reason. The gray loss probability is applied as
 ``numgen random mod 10000 < round(loss * 10000)`` (nftables), so it is
 0.0001 .. 0.9999 in steps of 0.0001.
 
-``failover`` tunes the controller's gray-failure detector: every
-``stats_period_ms`` it reads port statistics; a link whose loss over the last
-``window_ms`` exceeds ``gray_loss_threshold`` (a fraction) is treated as down.
+``failover`` tunes the controller's gray-failure detector
+(controllers/failover.py): every ``stats_period_ms`` (default 100) it reads
+port statistics; a link whose loss over at most the last ``window_ms``
+(default 10000) exceeds ``gray_loss_threshold`` (a fraction, default 0.005),
+with at least one switch buffer of full frames lost, is treated as down.
 """
 from __future__ import annotations
 
@@ -76,7 +78,7 @@ class FailoverSpec(_Spec):
 
     gray_loss_threshold: StrictFloat | StrictInt = Field(0.005, gt=0.0, lt=1.0)
     stats_period_ms: StrictInt = Field(100, ge=20, le=5000)
-    window_ms: StrictInt = Field(1000, ge=100, le=60_000)
+    window_ms: StrictInt = Field(10_000, ge=100, le=60_000)
 
     @model_validator(mode="after")
     def _window(self) -> "FailoverSpec":
