@@ -226,6 +226,7 @@ class FabricRoutingApp(FailoverMixin, BaseApp):
         msg = ev.msg
         state = self._current(msg)
         if state is None or msg.xid != state.flows_xid or state.seen_flows is not None:
+            self._flow_counts(msg)  # a gray-detector poll (controllers/failover_app.py)
             return
         state._flow_parts += [SeenFlow(f.table_id, f.priority, f.cookie, f.match, observed_actions(f.instructions))
                               for f in msg.body]

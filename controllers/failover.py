@@ -17,8 +17,12 @@ The loss is visible as a switch that receives more frames than it sends
 per switch): over the last ``window_ns`` (from the oldest sample kept),
 ``lost = sum(rx_packets) - sum(tx_packets)`` of all its ports. The lost
 frames are charged to the switch-switch port that carried traffic and whose
-group bucket counter (frames the switch decided to send there; Open vSwitch
-refreshes these about every 0.5 s) most exceeds its tx counter. A link is
+OpenFlow counters (group buckets and single-output flows: frames the switch
+decided to send there) most exceed its tx counter. Open vSwitch refreshes
+those counters about every 0.5 s, in one sweep for all bridges, so they lag
+the port counters by a time common to every port: the excess expected from
+that lag, per frame sent, is estimated over all ports of the switch and
+taken off each port's excess in proportion to its frames. A link is
 condemned when ``lost >= min_lost_pkts`` and ``lost / (tx on that port +
 lost) > threshold``; ``min_lost_pkts`` is at least one egress buffer in full
 frames, because a queue that fills holds frames received and not yet sent
@@ -44,6 +48,8 @@ from topology.routing import without_links
 
 #: OpenFlow port numbers at or above this are reserved (LOCAL, CONTROLLER, ...), never counted.
 OFPP_MAX = 0xFFFFFF00
+#: Open vSwitch reports an unavailable counter as all ones (e.g. a port being deleted)
+COUNTER_UNAVAILABLE = 1 << 63
 
 LinkKey = FrozenSet[str]  # the two switch names of a link (with the run id)
 
@@ -147,25 +153,37 @@ class GrayDetector:
         self.window_ns = window_ns
         self.min_lost_pkts = min_lost_pkts
         self._history: Dict[int, Deque[_Sample]] = {}
-        self._fwd: Dict[int, Dict[int, int]] = {}
+        self._fwd: Dict[int, Dict[str, Dict[int, int]]] = {}
 
     def reset(self) -> None:
         """Forget every window (a link changed state or routes moved: old windows mix two states)."""
         self._history.clear()
 
-    def bucket_counts(self, dpid: int, counts: Dict[int, int]) -> None:
-        """Latest group bucket packet counts of a switch, summed per output port."""
-        self._fwd[dpid] = dict(counts)
+    def forwarded(self, dpid: int, source: str, counts: Dict[int, int]) -> None:
+        """Latest OpenFlow counts of frames a switch sent per output port; ``source``: "groups" (bucket
+        counters) or "flows" (flows with one output port); the two are added."""
+        self._fwd.setdefault(dpid, {})[source] = dict(counts)
+
+    def _forwarded(self, dpid: int) -> Dict[int, int]:
+        out: Dict[int, int] = {}
+        for counts in self._fwd.get(dpid, {}).values():
+            for port, n in counts.items():
+                out[port] = out.get(port, 0) + n
+        return out
 
     def port_stats(self, dpid: int, t_ns: int, stats: Iterable[Tuple[int, int, int]],
                    skip: Iterable[LinkKey] = ()) -> Optional[GrayFinding]:
         """Add one port-stats reply ((port, rx_packets, tx_packets) per port) taken at ``t_ns``; return
         a finding when the switch lost frames over the window (links in ``skip``, already dead, are
         never charged)."""
-        rx = {p: r for p, r, _ in stats if p < OFPP_MAX}
-        tx = {p: t for p, _, t in stats if p < OFPP_MAX}
+        stats = [s for s in stats if s[0] < OFPP_MAX]
+        rx = {p: r for p, r, _ in stats}
+        tx = {p: t for p, _, t in stats}
         hist = self._history.setdefault(dpid, deque())
-        hist.append(_Sample(t_ns, rx, tx, dict(self._fwd.get(dpid, {}))))
+        if any(v >= COUNTER_UNAVAILABLE for v in (*rx.values(), *tx.values())) or (hist and set(hist[-1].rx) != set(rx)):
+            hist.clear()  # a port came or went (teardown, a deleted port): sums over other ports mean nothing
+            return None
+        hist.append(_Sample(t_ns, rx, tx, self._forwarded(dpid)))
         while len(hist) > 2 and hist[1].t_ns <= t_ns - self.window_ns:
             hist.popleft()
         first, last = hist[0], hist[-1]
@@ -175,19 +193,20 @@ class GrayDetector:
         if lost < self.min_lost_pkts:
             return None
         dead = set(skip)
+        dtx = {p: last.tx[p] - first.tx[p] for p in last.tx}
+        excess = {p: (last.fwd.get(p, 0) - first.fwd.get(p, 0)) - dtx[p] for p in last.tx}
+        # the OpenFlow counters lag by one sweep, common to every port: the lag per frame sent, over all ports
+        lag_per_pkt = sum(excess.values()) / max(1, sum(dtx.values()))
         cands = []
         for port in last.tx:
             end = self.ports.get((dpid, port))
-            if end is None or end.link in dead:
+            if end is None or end.link in dead or dtx[port] <= 0:
                 continue
-            dtx = last.tx[port] - first.tx.get(port, last.tx[port])
-            if dtx <= 0:
-                continue
-            dfwd = last.fwd.get(port, 0) - first.fwd.get(port, 0)
-            cands.append((dfwd - dtx, dtx, port, end))
+            cands.append((excess[port] - lag_per_pkt * dtx[port], port, end))
         if not cands:
             return None
-        _, dtx, port, end = max(cands)
+        _, port, end = max(cands)
+        dtx = dtx[port]
         loss = lost / (dtx + lost)
         if loss <= self.threshold:
             return None

@@ -32,6 +32,7 @@ from typing import Any, Dict, Optional
 
 from controllers.failover import GrayDetector, LinkKey, LinkState, link_names
 from controllers.ofplan import plan_fabric
+from controllers.resync import flow_key, planned_key
 from controllers.ryu_api import MAIN_DISPATCHER, hub, ofp_event, set_ev_cls
 from topology.routing import RoutingError, without_links
 from traffic.clock import unix_ns
@@ -115,6 +116,9 @@ class FailoverMixin:
                 parser, ofp = dp.ofproto_parser, dp.ofproto
                 try:
                     dp.send_msg(parser.OFPGroupStatsRequest(dp, 0, ofp.OFPG_ALL))
+                    # flow-desc, not flow-stats: OVS 3.1 refuses OF 1.5's OFPMP_FLOW_STATS (BAD_MULTIPART);
+                    # the description carries the counters too
+                    dp.send_msg(parser.OFPFlowDescStatsRequest(dp))
                     dp.send_msg(parser.OFPPortStatsRequest(dp, 0, ofp.OFPP_ANY))
                 except Exception as e:  # a switch that just went away; the next round goes on
                     LOG.info("stats request to dpid %#x failed: %s", dp.id, e)
@@ -131,7 +135,21 @@ class FailoverMixin:
                 port = port_of.get((g.group_id, i))
                 if port is not None:
                     counts[port] = counts.get(port, 0) + b.packet_count
-        self.gray.bucket_counts(msg.datapath.id, counts)
+        self.gray.forwarded(msg.datapath.id, "groups", counts)
+
+    def _flow_counts(self, msg: Any) -> None:
+        """Flow-desc replies outside a sync: frames each switch sent by flows with one output port, per port."""
+        plan = self.plans.get(msg.datapath.id)
+        if plan is None:
+            return
+        port_of = {planned_key(f): f.actions[0][1] for f in plan.flows
+                   if len(f.actions) == 1 and f.actions[0][0] == "output"}
+        counts: Dict[int, int] = {}
+        for f in msg.body:
+            port = port_of.get(flow_key(f.table_id, f.priority, f.match.items()))
+            if port is not None:
+                counts[port] = counts.get(port, 0) + int(f.stats.get("packet_count", 0))
+        self.gray.forwarded(msg.datapath.id, "flows", counts)
 
     @set_ev_cls(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
     def _on_port_stats(self, ev: Any) -> None:

@@ -64,8 +64,9 @@ def fault_timings(applied: list, events: list[dict], run_id: str) -> list[dict]:
             continue
         want = "link_up" if f.spec.action == "up" else "link_down"
         t0 = f.applied_ns
+        cause = "gray" if f.spec.action == "gray" else "port_status"
         det = next((e for e in events if e.get("event") == want and e.get("time_ns", 0) >= t0
-                    and _key(e.get("link", ())) in links), None)
+                    and e.get("cause") == cause and _key(e.get("link", ())) in links), None)
         if det is None:
             continue
         row["detect_ms"] = round((det["time_ns"] - t0) / 1e6, 2)
