@@ -160,10 +160,12 @@ def _check_transport_loss(t: Optional[dict], th: FidelityThresholds, chk: _Check
     if "lost_to_faults_pkts" in t:
         fig["lost_to_faults_pkts"] = faults
     if lost > th.max_unexplained_drops:
+        by_faults = (" and no injected fault explains", f", charged to faults {faults}") if "lost_to_faults_pkts" in t \
+            else ("", "")
         chk.violations.append(
-            f"transport lost {lost} packets that no emulated switch queue dropped and no injected fault explains "
-            f"(sent {fig['sent_pkts']}, received {fig['received_pkts']}, switch queue drops "
-            f"{fig['switch_drops_pkts']}, charged to faults {faults}; allowed "
+            f"transport lost {lost} packets that no emulated switch queue dropped{by_faults[0]} (sent "
+            f"{fig['sent_pkts']}, received {fig['received_pkts']}, switch queue drops "
+            f"{fig['switch_drops_pkts']}{by_faults[1]}; allowed "
             f"{th.max_unexplained_drops})")
     elif lost < 0:
         chk.violations.append(
