@@ -15,9 +15,9 @@ thread of its own:
   queue or interface counter sees it (measured: 1000 frames, 50% rule, 509
   dropped, tx 504 at the sender and rx 504 at the receiver).
 
-Every rule lives in one netdev table named ``<run id>_faults``, deleted at
-:meth:`FaultScheduler.stop` (and by ``testbed clean`` after a crash:
-testbed.host.nft_tables). ``stop`` also brings up every interface a fault
+Every rule lives in one netdev table named ``<run id>faults``, deleted at
+:meth:`FaultScheduler.stop` (and by ``testbed clean`` after a crash, which
+removes every netdev table named after a dead run). ``stop`` also brings up every interface a fault
 left down, so teardown finds the fabric as built.
 
 ``faults.csv`` (run directory): one row per fault: ``fault`` (index in the
@@ -40,13 +40,14 @@ from typing import Optional
 
 from pyroute2 import IPRoute
 
-from testbed.host import nft_tables
+from testbed.emulation.ecn_marker import delete_table, nft_run
 from testbed.spec.faults import GRAY_LOSS_MOD, FaultSpec
 from topology.model import Layout, Link
 from traffic.clock import unix_ns
 
 log = logging.getLogger(__name__)
 
+FAMILY = "netdev"
 CSV_COLUMNS = ("fault", "action", "target", "loss", "at_s", "planned_ns", "applied_ns", "apply_us",
                "gray_drops_pkts")
 
@@ -103,7 +104,7 @@ class FaultScheduler:
     def __init__(self, layout: Layout, faults: tuple[FaultSpec, ...], run_dir: Path):
         self.layout = layout
         self.run_id = layout.run_id
-        self.table = f"{self.run_id}_faults"
+        self.table = f"{self.run_id}faults"
         self.run_dir = Path(run_dir)
         self.faults = [AppliedFault(i, f, fault_links(layout, f)) for i, f in enumerate(faults)]
         self.errors: list[str] = []
@@ -163,15 +164,15 @@ class FaultScheduler:
 
     def _gray(self, f: AppliedFault, ifnames: list[str]) -> None:
         k = f.spec.loss_per_mod
-        lines = [] if self._table_made else [f"add table {nft_tables.FAMILY} {self.table}"]
+        lines = [] if self._table_made else [f"add table {FAMILY} {self.table}"]
         for name in ifnames:
             chain = _chain_name(name)
-            lines.append(f"add chain {nft_tables.FAMILY} {self.table} {chain} "
+            lines.append(f"add chain {FAMILY} {self.table} {chain} "
                          f"{{ type filter hook egress device \"{name}\" priority 0; policy accept; }}")
-            lines.append(f"add rule {nft_tables.FAMILY} {self.table} {chain} "
+            lines.append(f"add rule {FAMILY} {self.table} {chain} "
                          f"numgen random mod {GRAY_LOSS_MOD} < {k} counter drop")
             f.chains.append(chain)
-        nft_tables.nft("\n".join(lines) + "\n")
+        nft_run("\n".join(lines) + "\n")
         self._table_made = True
 
     def _heal(self, f: AppliedFault) -> None:
@@ -180,13 +181,13 @@ class FaultScheduler:
         if gray is None:
             return
         gray.gray_drops_pkts = self._chain_drops(gray.chains)
-        nft_tables.nft("".join(f"flush chain {nft_tables.FAMILY} {self.table} {c}\n"
-                               f"delete chain {nft_tables.FAMILY} {self.table} {c}\n" for c in gray.chains))
+        nft_run("".join(f"flush chain {FAMILY} {self.table} {c}\n"
+                        f"delete chain {FAMILY} {self.table} {c}\n" for c in gray.chains))
         gray.chains = []
 
     def _chain_drops(self, chains: list[str]) -> int:
         """Packets the counters of ``chains`` saw (frames the gray rules dropped)."""
-        p = subprocess.run(["nft", "-j", "list", "table", nft_tables.FAMILY, self.table],
+        p = subprocess.run(["nft", "-j", "list", "table", FAMILY, self.table],
                            capture_output=True, text=True, timeout=10)
         if p.returncode != 0:
             return 0
@@ -209,7 +210,10 @@ class FaultScheduler:
                 if f.chains:
                     f.gray_drops_pkts = self._chain_drops(f.chains)
                     f.chains = []
-            nft_tables.delete_table(self.table)
+            try:
+                delete_table(self.table)
+            except Exception as e:  # testbed clean removes it later
+                log.warning("deleting nft table %s: %s", self.table, e)
             self._table_made = False
         if self._down:
             try:
