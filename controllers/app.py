@@ -14,6 +14,8 @@ with ``--config-file`` (testbed.emulation.controller_proc)::
     topology = <run dir>/topology.json
     ready_file = <run dir>/controller.ready
     lb_policy = ecmp
+    events_file = <run dir>/controller.events.jsonl
+    stats_period_ms = 100
 
 When a switch of the topology connects, the app reads what the switch already
 holds (flow-description and group-stats dumps), then sends only the
@@ -60,6 +62,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from controllers import lb
+from controllers.failover_app import FailoverMixin
 from controllers.ofmsg import build_arp_reply, build_sync
 from controllers.ofplan import SwitchPlan, plan_fabric, proxy_arp_mac
 from controllers.resync import SeenFlow, observed_actions, plan_sync
@@ -99,6 +102,13 @@ OPTS = [
     cfg.ListOpt("lb-weights", default=[],
                 help="next-hop switch name (without the run id) -> weight, for the weighted policies; "
                      "e.g. s1:1,s2:3"),
+    cfg.StrOpt("events-file", help="failover events, JSON lines (controllers/failover_app.py); unset: logged only"),
+    cfg.IntOpt("stats-period-ms", default=0, help="port/group statistics poll period of the gray-failure "
+                                                   "detector, ms; 0: no polling (controllers/failover.py)"),
+    cfg.FloatOpt("gray-loss-threshold", default=0.005, help="loss fraction above which a link is gray"),
+    cfg.IntOpt("gray-window-ms", default=10000, help="longest window of the gray-failure detector, ms"),
+    cfg.IntOpt("gray-min-lost-pkts", default=25, help="frames a switch must lose before a link is gray "
+                                                      "(at least one egress buffer in full frames)"),
 ]
 cfg.CONF.register_opts(OPTS + CLI_OPTS, group=CONF_GROUP)
 
@@ -138,7 +148,7 @@ def lb_weights(raw: List[str]) -> Dict[str, int]:
     return out
 
 
-class FabricRoutingApp(BaseApp):
+class FabricRoutingApp(FailoverMixin, BaseApp):
     """Proactive shortest-path routing on any layout, load-balanced select groups and proxy ARP (OF 1.5).
 
     Settings: ``self.CONF.testbed`` (:data:`OPTS`, :data:`CLI_OPTS`; module docstring).
@@ -166,6 +176,7 @@ class FabricRoutingApp(BaseApp):
         self.ready_file: Optional[str] = conf.ready_file or None
         self.switches: Dict[int, _SwitchState] = {}
         self.errors: List[Dict[str, Any]] = []
+        self._failover_init(conf)
         if self.ready_file is None:
             LOG.warning("[%s] ready_file is not set: readiness will only be logged", CONF_GROUP)
         LOG.info(
@@ -185,6 +196,10 @@ class FabricRoutingApp(BaseApp):
             return
         if dp.id in self.switches:
             LOG.info("switch %s (dpid %s) reconnected: resyncing", plan.name, _dpid_text(dp.id))
+        self._start_sync(dp)
+
+    def _start_sync(self, dp: Any) -> None:
+        """Read the switch's tables; the replies lead to the differences and a barrier (_sync_if_read)."""
         state = _SwitchState(datapath=dp)
         self.switches[dp.id] = state
         parser = dp.ofproto_parser
@@ -211,6 +226,7 @@ class FabricRoutingApp(BaseApp):
         msg = ev.msg
         state = self._current(msg)
         if state is None or msg.xid != state.flows_xid or state.seen_flows is not None:
+            self._flow_counts(msg)  # a gray-detector poll (controllers/failover_app.py)
             return
         state._flow_parts += [SeenFlow(f.table_id, f.priority, f.cookie, f.match, observed_actions(f.instructions))
                               for f in msg.body]
@@ -223,6 +239,7 @@ class FabricRoutingApp(BaseApp):
         msg = ev.msg
         state = self._current(msg)
         if state is None or msg.xid != state.groups_xid or state.seen_groups is not None:
+            self._bucket_counts(msg)  # a gray-detector poll (controllers/failover_app.py)
             return
         state._group_parts |= {g.group_id for g in msg.body}
         if not msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE:
@@ -263,6 +280,7 @@ class FabricRoutingApp(BaseApp):
         else:
             LOG.info("all %d switches installed", len(self.plans))
             self._write_ready()
+            self._reroute_done_if_all_ready()
 
     @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
     def _on_error(self, ev: Any) -> None:

@@ -109,7 +109,9 @@ def build_group_mod(datapath: Any, group: GroupPlan, modify: bool = False) -> An
         parser.OFPBucket(
             bucket_id=b.bucket_id,
             actions=[parser.OFPActionOutput(b.port)],
-            properties=[parser.OFPGroupBucketPropWeight(type_=ofp.OFPGBPT_WEIGHT, weight=b.weight)],
+            # watch_port: Open vSwitch skips a bucket whose port is down at once (data-plane fast failover)
+            properties=[parser.OFPGroupBucketPropWeight(type_=ofp.OFPGBPT_WEIGHT, weight=b.weight),
+                        parser.OFPGroupBucketPropWatch(type_=ofp.OFPGBPT_WATCH_PORT, watch=b.port)],
         )
         for b in group.buckets
     ]

@@ -35,6 +35,7 @@ if importlib.util.find_spec("os_ken") is not None:
         MAIN_DISPATCHER,
         set_ev_cls,
     )
+    from os_ken.lib import hub
     from os_ken.lib.packet import arp, ether_types, ethernet, packet
     from os_ken.ofproto import ofproto_protocol, ofproto_v1_5, ofproto_v1_5_parser
 
@@ -51,6 +52,7 @@ else:  # pragma: no cover - exercised only where Ryu is installed instead
         MAIN_DISPATCHER,
         set_ev_cls,
     )
+    from ryu.lib import hub
     from ryu.lib.packet import arp, ether_types, ethernet, packet
     from ryu.ofproto import ofproto_protocol, ofproto_v1_5, ofproto_v1_5_parser
 
@@ -74,4 +76,5 @@ __all__ = [
     "ethernet",
     "arp",
     "ether_types",
+    "hub",
 ]

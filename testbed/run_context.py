@@ -87,7 +87,8 @@ class Recording:
     monitor and departure capture once started; ecn: the ECN marking loop (or None); rank_rows: every rank's
     op_done record; op_meta: op_id -> PlannedOp.meta() of each finished
     collective; stats: the agents' final statistics; drops_before/after:
-    testbed.measure.drops.DropSnapshot around the traffic; measured: every
+    testbed.measure.drops.DropSnapshot around the traffic; faults: the fault
+    scheduler (started with the traffic); measured: every
     measurement is in (the teardown may still fail).
     """
 
@@ -103,4 +104,5 @@ class Recording:
     stats: list = field(default_factory=list)
     drops_before: object = None
     drops_after: object = None
+    faults: object = None  # testbed.emulation.faults.FaultScheduler
     measured: bool = False

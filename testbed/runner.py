@@ -58,6 +58,7 @@ from testbed.emulation.agents import AgentGroup, transport_params
 from testbed.emulation import controller_proc
 from testbed.emulation.ecn_marker import EcnLoop
 from testbed.emulation.fabric import Fabric
+from testbed.emulation.faults import FaultScheduler
 from testbed.naming import new_run_id
 from testbed.plan import PlannedOp, plan_peers, plan_workload
 from testbed.host.runlock import RunLock
@@ -155,9 +156,10 @@ def _measure(ctx: RunContext, fab: Fabric, agents: AgentGroup, rec: Recording, p
                                parent=fab.queues.sampled_parent, on_sample=rec.departures.on_sample)
     rec.cpu = CpuIdleMonitor()
     rec.ecn = EcnLoop.for_run(ctx.spec, ctx.run_id, fab.switch_ports, fab.queues)
+    rec.faults = FaultScheduler(fab.layout, ctx.spec.faults, ctx.run_dir)
     rec.phase = "traffic"
-    try:
-        with rec.sampler, rec.cpu, rec.departures, (rec.ecn or contextlib.nullcontext()):
+    try:  # faults last: at_s counts from the traffic
+        with rec.sampler, rec.cpu, rec.departures, (rec.ecn or contextlib.nullcontext()), rec.faults:
             _run_workload(ctx, agents, rec, progress)
             time.sleep(0.2)  # let the last ACKs land before counting
             rec.stats = agents.stats()

@@ -18,8 +18,8 @@ no default route (an address outside every route is dropped on table miss).
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
-from typing import Dict, List, Tuple
+from dataclasses import dataclass, replace
+from typing import Dict, Iterable, List, Tuple
 
 import networkx as nx
 
@@ -147,3 +147,21 @@ def switch_tiers(layout: Layout) -> Dict[str, int]:
     g = switch_graph(layout)
     first = {layout.attachment(h.name).node for h in layout.hosts}
     return {name: hops + 1 for name, hops in nx.multi_source_dijkstra_path_length(g, first).items()}
+
+
+def without_links(layout: Layout, dead: Iterable[Tuple[str, str]]) -> Layout:
+    """``layout`` minus the links between each pair of switch names in ``dead`` (order-free).
+
+    The routes of the result (:func:`plan_routes`) avoid the dead links: a
+    failed link or a failed switch (all its links) is routed around on any
+    layout. Hosts and switches stay, so port numbers and group ids of live
+    links keep their meaning. Raises ValueError naming a pair that is no link
+    of ``layout``.
+    """
+    pairs = {frozenset(p) for p in dead}
+    known = {frozenset((ln.a.node, ln.b.node)) for ln in layout.links}
+    for p in pairs:
+        if p not in known:
+            raise ValueError(f"{' <-> '.join(sorted(p))} is not a link of run {layout.run_id}")
+    links = tuple(ln for ln in layout.links if frozenset((ln.a.node, ln.b.node)) not in pairs)
+    return replace(layout, links=links)

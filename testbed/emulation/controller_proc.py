@@ -20,6 +20,7 @@ from __future__ import annotations
 import configparser
 import functools
 import json
+import math
 import os
 import signal
 import socket
@@ -41,18 +42,23 @@ FRAMEWORKS = ("os_ken", "ryu")
 LISTEN_HOST = "127.0.0.1"
 
 
+#: the app's failover events (JSON lines), in the run directory
+EVENTS_FILE = "controller.events.jsonl"
+
+
 class ControllerError(RuntimeError):
     """The controller did not start, or reported OpenFlow errors."""
 
 
 def write_conf(path: Path, *, run_id: str, port: int, topology: Path, ready_file: Path, log_file: Path,
-               lb_policy: str, lb_weights: dict[str, int] | None = None) -> dict:
+               lb_policy: str, lb_weights: dict[str, int] | None = None, failover: dict | None = None) -> dict:
     """Write the controller's configuration file (oslo.config ini) and return it as
     ``{section: {key: value}}``; paths are written absolute.
 
     ``[DEFAULT]``: the framework's own options (listen address and port, log file);
     ``[testbed]``: the app's (controllers/app.py ``OPTS``, ``CLI_OPTS``); ``lb_weights`` (next-hop
-    switch name -> weight) is written as a list ``s1:1,s2:3`` when given.
+    switch name -> weight) is written as a list ``s1:1,s2:3`` when given; ``failover`` (events_file,
+    stats_period_ms, gray_loss_threshold, gray_window_ms: controllers/failover_app.py) as they are.
     """
     conf = {
         "DEFAULT": {"ofp_listen_host": LISTEN_HOST, "ofp_tcp_listen_port": str(port),
@@ -60,6 +66,7 @@ def write_conf(path: Path, *, run_id: str, port: int, topology: Path, ready_file
         "testbed": {"run_id": run_id, "topology": str(Path(topology).resolve()),
                     "ready_file": str(Path(ready_file).resolve()), "lb_policy": lb_policy},
     }
+    conf["testbed"].update({k: str(v) for k, v in (failover or {}).items()})
     if lb_weights:
         conf["testbed"]["lb_weights"] = ",".join(f"{name}:{w}" for name, w in sorted(lb_weights.items()))
     parser = configparser.ConfigParser(interpolation=None)
@@ -120,6 +127,17 @@ def free_tcp_port() -> int:
         return s.getsockname()[1]
 
 
+def failover_conf(spec, run_dir: Path) -> dict:
+    """The app's failure-handling settings for a scenario: the events file always; port-statistics polling
+    (the gray-failure detector) only when the scenario injects faults, so other runs pay nothing for it."""
+    f = spec.failover
+    return {"events_file": str((Path(run_dir) / EVENTS_FILE).resolve()),
+            "stats_period_ms": f.stats_period_ms if spec.faults else 0,
+            "gray_loss_threshold": f.gray_loss_threshold, "gray_window_ms": f.window_ms,
+            # a queue filling up looks like loss to the detector: ask for more than one buffer of full frames
+            "gray_min_lost_pkts": max(5, math.ceil(spec.fabric.buffer_bytes / (spec.fabric.mtu_bytes + 14)))}
+
+
 class ControllerProcess:
     """One controller process for one run.
 
@@ -127,11 +145,13 @@ class ControllerProcess:
     ``controller.log`` (its log), ``controller.stderr``, ``controller.ready``
     (JSON written by the app: dpids, flows, groups, errors). ``framework``:
     one of :data:`FRAMEWORKS`; ``lb_policy``: a controllers.lb policy name; ``lb_weights``:
-    ``load_balance.weights`` (next-hop switch name -> weight).
+    ``load_balance.weights`` (next-hop switch name -> weight); ``failover``: the failure-handling
+    settings of :func:`failover_conf`. The app appends failover events to ``controller.events.jsonl``.
     """
 
     def __init__(self, run_id: str, run_dir: Path, topology_path: Path, port: int | None = None,
-                 framework: str = "os_ken", lb_policy: str = "ecmp", lb_weights: dict[str, int] | None = None):
+                 framework: str = "os_ken", lb_policy: str = "ecmp", lb_weights: dict[str, int] | None = None,
+                 failover: dict | None = None):
         if framework not in FRAMEWORKS:
             raise ControllerError(f"controller.framework: {framework!r}; allowed: {', '.join(FRAMEWORKS)}")
         self.run_id = run_id
@@ -143,7 +163,7 @@ class ControllerProcess:
         self.topology_path = topology_path
         self.conf = write_conf(self.conf_path, run_id=run_id, port=self.port, topology=topology_path,
                                ready_file=self.ready_path, log_file=self.log_path, lb_policy=lb_policy,
-                               lb_weights=lb_weights)
+                               lb_weights=lb_weights, failover=failover)
         self.proc: subprocess.Popen | None = None
         self._out = None
         #: set by stop(): the exit that follows is the testbed's doing, not a death

@@ -75,6 +75,11 @@ class _Nft:
         return out
 
 
+def nft_run(text: str) -> str:
+    """Run an nft batch (commands, one per line) and return nft's output; NftError on failure."""
+    return _Nft().run(text)
+
+
 def nft_backend() -> str:
     """Which way nft batches run on this machine: ``nftables (libnftables)`` or ``nftables (nft -f)``."""
     return _Nft().backend

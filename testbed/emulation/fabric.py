@@ -37,7 +37,7 @@ NUD_PERMANENT = 0x80  # <linux/neighbour.h>
 
 from testbed.host import cleanup
 from testbed.emulation import queues
-from testbed.emulation.controller_proc import ControllerProcess
+from testbed.emulation.controller_proc import ControllerProcess, failover_conf
 from testbed.emulation.controller_supervisor import ControllerSupervisor
 from traffic.clock import unix_ns
 from testbed.lifecycle import StartStop
@@ -95,7 +95,8 @@ class Fabric(StartStop):
         self.controller = ControllerProcess(self.run_id, self.run_dir, topo_path,
                                             framework=self.spec.controller.framework,
                                             lb_policy=self.spec.load_balance.policy,
-                                            lb_weights=dict(self.spec.load_balance.weights)).start()
+                                            lb_weights=dict(self.spec.load_balance.weights),
+                                            failover=failover_conf(self.spec, self.run_dir)).start()
         switch_cls = partial(OVSSwitch, datapath=self.datapath, protocols="OpenFlow15", failMode="secure")
         self.net = Mininet(topo=FabricTopo(layout=self.layout), switch=switch_cls, host=Host, link=Link,
                            controller=None, build=False, autoSetMacs=False, autoStaticArp=False,

@@ -36,22 +36,57 @@ def host_tx_frame(qps: pd.DataFrame, host_names: list[str], link_bps: float) -> 
 
 
 def judge_run(ctx: RunContext, rec: Recording, qps: pd.DataFrame, ports: pd.DataFrame,
-              cpu: pd.DataFrame) -> tuple[FidelityVerdict, dict]:
+              cpu: pd.DataFrame, faults: dict | None = None) -> tuple[FidelityVerdict, dict]:
     """The verdict of a run with every measurement in, and summary.json's ``transport`` totals.
 
     ``qps``, ``ports``, ``cpu``: the tables written to the run directory
     (testbed.results.tables.write_tables); the departures the capture saw are
-    written to ``departures.csv`` here (testbed.measure.timing.write_departures).
+    written to ``departures.csv`` here (testbed.measure.timing.write_departures). ``faults``: summary.json's
+    faults block (testbed.results.faults), whose losses are charged to the injected faults, not to the
+    emulation (:func:`charge_faults`).
     """
     fab = rec.fab
     # switch queue drops from the queue counters read before and after the traffic, not from sampler rows
     switch_drops = drops.queue_drops_delta(rec.drops_before, rec.drops_after)
     t = transport_totals(qps, [st.rx_pkts for st in rec.stats], switch_drops, ctx.transport.window_pkts)
     host_tx = host_tx_frame(qps, [h.name for h in fab.layout.hosts], ctx.spec.fabric.host_link_bps)
-    verdict = evaluate(cpu, drops.delta(rec.drops_before, rec.drops_after), ports, fab.port_rate_bps,
+    counter_drops = drops.delta(rec.drops_before, rec.drops_after)
+    if faults is not None:
+        counter_drops = charge_faults(ctx, faults, t, counter_drops)
+    verdict = evaluate(cpu, counter_drops, ports, fab.port_rate_bps,
                        host_tx, thresholds_for(ctx.spec), transport=t,
                        departures=timing.write_departures(rec.departures, ctx.run_dir))
     judge_send_buffer(verdict, ctx.send_buffer)
     controller = fab.controller_report  # deaths, restarts, OpenFlow errors (testbed.emulation.controller_supervisor)
     verdict.add("controller", FAILED if controller["violations"] else PASSED, "\n".join(controller["violations"]))
     return verdict, t
+
+
+def charge_faults(ctx: RunContext, faults: dict, t: dict, counter_drops: dict[str, int]) -> dict[str, int]:
+    """Charge the injected faults with the losses they caused; return the drop counters left to judge.
+
+    Sets in ``t`` (transport totals): ``lost_to_faults_pkts`` = gray drops (nftables counters) + transport
+    loss beyond them up to the downed links' bound (testbed.results.faults.fault_loss_bound_pkts), and
+    lowers ``unexplained_lost_pkts`` by it. Interface drop counters of the faulted links' interfaces
+    (a veth whose peer is down drops what it is handed) move to ``faults["interface_drops_pkts"]``.
+    """
+    from testbed.results.faults import fault_loss_bound_pkts
+    from traffic.transport import wire_bytes
+    from traffic import wire
+
+    spec = ctx.spec
+    frame = wire_bytes(wire.BTH_BYTES + spec.transport.payload_bytes + wire.ICRC_BYTES)
+    bound = fault_loss_bound_pkts(faults["list"], spec.fabric.fabric_link_bps, spec.fabric.buffer_bytes, frame)
+    gray = int(faults["gray_drops_pkts"])
+    lost = int(t["unexplained_lost_pkts"])
+    charged = gray + min(max(lost - gray, 0), bound)
+    t["lost_to_faults_pkts"] = charged
+    t["unexplained_lost_pkts"] = lost - charged
+    faults["lost_to_faults_pkts"] = charged
+    faults["down_loss_bound_pkts"] = bound
+    rid = ctx.run_id
+    ifnames = {f"{rid}{a}-" for r in faults["list"] for link in r["links"] for a in link}
+    hit = {k: v for k, v in counter_drops.items() if "[" in k and any(k.split("[", 1)[1].startswith(n) and
+                                                                       "-eth" in k for n in ifnames)}
+    faults["interface_drops_pkts"] = {k: v for k, v in hit.items() if v}
+    return {k: v for k, v in counter_drops.items() if k not in hit}

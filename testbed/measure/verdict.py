@@ -148,17 +148,24 @@ def _check_drops(drops: dict[str, int], th: FidelityThresholds, chk: _Check) -> 
 
 
 def _check_transport_loss(t: Optional[dict], th: FidelityThresholds, chk: _Check) -> dict:
-    """Balance: lost = sent - received - switch queue drops (all transport packets, both ways)."""
+    """Balance: lost = sent - received - switch queue drops - losses charged to injected faults
+    (``lost_to_faults_pkts``, testbed.measure.judge.charge_faults; all transport packets, both ways)."""
     if t is None:
         chk.skip_reason = "no transport counters"
         return {}
-    lost = int(t["sent_pkts"]) - int(t["received_pkts"]) - int(t["switch_drops_pkts"])
+    faults = int(t.get("lost_to_faults_pkts", 0))
+    lost = int(t["sent_pkts"]) - int(t["received_pkts"]) - int(t["switch_drops_pkts"]) - faults
     fig = {"sent_pkts": int(t["sent_pkts"]), "received_pkts": int(t["received_pkts"]),
            "switch_drops_pkts": int(t["switch_drops_pkts"]), "unexplained_lost_pkts": lost}
+    if "lost_to_faults_pkts" in t:
+        fig["lost_to_faults_pkts"] = faults
     if lost > th.max_unexplained_drops:
+        by_faults = (" and no injected fault explains", f", charged to faults {faults}") if "lost_to_faults_pkts" in t \
+            else ("", "")
         chk.violations.append(
-            f"transport lost {lost} packets that no emulated switch queue dropped (sent {fig['sent_pkts']}, "
-            f"received {fig['received_pkts']}, switch queue drops {fig['switch_drops_pkts']}; allowed "
+            f"transport lost {lost} packets that no emulated switch queue dropped{by_faults[0]} (sent "
+            f"{fig['sent_pkts']}, received {fig['received_pkts']}, switch queue drops "
+            f"{fig['switch_drops_pkts']}{by_faults[1]}; allowed "
             f"{th.max_unexplained_drops})")
     elif lost < 0:
         chk.violations.append(

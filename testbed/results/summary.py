@@ -16,6 +16,7 @@ from testbed import signals
 from testbed.measure import timing
 from testbed.measure.judge import judge_run
 from testbed.results import printing
+from testbed.results.faults import faults_block
 from testbed.results import tables
 from testbed.run_context import Recording, RunContext
 
@@ -103,7 +104,8 @@ def write_complete(ctx: RunContext, rec: Recording, note: str | None = None) -> 
 
 def _write_complete_now(ctx: RunContext, rec: Recording, note: str | None) -> dict:
     ops, sizes, qps, msgs, ports, cpu = _write_tables(ctx, rec)
-    verdict, t = judge_run(ctx, rec, qps, ports, cpu)
+    faults = faults_block(rec.faults, ctx.run_dir, ctx.run_id)
+    verdict, t = judge_run(ctx, rec, qps, ports, cpu, faults)
     controller = rec.fab.controller_report
     summary = {
         "run_id": ctx.run_id, "run_dir": str(ctx.run_dir), "scenario": ctx.spec.name, "n_ranks": ctx.n_ranks,
@@ -114,6 +116,8 @@ def _write_complete_now(ctx: RunContext, rec: Recording, note: str | None) -> di
         "percentile_method": tables.PERCENTILE_METHOD, "sizes": tables.size_rows_json(sizes),
         "congestion": rec.ecn.write(ctx.run_dir) if rec.ecn is not None else None,
     }
+    if faults is not None:
+        summary["faults"] = faults
     timing.add_busbw_error_bounds(summary["sizes"], ctx.spec, ctx.efficiency)
     tables.write_json(ctx.run_dir / "summary.json", summary)
     tables.mark_complete(ctx.run_dir)

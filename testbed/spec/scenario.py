@@ -1,7 +1,8 @@
 """Scenario files: YAML validated into frozen specs before anything touches the kernel.
 
 A scenario is one YAML mapping with the sections ``fabric``, ``transport``,
-``workload``, ``fidelity``, ``controller``, ``load_balance``, ``congestion`` and ``output``
+``workload``, ``fidelity``, ``controller``, ``load_balance``, ``congestion``,
+``output``, ``faults`` and ``failover``
 (all optional but ``workload``) plus ``name``
 and ``seed``. Unknown keys, wrong types and impossible values raise
 :class:`ScenarioError`, whose message names every bad key path (for example
@@ -22,6 +23,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from testbed.spec.congestion import CongestionSpec
 from testbed.spec.controller import ControllerSpec, LoadBalanceSpec, OutputSpec
 from testbed.spec.fabric import FabricSpec
+from testbed.spec.faults import FailoverSpec, FaultSpec, check_faults
 from testbed.spec.fidelity import FidelityThresholdsSpec
 from testbed.spec.transport import TransportSpec, check_dcqcn
 from testbed.spec.units import (  # noqa: F401
@@ -45,6 +47,8 @@ class ScenarioSpec(_Spec):
     load_balance: LoadBalanceSpec = LoadBalanceSpec()
     output: OutputSpec = OutputSpec()
     congestion: CongestionSpec = CongestionSpec()
+    faults: tuple[FaultSpec, ...] = ()
+    failover: FailoverSpec = FailoverSpec()
 
     @property
     def scale_factor(self) -> float:
@@ -69,12 +73,14 @@ class ScenarioSpec(_Spec):
                 f"(transport.ack_every_pkts = {self.transport.ack_every_pkts} full frames plus one ACK at "
                 f"fabric.host_link_bps = {self.fabric.host_link_bps:g}): every packet would time out; "
                 f"allowed: auto or >= {min_rto_us(self):.0f}")
-        if self.load_balance.weights:  # names checked against this fabric's switches, before anything is built
+        if self.load_balance.weights or self.faults:  # names checked against this fabric, before anything is built
             from controllers import lb
             from topology import build
 
-            lb.check_weights(build(self.fabric.kind, self.fabric, "tb0000"), self.load_balance.policy,
-                             self.load_balance.weights)
+            layout = build(self.fabric.kind, self.fabric, "tb0000")
+            if self.load_balance.weights:
+                lb.check_weights(layout, self.load_balance.policy, self.load_balance.weights)
+            check_faults(layout, self.faults)
         need = self.transport.payload_bytes + ROCEV2_IP_OVERHEAD_BYTES
         if need > self.fabric.mtu_bytes:
             raise ValueError(
@@ -147,7 +153,7 @@ def _allowed_keys(model: type[BaseModel], loc: tuple) -> list[str]:
 
 
 _KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_PATH_MSG_RE = re.compile(r"^[a-z_]+\.[a-z_.]+ ")
+_PATH_MSG_RE = re.compile(r"^[a-z_]+\.[a-z0-9_.]+:? ")
 
 
 def format_validation_error(err: ValidationError, source: str = "scenario") -> str:
@@ -160,6 +166,7 @@ def format_validation_error(err: ValidationError, source: str = "scenario") -> s
         msg = e["msg"].removeprefix("Value error, ")
         if not loc and _PATH_MSG_RE.match(msg):  # a cross-section check names its own key path
             path, msg = msg.split(" ", 1)
+            path = path.rstrip(":")
         if e["type"] == "extra_forbidden":
             allowed = _allowed_keys(ScenarioSpec, loc[:-1])
             msg = f"unknown key; allowed keys here: {', '.join(allowed)}"

@@ -1,0 +1,214 @@
+"""Failure handling, pure logic: which links are dead, and a gray-failure detector from port counters.
+
+:class:`LinkState` turns OFPT_PORT_STATUS (a port's link went down or came
+up) into link liveness: a switch-switch link is dead while either end is
+down, or after the gray detector condemned it. The controller routes on
+:meth:`LinkState.routing_layout` (the layout minus dead links,
+:func:`topology.routing.without_links`) and sends every switch only the
+differences (controllers.resync).
+
+:class:`GrayDetector` finds links that silently drop a fraction of frames.
+What it can see, measured on this machine class: a drop on an interface's
+egress hook happens before the qdisc and the veth, so the sender's tx and
+the receiver's rx counters agree (1000 frames, 509 dropped: tx 504, rx 504):
+comparing one end's tx with the other end's rx finds nothing on veth links.
+The loss is visible as a switch that receives more frames than it sends
+(conservation; in port statistics, which are exact and read in one reply
+per switch): over the last ``window_ns`` (from the oldest sample kept),
+``lost = sum(rx_packets) - sum(tx_packets)`` of all its ports. The lost
+frames are charged to the switch-switch port that carried traffic and whose
+OpenFlow counters (group buckets and single-output flows: frames the switch
+decided to send there) most exceed its tx counter. Open vSwitch refreshes
+those counters about every 0.5 s, in one sweep for all bridges, so they lag
+the port counters by a time common to every port: the excess expected from
+that lag, per frame sent, is estimated over all ports of the switch and
+taken off each port's excess in proportion to its frames. A link is
+condemned when ``lost >= min_lost_pkts`` and ``lost / (tx on that port +
+lost) > threshold``; ``min_lost_pkts`` is at least one egress buffer in full
+frames, because a queue that fills holds frames received and not yet sent
+(measured: after a reroute made two flows share a spine port, a 1 s window
+showed 5 "lost" of 373 with no loss at all). So the window must be long
+enough to see that many losses: 1% of ~300 frames/s needs about 8 s for 25
+frames. A link whose removal would cut a host off is never condemned (only
+reported). Limits: frames a switch drops in its own queues
+(congestion) or on table-miss also count as lost, so on a congested fabric
+the threshold must sit above the queue-drop rate; a condemned link stays out
+of the routes for the rest of the run (nothing probes it to see it heal).
+
+Pure Python (no os-ken); the app (controllers/app.py) feeds it replies.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Deque, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
+
+from topology.model import Layout
+from topology.routing import without_links
+
+#: OpenFlow port numbers at or above this are reserved (LOCAL, CONTROLLER, ...), never counted.
+OFPP_MAX = 0xFFFFFF00
+#: Open vSwitch reports an unavailable counter as all ones (e.g. a port being deleted)
+COUNTER_UNAVAILABLE = 1 << 63
+
+LinkKey = FrozenSet[str]  # the two switch names of a link (with the run id)
+
+
+@dataclass(frozen=True)
+class FabricPort:
+    """One end of a switch-switch link."""
+
+    switch: str
+    dpid: int
+    port: int
+    peer: str
+    link: LinkKey
+
+
+def fabric_ports(layout: Layout) -> Dict[Tuple[int, int], FabricPort]:
+    """{(dpid, port number): FabricPort} for both ends of every switch-switch link."""
+    dpid = {s.name: s.dpid for s in layout.switches}
+    out: Dict[Tuple[int, int], FabricPort] = {}
+    for ln in layout.links:
+        if ln.a.node in dpid and ln.b.node in dpid:
+            key = frozenset((ln.a.node, ln.b.node))
+            out[(dpid[ln.a.node], ln.a.number)] = FabricPort(ln.a.node, dpid[ln.a.node], ln.a.number, ln.b.node, key)
+            out[(dpid[ln.b.node], ln.b.number)] = FabricPort(ln.b.node, dpid[ln.b.node], ln.b.number, ln.a.node, key)
+    return out
+
+
+def link_names(layout: Layout, key: LinkKey) -> List[str]:
+    """A link's two switch names without the run id, sorted (as the scenario names them)."""
+    return sorted(n[len(layout.run_id):] for n in key)
+
+
+class LinkState:
+    """Liveness of the switch-switch links of ``layout`` (module docstring)."""
+
+    def __init__(self, layout: Layout):
+        self.layout = layout
+        self.ports = fabric_ports(layout)
+        self.ports_down: Set[Tuple[int, int]] = set()
+        self.gray: Set[LinkKey] = set()
+
+    def port_status(self, dpid: int, port: int, down: bool) -> Optional[Tuple[LinkKey, bool]]:
+        """Record a port's state; return (link, now dead?) when its link's liveness changed, else None
+        (a host port, an unknown port, or the other end already told)."""
+        end = self.ports.get((dpid, port))
+        if end is None:
+            return None
+        before = self.is_dead(end.link)
+        (self.ports_down.add if down else self.ports_down.discard)((dpid, port))
+        after = self.is_dead(end.link)
+        return (end.link, after) if after != before else None
+
+    def condemn(self, link: LinkKey) -> bool:
+        """Treat ``link`` as dead (gray failure); False if it already was."""
+        if self.is_dead(link):
+            return False
+        self.gray.add(link)
+        return True
+
+    def is_dead(self, link: LinkKey) -> bool:
+        return link in self.gray or any(self.ports[p].link == link for p in self.ports_down)
+
+    def dead_links(self) -> List[LinkKey]:
+        keys = {self.ports[p].link for p in self.ports_down} | self.gray
+        return sorted(keys, key=sorted)
+
+    def routing_layout(self) -> Layout:
+        """The layout to route on: ``layout`` without the dead links."""
+        return without_links(self.layout, (tuple(k) for k in self.dead_links()))
+
+
+@dataclass(frozen=True)
+class GrayFinding:
+    """A link condemned by the detector: frames lost at ``switch`` on its way out of ``port``."""
+
+    link: LinkKey
+    switch: str
+    port: int
+    lost_pkts: int
+    tx_pkts: int
+    loss: float
+    window_ns: int
+
+
+@dataclass
+class _Sample:
+    t_ns: int
+    rx: Dict[int, int]
+    tx: Dict[int, int]
+    fwd: Dict[int, int]  # port -> group bucket packet counts (frames sent there by decision)
+
+
+class GrayDetector:
+    """Per-switch conservation of frames over a sliding window (module docstring)."""
+
+    def __init__(self, layout: Layout, threshold: float, window_ns: int, min_lost_pkts: int = 5):
+        """``min_lost_pkts``: frames a switch must have lost before a link is condemned; at least what one
+        egress queue holds, so that a queue filling up (received, not yet sent) is never taken for loss."""
+        self.ports = fabric_ports(layout)
+        self.threshold = threshold
+        self.window_ns = window_ns
+        self.min_lost_pkts = min_lost_pkts
+        self._history: Dict[int, Deque[_Sample]] = {}
+        self._fwd: Dict[int, Dict[str, Dict[int, int]]] = {}
+
+    def reset(self) -> None:
+        """Forget every window (a link changed state or routes moved: old windows mix two states)."""
+        self._history.clear()
+
+    def forwarded(self, dpid: int, source: str, counts: Dict[int, int]) -> None:
+        """Latest OpenFlow counts of frames a switch sent per output port; ``source``: "groups" (bucket
+        counters) or "flows" (flows with one output port); the two are added."""
+        self._fwd.setdefault(dpid, {})[source] = dict(counts)
+
+    def _forwarded(self, dpid: int) -> Dict[int, int]:
+        out: Dict[int, int] = {}
+        for counts in self._fwd.get(dpid, {}).values():
+            for port, n in counts.items():
+                out[port] = out.get(port, 0) + n
+        return out
+
+    def port_stats(self, dpid: int, t_ns: int, stats: Iterable[Tuple[int, int, int]],
+                   skip: Iterable[LinkKey] = ()) -> Optional[GrayFinding]:
+        """Add one port-stats reply ((port, rx_packets, tx_packets) per port) taken at ``t_ns``; return
+        a finding when the switch lost frames over the window (links in ``skip``, already dead, are
+        never charged)."""
+        stats = [s for s in stats if s[0] < OFPP_MAX]
+        rx = {p: r for p, r, _ in stats}
+        tx = {p: t for p, _, t in stats}
+        hist = self._history.setdefault(dpid, deque())
+        if any(v >= COUNTER_UNAVAILABLE for v in (*rx.values(), *tx.values())) or (hist and set(hist[-1].rx) != set(rx)):
+            hist.clear()  # a port came or went (teardown, a deleted port): sums over other ports mean nothing
+            return None
+        hist.append(_Sample(t_ns, rx, tx, self._forwarded(dpid)))
+        while len(hist) > 2 and hist[1].t_ns <= t_ns - self.window_ns:
+            hist.popleft()
+        first, last = hist[0], hist[-1]
+        if len(hist) < 3:
+            return None
+        lost = (sum(last.rx.values()) - sum(first.rx.values())) - (sum(last.tx.values()) - sum(first.tx.values()))
+        if lost < self.min_lost_pkts:
+            return None
+        dead = set(skip)
+        dtx = {p: last.tx[p] - first.tx[p] for p in last.tx}
+        excess = {p: (last.fwd.get(p, 0) - first.fwd.get(p, 0)) - dtx[p] for p in last.tx}
+        # the OpenFlow counters lag by one sweep, common to every port: the lag per frame sent, over all ports
+        lag_per_pkt = sum(excess.values()) / max(1, sum(dtx.values()))
+        cands = []
+        for port in last.tx:
+            end = self.ports.get((dpid, port))
+            if end is None or end.link in dead or dtx[port] <= 0:
+                continue
+            cands.append((excess[port] - lag_per_pkt * dtx[port], port, end))
+        if not cands:
+            return None
+        _, port, end = max(cands)
+        dtx = dtx[port]
+        loss = lost / (dtx + lost)
+        if loss <= self.threshold:
+            return None
+        hist.clear()
+        return GrayFinding(end.link, end.switch, port, lost, dtx, loss, last.t_ns - first.t_ns)

@@ -1,0 +1,174 @@
+"""The controller's failure handlers: port status, gray-failure polling, rerouting, the events file.
+
+Mixed into :class:`controllers.app.FabricRoutingApp`. On a link going down
+(OFPT_PORT_STATUS with OFPPS_LINK_DOWN, OFPPC_PORT_DOWN or a deleted port)
+or a link condemned by the gray detector (:mod:`controllers.failover`), the
+app plans every switch again on the layout without the dead links and
+resyncs each connected switch (dump, send only the differences, barrier;
+:mod:`controllers.resync`); a link coming back up is added back the same way.
+Select-group buckets also watch their port, so Open vSwitch stops using a
+dead uplink at once, before the controller's new routes arrive.
+
+Events go, one JSON object per line, to ``[testbed] events_file``
+(``controller.events.jsonl`` in the run directory); times are Unix-epoch ns
+on the run's one clock (traffic.clock.unix_ns)::
+
+    {"event": "link_down", "link": ["l1", "s1"], "cause": "port_status", "switch": "l1", "port": 3,
+     "time_ns": ...}
+    {"event": "link_down", "link": ["l1", "s1"], "cause": "gray", "switch": "l1", "port": 3,
+     "lost_pkts": 12, "tx_pkts": 830, "loss": 0.0143, "window_ms": 1000.0, "time_ns": ...}
+    {"event": "link_up", "link": ["l1", "s1"], "cause": "port_status", ...}
+    {"event": "rerouted", "seq": 1, "dead_links": [["l1", "s1"]], "switches": 6, "time_ns": ...}
+
+``rerouted`` is written when every connected switch answered the barrier
+after its new flows and groups; its ``seq`` counts reroutes, and each
+``link_*`` event carries the ``seq`` of the reroute it started.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Dict, Optional
+
+from controllers.failover import GrayDetector, LinkKey, LinkState, link_names
+from controllers.ofplan import plan_fabric
+from controllers.resync import flow_key, planned_key
+from controllers.ryu_api import MAIN_DISPATCHER, hub, ofp_event, set_ev_cls
+from topology.routing import RoutingError, without_links
+from traffic.clock import unix_ns
+
+LOG = logging.getLogger(__name__)
+
+
+class FailoverMixin:
+    """Handlers and state of failure handling; needs the app's topology, plans, switches and sync."""
+
+    def _failover_init(self, conf: Any) -> None:
+        self.links = LinkState(self.topology)
+        self.events_file: Optional[str] = conf.events_file or None
+        self.reroute_seq = 0
+        self._reroute_waiting: Optional[int] = None
+        self.gray = GrayDetector(self.topology, conf.gray_loss_threshold, int(conf.gray_window_ms * 1e6),
+                                 conf.gray_min_lost_pkts)
+        self.stats_period_s = conf.stats_period_ms / 1e3
+        self._poller = hub.spawn(self._poll_stats) if conf.stats_period_ms > 0 else None
+
+    def _event(self, doc: Dict[str, Any]) -> None:
+        doc = dict(doc, time_ns=unix_ns())
+        LOG.warning("failover event: %s", json.dumps(doc))
+        if self.events_file:
+            with open(self.events_file, "a") as fh:
+                fh.write(json.dumps(doc, sort_keys=True) + "\n")
+
+    # ------------------------------------------------------------ port status
+
+    @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
+    def _on_port_status(self, ev: Any) -> None:
+        msg = ev.msg
+        dp = msg.datapath
+        ofp = dp.ofproto
+        desc = msg.desc
+        down = (msg.reason == ofp.OFPPR_DELETE or bool(desc.state & ofp.OFPPS_LINK_DOWN)
+                or bool(desc.config & ofp.OFPPC_PORT_DOWN))
+        change = self.links.port_status(dp.id, desc.port_no, down)
+        if change is None:
+            return
+        link, dead = change
+        self._link_changed(link, dead, {"cause": "port_status", "switch": self.plans[dp.id].name[
+            len(self.topology.run_id):], "port": desc.port_no})
+
+    def _link_changed(self, link: LinkKey, dead: bool, detail: Dict[str, Any]) -> None:
+        self.gray.reset()
+        self.reroute_seq += 1
+        self._event(dict(detail, event="link_down" if dead else "link_up",
+                         link=link_names(self.topology, link), seq=self.reroute_seq))
+        self._reroute()
+
+    def _reroute(self) -> None:
+        """Plan on the layout without the dead links; resync every connected switch. When the dead links
+        cut a host off, the routes stay as they are (an ``unroutable`` event says why)."""
+        try:
+            self.plans = plan_fabric(self.links.routing_layout(), self.lb_policy, self.lb_weights)
+        except RoutingError as e:
+            self._event({"event": "unroutable", "seq": self.reroute_seq, "error": str(e)})
+            return
+        self._reroute_waiting = self.reroute_seq
+        for dp in [s.datapath for s in self.switches.values()]:
+            self._start_sync(dp)
+
+    def _reroute_done_if_all_ready(self) -> None:
+        """Called after each barrier reply: write ``rerouted`` once every switch is in sync again."""
+        if self._reroute_waiting is None or not all(s.ready for s in self.switches.values()):
+            return
+        self._event({"event": "rerouted", "seq": self._reroute_waiting, "switches": len(self.switches),
+                     "dead_links": [link_names(self.topology, k) for k in self.links.dead_links()]})
+        self._reroute_waiting = None
+
+    # ------------------------------------------------------------ gray failures
+
+    def _poll_stats(self) -> None:
+        while True:
+            hub.sleep(self.stats_period_s)
+            for state in list(self.switches.values()):
+                if not state.ready:
+                    continue
+                dp = state.datapath
+                parser, ofp = dp.ofproto_parser, dp.ofproto
+                try:
+                    dp.send_msg(parser.OFPGroupStatsRequest(dp, 0, ofp.OFPG_ALL))
+                    # flow-desc, not flow-stats: OVS 3.1 refuses OF 1.5's OFPMP_FLOW_STATS (BAD_MULTIPART);
+                    # the description carries the counters too
+                    dp.send_msg(parser.OFPFlowDescStatsRequest(dp))
+                    dp.send_msg(parser.OFPPortStatsRequest(dp, 0, ofp.OFPP_ANY))
+                except Exception as e:  # a switch that just went away; the next round goes on
+                    LOG.info("stats request to dpid %#x failed: %s", dp.id, e)
+
+    def _bucket_counts(self, msg: Any) -> None:
+        """Group-stats replies outside a sync: frames each switch sent per bucket, summed per port."""
+        plan = self.plans.get(msg.datapath.id)
+        if plan is None:
+            return
+        port_of = {(g.group_id, b.bucket_id): b.port for g in plan.groups for b in g.buckets}
+        counts: Dict[int, int] = {}
+        for g in msg.body:
+            for i, b in enumerate(g.bucket_stats):
+                port = port_of.get((g.group_id, i))
+                if port is not None:
+                    counts[port] = counts.get(port, 0) + b.packet_count
+        self.gray.forwarded(msg.datapath.id, "groups", counts)
+
+    def _flow_counts(self, msg: Any) -> None:
+        """Flow-desc replies outside a sync: frames each switch sent by flows with one output port, per port."""
+        plan = self.plans.get(msg.datapath.id)
+        if plan is None:
+            return
+        port_of = {planned_key(f): f.actions[0][1] for f in plan.flows
+                   if len(f.actions) == 1 and f.actions[0][0] == "output"}
+        counts: Dict[int, int] = {}
+        for f in msg.body:
+            port = port_of.get(flow_key(f.table_id, f.priority, f.match.items()))
+            if port is not None:
+                counts[port] = counts.get(port, 0) + int(f.stats.get("packet_count", 0))
+        self.gray.forwarded(msg.datapath.id, "flows", counts)
+
+    @set_ev_cls(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
+    def _on_port_stats(self, ev: Any) -> None:
+        msg = ev.msg
+        if self._reroute_waiting is not None:
+            return
+        stats = [(s.port_no, s.rx_packets, s.tx_packets) for s in msg.body]
+        found = self.gray.port_stats(msg.datapath.id, unix_ns(), stats, skip=self.links.dead_links())
+        if found is None:
+            return
+        detail = {"cause": "gray", "switch": found.switch[len(self.topology.run_id):], "port": found.port,
+                  "lost_pkts": found.lost_pkts, "tx_pkts": found.tx_pkts, "loss": round(found.loss, 5),
+                  "window_ms": found.window_ns / 1e6}
+        try:
+            plan_fabric(without_links(self.links.routing_layout(), [tuple(found.link)]), self.lb_policy,
+                        self.lb_weights)
+        except RoutingError:  # the last path of some host: keep it, say so
+            self._event(dict(detail, event="gray_suspected", link=link_names(self.topology, found.link)))
+            return
+        if not self.links.condemn(found.link):
+            return
+        self._link_changed(found.link, True, detail)
