@@ -8,7 +8,8 @@ import pytest
 from traffic.transport import Endpoint, TransportParams
 from traffic.transport.selective import (GO_BACK_N, SELECTIVE_REPEAT, SelectiveRequesterQP, SelectiveResponderQP,
                                          qp_classes)
-from traffic.transport.qp import RequesterQP, ResponderQP
+from traffic.transport.qp import RequesterQP
+from traffic.transport.responder import ResponderQP
 
 A, B = "127.78.0.1", "127.78.0.2"  # own addresses on lo: the other transport tests use others
 

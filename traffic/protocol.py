@@ -27,7 +27,8 @@ from functools import lru_cache
 from typing import Any, Optional, Union
 
 from traffic.transport.params import TransportParams
-from traffic.transport.qp import QPCounters, ResponderCounters
+from traffic.transport.qp import QPCounters
+from traffic.transport.responder import ResponderCounters
 
 
 class ProtocolError(ValueError):

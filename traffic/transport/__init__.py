@@ -1,7 +1,8 @@
 """The RoCEv2-style transport: queue pairs, the host endpoint, the NIC's sockets, parameters.
 
 Rooms: :mod:`~traffic.transport.params` (TransportParams, frame sizes), :mod:`~traffic.transport.qp`
-(requester and responder QPs), :mod:`~traffic.transport.endpoint` (the host's receive socket),
+(requester QP), :mod:`~traffic.transport.responder` (responder QP),
+:mod:`~traffic.transport.selective` (selective repeat for spraying), :mod:`~traffic.transport.endpoint` (the host's receive socket),
 :mod:`~traffic.transport.nic` (sockets as an RNIC sends), :mod:`~traffic.transport.cc`
 (congestion controls, by ``transport.congestion_control``), :mod:`~traffic.transport.entropy`
 (UDP source port policies, by ``transport.entropy``).
@@ -9,8 +10,8 @@ Rooms: :mod:`~traffic.transport.params` (TransportParams, frame sizes), :mod:`~t
 from traffic.transport.endpoint import Endpoint
 from traffic.transport.nic import TransportError
 from traffic.transport.params import L2_L4_BYTES, TransportParams, payload_efficiency, wire_bytes
-from traffic.transport.qp import (HALF_PSN, PSN_MASK, QPCounters, RequesterQP, ResponderCounters, ResponderQP,
-                                  initial_psn)
+from traffic.transport.qp import HALF_PSN, PSN_MASK, QPCounters, RequesterQP, initial_psn
+from traffic.transport.responder import ResponderCounters, ResponderQP
 
 __all__ = ["Endpoint", "HALF_PSN", "L2_L4_BYTES", "PSN_MASK", "QPCounters", "RequesterQP", "ResponderCounters",
            "ResponderQP", "TransportError", "TransportParams", "initial_psn", "payload_efficiency", "wire_bytes"]

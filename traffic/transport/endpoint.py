@@ -12,7 +12,8 @@ import socket
 import threading
 
 from traffic import wire
-from traffic.transport.qp import RequesterQP, ResponderQP
+from traffic.transport.qp import RequesterQP
+from traffic.transport.responder import ResponderQP
 
 
 class Endpoint:

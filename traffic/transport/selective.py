@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import time
 
-from traffic.transport.qp import HALF_PSN, PSN_MASK, RequesterQP, ResponderQP, packet_tag
+from traffic.transport.qp import HALF_PSN, PSN_MASK, RequesterQP
+from traffic.transport.responder import ResponderQP, packet_tag
 
 #: ``TransportParams.loss_recovery`` values
 GO_BACK_N, SELECTIVE_REPEAT = "go_back_n", "selective_repeat"
@@ -70,13 +71,8 @@ class SelectiveResponderQP(ResponderQP):
         self._reorder_ns = int(self.params.reorder_window_us * 1000)
         self._span = max(self.params.window_pkts, 1)
 
-    def on_data(self, buf: memoryview, n: int, opcode: int, psn24: int, ack_req: bool, pad: int,
-                ce: bool = False) -> None:
+    def _on_psn(self, d: int, buf: memoryview, n: int, opcode: int, ack_req: bool, pad: int) -> None:
         c = self.counters
-        c.rx_pkts += 1
-        if ce:
-            self._on_ce()
-        d = (psn24 - self.epsn) & PSN_MASK
         if d == 0:
             ack = ack_req
             self._deliver(opcode, *packet_tag(buf, n, pad, self.msg_seq, self.pkt_idx))
