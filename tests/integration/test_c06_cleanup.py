@@ -38,6 +38,7 @@ def _leftovers(rid: str) -> dict:
 
 
 def test_sigkill_then_clean(tmp_path):
+    proc = None
     subprocess.run(["ovs-vsctl", "--may-exist", "add-br", "unrelbr0", "--", "set", "bridge", "unrelbr0",
                     "datapath_type=netdev"], check=True)
     try:
@@ -49,7 +50,7 @@ def test_sigkill_then_clean(tmp_path):
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             line = proc.stderr.readline()
-            m = re.match(r"run (tb[0-9a-f]{4}): \d+ spines", line)  # not "removed run tbXXXX: ..." of a dead run
+            m = re.match(r"run (tb[0-9a-f]{4}): ", line)  # not "removed run tbXXXX: ..." of a dead run
             rid = rid or (m and m.group(1))
             if "fabric up" in line:
                 break
@@ -79,4 +80,8 @@ def test_sigkill_then_clean(tmp_path):
         assert "File exists" not in res.stderr
         assert summary["transport"]["delivered_bytes"] == summary["transport"]["posted_bytes"] > 0
     finally:
+        if proc is not None and proc.poll() is None:  # a failed assertion must not leave the long run going
+            proc.kill()
+            proc.wait(timeout=10)
+            run_cli("clean")
         subprocess.run(["ovs-vsctl", "--if-exists", "del-br", "unrelbr0"], check=False)

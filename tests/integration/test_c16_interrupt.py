@@ -33,12 +33,14 @@ def _run_and_interrupt(tmp_path, max_bytes: str, after_op: int, delay_s: float =
         if not line:
             break
         seen.append(line)
-        m = re.match(r"run (tb[0-9a-f]{4}): \d+ spines", line)  # not "removed run tbXXXX: ..." of a dead run
+        m = re.match(r"run (tb[0-9a-f]{4}): ", line)  # not "removed run tbXXXX: ..." of a dead run
         rid = rid or (m and m.group(1))
         if re.match(rf"\[\s*{after_op}/", line):
             time.sleep(delay_s)
             proc.send_signal(signal.SIGINT)
             break
+    else:
+        proc.kill()  # never reached the collective: do not leave the run going
     out, err = proc.communicate(timeout=120)
     err = "".join(seen) + err
     run_dirs = list((tmp_path / "res").glob("*"))
