@@ -49,7 +49,8 @@ class SelectiveRequesterQP(RequesterQP):
             self._resend.add(self.una)
 
     def _can_send(self) -> bool:
-        self._resend = {p for p in self._resend if p >= self.una}
+        if self._resend:  # asked before every packet: touch the set only when something waits for a resend
+            self._resend = {p for p in self._resend if p >= self.una}
         return bool(self._resend) or super()._can_send()
 
     def _take_psn(self) -> int:
