@@ -195,13 +195,16 @@ class GrayDetector:
         dead = set(skip)
         dtx = {p: last.tx[p] - first.tx[p] for p in last.tx}
         excess = {p: (last.fwd.get(p, 0) - first.fwd.get(p, 0)) - dtx[p] for p in last.tx}
-        # the OpenFlow counters lag by one sweep, common to every port: the lag per frame sent, over all ports
-        lag_per_pkt = sum(excess.values()) / max(1, sum(dtx.values()))
+        # the OpenFlow counters lag by one sweep, common to every port: each candidate's lag per frame sent
+        # is estimated from the OTHER ports (leave one out), so that a lossy port carrying most of the
+        # traffic does not spread its own loss over the estimate and hand the blame to a quiet port
+        all_excess, all_dtx = sum(excess.values()), sum(dtx.values())
         cands = []
         for port in last.tx:
             end = self.ports.get((dpid, port))
             if end is None or end.link in dead or dtx[port] <= 0:
                 continue
+            lag_per_pkt = (all_excess - excess[port]) / max(1, all_dtx - dtx[port])
             cands.append((excess[port] - lag_per_pkt * dtx[port], port, end))
         if not cands:
             return None

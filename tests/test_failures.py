@@ -122,12 +122,14 @@ def test_link_dies_with_its_first_port_and_lives_when_both_are_up():
 
 
 def _feed(det, dpid, seconds, per_s, lossy_port, loss, fwd_lag_polls=5):
-    """Ports 1, 2 (hosts) and 3, 4 (uplinks) of a leaf: every port sends ``per_s`` frames/s; ``lossy_port``
-    loses ``loss`` of them after the OpenFlow count (which lags ``fwd_lag_polls`` polls, like OVS's sweep)."""
+    """Ports 1, 2 (hosts) and 3, 4 (uplinks) of a leaf: every port sends ``per_s`` frames/s (or
+    ``per_s[port]``); ``lossy_port`` loses ``loss`` of them after the OpenFlow count (which lags
+    ``fwd_lag_polls`` polls, like OVS's sweep)."""
     found = None
     hist = []
+    rate = per_s if isinstance(per_s, dict) else {p: per_s for p in (1, 2, 3, 4)}
     for i in range(int(seconds * 10)):
-        sent = {p: int(per_s * i / 10) for p in (1, 2, 3, 4)}
+        sent = {p: int(rate[p] * i / 10) for p in (1, 2, 3, 4)}
         tx = {p: int(n * (1 - loss)) if p == lossy_port else n for p, n in sent.items()}
         hist.append(sent)
         lag = hist[max(0, len(hist) - 1 - fwd_lag_polls)] if i % 5 == 0 else None
@@ -150,6 +152,18 @@ def test_gray_detector_finds_the_lossy_uplink_despite_lagging_counters():
     assert found is not None and found.port == uplink_s2
     assert found.link == frozenset((RID + "l1", RID + "s2")) and found.lost_pkts >= 25
     assert 0.005 < found.loss < 0.02
+
+
+def test_gray_detector_blames_a_busy_lossy_uplink_not_a_quiet_one():
+    """The hash put nearly every flow on the lossy uplink (CI run of 2026-12-01: the quiet uplink was
+    condemned): the lag estimate must not absorb the busy port's own loss."""
+    lay = layout()
+    l1 = lay.switch(RID + "l1")
+    ports = {e.peer: p for (d, p), e in fabric_ports(lay).items() if d == l1.dpid}
+    busy, quiet = ports[RID + "s2"], ports[RID + "s1"]
+    rates = {busy: 600, quiet: 5, **{p: 300 for p in (1, 2, 3, 4) if p not in (busy, quiet)}}
+    found = _feed(GrayDetector(lay, 0.005, 10_000_000_000, 5), l1.dpid, 12, rates, busy, 0.01)
+    assert found is not None and found.port == busy, found
 
 
 def test_gray_detector_ignores_a_loss_free_switch_and_small_losses():
@@ -183,3 +197,28 @@ def test_fault_timings_match_events_and_bound_down_losses():
     assert (row["detect_ms"], row["reroute_ms"], row["detected_by"]) == (9.0, 17.0, "port_status")
     # per direction: 100000 B buffer = 25 frames of 4000 B, plus 10 Mbit/s x 67 ms = 21 frames
     assert fault_loss_bound_pkts([row], 10e6, 100_000, 4000) == 2 * (25 + 21)
+
+
+def _charge(action, pipeline_drops, lost):
+    from testbed.measure.judge import charge_faults
+    spec = scenario([{"at_s": 1, "link": ["l1", "s1"], "action": action, **({"loss": 0.01} if action == "gray" else {})}])
+    ctx = SimpleNamespace(spec=spec, run_id="tb0001")
+    faults = {"list": [{"action": action, "applied_ns": 1_000, "reroute_ms": 15.0, "links": [["l1", "s1"]]}],
+              "gray_drops_pkts": 10 if action == "gray" else 0}
+    t = {"unexplained_lost_pkts": lost}
+    left = charge_faults(ctx, faults, t, {"ovs_coverage_drop_action_of_pipeline_pkts": pipeline_drops,
+                                          "softnet_dropped_pkts": 0})
+    return faults, t, left
+
+
+def test_gray_reroute_charges_its_pipeline_drops_within_the_bound():
+    faults, t, left = _charge("gray", 2, lost=12)
+    assert faults["down_loss_bound_pkts"] > 2 and faults["pipeline_drops_pkts"] == 2
+    assert t["lost_to_faults_pkts"] == 12 and t["unexplained_lost_pkts"] == 0
+    assert "ovs_coverage_drop_action_of_pipeline_pkts" not in left and "softnet_dropped_pkts" in left
+
+
+def test_pipeline_drops_beyond_the_bound_stay_judged():
+    faults, t, left = _charge("gray", 10**6, lost=12)
+    assert "pipeline_drops_pkts" not in faults
+    assert left["ovs_coverage_drop_action_of_pipeline_pkts"] == 10**6

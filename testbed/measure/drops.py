@@ -43,6 +43,8 @@ OVS_SEND_ERROR_RE = re.compile(rb"error sending Ethernet packet on \S+: ")
 #: ``netdev_push_header_drops``. ``coverage/show`` lists only counters that
 #: were hit; an absent counter is 0.
 OVS_DROP_COVERAGE_RE = re.compile(r"^(datapath_drop_\w+|drop_action_\w+|netdev_\w*drops?)$")
+#: Key of the counter of frames the OpenFlow tables dropped (no flow matched, or a group without a live bucket).
+PIPELINE_DROP_COUNTER = "ovs_coverage_drop_action_of_pipeline"
 _SUBPROCESS_TIMEOUT_S = 10.0
 
 

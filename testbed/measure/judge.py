@@ -68,9 +68,12 @@ def charge_faults(ctx: RunContext, faults: dict, t: dict, counter_drops: dict[st
     Sets in ``t`` (transport totals): ``lost_to_faults_pkts`` = gray drops (nftables counters) + transport
     loss beyond them up to the downed links' bound (testbed.results.faults.fault_loss_bound_pkts), and
     lowers ``unexplained_lost_pkts`` by it. Interface drop counters of the faulted links' interfaces
-    (a veth whose peer is down drops what it is handed) move to ``faults["interface_drops_pkts"]``.
+    (a veth whose peer is down drops what it is handed) move to ``faults["interface_drops_pkts"]``; Open
+    vSwitch's pipeline drops (frames already on their way to a switch whose route the re-plan removed)
+    move to ``faults["pipeline_drops_pkts"]`` when a down or gray fault was rerouted and they stay within
+    the bound.
     """
-    from testbed.results.faults import fault_loss_bound_pkts
+    from testbed.results.faults import REROUTING_ACTIONS, fault_loss_bound_pkts
     from traffic.transport import wire_bytes
     from traffic import wire
 
@@ -89,4 +92,9 @@ def charge_faults(ctx: RunContext, faults: dict, t: dict, counter_drops: dict[st
     hit = {k: v for k, v in counter_drops.items() if "[" in k and any(k.split("[", 1)[1].startswith(n) and
                                                                        "-eth" in k for n in ifnames)}
     faults["interface_drops_pkts"] = {k: v for k, v in hit.items() if v}
+    pipeline = {k: v for k, v in counter_drops.items() if k.startswith(drops.PIPELINE_DROP_COUNTER) and v > 0}
+    rerouted = any(r["action"] in REROUTING_ACTIONS and r["reroute_ms"] is not None for r in faults["list"])
+    if rerouted and sum(pipeline.values()) <= bound:
+        faults["pipeline_drops_pkts"] = sum(pipeline.values())
+        hit.update(pipeline)
     return {k: v for k, v in counter_drops.items() if k not in hit}

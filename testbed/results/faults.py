@@ -16,12 +16,15 @@ JSON object per line). Per fault:
   the detector's ``measured_loss`` for gray.
 
 Loss attribution (``lost_to_faults_pkts``): frames the gray rules dropped
-(counted by their nftables counters) plus, for links taken down, frames lost
-in the dead link's queues and sent to it before the new routes were in. The
-kernel counts the latter nowhere, so they are bounded, not counted: per
-downed link and direction, the egress buffer in full frames plus the frames
-the link carries at its rate during ``reroute_ms`` + 50 ms. Transport loss
-up to that bound is charged to the fault (:func:`fault_loss_bound_pkts`).
+(counted by their nftables counters) plus, for links taken down or condemned
+as gray, frames lost in the dead link's queues and frames sent towards it
+before the new routes were in (a spine that lost its only route to a leaf
+drops what was already on its way: Open vSwitch counts those as pipeline
+drops). The kernel counts these nowhere per fault, so they are bounded, not
+counted: per downed or gray link and direction, the egress buffer in full
+frames plus the frames the link carries at its rate during ``reroute_ms`` +
+50 ms. Transport loss up to that bound is charged to the fault
+(:func:`fault_loss_bound_pkts`).
 """
 from __future__ import annotations
 
@@ -82,12 +85,16 @@ def fault_timings(applied: list, events: list[dict], run_id: str) -> list[dict]:
     return rows
 
 
+#: Fault actions that take a link out of the routes (the controller re-plans around it).
+REROUTING_ACTIONS = ("down", "gray")
+
+
 def fault_loss_bound_pkts(rows: list[dict], link_bps: float, buffer_bytes: int, frame_bytes: int) -> int:
-    """Most frames the downed links of ``rows`` can have lost (module docstring): per link and direction,
-    ceil(buffer / frame) + ceil(link rate x (reroute_ms + 50 ms) / frame)."""
+    """Most frames the downed and gray links of ``rows`` can have lost (module docstring): per link and
+    direction, ceil(buffer / frame) + ceil(link rate x (reroute_ms + 50 ms) / frame)."""
     total = 0
     for r in rows:
-        if r["action"] != "down" or r["applied_ns"] is None:
+        if r["action"] not in REROUTING_ACTIONS or r["applied_ns"] is None:
             continue
         window_s = ((r["reroute_ms"] if r["reroute_ms"] is not None else 1000.0) + 50.0) / 1e3
         per_dir = math.ceil(buffer_bytes / frame_bytes) + math.ceil(link_bps / 8 * window_s / frame_bytes)
