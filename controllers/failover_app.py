@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from typing import Any, Dict, Optional
 
 from controllers.failover import GrayDetector, LinkKey, LinkState, link_names
@@ -38,6 +39,9 @@ from topology.routing import RoutingError, without_links
 from traffic.clock import unix_ns
 
 LOG = logging.getLogger(__name__)
+#: every port-stats poll of the gray detector, one JSON object per line: {"dpid", "time_ns", "ports":
+#: [[port, rx_packets, tx_packets], ...], "forwarded": {"groups"|"flows": {port: packets}}}
+STATS_FILE = "controller.stats.jsonl"
 
 
 class FailoverMixin:
@@ -151,13 +155,24 @@ class FailoverMixin:
                 counts[port] = counts.get(port, 0) + int(f.stats.get("packet_count", 0))
         self.gray.forwarded(msg.datapath.id, "flows", counts)
 
+    def _record_stats(self, dpid: int, t_ns: int, stats: Any) -> None:
+        """Append one poll of a switch to ``controller.stats.jsonl`` (beside the events file): the counters
+        the detector saw, so that a run's detection can be replayed (tests/test_gray_replay.py)."""
+        if not self.events_file:
+            return
+        with open(os.path.join(os.path.dirname(self.events_file), STATS_FILE), "a") as fh:
+            fh.write(json.dumps({"dpid": dpid, "time_ns": t_ns, "ports": stats,
+                                 "forwarded": self.gray.forwarded_counts(dpid)}, separators=(",", ":")) + "\n")
+
     @set_ev_cls(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
     def _on_port_stats(self, ev: Any) -> None:
         msg = ev.msg
         if self._reroute_waiting is not None:
             return
         stats = [(s.port_no, s.rx_packets, s.tx_packets) for s in msg.body]
-        found = self.gray.port_stats(msg.datapath.id, unix_ns(), stats, skip=self.links.dead_links())
+        t_ns = unix_ns()
+        self._record_stats(msg.datapath.id, t_ns, stats)
+        found = self.gray.port_stats(msg.datapath.id, t_ns, stats, skip=self.links.dead_links())
         if found is None:
             return
         detail = {"cause": "gray", "switch": found.switch[len(self.topology.run_id):], "port": found.port,
