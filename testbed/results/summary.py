@@ -122,4 +122,5 @@ def _write_complete_now(ctx: RunContext, rec: Recording, note: str | None) -> di
     tables.write_json(ctx.run_dir / "summary.json", summary)
     tables.mark_complete(ctx.run_dir)
     printing.print_results(ctx, sizes, t, controller, verdict, rec.op_meta)
+    printing.print_blocks(summary)
     return summary
