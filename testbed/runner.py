@@ -198,7 +198,8 @@ def run_from_cli(args, build_spec=None) -> int:
     try:
         spec, ops_plan = _validate(args, build_spec or (lambda a: load_scenario(a.scenario)))
     except (ScenarioError, FileNotFoundError, IsADirectoryError, estimate.DurationError) as e:
-        print(f"testbed: error: {e}", file=sys.stderr)
+        what = f"no such file: {e.filename}" if isinstance(e, FileNotFoundError) and e.filename else e
+        print(f"testbed: error: {what}", file=sys.stderr)
         return EXIT_BAD_INPUT
     from testbed.measure import capacity
     warning = capacity.check_scenario(spec)
