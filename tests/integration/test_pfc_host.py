@@ -110,6 +110,8 @@ def test_host_obeys_pfc_frames_from_its_switch_port(tmp_path, datapath):
         # what h1 had handed to its NIC still leaves (its socket buffer at 10 Mbit/s); nothing new after
         assert -0.005 <= drain_s <= params.sndbuf_bytes * 2 * 8 / LINK_BPS + 0.01, (what, drain_s)
         assert -0.005 <= restart_s <= 0.03, (what, restart_s)  # sending resumes within 30 ms of the end
+        print(f"pfc host figures: pause ended by {what}: last packet {drain_s * 1e3:.1f} ms after the frame, "
+              f"first packet {restart_s * 1e3:.1f} ms after the end, gap {(first - last) * 1e3:.1f} ms")
     # nothing lost: no queue drops, no retransmission, no timeout; the host counted the pauses
     assert queue_drops_delta(before, after) == 0
     reqs = [q.counters for s in stats for q in s.requesters]
@@ -119,3 +121,5 @@ def test_host_obeys_pfc_frames_from_its_switch_port(tmp_path, datapath):
     assert h1_stats.resume_frames == 1 and stats[1].pfc.pause_frames == 0
     assert ONE_SHOT_S + HELD_S - 0.02 <= h1_stats.paused_ns / 1e9 <= ONE_SHOT_S + HELD_S + 0.05, h1_stats
     assert stats[0].requesters[0].counters.pfc_paused_ns / 1e9 >= ONE_SHOT_S + HELD_S - 0.1
+    print(f"pfc host figures: h1 paused {h1_stats.paused_ns / 1e6:.1f} ms by {h1_stats.pause_frames} pause frames "
+          f"and {h1_stats.resume_frames} resume; frames in the capture {len(pfc)}")
