@@ -111,3 +111,21 @@ def test_a_paused_qp_holds_its_data_for_the_quanta_time_and_resumes_on_quanta_ze
         req.stop()
         ep_a.stop()
         ep_b.stop()
+
+
+def test_host_pfc_counters_cross_the_agent_protocol_into_results():
+    from testbed.results.pfc_hosts import pfc_hosts_block
+    from traffic import protocol
+    from traffic.protocol import PfcRxStats, Stats
+
+    pfc = PfcRxStats(pause_frames=3, resume_frames=1, other_frames=0, paused_ns=1_300_000_000,
+                     frames=[[10, 8, 9766], [20, 8, 3906], [30, 8, 3906], [40, 8, 0]])
+    s0 = protocol.decode(protocol.encode(Stats(rank=0, requesters=[], responders=[], msgs=[], rx_pkts=0,
+                                               rx_unknown_pkts=0, pfc=pfc)))
+    s1 = Stats(rank=1, requesters=[], responders=[], msgs=[], rx_pkts=0, rx_unknown_pkts=0)
+    assert s0.pfc == pfc and s1.pfc.frames == []
+    assert s0.pfc_rows()[-1] == {"rank": 0, "time_ns": 40, "class_enable_vector": 8, "lossless_quanta": 0}
+    assert pfc_hosts_block([s0, s1], ["h1", "h2"]) == {
+        "pause_frames_rx": 3, "resume_frames_rx": 1, "paused_time_s": 1.3,
+        "hosts": {"h1": {"pause_frames_rx": 3, "resume_frames_rx": 1, "paused_time_s": 1.3}}}
+    assert pfc_hosts_block([s1], ["h1", "h2"]) is None  # no frames: no block
