@@ -77,8 +77,13 @@ class Agent:
         requester_qp, responder_qp = qp_classes(self.params.loss_recovery)
         ports = entropy.host_ports(2 * len(peers))
         self.ep = Endpoint(my_ip, read_ecn=cnp_interval_ns(self.params) is not None)
-        #: the NIC obeys PFC frames from its switch port for the lossless class (an RNIC does)
-        self.pfc = PfcReceiver(self.params.line_rate_bps, on_change=self._wake_qps)
+        #: the NIC obeys PFC frames from its switch port for the lossless class (an RNIC does); agents
+        #: of a run are root, a test agent without CAP_NET_RAW on loopback has no switch to pause it
+        try:
+            self.pfc = PfcReceiver(self.params.line_rate_bps, on_change=self._wake_qps)
+        except PermissionError as e:
+            print(f"agent rank {self.rank}: PFC frames not obeyed: no AF_PACKET socket ({e})", file=sys.stderr)
+            self.pfc = None
         self.send_qp: dict[int, RequesterQP] = {}
         #: messages from each peer that finished operations consumed (see traffic.collectives.executor)
         self.rx_consumed: dict[int, int] = {q: 0 for q in cfg.peers}
@@ -95,7 +100,8 @@ class Agent:
             self.ep.requesters[req.qpn] = req
             self.ep.responders[resp.qpn] = resp
         self.ep.start()
-        self.pfc.start()
+        if self.pfc is not None:
+            self.pfc.start()
 
     def _wake_qps(self) -> None:
         """A PFC frame changed the pause: every requester QP re-checks it now (a resume acts at once)."""
@@ -139,14 +145,17 @@ class Agent:
         rates = [QpRateRecord(rank=self.rank, peer=q, time_ns=from_monotonic_ns(r.time_ns), event=r.event,
                               rate_bps=r.rate_bps, target_rate_bps=r.target_rate_bps, alpha=r.alpha)
                  for q, qp in self.send_qp.items() for r in list(qp.cc.rate_log)]
-        with self.pfc.lock:
-            frames = [[f.time_ns, f.class_enable_vector, f.lossless_quanta] for f in self.pfc.frames]
-        pfc = PfcRxStats(**self.pfc.counters(), frames=frames)
+        pfc = PfcRxStats()
+        if self.pfc is not None:
+            with self.pfc.lock:
+                frames = [[f.time_ns, f.class_enable_vector, f.lossless_quanta] for f in self.pfc.frames]
+            pfc = PfcRxStats(**self.pfc.counters(), frames=frames)
         return Stats(rank=self.rank, requesters=reqs, responders=resps, msgs=msgs,
                      rx_pkts=self.ep.rx_pkts, rx_unknown_pkts=self.ep.rx_unknown_pkts, rates=rates, pfc=pfc)
 
     def close(self) -> None:
-        self.pfc.stop()
+        if self.pfc is not None:
+            self.pfc.stop()
         self.ep.stop()
 
 
