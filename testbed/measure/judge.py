@@ -22,11 +22,13 @@ def host_tx_frame(qps: pd.DataFrame, host_names: list[str], link_bps: float) -> 
     Columns host, tx_wire_bytes, tx_busy_s, link_bps (an approximation when
     several QPs of a host overlap only partly). ``host_names[rank]``: the
     host of each rank. A QP's work time leaves out the time its congestion control held
-    ready packets back (``tx_paced_ns``, DCQCN pacing): then the QP, not the CPU, set the pace.
+    ready packets back (``tx_paced_ns``, DCQCN pacing) and the time a PFC pause held them
+    (``pfc_paused_ns``): then the QP or the fabric, not the CPU, set the pace.
     """
     req = qps[qps["role"] == "requester"].copy()
-    if "tx_paced_ns" in req:
-        req["tx_work_ns"] = (req["tx_work_ns"] - req["tx_paced_ns"]).clip(lower=0)
+    for held in ("tx_paced_ns", "pfc_paused_ns"):
+        if held in req:
+            req["tx_work_ns"] = (req["tx_work_ns"] - req[held]).clip(lower=0)
     active = req[req["tx_pkts"] > 0]
     per_host = active.groupby("rank").agg(tx_wire_bytes=("tx_wire_bytes", "sum"), tx_work_ns=("tx_work_ns", "max"))
     return pd.DataFrame({"host": [host_names[int(r)] for r in per_host.index],

@@ -17,6 +17,7 @@ from testbed.measure import timing
 from testbed.measure.judge import judge_run
 from testbed.results import printing
 from testbed.results.faults import faults_block
+from testbed.results.pfc_hosts import pfc_hosts_block
 from testbed.results import tables
 from testbed.run_context import Recording, RunContext
 
@@ -118,6 +119,9 @@ def _write_complete_now(ctx: RunContext, rec: Recording, note: str | None) -> di
     }
     if faults is not None:
         summary["faults"] = faults
+    pfc_hosts = pfc_hosts_block(rec.stats, [h.name for h in rec.fab.layout.hosts])
+    if pfc_hosts is not None:
+        summary["pfc_hosts"] = pfc_hosts
     timing.add_busbw_error_bounds(summary["sizes"], ctx.spec, ctx.efficiency)
     tables.write_json(ctx.run_dir / "summary.json", summary)
     tables.mark_complete(ctx.run_dir)
