@@ -57,6 +57,8 @@ def judge_run(ctx: RunContext, rec: Recording, qps: pd.DataFrame, ports: pd.Data
     counter_drops = drops.delta(rec.drops_before, rec.drops_after)
     if faults is not None:
         counter_drops = charge_faults(ctx, faults, t, counter_drops)
+    if rec.patterns is not None:  # judge the CPU while flows ran, not while agents restarted between trials
+        cpu = rec.patterns.during_traffic(cpu)
     verdict = evaluate(cpu, counter_drops, ports, fab.port_rate_bps,
                        host_tx, thresholds_for(ctx.spec), transport=t,
                        departures=timing.write_departures(rec.departures, ctx.run_dir))
