@@ -16,6 +16,7 @@ from testbed import signals
 from testbed.measure import timing
 from testbed.measure.judge import judge_run
 from testbed.results import printing
+from testbed.results.replay_table import format_replay_table
 from testbed.results.faults import faults_block
 from testbed.results.pfc_hosts import pfc_hosts_block
 from testbed.results import tables
@@ -125,6 +126,8 @@ def _write_complete_now(ctx: RunContext, rec: Recording, note: str | None) -> di
     if rec.patterns is not None:  # workload.pattern: fct.csv, flow_rates.csv, uplinks.csv (testbed.patterns.results)
         from testbed.patterns.results import write_pattern_results
         summary["load_balance"] = write_pattern_results(ctx, rec.patterns, qps, ports, faults)
+    if rec.replay is not None:
+        summary["replay"] = rec.replay
     timing.add_busbw_error_bounds(summary["sizes"], ctx.spec, ctx.efficiency)
     tables.write_json(ctx.run_dir / "summary.json", summary)
     tables.mark_complete(ctx.run_dir)
@@ -133,4 +136,6 @@ def _write_complete_now(ctx: RunContext, rec: Recording, note: str | None) -> di
         print(format_load_balance(summary["load_balance"]))
     printing.print_results(ctx, sizes, t, controller, verdict, rec.op_meta)
     printing.print_blocks(summary)
+    if rec.replay is not None:
+        print(format_replay_table(rec.replay, ctx.spec.scale_factor, ctx.spec.workload.simai.size_scale))
     return summary
