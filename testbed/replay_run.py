@@ -13,6 +13,8 @@ stands for all of them; SimAI's order, traffic.workloads.simai):
   concurrently, as NCCL runs each communicator on its own CUDA stream;
 - ``overlap: off``: the compute stream waits for every collective it issues
   before its next compute (nothing overlaps);
+- ``overlap: compare``: iterations alternate off, on, on, off, ... and the
+  results hold both;
 - ``overlap: on``: it waits only for blocking collectives (SimAI: forward and
   input-gradient collectives block; weight-gradient collectives do not, they
   run while the input-gradient and weight-gradient compute of the layers below
@@ -75,9 +77,10 @@ class _Replay:
             return self.fabric.submit(self._fabric_op, k)
         return self.scale_up.submit(self._scale_up_op, step.scale_up_s)
 
-    def iteration(self, it: int) -> dict:
-        """Run one iteration; its figures (module docstring) and each step's futures' results."""
-        overlap = self.plan.overlap == "on"
+    def iteration(self, it: int, mode: str) -> dict:
+        """Run iteration ``it`` (0-based, in run order) with overlap ``mode`` (on/off); its figures (module
+        docstring) and each step's communication time."""
+        overlap = mode == "on"
         t0 = time.monotonic()
         exposed = {}
         issued = []
@@ -113,20 +116,25 @@ def run_replay(ctx, agents, rec, progress, plan) -> dict:
     Raises what the agents raise (a collective's timeout or error).
     """
     r = _Replay(ctx, agents, rec, progress, plan)
+    modes = plan.modes
     try:
         iters = []
-        for it in range(plan.iterations):
-            iters.append(r.iteration(it))
-            if it + 1 == plan.iterations:
+        for it, mode in enumerate(modes):
+            iters.append(r.iteration(it, mode))
+            if it + 1 == len(modes):
                 signals.defer()
                 rec.phase = "the final measurements"
     finally:
         r.close()
-    return replay_block(plan, iters)
+    if plan.overlap != "compare":
+        return replay_block(plan, iters, plan.overlap)
+    return {"file": plan.path, "overlap": "compare", "order": list(modes),
+            **{m: replay_block(plan, [i for i, mm in zip(iters, modes) if mm == m], m) for m in ("off", "on")}}
 
 
-def replay_block(plan, iters: list) -> dict:
-    """summary.json's ``replay``: the model's settings, per-iteration figures, per-step communication times.
+def replay_block(plan, iters: list, mode: str) -> dict:
+    """summary.json's ``replay`` (with ``overlap: compare``: its ``off`` and ``on`` blocks): the model's
+    settings, per-iteration figures, per-step communication times of the iterations run with overlap ``mode``.
 
     ``iters``: per iteration ``{"iteration_s", "exposed_comm_s", "drain_s", "comm_s": {step index: seconds},
     "exposed_s": {step index: seconds the compute stream waited right after issuing it}}``. Means are over
@@ -146,7 +154,7 @@ def replay_block(plan, iters: list) -> dict:
     shares = [e / t for e, t in zip(exposed_s, iteration_s)]
     comm_total = [sum(it["comm_s"].values()) for it in iters]
     return {
-        "file": plan.path, "overlap": plan.overlap, "iterations": plan.iterations,
+        "file": plan.path, "overlap": mode, "iterations": len(iters),
         "compute_scale": plan.compute_scale, "gpus_per_host": plan.gpus_per_host,
         "compute_s_per_iteration": plan.compute_s_per_iteration,
         "iteration_s": mean(iteration_s), "iterations_s": iteration_s,

@@ -269,7 +269,7 @@ def _validate(args, build_spec) -> tuple[ScenarioSpec, list[PlannedOp]]:
     check_results_root(Path(args.results or "results"))
     est_s = estimate.estimate_for_spec(spec, ops_plan)
     if plan.replay is not None:  # compute waits and scale-up collectives of a SimAI replay
-        est_s += plan.replay.iterations * (plan.replay.compute_s_per_iteration + plan.replay.scale_up_s_per_iteration)
+        est_s += len(plan.replay.modes) * (plan.replay.compute_s_per_iteration + plan.replay.scale_up_s_per_iteration)
     cap_s = getattr(args, "max_duration", None) or estimate.MAX_DURATION_S
     if not args.quiet:
         printing.print_estimate(est_s, len(ops_plan), cap_s)

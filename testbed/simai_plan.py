@@ -78,7 +78,8 @@ class ReplayStep:
 class ReplayPlan:
     """The timeline of one iteration, run ``iterations`` times.
 
-    overlap: ``on`` or ``off`` (testbed.replay_run states the model);
+    overlap: ``on``, ``off`` or ``compare`` (testbed.replay_run states the model); iterations: per
+    mode (:attr:`modes` lists the overlap of every iteration run);
     compute_scale: real compute ns -> emulated ns; gpus_per_host: ranks on
     each host; fabric_ops_per_iteration: PlannedOps of one iteration.
     """
@@ -90,6 +91,13 @@ class ReplayPlan:
     compute_scale: float
     gpus_per_host: int
     fabric_ops_per_iteration: int
+
+    @property
+    def modes(self) -> Tuple[str, ...]:
+        """The overlap of each iteration in run order: ``compare`` gives off, on, on, off, off, on, ..."""
+        if self.overlap != "compare":
+            return (self.overlap,) * self.iterations
+        return tuple(m for p in range(self.iterations) for m in (("off", "on") if p % 2 == 0 else ("on", "off")))
 
     @property
     def compute_s_per_iteration(self) -> float:
@@ -204,16 +212,16 @@ def simai_plan(spec: ScenarioSpec):
     counts = Counter(f"{op.group}-scoped {coll}/{alg} ({len(pl.host_groups)} concurrent host groups of "
                      f"{len(pl.host_groups[0])}" + (f", {pl.multiplicity} rank groups each" if pl.multiplicity > 1
                                                     else "") + ")" for op, coll, alg, pl in fabric)
+    replay = ReplayPlan(path=s.path, steps=tuple(steps), iterations=s.iterations, overlap=s.overlap,
+                        compute_scale=scale, gpus_per_host=per_host, fabric_ops_per_iteration=len(fabric))
     n_up = sum(st.where == "scale_up" for st in steps)
     notes.insert(0, f"{s.path}: replaying {len(fabric)} fabric entries"
-                 + (f" and {n_up} scale-up entries" if n_up else "") + f" x {s.iterations} iterations, "
+                 + (f" and {n_up} scale-up entries" if n_up else "") + f" x {len(replay.modes)} iterations, "
                  f"compute x {scale:g}, overlap {s.overlap}: " + ", ".join(f"{c} {k}" for k, c in counts.items()))
     ops = tuple(PlannedOp(size_bytes=op.size_bytes * pl.multiplicity, iteration=it, warmup=False,
                           layer=f"{op.layer}:{op.phase}", collective=coll, group=op.group,
                           groups=pl.host_groups, algorithm=alg)
-                for it in range(s.iterations) for op, coll, alg, pl in fabric)
-    replay = ReplayPlan(path=s.path, steps=tuple(steps), iterations=s.iterations, overlap=s.overlap,
-                        compute_scale=scale, gpus_per_host=per_host, fabric_ops_per_iteration=len(fabric))
+                for it in range(len(replay.modes)) for op, coll, alg, pl in fabric)
     return WorkloadPlan(ops, tuple(notes), replay)
 
 

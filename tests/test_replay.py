@@ -94,7 +94,10 @@ def test_compute_scale_and_overlap_settings(tmp_path):
     ours = REPO / "scenarios" / "workloads" / "dp_overlap_tp2.txt"
     spec = load_scenario(_scenario(tmp_path, ours, ", compute_scale: off, overlap: off"))
     r = plan_workload(spec).replay
-    assert r.compute_scale == 0 and r.compute_s_per_iteration == 0 and r.overlap == "off"
+    assert r.compute_scale == 0 and r.compute_s_per_iteration == 0 and r.modes == ("off",)
+    plan = plan_workload(load_scenario(_scenario(tmp_path, ours, ", overlap: compare, iterations: 2")))
+    assert plan.replay.modes == ("off", "on", "on", "off") and len(plan.ops) == 4 * 5
+    assert [o.iteration for o in plan.ops[::5]] == [0, 1, 2, 3]
     spec = load_scenario(_scenario(tmp_path, ours, ", compute_scale: 2.5"))
     assert plan_workload(spec).replay.compute_s_per_iteration == pytest.approx((0.5 * 3 + 2 * 12 + 0.2 * 3 + 1.4e-3)
                                                                                * 1e-3 * 2.5)
@@ -120,12 +123,12 @@ def test_overlap_model_on_the_streams(overlap, iteration_s, exposed_s):
                       fabric_ops_per_iteration=0)
     r = _Replay(None, None, None, None, plan)
     try:
-        it = r.iteration(0)
+        it = r.iteration(0, overlap)
     finally:
         r.close()
     assert it["iteration_s"] == pytest.approx(iteration_s, abs=0.04)
     assert it["exposed_comm_s"] == pytest.approx(exposed_s, abs=0.04)
-    block = replay_block(plan, [it])
+    block = replay_block(plan, [it], overlap)
     assert block["exposed_share"] == pytest.approx(exposed_s / iteration_s, abs=0.06)
     assert [s["comm_s"] for s in block["steps"]] == pytest.approx([0.2, 0.15], abs=0.02)
 

@@ -137,5 +137,6 @@ def _write_complete_now(ctx: RunContext, rec: Recording, note: str | None) -> di
     printing.print_results(ctx, sizes, t, controller, verdict, rec.op_meta)
     printing.print_blocks(summary)
     if rec.replay is not None:
-        print(format_replay_table(rec.replay, ctx.spec.scale_factor, ctx.spec.workload.simai.size_scale))
+        for block in ([rec.replay["off"], rec.replay["on"]] if rec.replay["overlap"] == "compare" else [rec.replay]):
+            print(format_replay_table(block, ctx.spec.scale_factor, ctx.spec.workload.simai.size_scale))
     return summary

@@ -54,7 +54,8 @@ class SimaiSpec(_Spec):
     stretch of every transfer), ``off`` = no compute waits (collectives back to
     back), or a number. ``overlap``: ``on`` runs weight-gradient collectives
     concurrently with the compute that follows; ``off`` waits for every
-    collective. Size-0 entries and one-rank groups are skipped with a note. The
+    collective; ``compare`` runs ``iterations`` of each, alternating off/on, on/off, ... (a slow
+    drift of the machine's speed then weighs on both alike). Size-0 entries and one-rank groups are skipped with a note. The
     file is read and checked when the scenario is loaded, before anything
     touches the kernel.
     """
@@ -65,7 +66,7 @@ class SimaiSpec(_Spec):
     iterations: Count = Field(1, ge=1, le=1000)
     compute_scale: Annotated[Union[Literal["auto"], None, float], BeforeValidator(_off_only),
                              BeforeValidator(_no_bool)] = "auto"
-    overlap: Annotated[Literal["on", "off"], BeforeValidator(_on_off)] = "off"
+    overlap: Annotated[Literal["on", "off", "compare"], BeforeValidator(_on_off)] = "off"
     #: scale-up (NVLink-like) rate inside a server / host_link_bps: H100 SXM NVLink 450 GB/s per direction
     #: against a 400 Gbit/s NIC is 9
     scale_up_ratio: float = Field(9.0, gt=0, le=1000, allow_inf_nan=False)
