@@ -159,7 +159,8 @@ def replay_block(plan, iters: list, mode: str) -> dict:
         "compute_s_per_iteration": plan.compute_s_per_iteration,
         "iteration_s": mean(iteration_s), "iterations_s": iteration_s,
         "comm_s_per_iteration": mean(comm_total),
-        "exposed_comm_s": mean(exposed_s), "drain_s": mean(it["drain_s"] for it in iters), "exposed_share": mean(shares), "exposed_shares": shares,
+        "exposed_comm_s": mean(exposed_s), "drain_s": mean(it["drain_s"] for it in iters),
+        "exposed_share": mean(shares), "exposed_shares": shares,
         "equivalent_iteration_ms": (mean(iteration_s) / plan.compute_scale * 1e3 if plan.compute_scale else None),
         "steps": steps,
     }

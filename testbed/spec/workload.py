@@ -54,8 +54,9 @@ class SimaiSpec(_Spec):
     stretch of every transfer), ``off`` = no compute waits (collectives back to
     back), or a number. ``overlap``: ``on`` runs weight-gradient collectives
     concurrently with the compute that follows; ``off`` waits for every
-    collective; ``compare`` runs ``iterations`` of each, alternating off/on, on/off, ... (a slow
-    drift of the machine's speed then weighs on both alike). Size-0 entries and one-rank groups are skipped with a note. The
+    collective; ``compare`` runs ``iterations`` of each, alternating off/on,
+    on/off, ... (a slow drift of the machine's speed then weighs on both
+    alike). Size-0 entries and one-rank groups are skipped with a note. The
     file is read and checked when the scenario is loaded, before anything
     touches the kernel.
     """
