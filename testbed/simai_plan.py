@@ -209,9 +209,11 @@ def simai_plan(spec: ScenarioSpec):
     if not fabric:
         raise ScenarioError(f"{key}: {s.path} has no entry that crosses the fabric"
                             + "".join(f"; {m}" for m in notes))
-    counts = Counter(f"{op.group}-scoped {coll}/{alg} ({len(pl.host_groups)} concurrent host groups of "
-                     f"{len(pl.host_groups[0])}" + (f", {pl.multiplicity} rank groups each" if pl.multiplicity > 1
-                                                    else "") + ")" for op, coll, alg, pl in fabric)
+    unit = "ranks" if per_host == 1 else "hosts"
+    counts = Counter(f"{op.group}-scoped {coll}/{alg} ({len(pl.host_groups)} concurrent "
+                     f"{'rings' if alg == 'ring' else alg + ' groups'} of {len(pl.host_groups[0])} {unit}"
+                     + (f", {pl.multiplicity} rank groups each" if pl.multiplicity > 1 else "") + ")"
+                     for op, coll, alg, pl in fabric)
     replay = ReplayPlan(path=s.path, steps=tuple(steps), iterations=s.iterations, overlap=s.overlap,
                         compute_scale=scale, gpus_per_host=per_host, fabric_ops_per_iteration=len(fabric))
     n_up = sum(st.where == "scale_up" for st in steps)

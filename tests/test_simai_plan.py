@@ -42,8 +42,8 @@ def test_plan_tp_and_dp_scoped_allreduce_on_8_hosts(tmp_path):
     assert plan.ops[1].meta() == {"size_bytes": 1048576, "iteration": 0, "warmup": False,
                                   "layer": "layer_tp:wg", "collective": "allreduce", "algorithm": "ring", "group": "DP",
                                   "group_size": 4, "n_groups": 2}
-    assert ("1 TP-scoped allreduce/ring (4 concurrent host groups of 2), 1 DP-scoped allreduce/ring (2 concurrent "
-            "host groups of 4)") in plan.notes[0]
+    assert ("1 TP-scoped allreduce/ring (4 concurrent rings of 2 ranks), 1 DP-scoped allreduce/ring (2 concurrent "
+            "rings of 4 ranks)") in plan.notes[0]
     # queue pairs: TP ring neighbour plus both DP ring neighbours
     assert plan_peers(plan.ops) == {0: [1, 2, 6], 1: [0, 3, 7], 2: [0, 3, 4], 3: [1, 2, 5],
                                     4: [2, 5, 6], 5: [3, 4, 7], 6: [0, 4, 7], 7: [1, 5, 6]}
