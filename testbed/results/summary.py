@@ -16,6 +16,7 @@ from testbed import signals
 from testbed.measure import timing
 from testbed.measure.judge import judge_run
 from testbed.results import printing
+from testbed.results.adaptive import summary_adaptive
 from testbed.results.faults import faults_block
 from testbed.results.pfc_hosts import pfc_hosts_block
 from testbed.results import tables
@@ -125,6 +126,9 @@ def _write_complete_now(ctx: RunContext, rec: Recording, note: str | None) -> di
     if rec.patterns is not None:  # workload.pattern: fct.csv, flow_rates.csv, uplinks.csv (testbed.patterns.results)
         from testbed.patterns.results import write_pattern_results
         summary["load_balance"] = write_pattern_results(ctx, rec.patterns, qps, ports, faults)
+    adaptive = summary_adaptive(ctx.spec, ctx.run_dir)
+    if adaptive is not None:
+        summary.setdefault("load_balance", {})["adaptive"] = adaptive
     timing.add_busbw_error_bounds(summary["sizes"], ctx.spec, ctx.efficiency)
     tables.write_json(ctx.run_dir / "summary.json", summary)
     tables.mark_complete(ctx.run_dir)
