@@ -78,9 +78,39 @@ def test_adaptive_moves_a_colliding_flow_and_fills_the_fabric(make_fabric):
           f"{json.dumps({x: block[x] for x in ('changes', 'moves', 'reaction_ms_p50', 'reaction_ms_max')})}, "
           f"after the move throughput ratio {ratio:.3f} on {used} uplinks, {counts}")
     assert events_file.exists()
+    assert json.loads((fab.run_dir / "controller.ready").read_text())["errors"] == []  # the group-mod was taken
     assert moved_at is not None and moved_at <= MOVE_WITHIN_S, block
     first = block["list"][0]
     assert first["switch"] == "l1" and first["buckets"] == 1, block
     assert block["reaction_ms_max"] <= REACTION_MAX_MS, block
     assert block["changes"] <= 2, block  # no flapping: one move, at most one more
     assert used == k and ratio >= 0.9, (ratio, used)
+
+
+SCENARIO = """
+name: adaptive_ring
+seed: 1
+reference_link_bps: 400G
+fabric: {spines: 2, leaves: 4, hosts_per_leaf: 2, host_link_bps: 10M, fabric_link_bps: 10M,
+         buffer_bytes: 100KB, mtu_bytes: 4200}
+transport: {payload_bytes: 4096, window_pkts: 16, ack_every_pkts: 4}
+load_balance: {policy: adaptive, poll_period_ms: 100, hot_threshold: 0.8, min_dwell_ms: 500}
+workload: {collective: allreduce, algorithm: ring, sizes: {min_bytes: 1MiB, max_bytes: 1MiB},
+           iterations: 2, warmup_iterations: 0}
+"""
+
+
+def test_a_run_reports_the_adaptive_block_and_delivers_every_byte(tmp_path):
+    from conftest import run_scenario_file
+
+    _, s = run_scenario_file(tmp_path, SCENARIO, timeout=150, expect_rc=None)
+    a = s["load_balance"]["adaptive"]
+    t = s["transport"]
+    print(f"adaptive ring: busbw/link {s['sizes'][-1]['busbw_ratio']:.3f}, "
+          f"{json.dumps({x: a[x] for x in ('changes', 'moves', 'reaction_ms_p50', 'reaction_ms_max')})}, "
+          f"retx {t['retx_pkts']}, faithful {s['faithful']} {s['violations']}")
+    assert (a["poll_period_ms"], a["hot_threshold"], a["min_dwell_ms"]) == (100, 0.8, 500)
+    assert s["complete"] and t["delivered_bytes"] == t["posted_bytes"] == t["acked_bytes"] > 0
+    assert a["changes"] == len(a["list"]) and a["moves"] >= a["changes"]
+    if a["changes"]:
+        assert a["reaction_ms_max"] <= REACTION_MAX_MS
