@@ -148,3 +148,14 @@ def test_summary_block_counts_moves_and_reaction_percentiles():
     assert b["list"][0] == {"switch": "l1", "group": 1, "buckets": 2, "from": ["s1"], "to": ["s2"],
                             "reaction_ms": 1.0, "time_ns": 10}
     assert adaptive_block([])["reaction_ms_p50"] is None
+
+
+def test_buckets_of_finished_flows_do_not_look_hot():
+    """Bucket 0's flow ended; its bytes were pushed in an older refresh. The latest refresh shows the new
+    flows of buckets 2 and 4 (their first packets), so one of those moves, not bucket 0."""
+    reb = _reb()
+    step = int(20 * M / 8 / 10)
+    _poll(reb, 0, 0, 0, {0: 1_000_000})
+    _poll(reb, 100, 0, 0, {0: 2_000_000})
+    d = _poll(reb, 200, step, 0, {0: 2_000_000, 2: 1082, 4: 1082})
+    assert len(d) == 1 and [m.bucket_id for m in d[0].moves] in ([2], [4])

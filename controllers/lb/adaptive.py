@@ -17,10 +17,10 @@ counters (the app, controllers/adaptive_app.py, polls them):
 
 - port loads: ``tx_bytes`` of each port between two port-stats polls
   (exact, current), as a fraction of the link rate (utilization);
-- bucket rates: each bucket's ``byte_count`` over the last
-  :data:`BUCKET_WINDOW_NS` (Open vSwitch refreshes bucket counters every
-  ~0.5 s, but counts a flow's first packet at once), turned into a share of
-  its port's bucket bytes and scaled by the port's measured load;
+- bucket rates: each bucket's ``byte_count`` in the latest counter refresh
+  (Open vSwitch refreshes bucket counters in sweeps about every 0.5 s, and
+  counts a flow's first packet at once), turned into a share of its port's
+  bucket bytes and scaled by the port's measured load;
 - imbalance: the hottest port of a group at or above ``hot_threshold`` of its
   rate, and a port of the same group at least ``min_gain`` below it;
 - moves (greedy, :func:`plan_moves`): take the most loaded port ``h`` and the
@@ -57,7 +57,7 @@ BUCKETS_PER_PORT = 16
 BUCKET_WEIGHT = 100
 #: A move must lower the larger utilization of the two ports by this fraction of the link rate.
 MIN_GAIN = 0.1
-#: Bucket byte counters are differenced over at most this window (OVS refreshes them about every 0.5 s).
+#: Bucket counter samples kept (OVS refreshes the counters about every 0.5 s; the latest refresh is used).
 BUCKET_WINDOW_NS = 2_000_000_000
 
 BucketKey = Tuple[int, int]  # (group id, bucket id)
@@ -192,11 +192,17 @@ class Rebalancer:
             self._buckets.popleft()
 
     def _bucket_delta(self, since_ns: int) -> Optional[Dict[BucketKey, int]]:
+        """Bytes per bucket in the latest counter refresh: the last sample minus the newest earlier one
+        (taken at or after ``since_ns``) that differs from it. Open vSwitch pushes bucket counters in
+        sweeps, so this is what each bucket carried since the sweep before; flows that ended before it
+        count nothing (a longer window would make the buckets of finished flows look hot). None without
+        two samples."""
         samples = [s for s in self._buckets if s[0] >= since_ns]
         if len(samples) < 2:
             return None
-        first, last = samples[0][1], samples[-1][1]
-        return {k: v - first.get(k, 0) for k, v in last.items()}
+        last = samples[-1][1]
+        prev = next((c for _, c in reversed(samples[:-1]) if c != last), samples[-2][1])
+        return {k: v - prev.get(k, 0) for k, v in last.items()}
 
     def port_stats(self, t_ns: int, tx_bytes: Mapping[int, int]) -> List[Decision]:
         """A port-stats reply (port -> tx_bytes) at ``t_ns``: the groups to change now (each at most once
