@@ -15,10 +15,11 @@ At the barrier reply one event goes to the events file (failover_app)::
     {"event": "adaptive_moved", "switch": "l1", "group": 1,
      "moves": [{"bucket": 5, "from_port": 3, "to_port": 4, "from": "s1", "to": "s2", "rate_bps": 9.9e6}],
      "loads_bps": {"3": 19.8e6, "4": 0.0}, "seen_ns": ..., "decided_ns": ..., "sent_ns": ...,
-     "barrier_ns": ..., "reaction_ms": 12.3, "time_ns": ...}
+     "barrier_ns": ..., "reaction_ms": 12.3, "hot_since_ns": ..., "since_hot_ms": 12.3, "time_ns": ...}
 
 ``reaction_ms``: from the first poll that saw the imbalance (``seen_ns``) to
-the barrier reply (``barrier_ns``). A reroute after a failure plans every
+the barrier reply (``barrier_ns``); ``since_hot_ms``: from the first poll of the port-level imbalance
+(``hot_since_ns``, controllers.lb.adaptive.Decision), its upper bound. A reroute after a failure plans every
 group afresh (equal buckets) and starts every rebalancer again.
 """
 from __future__ import annotations
@@ -130,5 +131,6 @@ class AdaptiveMixin:
                 "loads_bps": {str(p): round(v) for p, v in d.loads_bps.items()},
                 "seen_ns": d.seen_ns, "decided_ns": d.decided_ns, "sent_ns": sent_ns, "barrier_ns": now,
                 "reaction_ms": round((now - d.seen_ns) / 1e6, 3),
+                "hot_since_ns": d.hot_since_ns, "since_hot_ms": round((now - (d.hot_since_ns or d.seen_ns)) / 1e6, 3),
             })
         return True

@@ -147,6 +147,7 @@ def test_summary_block_counts_moves_and_reaction_percentiles():
         (3, 4, 5.0, 300.0, 10)
     assert b["list"][0] == {"switch": "l1", "group": 1, "buckets": 2, "from": ["s1"], "to": ["s2"],
                             "reaction_ms": 1.0, "time_ns": 10}
+    assert (b["since_hot_ms_p50"], b["since_hot_ms_max"]) == (5.0, 300.0)  # events without it: reaction_ms
     assert adaptive_block([])["reaction_ms_p50"] is None
 
 
@@ -159,3 +160,15 @@ def test_buckets_of_finished_flows_do_not_look_hot():
     _poll(reb, 100, 0, 0, {0: 2_000_000})
     d = _poll(reb, 200, step, 0, {0: 2_000_000, 2: 1082, 4: 1082})
     assert len(d) == 1 and [m.bucket_id for m in d[0].moves] in ([2], [4])
+
+
+def test_hot_since_keeps_the_first_imbalanced_poll_when_counters_first_show_one_flow():
+    """The latest refresh first shows only bucket 2's first packet (bucket 0's came a refresh earlier):
+    no useful move yet, so seen_ns restarts; hot_since_ns keeps the first hot poll."""
+    reb = _reb()
+    step = int(20 * M / 8 / 10)
+    _poll(reb, 0, 0, 0, {})
+    assert _poll(reb, 100, step, 0, {0: 1082}) == []  # only bucket 0 so far: one flow alone, nothing to move
+    assert _poll(reb, 200, 2 * step, 0, {0: 1082, 2: 1082}) == []  # latest refresh: bucket 2 alone
+    d = _poll(reb, 300, 3 * step, 0, {0: 100_000, 2: 100_000})
+    assert len(d) == 1 and d[0].hot_since_ns == 100 * MS and d[0].seen_ns == 300 * MS

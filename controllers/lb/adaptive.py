@@ -37,7 +37,10 @@ counters (the app, controllers/adaptive_app.py, polls them):
 Reaction time (:attr:`Decision.seen_ns`): the first poll after the dwell
 that saw the imbalance while a move was possible or the bucket counters had
 not yet shown where the traffic is; the app measures from it to the barrier
-reply after the group-mod.
+reply after the group-mod. A poll whose counters show no useful move (one
+flow alone on the hot port) starts it again, so a lone elephant does not
+charge its whole life to a later move; :attr:`Decision.hot_since_ns` keeps
+the first poll of the port-level imbalance, the upper bound.
 """
 from __future__ import annotations
 
@@ -96,13 +99,16 @@ class Move:
 @dataclass(frozen=True)
 class Decision:
     """One group's change: ``moves``, the poll that first saw the imbalance (``seen_ns``), the poll that
-    decided (``decided_ns``), the measured port loads then (``loads_bps``)."""
+    decided (``decided_ns``), the measured port loads then (``loads_bps``), and the first poll of the
+    port-level imbalance (``hot_since_ns``: a port hot and another cooler, whatever the bucket counters
+    said; earlier than ``seen_ns`` when the counters first showed only one flow on the hot port)."""
 
     group_id: int
     moves: Tuple[Move, ...]
     seen_ns: int
     decided_ns: int
     loads_bps: Dict[int, float]
+    hot_since_ns: Optional[int] = None
 
 
 def plan_moves(loads_bps: Mapping[int, float], rates_bps: Mapping[int, float],
@@ -149,6 +155,7 @@ class _Group:
     frozen_until_ns: int = 0
     changed_ns: int = 0
     seen_ns: Optional[int] = None
+    hot_since_ns: Optional[int] = None  # first poll of the current port-level imbalance
     pending: bool = False
 
 
@@ -226,8 +233,9 @@ class Rebalancer:
         util = {p: loads[p] / self.port_rate_bps[p] for p in g.ports}
         hot, cool = max(util.values()), min(util.values())
         if hot < self.params.hot_threshold or cool > hot - self.params.min_gain:
-            g.seen_ns = None
+            g.seen_ns = g.hot_since_ns = None
             return None
+        g.hot_since_ns = g.hot_since_ns if g.hot_since_ns is not None else t_ns
         delta = self._bucket_delta(g.changed_ns)
         on_port: Dict[int, int] = {}
         if delta is not None:
@@ -244,11 +252,12 @@ class Rebalancer:
             g.seen_ns = None
             return None
         seen = g.seen_ns if g.seen_ns is not None else t_ns
-        g.seen_ns = None
+        hot_since = g.hot_since_ns
+        g.seen_ns = g.hot_since_ns = None
         g.pending = True
         for b, _, to, _ in moves:
             g.buckets[b] = to
-        return Decision(gid, tuple(Move(gid, b, f, to, r) for b, f, to, r in moves), seen, t_ns, loads)
+        return Decision(gid, tuple(Move(gid, b, f, to, r) for b, f, to, r in moves), seen, t_ns, loads, hot_since)
 
     def applied(self, group_id: int, t_ns: int) -> None:
         """The switch confirmed the change of ``group_id`` at ``t_ns`` (barrier reply): freeze the group

@@ -75,14 +75,14 @@ def test_adaptive_moves_a_colliding_flow_and_fills_the_fabric(make_fabric):
     counts = finish_flows(procs)
     block = adaptive_block(read_events(fab.run_dir)[n_before:])
     print(f"adaptive k={k}: sports {sports}, move confirmed {moved_at} s after start, "
-          f"{json.dumps({x: block[x] for x in ('changes', 'moves', 'reaction_ms_p50', 'reaction_ms_max')})}, "
+          f"{json.dumps({x: block[x] for x in ('changes', 'moves', 'reaction_ms_max', 'since_hot_ms_max')})}, "
           f"after the move throughput ratio {ratio:.3f} on {used} uplinks, {counts}")
     assert events_file.exists()
     assert json.loads((fab.run_dir / "controller.ready").read_text())["errors"] == []  # the group-mod was taken
     assert moved_at is not None and moved_at <= MOVE_WITHIN_S, block
     first = block["list"][0]
     assert first["switch"] == "l1" and first["buckets"] == 1, block
-    assert block["reaction_ms_max"] <= REACTION_MAX_MS, block
+    assert block["reaction_ms_max"] <= block["since_hot_ms_max"] <= REACTION_MAX_MS, block
     assert block["changes"] <= 2, block  # no flapping: one move, at most one more
     assert used == k and ratio >= 0.9, (ratio, used)
 
