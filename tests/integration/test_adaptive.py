@@ -10,14 +10,10 @@ afterwards the two uplinks carry >= 90% of their capacity.
 import json
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from ecmp_collisions import finish_flows, leaf_uplinks, start_flows, uplink_ratio  # noqa: E402
-
-from testbed.measure.flow_shares import tx_pkts  # noqa: E402
-from testbed.results.adaptive import adaptive_block  # noqa: E402
-from testbed.results.faults import read_events  # noqa: E402
+from testbed.measure.flow_shares import tx_pkts
+from testbed.results.adaptive import adaptive_block
+from testbed.results.faults import read_events
 
 RATE_BPS = 20e6
 SIZE_BYTES = 5 << 20  # 2.1 s alone on a link, 4.2 s when two share one
@@ -26,6 +22,56 @@ SIZE_BYTES = 5 << 20  # 2.1 s alone on a link, 4.2 s when two share one
 REACTION_MAX_MS = 1500
 #: from the flows' start to the confirmed move
 MOVE_WITHIN_S = 2.0
+
+
+def leaf_uplinks(lay) -> list[str]:
+    """Interfaces of the first host's leaf towards the spines."""
+    leaf = lay.attachment(lay.hosts[0].name).node
+    return [ln.a.intf for ln in lay.links if ln.a.node == leaf and ln.b.node not in {h.name for h in lay.hosts}]
+
+
+def start_flows(fab, k: int, sports: list[int], size_bytes: int) -> list:
+    """k long flows at once (traffic.flows, one QP each: host i of leaf 1 -> host i of leaf 2 from source
+    port ``sports[i]``, 1 KiB packets, window 16); returns the receivers' and senders' processes."""
+    lay = fab.layout
+    common = [sys.executable, "-m", "traffic.flows", "--run-id", fab.run_id, "--timeout-s", "60",
+              "--payload-bytes", "1024", "--window-pkts", "16"]
+    procs = []
+    for i in range(k):
+        src, dst = lay.hosts[i], lay.hosts[k + i]
+        procs.append(fab.host(k + i).popen(common + ["recv", "--ip", dst.ip, "--peer", src.ip, "--flows", "1",
+                                                     "--size-bytes", str(size_bytes)], stdin=-1, text=True))
+        procs.append(fab.host(i).popen(common + ["send", "--ip", src.ip, "--peer", dst.ip, "--sports",
+                                                 str(sports[i]), "--size-bytes", str(size_bytes)], stdin=-1, text=True))
+    for p in procs:
+        assert json.loads(p.stdout.readline())["event"] == "ready"
+    for p in procs[1::2]:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    return procs
+
+
+def finish_flows(procs: list) -> dict:
+    """Wait for every flow; tx_pkts and retx_pkts summed over the senders and receivers' reports."""
+    counts = {"tx_pkts": 0, "retx_pkts": 0}
+    for p in procs:
+        out = json.loads(p.stdout.readline())
+        assert out["ok"], out
+        p.wait(timeout=30)
+        for f in out["flows"]:
+            for key in counts:
+                counts[key] += f.get(key, 0)
+    return counts
+
+
+def uplink_ratio(uplinks: list[str], window_s: float, rate_bps: float) -> tuple[float, int]:
+    """(uplinks' throughput over ``window_s`` / (uplinks x rate), uplinks carrying > 1/10 of the busiest)."""
+    read = lambda: [int(open(f"/sys/class/net/{u}/statistics/tx_bytes").read()) for u in uplinks]  # noqa: E731
+    b0, t0 = read(), time.monotonic()
+    time.sleep(window_s)
+    b1, t1 = read(), time.monotonic()
+    moved = [y - x for x, y in zip(b0, b1)]
+    return sum(moved) * 8 / (t1 - t0) / (len(uplinks) * rate_bps), sum(m > 0.1 * max(moved) for m in moved)
 
 
 def uplink_of(fab, i: int, k: int, sport: int, uplinks: list[str]) -> int:
