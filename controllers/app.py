@@ -62,6 +62,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from controllers import lb
+from controllers.adaptive_app import AdaptiveMixin
 from controllers.failover_app import FailoverMixin
 from controllers.ofmsg import build_arp_reply, build_sync
 from controllers.ofplan import SwitchPlan, plan_fabric, proxy_arp_mac
@@ -109,6 +110,10 @@ OPTS = [
     cfg.IntOpt("gray-window-ms", default=10000, help="longest window of the gray-failure detector, ms"),
     cfg.IntOpt("gray-min-lost-pkts", default=25, help="frames a switch must lose before a link is gray "
                                                       "(at least one egress buffer in full frames)"),
+    cfg.BoolOpt("gray-detect", default=True, help="run the gray-failure detector on the polled counters"),
+    cfg.FloatOpt("adaptive-hot-threshold", default=0.8, help="adaptive: port utilization (0..1] that triggers "
+                                                             "a rebalance (controllers/lb/adaptive.py)"),
+    cfg.IntOpt("adaptive-min-dwell-ms", default=500, help="adaptive: a group's freeze after a change, ms"),
 ]
 cfg.CONF.register_opts(OPTS + CLI_OPTS, group=CONF_GROUP)
 
@@ -148,7 +153,7 @@ def lb_weights(raw: List[str]) -> Dict[str, int]:
     return out
 
 
-class FabricRoutingApp(FailoverMixin, BaseApp):
+class FabricRoutingApp(AdaptiveMixin, FailoverMixin, BaseApp):
     """Proactive shortest-path routing on any layout, load-balanced select groups and proxy ARP (OF 1.5).
 
     Settings: ``self.CONF.testbed`` (:data:`OPTS`, :data:`CLI_OPTS`; module docstring).
@@ -177,6 +182,7 @@ class FabricRoutingApp(FailoverMixin, BaseApp):
         self.switches: Dict[int, _SwitchState] = {}
         self.errors: List[Dict[str, Any]] = []
         self._failover_init(conf)
+        self._adaptive_init(conf)
         if self.ready_file is None:
             LOG.warning("[%s] ready_file is not set: readiness will only be logged", CONF_GROUP)
         LOG.info(
@@ -240,6 +246,7 @@ class FabricRoutingApp(FailoverMixin, BaseApp):
         state = self._current(msg)
         if state is None or msg.xid != state.groups_xid or state.seen_groups is not None:
             self._bucket_counts(msg)  # a gray-detector poll (controllers/failover_app.py)
+            self._adaptive_buckets(msg)  # and the adaptive policy's (controllers/adaptive_app.py)
             return
         state._group_parts |= {g.group_id for g in msg.body}
         if not msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE:
@@ -271,6 +278,7 @@ class FabricRoutingApp(FailoverMixin, BaseApp):
         dp = ev.msg.datapath
         state = self._current(ev.msg)
         if state is None or ev.msg.xid != state.barrier_xid:
+            self._adaptive_barrier(ev.msg)
             return
         state.ready = True
         LOG.info("switch %s (dpid %s) installed", self.plans[dp.id].name, _dpid_text(dp.id))

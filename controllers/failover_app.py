@@ -52,6 +52,7 @@ class FailoverMixin:
         self.events_file: Optional[str] = conf.events_file or None
         self.reroute_seq = 0
         self._reroute_waiting: Optional[int] = None
+        self.gray_detect = bool(conf.gray_detect)
         self.gray = GrayDetector(self.topology, conf.gray_loss_threshold, int(conf.gray_window_ms * 1e6),
                                  conf.gray_min_lost_pkts)
         self.stats_period_s = conf.stats_period_ms / 1e3
@@ -97,6 +98,7 @@ class FailoverMixin:
             self._event({"event": "unroutable", "seq": self.reroute_seq, "error": str(e)})
             return
         self._reroute_waiting = self.reroute_seq
+        self._adaptive_reset()  # fresh equal buckets in the new plans
         for dp in [s.datapath for s in self.switches.values()]:
             self._start_sync(dp)
 
@@ -168,6 +170,9 @@ class FailoverMixin:
     def _on_port_stats(self, ev: Any) -> None:
         msg = ev.msg
         if self._reroute_waiting is not None:
+            return
+        self._adaptive_ports(msg)  # controllers/adaptive_app.py
+        if not self.gray_detect:
             return
         stats = [(s.port_no, s.rx_packets, s.tx_packets) for s in msg.body]
         t_ns = unix_ns()

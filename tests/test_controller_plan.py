@@ -448,7 +448,7 @@ def test_cli_rejects_run_id_mismatch(tmp_path, doc):
 def test_cli_rejects_unknown_lb_policy_before_starting(tmp_path, doc):
     res = _run_cli(tmp_path, doc, lb_policy="wcmp")
     assert res.returncode == 2
-    assert "load_balance.policy: unknown policy 'wcmp'; allowed: ecmp" in res.stderr
+    assert "load_balance.policy: unknown policy 'wcmp'; allowed: adaptive, ecmp, weighted" in res.stderr
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])

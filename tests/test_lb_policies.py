@@ -35,7 +35,7 @@ def test_registry_lists_and_returns_policies():
 
 
 def test_unknown_policy_names_the_key_and_the_allowed_names():
-    with pytest.raises(ValueError, match=r"^load_balance\.policy: unknown policy 'wcmp'; allowed: ecmp"):
+    with pytest.raises(ValueError, match=r"^load_balance\.policy: unknown policy 'wcmp'; allowed: adaptive, ecmp, weighted"):
         lb.get("wcmp")
     with pytest.raises(ValueError, match="load_balance.policy"):
         plan_fabric(spine_leaf.build("tb9c01", spines=2, leaves=2, hosts_per_leaf=1), "wcmp")
@@ -45,9 +45,9 @@ def test_scenario_load_balance_section():
     base = {"workload": {"collective": "allreduce", "sizes": {"min_bytes": 1024, "max_bytes": 1024}}}
     assert parse_scenario(base).load_balance.policy == "ecmp"
     assert parse_scenario({**base, "load_balance": {"policy": "ecmp"}}).load_balance.policy == "ecmp"
-    with pytest.raises(ScenarioError, match=r"load_balance\.policy: unknown policy 'spray'; allowed: ecmp, weighted"):
+    with pytest.raises(ScenarioError, match=r"load_balance\.policy: unknown policy 'spray'; allowed: adaptive, ecmp, weighted"):
         parse_scenario({**base, "load_balance": {"policy": "spray"}})
-    with pytest.raises(ScenarioError, match=r"load_balance\.hash: unknown key; allowed keys here: policy, weights"):
+    with pytest.raises(ScenarioError, match=r"load_balance\.hash: unknown key; allowed keys here: hot_threshold, min_dwell_ms, policy, poll_period_ms, weights"):
         parse_scenario({**base, "load_balance": {"hash": [1, 2]}})
 
 

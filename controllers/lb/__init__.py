@@ -71,12 +71,15 @@ Policy = Callable[[Layout, Switch, PortSet, Mapping[str, int]], SelectGroup]
 
 #: The policies that read ``load_balance.weights`` (the others refuse them).
 WEIGHTED_POLICIES = ("weighted",)
+#: The policies whose groups the controller changes during a run from port telemetry
+#: (controllers/adaptive_app.py; ``load_balance.poll_period_ms``, ``hot_threshold``, ``min_dwell_ms``).
+ADAPTIVE_POLICIES = ("adaptive",)
 
 
 def _registry() -> Dict[str, Policy]:
-    from controllers.lb import ecmp, weighted
+    from controllers.lb import adaptive, ecmp, weighted
 
-    return {"ecmp": ecmp.select_group, "weighted": weighted.select_group}
+    return {"ecmp": ecmp.select_group, "weighted": weighted.select_group, "adaptive": adaptive.select_group}
 
 
 #: name -> policy; the names are what ``load_balance.policy`` allows.

@@ -117,6 +117,7 @@ def preflight(spec) -> dict:
         raise ScenarioError(str(e)) from None
     return {"framework": spec.controller.framework, "framework_version": version,
             "lb_policy": spec.load_balance.policy, "lb_weights": dict(spec.load_balance.weights),
+            **({"lb_adaptive": spec.load_balance.adaptive} if spec.load_balance.adaptive else {}),
             "conf_file": "controller.conf"}
 
 
@@ -128,11 +129,16 @@ def free_tcp_port() -> int:
 
 
 def failover_conf(spec, run_dir: Path) -> dict:
-    """The app's failure-handling settings for a scenario: the events file always; port-statistics polling
-    (the gray-failure detector) only when the scenario injects faults, so other runs pay nothing for it."""
+    """The app's failure-handling and adaptive settings for a scenario: the events file always; statistics
+    polling only when the scenario injects faults (the gray-failure detector, ``gray_detect``) or uses the
+    adaptive policy (the shorter period of the two), so other runs pay nothing for it."""
     f = spec.failover
+    adaptive = spec.load_balance.adaptive  # the adaptive policy reacts to the same polled counters
+    periods = ([f.stats_period_ms] if spec.faults else []) + ([adaptive["poll_period_ms"]] if adaptive else [])
     return {"events_file": str((Path(run_dir) / EVENTS_FILE).resolve()),
-            "stats_period_ms": f.stats_period_ms if spec.faults else 0,
+            "stats_period_ms": min(periods, default=0), "gray_detect": bool(spec.faults),
+            **({"adaptive_hot_threshold": adaptive["hot_threshold"], "adaptive_min_dwell_ms": adaptive["min_dwell_ms"]}
+               if adaptive else {}),
             "gray_loss_threshold": f.gray_loss_threshold, "gray_window_ms": f.window_ms,
             # a queue filling up looks like loss to the detector: ask for more than one buffer of full frames
             "gray_min_lost_pkts": max(5, math.ceil(spec.fabric.buffer_bytes / (spec.fabric.mtu_bytes + 14)))}

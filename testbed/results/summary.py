@@ -17,6 +17,7 @@ from testbed.measure import timing
 from testbed.measure.judge import judge_run
 from testbed.results import printing
 from testbed.results.replay_table import format_replay_table
+from testbed.results.adaptive import summary_adaptive
 from testbed.results.faults import faults_block
 from testbed.results.pfc_hosts import pfc_hosts_block
 from testbed.results import tables
@@ -128,6 +129,9 @@ def _write_complete_now(ctx: RunContext, rec: Recording, note: str | None) -> di
         summary["load_balance"] = write_pattern_results(ctx, rec.patterns, qps, ports, faults)
     if rec.replay is not None:
         summary["replay"] = rec.replay
+    adaptive = summary_adaptive(ctx.spec, ctx.run_dir)
+    if adaptive is not None:
+        summary.setdefault("load_balance", {})["adaptive"] = adaptive
     timing.add_busbw_error_bounds(summary["sizes"], ctx.spec, ctx.efficiency)
     tables.write_json(ctx.run_dir / "summary.json", summary)
     tables.mark_complete(ctx.run_dir)

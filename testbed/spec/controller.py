@@ -1,9 +1,9 @@
 """The ``controller``, ``load_balance`` and ``output`` sections."""
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
-from pydantic import Field, StrictBool, StrictInt, field_validator
+from pydantic import Field, StrictBool, StrictFloat, StrictInt, field_validator, model_validator
 
 from controllers import lb
 from testbed.spec.units import _Spec
@@ -37,10 +37,21 @@ class LoadBalanceSpec(_Spec):
     ``weights``: next-hop switch name (as in the run's names without the run id,
     e.g. ``s1``) -> whole number 1..65535, 1 for a switch not named; only with
     ``weighted`` (checked against the fabric's switches by the scenario).
+    ``adaptive`` (controllers/lb/adaptive.py) starts as ``ecmp`` and moves hash buckets from hot uplinks
+    to cool ones during the run; only with it: ``poll_period_ms`` (20..5000, default 100: port and
+    bucket counters polled), ``hot_threshold`` (utilization of a port's rate, > 0 and <= 1, default
+    0.8: a group is rebalanced when a port reaches it), ``min_dwell_ms`` (a group's freeze after a
+    change, at least 2 polls, at most 60000, default 500: the hysteresis that keeps it from flapping).
     """
 
     policy: str = lb.DEFAULT_POLICY
     weights: dict[str, StrictInt] = {}
+    poll_period_ms: StrictInt | None = Field(None, ge=20, le=5000)
+    hot_threshold: StrictFloat | StrictInt | None = Field(None, gt=0.0, le=1.0)
+    min_dwell_ms: StrictInt | None = Field(None, ge=0, le=60_000)
+
+    #: defaults of the adaptive policy's settings
+    ADAPTIVE_DEFAULTS: ClassVar[dict] = {"poll_period_ms": 100, "hot_threshold": 0.8, "min_dwell_ms": 500}
 
     @field_validator("policy")
     @classmethod
@@ -48,6 +59,25 @@ class LoadBalanceSpec(_Spec):
         if v not in lb.POLICIES:
             raise ValueError(f"unknown policy {v!r}; allowed: {', '.join(lb.names())}")
         return v
+
+    @model_validator(mode="after")
+    def _adaptive_keys(self) -> "LoadBalanceSpec":
+        given = [k for k in self.ADAPTIVE_DEFAULTS if getattr(self, k) is not None]
+        if given and self.policy not in lb.ADAPTIVE_POLICIES:
+            raise ValueError(f"{', '.join(given)}: only for policy {' or '.join(lb.ADAPTIVE_POLICIES)}, "
+                             f"not {self.policy!r}")
+        a = self.adaptive
+        if a and a["min_dwell_ms"] < 2 * a["poll_period_ms"]:
+            raise ValueError(f"min_dwell_ms = {a['min_dwell_ms']} must hold at least two polls of "
+                             f"poll_period_ms = {a['poll_period_ms']} (the rates after a change need them)")
+        return self
+
+    @property
+    def adaptive(self) -> dict | None:
+        """The adaptive policy's settings with defaults filled in; None for another policy."""
+        if self.policy not in lb.ADAPTIVE_POLICIES:
+            return None
+        return {k: (getattr(self, k) if getattr(self, k) is not None else d) for k, d in self.ADAPTIVE_DEFAULTS.items()}
 
 
 class OutputSpec(_Spec):
