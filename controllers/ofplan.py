@@ -30,6 +30,7 @@ from typing import Any, Dict, Optional, Tuple, Mapping
 
 from controllers import lb
 from topology.model import Layout
+from topology import planes
 from topology.routing import PortSet, SwitchRoutes, plan_routes
 
 # --------------------------------------------------------------------------
@@ -191,8 +192,11 @@ def plan_fabric(layout: Layout, lb_policy: str = lb.DEFAULT_POLICY,
     """
     policy = lb.get(lb_policy)
     lb.check_weights(layout, lb_policy, lb_weights)
-    routes = plan_routes(layout)
-    return {sw.dpid: plan_switch(layout, routes[sw.name], policy, lb_weights) for sw in layout.switches}
+    plans: Dict[int, SwitchPlan] = {}
+    for view in planes.views(layout):  # each plane (and scale-up domain) routed on its own
+        routes = plan_routes(view)
+        plans.update((sw.dpid, plan_switch(view, routes[sw.name], policy, lb_weights)) for sw in view.switches)
+    return plans
 
 
 def proxy_arp_mac(layout: Layout, dpid: int, in_port: int, sender_ip: str, target_ip: str) -> Optional[str]:
@@ -206,6 +210,7 @@ def proxy_arp_mac(layout: Layout, dpid: int, in_port: int, sender_ip: str, targe
     sw = layout.switch_by_dpid(dpid)
     if sw is None:
         return None
+    layout = planes.view_of(layout, sw.name)  # the addresses of the asker's plane
     asker = next((h for h, port in layout.hosts_on(sw.name) if port == in_port), None)
     if asker is None or target_ip == asker.ip or target_ip == sender_ip:
         return None

@@ -3,7 +3,9 @@
 - :mod:`topology.model`: Switch, Host, Port, Link, Layout; JSON save/load with validation.
 - :mod:`topology.routing`: equal-cost next hops on any layout (networkx).
 - one builder module per ``fabric.kind`` (:data:`KINDS`): ``spine_leaf``,
-  ``fat_tree``, ``rail_optimized``.
+  ``fat_tree``, ``rail_optimized``, ``dual_plane``; :mod:`topology.scale_up` adds a scale-up
+  domain per server to any of them; :mod:`topology.planes` cuts a layout of several planes
+  into one routing view per plane.
 
 A new topology is one module plus one entry in :data:`KINDS`. The module
 defines ``KIND`` (its name), ``PARAMS`` (the ``fabric`` keys only it reads),
@@ -17,11 +19,11 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any, Callable, Dict
 
-from topology import fat_tree, rail_optimized, spine_leaf
+from topology import dual_plane, fat_tree, rail_optimized, scale_up, spine_leaf
 from topology.model import Layout
 
 #: fabric.kind -> builder module (see the module docstring for what it defines)
-KINDS: Dict[str, ModuleType] = {m.KIND: m for m in (spine_leaf, fat_tree, rail_optimized)}
+KINDS: Dict[str, ModuleType] = {m.KIND: m for m in (spine_leaf, fat_tree, rail_optimized, dual_plane)}
 #: fabric.kind -> builder(fabric_section, run_id) -> Layout
 BUILDERS: Dict[str, Callable[[Any, str], Layout]] = {kind: m.from_spec for kind, m in KINDS.items()}
 #: every kind-specific fabric key, with the kinds that read it
@@ -32,7 +34,8 @@ for _kind, _m in KINDS.items():
 
 
 def build(kind: str, fabric: Any, run_id: str) -> Layout:
-    """Build the layout of ``fabric`` with the builder registered for ``kind``.
+    """Build the layout of ``fabric`` with the builder registered for ``kind``, plus a scale-up
+    domain per server when ``fabric.scale_up`` is set (topology.scale_up).
 
     Raises ValueError naming ``fabric.kind`` and the kinds allowed.
     """
@@ -40,4 +43,8 @@ def build(kind: str, fabric: Any, run_id: str) -> Layout:
         builder = BUILDERS[kind]
     except KeyError:
         raise ValueError(f"fabric.kind = {kind!r} is not one of {sorted(BUILDERS)}") from None
-    return builder(fabric, run_id)
+    layout = builder(fabric, run_id)
+    up = getattr(fabric, "scale_up", None)
+    if up is not None:
+        layout = scale_up.add(layout, up.gpus_per_server, fabric.host_link_bps * up.rate_multiple, fabric.buffer_bytes)
+    return layout

@@ -14,7 +14,9 @@ File format (JSON object; every key required, unknown keys rejected)::
                   {"name": "tb12abs1", "dpid": 8193, "role": "spine", "index": 1, "subnet": null}],
      "hosts": [{"name": "tb12abh1", "rank": 0, "ip": "10.0.1.1", "mac": "02:00:00:00:01:01"}],
      "links": [{"a": "tb12abh1", "a_port": 0, "b": "tb12abl1", "b_port": 1,
-                "rate_bps": 10000000.0, "buffer_bytes": 100000, "plane": 0}]}
+                "rate_bps": 10000000.0, "buffer_bytes": 100000, "plane": 0}],
+     "nics": [{"host": "tb12abh1", "port": 1, "ip": "10.1.1.1", "mac": "02:01:00:00:01:01",
+               "plane": 1, "prefix": "10.1.0.0/16"}]}          # optional: host interfaces beyond eth0
 
 Ports are OpenFlow port numbers on switches (1..0xffffff00) and interface
 indexes on hosts (``<host>-eth<port>``). A switch ``subnet`` says every host
@@ -114,6 +116,29 @@ class Link:
 
 
 @dataclass(frozen=True)
+class Nic:
+    """A host interface beyond eth0 (``<host>-eth<port>``): its address ``ip`` inside ``prefix`` (the
+    addresses reachable on that interface, an IPv4 CIDR), MAC and plane (topology.planes: one per
+    scale-out plane of a dual-plane fabric, SCALE_UP_PLANE for a server's scale-up domain)."""
+
+    host: str
+    port: int
+    ip: str
+    mac: str
+    plane: int
+    prefix: str
+
+    @property
+    def intf(self) -> str:
+        """Interface name as Mininet makes it: ``<host>-eth<port>``."""
+        return f"{self.host}-eth{self.port}"
+
+
+#: plane number of the links of a server's scale-up domain (NVLink-like switch; topology.scale_up)
+SCALE_UP_PLANE = 255
+
+
+@dataclass(frozen=True)
 class Layout:
     """Validated, immutable topology of one run (see the module docstring)."""
 
@@ -124,6 +149,8 @@ class Layout:
     switches: Tuple[Switch, ...]
     hosts: Tuple[Host, ...]  # in rank order: hosts[r].rank == r
     links: Tuple[Link, ...]
+    #: host interfaces beyond eth0 (planes 1.., scale-up), by host then port
+    nics: Tuple[Nic, ...] = ()
     _nodes: Dict[str, Node] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -168,6 +195,27 @@ class Layout:
                 found.append((node, ln.peer(far.node).number))
         return tuple(sorted(found, key=lambda hp: hp[1]))
 
+    def nics_of(self, host: str) -> Tuple[Nic, ...]:
+        """The interfaces of ``host`` beyond eth0, by port."""
+        return tuple(n for n in self.nics if n.host == host)
+
+    def plane_ips(self, host: str) -> Tuple[str, ...]:
+        """``host``'s address in each scale-out plane, plane 0 (eth0) first."""
+        extra = sorted((n.plane, n.ip) for n in self.nics_of(host) if n.plane != SCALE_UP_PLANE)
+        return (self.node(host).ip,) + tuple(ip for _, ip in extra)
+
+    def scale_up_nic(self, host: str) -> Optional[Nic]:
+        """``host``'s interface in its server's scale-up domain, or None."""
+        return next((n for n in self.nics_of(host) if n.plane == SCALE_UP_PLANE), None)
+
+    def servers(self) -> Tuple[Tuple[Host, ...], ...]:
+        """The hosts (GPUs) of each server, in rank order: one tuple per scale-up switch (role
+        "scaleup"; topology.scale_up), or one host per server when the layout has no scale-up domain."""
+        ups = [s for s in self.switches if s.role == "scaleup"]
+        if not ups:
+            return tuple((h,) for h in self.hosts)
+        return tuple(tuple(sorted((h for h, _ in self.hosts_on(s.name)), key=lambda h: h.rank)) for s in ups)
+
     @property
     def dpids(self) -> Tuple[int, ...]:
         """Datapath ids of all switches, ascending."""
@@ -190,6 +238,8 @@ def to_dict(layout: Layout) -> Dict[str, Any]:
         "links": [{"a": ln.a.node, "a_port": ln.a.number, "b": ln.b.node, "b_port": ln.b.number,
                    "rate_bps": ln.rate_bps, "buffer_bytes": ln.buffer_bytes, "plane": ln.plane}
                   for ln in layout.links],
+        **({"nics": [{"host": n.host, "port": n.port, "ip": n.ip, "mac": n.mac, "plane": n.plane,
+                      "prefix": n.prefix} for n in layout.nics]} if layout.nics else {}),
     }
 
 
@@ -226,6 +276,7 @@ _TOP_KEYS = ("run_id", "kind", "fabric_prefix", "ecmp_hash_fields", "switches", 
 _SWITCH_KEYS = ("name", "dpid", "role", "index", "subnet")
 _HOST_KEYS = ("name", "rank", "ip", "mac")
 _LINK_KEYS = ("a", "a_port", "b", "b_port", "rate_bps", "buffer_bytes", "plane")
+_NIC_KEYS = ("host", "port", "ip", "mac", "plane", "prefix")
 
 
 def from_dict(raw: Any, source: str = "topology") -> Layout:
@@ -237,7 +288,7 @@ def from_dict(raw: Any, source: str = "topology") -> Layout:
     host address outside its switch's subnet.
     """
     v = _Validator(source)
-    v.keys(raw, "", _TOP_KEYS)
+    v.keys(raw, "", _TOP_KEYS + (("nics",) if isinstance(raw, dict) and "nics" in raw else ()))
     run_id = v.string(raw["run_id"], "run_id")
     if not RUN_ID_RE.match(run_id):
         v.fail("run_id", f"{run_id!r} is not 'tb' followed by 4 lowercase hex digits")
@@ -252,6 +303,10 @@ def from_dict(raw: Any, source: str = "topology") -> Layout:
             v.fail(f"ecmp_hash_fields[{i}]", f"{f!r} is not one of {sorted(HASH_FIELD_NAMES)}")
     v.unique(fields, "ecmp_hash_fields", "field")
 
+    nic_prefixes = []
+    for i, item in enumerate(v.seq(raw.get("nics", []), "nics")):
+        v.keys(item, f"nics[{i}]", _NIC_KEYS)
+        nic_prefixes.append(v.network(item["prefix"], f"nics[{i}].prefix"))
     switches: List[Switch] = []
     subnets: Dict[str, ipaddress.IPv4Network] = {}
     for i, item in enumerate(v.seq(raw["switches"], "switches")):
@@ -262,8 +317,8 @@ def from_dict(raw: Any, source: str = "topology") -> Layout:
                     None if item["subnet"] is None else item["subnet"])
         if sw.subnet is not None:
             net = v.network(sw.subnet, f"{where}.subnet")
-            if not net.subnet_of(fabric):
-                v.fail(f"{where}.subnet", f"{net} is not inside fabric_prefix {fabric}")
+            if not any(net.subnet_of(p) for p in [fabric] + nic_prefixes):
+                v.fail(f"{where}.subnet", f"{net} is not inside fabric_prefix {fabric} nor a nic prefix")
             for other, onet in subnets.items():
                 if net.overlaps(onet):
                     v.fail(f"{where}.subnet", f"{net} overlaps the subnet of {other!r} ({onet})")
@@ -332,14 +387,49 @@ def from_dict(raw: Any, source: str = "topology") -> Layout:
                           v.integer(item["buffer_bytes"], f"{where}.buffer_bytes", 1, (1 << 32) - 1),
                           v.integer(item["plane"], f"{where}.plane", 0, 255)))
 
+    nics = _nics(v, raw.get("nics", []), by_name, links, [h.ip for h in hosts] + [h.mac for h in hosts])
+    nic_ports = {(n.host, n.port): n for n in nics}
     for i, h in enumerate(hosts):
-        attached = [ln.peer(h.name).node for ln in links if h.name in (ln.a.node, ln.b.node)]
+        attached = [(ln.peer(h.name).node, (ln.a if ln.a.node == h.name else ln.b).number)
+                    for ln in links if h.name in (ln.a.node, ln.b.node)]
         if not attached:
             v.fail(f"hosts[{i}]", f"host {h.name!r} has no link")
-        for sw in attached:
-            if sw in subnets and ipaddress.IPv4Address(h.ip) not in subnets[sw]:
-                v.fail(f"hosts[{i}].ip", f"{h.ip} is not inside the subnet of {sw!r} ({subnets[sw]})")
-    return Layout(run_id, kind, str(fabric), fields, tuple(switches), tuple(hosts), tuple(links))
+        for sw, port in attached:
+            ip = nic_ports[(h.name, port)].ip if (h.name, port) in nic_ports else h.ip
+            if sw in subnets and ipaddress.IPv4Address(ip) not in subnets[sw]:
+                v.fail(f"hosts[{i}].ip", f"{ip} is not inside the subnet of {sw!r} ({subnets[sw]})")
+    return Layout(run_id, kind, str(fabric), fields, tuple(switches), tuple(hosts), tuple(links), nics)
+
+
+def _nics(v: "_Validator", items: List[Any], by_name: Dict[str, Node], links: List[Link],
+          taken: List[str]) -> Tuple[Nic, ...]:
+    """Validate the ``nics`` list: each on a host port > 0 that has a link of the NIC's plane,
+    its address inside its prefix, addresses and MACs unique among all hosts and NICs."""
+    plane_of = {(end.node, end.number): ln.plane for ln in links for end in (ln.a, ln.b)}
+    nics: List[Nic] = []
+    for i, item in enumerate(items):
+        where = f"nics[{i}]"
+        host = v.string(item["host"], f"{where}.host")
+        if not isinstance(by_name.get(host), Host):
+            v.fail(f"{where}.host", f"unknown host {host!r}")
+        port = v.integer(item["port"], f"{where}.port", 1, 255)
+        plane = v.integer(item["plane"], f"{where}.plane", 0, 255)
+        if plane_of.get((host, port)) != plane:
+            v.fail(f"{where}.port", f"{host} port {port} has no link of plane {plane}")
+        ip, mac = v.string(item["ip"], f"{where}.ip"), v.string(item["mac"], f"{where}.mac").lower()
+        prefix = v.network(item["prefix"], f"{where}.prefix")
+        try:
+            inside = ipaddress.IPv4Address(ip) in prefix
+        except ValueError:
+            v.fail(f"{where}.ip", f"{ip!r} is not an IPv4 address (no prefix length)")
+        if not inside:
+            v.fail(f"{where}.ip", f"{ip} is not inside its prefix {prefix}")
+        if not MAC_RE.match(mac) or int(mac[:2], 16) & 1:
+            v.fail(f"{where}.mac", f"{mac!r} is not a unicast MAC like 02:00:00:00:01:01")
+        nics.append(Nic(host, port, ip, mac, plane, str(prefix)))
+    v.unique(taken + [n.ip for n in nics] + [n.mac for n in nics], "nics", "address or MAC")
+    v.unique([(n.host, n.port) for n in nics], "nics", "(host, port)")
+    return tuple(nics)
 
 
 class _Validator:

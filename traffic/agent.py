@@ -14,7 +14,9 @@ failure on stdout. For a RunOp the agent runs the group holding its rank, and re
 op (no bytes) when no group holds it.
 
 QP numbers: the requester QP at rank r towards rank q is 0x10000+q, the
-responder QP at rank q for requester r is 0x20000+r. Each QP's UDP source port(s), its
+responder QP at rank q for requester r is 0x20000+r; with ``channels`` > 1 each peer has one
+pair per channel, channel c's numbers 0x20000 x c higher (:func:`qpn`). A QP's addresses: the
+scale-up domain inside a server, else scale-out plane c mod planes (traffic.transport.planes). Each QP's UDP source port(s), its
 ECMP entropy, come from the entropy policy ``transport.entropy`` (:mod:`traffic.transport.entropy`;
 ``per_flow``: one port per QP, drawn without repeats from 49152-65535 by a generator seeded
 with (seed, rank)). The QP from rank r to rank q starts at the initial PSN ``initial_psn(seed, r, q)`` (24-bit, seeded random, as RNICs
@@ -32,6 +34,7 @@ import traceback
 from dataclasses import replace
 
 from traffic import collectives, protocol
+from traffic.collectives.channels import execute_channels
 from traffic.clock import from_monotonic_ns, unix_ns
 from traffic.patterns.executor import run_flows
 from traffic.protocol import (AgentConfig, ErrorEvent, Exit, GetStats, MessageRecord, OpDone, PfcRxStats, QpRateRecord,
@@ -40,10 +43,23 @@ from traffic.transport import Endpoint, RequesterQP, ResponderQP, initial_psn
 from traffic.transport.cc import cnp_interval_ns
 from traffic.transport.entropy import entropy_policy
 from traffic.transport.pfc_rx import PfcReceiver
+from traffic.transport.planes import qp_addresses
 from traffic.transport.selective import qp_classes
 
 REQ_QPN_BASE = 0x10000
 RESP_QPN_BASE = 0x20000
+#: channel c's QPs sit c strides above channel 0's (requesters at odd, responders at even multiples of 0x10000)
+CHANNEL_QPN_STRIDE = 0x20000
+
+
+def qpn(base: int, rank: int, channel: int = 0) -> int:
+    """QP number of the QP towards/for ``rank`` on ``channel`` (``base``: REQ_QPN_BASE or RESP_QPN_BASE)."""
+    return base + channel * CHANNEL_QPN_STRIDE + rank
+
+
+def channel_psn(seed, requester: int, responder: int, channel: int) -> int:
+    """Initial PSN of the channel's QP from ``requester`` to ``responder`` (channel 0: :func:`initial_psn`)."""
+    return initial_psn(seed, requester, responder if channel == 0 else f"{responder}/{channel}")
 
 
 _EMIT_LOCK = threading.Lock()
@@ -69,15 +85,19 @@ class Agent:
     def __init__(self, cfg: AgentConfig):
         self.rank = cfg.rank
         self.ips = {r.rank: r.ip for r in cfg.ranks}
+        addr = {r.rank: r for r in cfg.ranks}
         self.n = len(self.ips)
         self.params = cfg.transport
-        my_ip = self.ips[self.rank]
+        self.channels = cfg.channels
+        me = addr[self.rank]
         peers = sorted(set(cfg.peers))
         entropy = entropy_policy(self.params.entropy, cfg.seed, self.rank, self.params.entropy_ports,
                                  self.params.flowlet_gap_us)
         requester_qp, responder_qp = qp_classes(self.params.loss_recovery)
-        ports = entropy.host_ports(2 * len(peers))
-        self.ep = Endpoint(my_ip, read_ecn=cnp_interval_ns(self.params) is not None)
+        ports = entropy.host_ports(2 * len(peers) * self.channels)
+        # a host with several NICs (planes, scale-up) receives on all its addresses
+        several = len(me.plane_ips) > 1 or bool(me.scale_up_ip)
+        self.ep = Endpoint("0.0.0.0" if several else me.ip, read_ecn=cnp_interval_ns(self.params) is not None)
         #: the NIC obeys PFC frames from its switch port for the lossless class (an RNIC does); agents
         #: of a run are root, a test agent without CAP_NET_RAW on loopback has no switch to pause it
         try:
@@ -85,28 +105,33 @@ class Agent:
         except PermissionError as e:
             print(f"agent rank {self.rank}: PFC frames not obeyed: no AF_PACKET socket ({e})", file=sys.stderr)
             self.pfc = None
-        self.send_qp: dict[int, RequesterQP] = {}
-        #: messages from each peer that finished operations consumed (see traffic.collectives.executor)
-        self.rx_consumed: dict[int, int] = {q: 0 for q in cfg.peers}
-        self.recv_qp: dict[int, ResponderQP] = {}
-        for i, q in enumerate(peers):
-            on_error = lambda text, r=self.rank: _send_failed(r, text)  # noqa: E731
-            req = requester_qp(REQ_QPN_BASE + q, RESP_QPN_BASE + self.rank, my_ip, self.ips[q],
-                              ports[2 * i], self.params, first_psn=initial_psn(cfg.seed, self.rank, q),
-                              on_error=on_error, entropy=entropy.for_qp(ports[2 * i]), pause=self.pfc)
-            resp = responder_qp(RESP_QPN_BASE + q, REQ_QPN_BASE + self.rank, my_ip, self.ips[q],
-                               ports[2 * i + 1], self.params, first_psn=initial_psn(cfg.seed, q, self.rank),
-                               on_error=on_error)
-            self.send_qp[q], self.recv_qp[q] = req, resp
-            self.ep.requesters[req.qpn] = req
-            self.ep.responders[resp.qpn] = resp
+        #: per channel: peer rank -> requester / responder QP
+        self.send_qps: list[dict[int, RequesterQP]] = [{} for _ in range(self.channels)]
+        self.recv_qps: list[dict[int, ResponderQP]] = [{} for _ in range(self.channels)]
+        #: per channel: messages from each peer that finished operations consumed (traffic.collectives.executor)
+        self.rx_consumed: list[dict[int, int]] = [{q: 0 for q in cfg.peers} for _ in range(self.channels)]
+        for c in range(self.channels):
+            for i, q in enumerate(peers):
+                src, dst = qp_addresses(me, addr[q], c)
+                sport, rport = ports[2 * (c * len(peers) + i)], ports[2 * (c * len(peers) + i) + 1]
+                on_error = lambda text, r=self.rank: _send_failed(r, text)  # noqa: E731
+                req = requester_qp(qpn(REQ_QPN_BASE, q, c), qpn(RESP_QPN_BASE, self.rank, c), src, dst,
+                                   sport, self.params, first_psn=channel_psn(cfg.seed, self.rank, q, c),
+                                   on_error=on_error, entropy=entropy.for_qp(sport), pause=self.pfc)
+                resp = responder_qp(qpn(RESP_QPN_BASE, q, c), qpn(REQ_QPN_BASE, self.rank, c), src, dst,
+                                    rport, self.params, first_psn=channel_psn(cfg.seed, q, self.rank, c),
+                                    on_error=on_error)
+                self.send_qps[c][q], self.recv_qps[c][q] = req, resp
+                self.ep.requesters[req.qpn] = req
+                self.ep.responders[resp.qpn] = resp
+        self.send_qp, self.recv_qp = self.send_qps[0], self.recv_qps[0]
         self.ep.start()
         if self.pfc is not None:
             self.pfc.start()
 
     def _wake_qps(self) -> None:
         """A PFC frame changed the pause: every requester QP re-checks it now (a resume acts at once)."""
-        for qp in self.send_qp.values():
+        for qp in (qp for qps in self.send_qps for qp in qps.values()):
             with qp.cond:
                 qp.cond.notify_all()
 
@@ -126,8 +151,8 @@ class Agent:
                           t_end_ns=t0, sent_bytes=0, rx_msgs=0, t_rx_done_ns=t0)
         group = mine[0]
         g, pos = len(group), group.index(self.rank)
-        res = collectives.execute(alg, pos, group, cmd.size_bytes, self.send_qp, self.recv_qp,
-                                  self.rx_consumed, cmd.timeout_s)
+        res = execute_channels(alg, pos, group, cmd.size_bytes, self.send_qps, self.recv_qps,
+                               self.rx_consumed, cmd.timeout_s)
         t1 = unix_ns()
         return OpDone(op_id=cmd.op_id, rank=self.rank, group_index=groups.index(group), group_size=g,
                       t_start_ns=t0, t_end_ns=t1, sent_bytes=res["sent_bytes"], rx_msgs=res["rx_msgs"],
@@ -135,17 +160,19 @@ class Agent:
 
     def stats(self) -> Stats:
         """A snapshot of every QP's counters (copies: the QPs keep counting) and message records."""
+        send = [(c, q, qp) for c, qps in enumerate(self.send_qps) for q, qp in qps.items()]
         reqs = [RequesterQpStats(rank=self.rank, peer=q, qpn=qp.qpn, udp_sport=qp.udp_sport,
-                                 first_psn=qp.first_psn, counters=replace(qp.counters))
-                for q, qp in self.send_qp.items()]
+                                 first_psn=qp.first_psn, counters=replace(qp.counters), channel=c)
+                for c, q, qp in send]
         resps = [ResponderQpStats(rank=self.rank, peer=q, qpn=qp.qpn, first_psn=qp.first_psn,
-                                  counters=replace(qp.counters)) for q, qp in self.recv_qp.items()]
+                                  counters=replace(qp.counters), channel=c)
+                 for c, qps in enumerate(self.recv_qps) for q, qp in qps.items()]
         msgs = [MessageRecord(rank=self.rank, peer=q, msg_seq=m.seq, size_bytes=m.size_bytes,
                               t_post_ns=m.t_post_ns, t_acked_ns=m.t_acked_ns)
-                for q, qp in self.send_qp.items() for m in qp.messages]
+                for _, q, qp in send for m in qp.messages]
         rates = [QpRateRecord(rank=self.rank, peer=q, time_ns=from_monotonic_ns(r.time_ns), event=r.event,
                               rate_bps=r.rate_bps, target_rate_bps=r.target_rate_bps, alpha=r.alpha)
-                 for q, qp in self.send_qp.items() for r in list(qp.cc.rate_log)]
+                 for _, q, qp in send for r in list(qp.cc.rate_log)]
         pfc = PfcRxStats()
         if self.pfc is not None:
             with self.pfc.lock:

@@ -41,24 +41,33 @@ class ProtocolError(ValueError):
 
 @dataclass(frozen=True)
 class RankAddress:
-    """One rank of the job: its host's IPv4 address and Mininet host name."""
+    """One rank of the job: its host's IPv4 address and Mininet host name.
+
+    ``plane_ips``: its address in each scale-out plane (plane 0 first; empty: ``ip`` alone, one
+    plane); ``server``: index of its server's scale-up domain and ``scale_up_ip`` its address
+    there (-1 and "" without one). See :func:`traffic.transport.planes.qp_addresses`."""
 
     rank: int
     ip: str
     name: str
+    plane_ips: list[str] = dataclasses.field(default_factory=list)
+    server: int = -1
+    scale_up_ip: str = ""
 
 
 @dataclass(frozen=True)
 class AgentConfig:
     """What an agent needs to start: its ``rank``, every rank's address (``ranks``), the ranks it
     needs queue pairs with (``peers``), the run's ``seed`` (entropy ports, initial PSNs) and the
-    transport parameters (congestion-control and entropy policy names included)."""
+    transport parameters (congestion-control and entropy policy names included). ``channels``:
+    queue pairs per peer, one per channel (NCCL's parallel rings; traffic.collectives.channels)."""
 
     rank: int
     ranks: list[RankAddress]
     peers: list[int]
     seed: int
     transport: TransportParams
+    channels: int = 1
 
 
 # -- commands: runner -> agent -------------------------------------------------------------------
@@ -115,7 +124,8 @@ class OpDone:
 
 @dataclass(frozen=True)
 class RequesterQpStats:
-    """Counters of the requester QP of ``rank`` towards ``peer``; ``udp_sport``: its (first) source port."""
+    """Counters of the requester QP of ``rank`` towards ``peer`` on ``channel``; ``udp_sport``: its (first)
+    source port."""
 
     rank: int
     peer: int
@@ -123,17 +133,19 @@ class RequesterQpStats:
     udp_sport: int
     first_psn: int
     counters: QPCounters
+    channel: int = 0
 
 
 @dataclass(frozen=True)
 class ResponderQpStats:
-    """Counters of the responder QP of ``rank`` for the requester at ``peer``."""
+    """Counters of the responder QP of ``rank`` for the requester at ``peer`` on ``channel``."""
 
     rank: int
     peer: int
     qpn: int
     first_psn: int
     counters: ResponderCounters
+    channel: int = 0
 
 
 @dataclass(frozen=True)
@@ -193,10 +205,10 @@ class Stats:
 
     def qp_rows(self) -> list[dict]:
         """Rows of qps.csv: requesters then responders, ``role`` naming which, counters flattened."""
-        rows = [{"rank": q.rank, "peer": q.peer, "role": "requester", "qpn": q.qpn, "udp_sport": q.udp_sport,
-                 "first_psn": q.first_psn, **asdict(q.counters)} for q in self.requesters]
-        rows += [{"rank": q.rank, "peer": q.peer, "role": "responder", "qpn": q.qpn, "first_psn": q.first_psn,
-                  **asdict(q.counters)} for q in self.responders]
+        rows = [{"rank": q.rank, "peer": q.peer, "channel": q.channel, "role": "requester", "qpn": q.qpn,
+                 "udp_sport": q.udp_sport, "first_psn": q.first_psn, **asdict(q.counters)} for q in self.requesters]
+        rows += [{"rank": q.rank, "peer": q.peer, "channel": q.channel, "role": "responder", "qpn": q.qpn,
+                  "first_psn": q.first_psn, **asdict(q.counters)} for q in self.responders]
         return rows
 
     def msg_rows(self) -> list[dict]:

@@ -191,19 +191,21 @@ def spurious_retx_pkts(qps: pd.DataFrame, window_pkts: int) -> int:
 
     With no loss anywhere every duplicate is spurious (a timer fired before an
     ACK that was on its way: e.g. a late ACK because the CPU was busy, or
-    ``rto_us`` below the round trip). ``qps``: qps.csv rows (rank, peer, role,
+    ``rto_us`` below the round trip). ``qps``: qps.csv rows (rank, peer, channel, role,
     tx_pkts, acks_rx, naks_rx, rx_pkts, dup_pkts, acks_tx, naks_tx).
     """
     if qps is None or len(qps) == 0:
         return 0
     q = qps.fillna(0)
-    if "trial" not in q:  # pattern trials (testbed.patterns) have fresh QPs per trial
-        q = q.assign(trial=0)
-    req = q[q["role"] == "requester"].set_index(["rank", "peer", "trial"])[["tx_pkts", "acks_rx", "naks_rx"]]
+    for key in ("trial", "channel"):  # pattern trials (testbed.patterns) have fresh QPs per trial; channels
+        if key not in q:              # (traffic.collectives.channels) their own QPs per peer
+            q = q.assign(**{key: 0})
+    keys = ["rank", "peer", "trial", "channel"]
+    req = q[q["role"] == "requester"].set_index(keys)[["tx_pkts", "acks_rx", "naks_rx"]]
     resp = q[q["role"] == "responder"]
-    # the responder at rank q for peer r answers the requester at rank r towards peer q
-    resp = resp.set_index(pd.MultiIndex.from_arrays([resp["peer"], resp["rank"], resp["trial"]],
-                                                    names=["rank", "peer", "trial"]))
+    # the responder at rank q for peer r answers the requester at rank r towards peer q (same trial, channel)
+    resp = resp.set_index(pd.MultiIndex.from_arrays([resp["peer"], resp["rank"], resp["trial"], resp["channel"]],
+                                                    names=keys))
     j = req.join(resp[["rx_pkts", "dup_pkts", "acks_tx", "naks_tx"]], how="inner").astype("int64")
     lost = ((j["tx_pkts"] - j["rx_pkts"]).clip(lower=0)
             + (j["acks_tx"] + j["naks_tx"] - j["acks_rx"] - j["naks_rx"]).clip(lower=0))

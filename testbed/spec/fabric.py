@@ -7,11 +7,19 @@ from typing import Literal, Optional
 from pydantic import Field, model_serializer, model_validator
 
 from testbed.emulation.queues import BACKENDS as QUEUE_BACKENDS, DEFAULT_BACKEND as DEFAULT_QUEUE_BACKEND
-from topology import KIND_PARAMS, KINDS, build as build_layout
+from topology import KIND_PARAMS, KINDS, build as build_layout, scale_up
 from topology.routing import max_switch_hops
 from testbed.spec.units import (
     RateBps, SizeBytes, Count, MAX_BUFFER_BYTES, MIN_LINK_MTU_BYTES, MAX_LINK_MTU_BYTES,
     MAX_LINK_DELAY_US, _Spec)
+
+
+class ScaleUpSpec(_Spec):
+    """``fabric.scale_up``: the GPUs of each server (``gpus_per_server`` consecutive ranks) joined by
+    one switch at ``rate_multiple`` x ``host_link_bps`` (topology.scale_up)."""
+
+    gpus_per_server: Count = Field(..., ge=2, le=32)
+    rate_multiple: float = Field(4.0, ge=1, le=16, allow_inf_nan=False)
 
 
 class FabricSpec(_Spec):
@@ -25,6 +33,10 @@ class FabricSpec(_Spec):
     - ``rail_optimized`` (servers, gpus_per_server, spines): GPU i of every
       server on rail leaf i, every rail leaf linked to every spine
       (topology/rail_optimized.py).
+    - ``dual_plane`` (spines, leaves, hosts_per_leaf, planes): ``planes`` independent
+      spine-leaf planes, every host with one NIC in each (topology/dual_plane.py).
+
+    ``scale_up`` (any kind): one fast switch per server (topology/scale_up.py).
 
     A key of another kind is refused, naming the kind's keys. Hosts link at
     ``host_link_bps``; switch-to-switch links at ``fabric_link_bps``, or give
@@ -52,6 +64,8 @@ class FabricSpec(_Spec):
     k: Count = 4
     servers: Count = Field(2, ge=1, le=32)
     gpus_per_server: Count = Field(4, ge=1, le=32)
+    planes: Count = Field(2, ge=2, le=4)
+    scale_up: Optional[ScaleUpSpec] = None
     host_link_bps: RateBps = 10e6
     fabric_link_bps: RateBps = 10e6
     oversubscription: Optional[float] = Field(None, gt=0, le=64, allow_inf_nan=False)
@@ -73,6 +87,8 @@ class FabricSpec(_Spec):
                                  f"{', '.join(builder.PARAMS)}; {key} belongs to {', '.join(KIND_PARAMS[key])})")
         builder.check(self)
         self._derive_fabric_rate(builder)
+        if self.scale_up is not None:
+            scale_up.check(self, len(builder.from_spec(self, "tb0000").hosts))
         if self.queue_backend not in QUEUE_BACKENDS:
             raise ValueError(f"fabric.queue_backend = {self.queue_backend!r} is not one of {sorted(QUEUE_BACKENDS)}")
         frame = self.mtu_bytes + 14
