@@ -148,7 +148,8 @@ def _run_fabric(ctx: RunContext, progress: Progress) -> dict:
                 _measure(ctx, fab, None, rec, progress)
             else:
                 peers = plan_peers(ctx.ops_plan)
-                with AgentGroup(fab, ctx.transport, ctx.spec.seed, lambda r: peers.get(r, [])) as agents:
+                with AgentGroup(fab, ctx.transport, ctx.spec.seed, lambda r: peers.get(r, []),
+                                ctx.spec.workload.channels) as agents:
                     _measure(ctx, fab, agents, rec, progress)
     except BaseException as e:
         if not rec.measured:  # keep what was measured, marked incomplete, then fail as before
@@ -164,7 +165,7 @@ def _run_fabric(ctx: RunContext, progress: Progress) -> dict:
 def _measure(ctx: RunContext, fab: Fabric, agents: AgentGroup, rec: Recording, progress: Progress) -> None:
     """Run the workload while sampling switch queues, CPU and departures; read the counters around it."""
     host_pids = {h.name: fab.net.get(h.name).pid for h in fab.layout.hosts}
-    host_ifs = {h.name: [h.intf] for h in fab.layout.hosts}
+    host_ifs = {h.name: fab.host_intfs(h.name) for h in fab.layout.hosts}
     rec.drops_before = DropSnapshot.take(host_pids, fab.switch_ports, host_ifs)
     rec.departures = timing.DepartureCapture(fab.switch_ports)
     rec.sampler = QdiscSampler(fab.switch_ports, ctx.spec.output.sample_period_ms / 1e3,

@@ -205,10 +205,10 @@ class Stats:
 
     def qp_rows(self) -> list[dict]:
         """Rows of qps.csv: requesters then responders, ``role`` naming which, counters flattened."""
-        rows = [{"rank": q.rank, "peer": q.peer, "channel": q.channel, "role": "requester", "qpn": q.qpn,
-                 "udp_sport": q.udp_sport, "first_psn": q.first_psn, **asdict(q.counters)} for q in self.requesters]
-        rows += [{"rank": q.rank, "peer": q.peer, "channel": q.channel, "role": "responder", "qpn": q.qpn,
-                  "first_psn": q.first_psn, **asdict(q.counters)} for q in self.responders]
+        rows = [{"rank": q.rank, "peer": q.peer, "role": "requester", "qpn": q.qpn, "udp_sport": q.udp_sport,
+                 "first_psn": q.first_psn, "channel": q.channel, **asdict(q.counters)} for q in self.requesters]
+        rows += [{"rank": q.rank, "peer": q.peer, "role": "responder", "qpn": q.qpn, "first_psn": q.first_psn,
+                  "channel": q.channel, **asdict(q.counters)} for q in self.responders]
         return rows
 
     def msg_rows(self) -> list[dict]:

@@ -35,14 +35,18 @@ def transport_params(spec, rto_us: int, peers_per_rank: int = 2) -> TransportPar
     ``peers_per_rank``: the most queue pairs one rank has (testbed.plan.plan_peers): the data
     sockets of a host share its NIC queue (HOST_NIC_QUEUE_BYTES), so each socket's send buffer is
     at most that / (peers + 1), or sends of a rank talking to many peers at once (all-to-all,
-    trees) overflow the queue (ENOBUFS, counted as host qdisc drops). A ring (2 peers) keeps the
+    trees) overflow the queue (ENOBUFS, counted as host qdisc drops); with ``workload.channels``
+    C on P planes each NIC serves peers x ceil(C/P) QPs. A ring (2 peers, 1 channel) keeps the
     default.
     """
     t = spec.transport
     reorders = ENTROPY_POLICIES[t.entropy].reorders
     ports = (t.entropy_ports or DEFAULT_ENTROPY_PORTS[t.entropy]) if t.entropy in MULTI_PORT_POLICIES else 1
     gap_us = (t.flowlet_gap_us or int(rto_us) // 2) if t.entropy == "flowlet" else 0
-    sndbuf = min(TransportParams.sndbuf_bytes, HOST_NIC_QUEUE_BYTES // (max(peers_per_rank, 1) + 1))
+    # channels share a NIC's queue too, spread over the planes' NICs (traffic.transport.planes)
+    planes = spec.fabric.planes if spec.fabric.kind == "dual_plane" else 1
+    qps = max(peers_per_rank, 1) * -(-spec.workload.channels // planes)
+    sndbuf = min(TransportParams.sndbuf_bytes, HOST_NIC_QUEUE_BYTES // (qps + 1))
     return TransportParams(payload_bytes=t.payload_bytes, window_pkts=t.window_pkts,
                            ack_every_pkts=t.ack_every_pkts, rto_us=int(rto_us),
                            line_rate_bps=float(spec.fabric.host_link_bps), sndbuf_bytes=sndbuf,
@@ -51,6 +55,16 @@ def transport_params(spec, rto_us: int, peers_per_rank: int = 2) -> TransportPar
                            loss_recovery=SELECTIVE_REPEAT if reorders else GO_BACK_N,
                            reorder_window_us=int(rto_us) // 2 if reorders else 0,
                            dcqcn=dcqcn_settings(spec))
+
+
+def rank_address(layout, host) -> RankAddress:
+    """``host``'s addresses as its agent and its peers need them: every plane, and its server's
+    scale-up domain when the layout has one (traffic.transport.planes)."""
+    up = layout.scale_up_nic(host.name)
+    server = next((i for i, s in enumerate(layout.servers()) if host in s), -1) if up else -1
+    ips = layout.plane_ips(host.name)
+    return RankAddress(rank=host.rank, ip=host.ip, name=host.name, plane_ips=list(ips) if len(ips) > 1 else [],
+                       server=server, scale_up_ip=up.ip if up else "")
 
 
 class AgentError(RuntimeError):
@@ -65,8 +79,9 @@ class AgentGroup(StartStop):
     Messages are those of :mod:`traffic.protocol`.
     """
 
-    def __init__(self, fabric: Fabric, transport: TransportParams, seed: int, peers_of):
+    def __init__(self, fabric: Fabric, transport: TransportParams, seed: int, peers_of, channels: int = 1):
         self.fabric = fabric
+        self.channels = channels
         self.transport = transport
         self.seed = seed
         self.peers_of = peers_of
@@ -76,11 +91,11 @@ class AgentGroup(StartStop):
 
     def start(self, timeout_s: float = 30.0) -> None:
         layout = self.fabric.layout
-        ranks = [RankAddress(rank=h.rank, ip=h.ip, name=h.name) for h in layout.hosts]
+        ranks = [rank_address(layout, h) for h in layout.hosts]
         run_dir = self.fabric.run_dir
         for h in layout.hosts:
             cfg = AgentConfig(rank=h.rank, ranks=ranks, peers=list(self.peers_of(h.rank)), seed=self.seed,
-                              transport=self.transport)
+                              transport=self.transport, channels=self.channels)
             cfg_path = run_dir / f"agent-{h.rank}.json"
             cfg_path.write_text(protocol.encode(cfg))
             log = open(run_dir / f"agent-{h.rank}.log", "wb")

@@ -44,7 +44,7 @@ from testbed.lifecycle import StartStop
 from testbed.spec.scenario import ScenarioSpec
 from testbed.emulation.topo import FabricTopo
 from topology import build as build_layout
-from topology import model
+from topology import model, planes
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +150,10 @@ class Fabric(StartStop):
     def switch(self, name: str) -> OVSSwitch:
         return self.net.get(name)
 
+    def host_intfs(self, host: str) -> list[str]:
+        """Interfaces of ``host``: eth0, then one per topology.model.Nic (planes, scale-up)."""
+        return [f"{host}-eth0"] + [n.intf for n in self.layout.nics_of(host)]
+
     # -- set-up steps ---------------------------------------------------------
     def _configure_hosts(self) -> None:
         for h in self.layout.hosts:
@@ -159,7 +163,8 @@ class Fabric(StartStop):
             node.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"
                      " net.ipv4.tcp_limit_output_bytes=32768")
             if self.datapath == "user":
-                node.cmd("ethtool -K", h.intf, *OFFLOADS_OFF, "2>/dev/null")
+                for intf in self.host_intfs(h.name):
+                    node.cmd("ethtool -K", intf, *OFFLOADS_OFF, "2>/dev/null")
         for sw in self.layout.switches:
             for intf in self.net.get(sw.name).intfList():
                 if intf.name == "lo":
@@ -220,11 +225,12 @@ class Fabric(StartStop):
                     wrong.append(f"{port}: {got}")
         for h in self.layout.hosts:
             with IPRoute(netns=f"/proc/{self.net.get(h.name).pid}/ns/net") as ipr:
-                idx = ipr.link_lookup(ifname=h.intf)[0]
-                ipr.link("set", index=idx, mtu=mtu)
-                got = ipr.get_links(idx)[0].get_attr("IFLA_MTU")
-                if got != mtu:
-                    wrong.append(f"{h.name}:{h.intf}: {got}")
+                for intf in self.host_intfs(h.name):
+                    idx = ipr.link_lookup(ifname=intf)[0]
+                    ipr.link("set", index=idx, mtu=mtu)
+                    got = ipr.get_links(idx)[0].get_attr("IFLA_MTU")
+                    if got != mtu:
+                        wrong.append(f"{h.name}:{intf}: {got}")
         if wrong:
             raise FabricError(f"MTU {mtu} (fabric.mtu_bytes) not taken by: " + ", ".join(wrong))
 
@@ -232,19 +238,21 @@ class Fabric(StartStop):
         """Install every egress queue (self.queues) at its link's rate, read it back, install
         hosts' static neighbours. Switch ports queue their link's buffer_bytes; host NICs
         HOST_NIC_QUEUE_BYTES (per class, with a backend of priority classes)."""
-        for h in self.layout.hosts:
-            node = self.net.get(h.name)
-            rate_bps = self.layout.links_of(h.name)[0].rate_bps
-            with IPRoute(netns=f"/proc/{node.pid}/ns/net") as ipr:
-                self.readback[h.intf] = self.queues.install(
-                    ipr, h.intf, self._queue_config(rate_bps, HOST_NIC_QUEUE_BYTES, switch_port=False))
-                # static neighbours: host traffic never waits for (or sends) ARP during a run;
-                # the controller still answers ARP for anything else (controllers/app.py)
-                idx = ipr.link_lookup(ifname=h.intf)[0]
-                for peer in self.layout.hosts:
-                    if peer is not h:
-                        ipr.neigh("replace", dst=peer.ip, lladdr=peer.mac, ifindex=idx, state=NUD_PERMANENT)
-            self.port_rate_bps[h.intf] = rate_bps
+        for view in planes.views(self.layout):  # each host NIC: one per plane or scale-up domain
+            for h in view.hosts:
+                node = self.net.get(h.name)
+                ln = view.links_of(h.name)[0]
+                intf = (ln.a if ln.a.node == h.name else ln.b).intf
+                with IPRoute(netns=f"/proc/{node.pid}/ns/net") as ipr:
+                    self.readback[intf] = self.queues.install(
+                        ipr, intf, self._queue_config(ln.rate_bps, HOST_NIC_QUEUE_BYTES, switch_port=False))
+                    # static neighbours (the peers' addresses in this NIC's plane): host traffic never waits
+                    # for (or sends) ARP during a run; the controller still answers ARP (controllers/app.py)
+                    idx = ipr.link_lookup(ifname=intf)[0]
+                    for peer in view.hosts:
+                        if peer.name != h.name:
+                            ipr.neigh("replace", dst=peer.ip, lladdr=peer.mac, ifindex=idx, state=NUD_PERMANENT)
+                self.port_rate_bps[intf] = ln.rate_bps
         switches = {s.name for s in self.layout.switches}
         with IPRoute() as ipr:
             for link in self.layout.links:

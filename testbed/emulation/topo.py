@@ -10,7 +10,8 @@ from topology.model import Layout
 
 class FabricTopo(Topo):
     """Every switch (with its dpid), host (IP with the fabric prefix length, MAC) and link
-    (with its port numbers) of ``layout``. No link shaping here: see testbed.emulation.queues."""
+    (with its port numbers; a host's further interfaces with their topology.model.Nic address
+    and prefix length) of ``layout``. No link shaping here: see testbed.emulation.queues."""
 
     def build(self, layout: Layout) -> None:  # noqa: D102 (Mininet hook)
         prefix_len = ipaddress.IPv4Network(layout.fabric_prefix).prefixlen
@@ -18,6 +19,13 @@ class FabricTopo(Topo):
             self.addSwitch(s.name, dpid=f"{s.dpid:016x}")
         for h in layout.hosts:
             self.addHost(h.name, ip=f"{h.ip}/{prefix_len}", mac=h.mac)
+        nics = {(n.host, n.port): n for n in layout.nics}
         for ln in layout.links:
-            self.addLink(ln.a.node, ln.b.node, port1=ln.a.number, port2=ln.b.number)
+            params = {}
+            for i, end in (("1", ln.a), ("2", ln.b)):
+                nic = nics.get((end.node, end.number))
+                if nic is not None:  # a host's interface beyond eth0: its own address and MAC
+                    params["params" + i] = {"ip": f"{nic.ip}/{ipaddress.IPv4Network(nic.prefix).prefixlen}"}
+                    params["addr" + i] = nic.mac
+            self.addLink(ln.a.node, ln.b.node, port1=ln.a.number, port2=ln.b.number, **params)
 

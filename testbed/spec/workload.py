@@ -97,6 +97,10 @@ class WorkloadSpec(_Spec):
     simai: Optional[SimaiSpec] = None
     #: flows for load-balancing and congestion studies (testbed.spec.pattern)
     pattern: Optional[PatternSpec] = None
+    #: NCCL's channels: each collective split into this many concurrent copies, each on its share of
+    #: the data and its own QPs (traffic.collectives.channels); on a dual-plane fabric channel c
+    #: runs on plane c mod planes
+    channels: Count = Field(1, ge=1, le=32)
     iterations: Count = Field(5, ge=1, le=10_000)
     warmup_iterations: Count = Field(1, ge=0, le=100)
     #: cap on the bytes each size may move in total (iterations are cut to fit, at least one
