@@ -15,7 +15,7 @@ import sys
 from testbed import signals
 from testbed.measure import timing
 from testbed.measure.judge import judge_run
-from testbed.results import printing
+from testbed.results import fit, printing
 from testbed.results.replay_table import format_replay_table
 from testbed.results.adaptive import summary_adaptive
 from testbed.results.faults import faults_block
@@ -132,6 +132,9 @@ def _write_complete_now(ctx: RunContext, rec: Recording, note: str | None) -> di
     adaptive = summary_adaptive(ctx.spec, ctx.run_dir)
     if adaptive is not None:
         summary.setdefault("load_balance", {})["adaptive"] = adaptive
+    fits = fit.fit_rows(sizes, ctx.spec.fabric.host_link_bps, ctx.efficiency)
+    if fits is not None:
+        summary["fit"] = fits
     timing.add_busbw_error_bounds(summary["sizes"], ctx.spec, ctx.efficiency)
     tables.write_json(ctx.run_dir / "summary.json", summary)
     tables.mark_complete(ctx.run_dir)
@@ -143,4 +146,6 @@ def _write_complete_now(ctx: RunContext, rec: Recording, note: str | None) -> di
     if rec.replay is not None:
         for block in ([rec.replay["off"], rec.replay["on"]] if rec.replay["overlap"] == "compare" else [rec.replay]):
             print(format_replay_table(block, ctx.spec.scale_factor, ctx.spec.workload.simai.size_scale))
+    for row in fits or ():
+        print(fit.fit_line(row))
     return summary
