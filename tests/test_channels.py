@@ -1,5 +1,5 @@
 """Channels (NCCL's parallel rings): shares, per-channel bytes, concurrent execution, real agents on loopback."""
-import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -52,22 +52,13 @@ def test_channels_run_concurrently_over_their_own_queue_pairs(channels):
     exactly its share's chunks, and the sent bytes add up to 2(n-1)/n of S per rank on average."""
     alg, n, size = ALGORITHMS[("allreduce", "ring")], 5, 10_007
     links = [{(a, (a + 1) % n): MemQP() for a in range(n)} for _ in range(channels)]
-    out, errors = {}, []
 
     def rank(pos):
         send = [{b: q for (a, b), q in ch.items() if a == pos} for ch in links]
         recv = [{a: q for (a, b), q in ch.items() if b == pos} for ch in links]
-        try:
-            out[pos] = execute_channels(alg, pos, list(range(n)), size, send, recv,
-                                        [{} for _ in range(channels)], 10.0)
-        except Exception as e:  # surfaced below
-            errors.append(e)
-    threads = [threading.Thread(target=rank, args=(p,)) for p in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    assert not errors, errors
+        return execute_channels(alg, pos, list(range(n)), size, send, recv, [{} for _ in range(channels)], 10.0)
+    with ThreadPoolExecutor(n) as pool:            # every rank at once; a rank's error is raised here
+        out = dict(enumerate(pool.map(rank, range(n))))
     for c, share in enumerate(channel_sizes(size, channels)):
         assert sum(sum(q.msg_bytes) for q in links[c].values()) == 2 * (n - 1) * share
     assert sum(r["sent_bytes"] for r in out.values()) == 2 * (n - 1) * size
@@ -95,13 +86,9 @@ def test_agents_open_one_qp_per_channel_and_each_carries_its_share():
     agents = [Agent(AgentConfig(rank=r, ranks=ranks, peers=[(r + 1) % n, (r - 1) % n], seed=1, transport=params,
                                 channels=channels)) for r in range(n)]
     try:
-        out = [None] * n
         cmd = RunOp(op_id=0, collective="allreduce", algorithm="ring", size_bytes=size, groups=[], timeout_s=20.0)
-        threads = [threading.Thread(target=lambda r=r: out.__setitem__(r, agents[r].run_op(cmd))) for r in range(n)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(30)
+        with ThreadPoolExecutor(n) as pool:
+            out = list(pool.map(lambda a: a.run_op(cmd), agents))
         assert sum(o.sent_bytes for o in out) == 2 * (n - 1) * size
         for c, share in enumerate(channel_sizes(size, channels)):
             assert sum(qp.counters.delivered_bytes for a in agents for qp in a.recv_qps[c].values()) \

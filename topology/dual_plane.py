@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from typing import Any, List, Tuple
 
-from topology.model import DEFAULT_HASH_FIELDS, Host, Layout, Link, Nic, Port, Switch
+from topology import spine_leaf
+from topology.model import DEFAULT_HASH_FIELDS, Layout, Link, Nic, Port, Switch
 
 KIND = "dual_plane"
 #: fabric keys of this kind (beside the common rates, buffer, MTU, oversubscription)
@@ -57,15 +58,11 @@ def build(run_id: str, spines: int, leaves: int, hosts_per_leaf: int, planes: in
                            ("hosts_per_leaf", hosts_per_leaf, 250)):
         if not 1 + (key == "planes") <= value <= hi:
             raise ValueError(f"fabric.{key} = {value} is outside {1 + (key == 'planes')}..{hi}")
+    hosts = spine_leaf.build(run_id, 1, leaves, hosts_per_leaf).hosts  # plane 0 addresses: spine_leaf's
     switches: List[Switch] = []
-    hosts: List[Host] = []
     nics: List[Nic] = []
     host_links: List[Link] = []
     fabric_links: List[Link] = []
-    for i in range(1, leaves + 1):
-        for j in range(1, hosts_per_leaf + 1):
-            n = (i - 1) * hosts_per_leaf + j
-            hosts.append(Host(f"{run_id}h{n}", n - 1, f"10.0.{i}.{j}", f"02:00:00:00:{i:02x}:{j:02x}"))
     for p in range(planes):
         spine = {k: Switch(f"{run_id}{p}s{k}", 0x2000 + k + p * 0x10000, "spine", k + p * 100)
                  for k in range(1, spines + 1)}
@@ -83,7 +80,7 @@ def build(run_id: str, spines: int, leaves: int, hosts_per_leaf: int, planes: in
                                   buffer_bytes, p) for k in range(1, spines + 1)]
     host_links.sort(key=lambda ln: (int(ln.a.node[len(run_id) + 1:]), ln.a.number))  # each host's eth0 first
     nics.sort(key=lambda nic: (int(nic.host[len(run_id) + 1:]), nic.port))
-    return Layout(run_id, KIND, FABRIC_PREFIX, DEFAULT_HASH_FIELDS, tuple(switches), tuple(hosts),
+    return Layout(run_id, KIND, FABRIC_PREFIX, DEFAULT_HASH_FIELDS, tuple(switches), hosts,
                   tuple(host_links + fabric_links), tuple(nics))
 
 

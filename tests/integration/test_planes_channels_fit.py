@@ -17,6 +17,14 @@ TRANSPORT = "transport: {payload_bytes: 4096, window_pkts: 16, ack_every_pkts: 4
 KIB = 1024
 
 
+def _run(tmp_path, name: str, fabric: str, workload: str) -> dict:
+    """Run a scenario of ``fabric`` and ``workload`` (YAML flow mappings' contents) for 512 KiB-class
+    tests with the RoCE path MTU 4096; return summary.json (the run must be faithful)."""
+    return run_scenario_file(tmp_path, f"name: {name}\nfabric: {{{fabric}, buffer_bytes: 100KB, mtu_bytes: 4200}}\n"
+                             + TRANSPORT + f"workload: {{collective: allreduce, algorithm: ring, {workload},"
+                             " iterations: 2, warmup_iterations: 0}\n", timeout=180)[1]
+
+
 def _port_bytes(run_dir) -> pd.Series:
     """Bytes each switch port sent over the run (last sample of ports.csv)."""
     ports = pd.read_csv(run_dir / "ports.csv")
@@ -25,12 +33,9 @@ def _port_bytes(run_dir) -> pd.Series:
 
 def test_dual_plane_allreduce_puts_half_the_bytes_on_each_plane(tmp_path):
     size = 512 * KIB
-    res, s = run_scenario_file(tmp_path, (
-        "name: dual-plane-itest\n"
-        "fabric: {kind: dual_plane, planes: 2, spines: 1, leaves: 2, hosts_per_leaf: 2, host_link_bps: 5M,"
-        " buffer_bytes: 100KB, mtu_bytes: 4200}\n" + TRANSPORT +
-        "workload: {collective: allreduce, algorithm: ring, channels: 2, sizes: {min_bytes: 512KiB,"
-        " max_bytes: 512KiB}, iterations: 2, warmup_iterations: 0}\n"), timeout=180)
+    s = _run(tmp_path, "dual-plane-itest",
+             "kind: dual_plane, planes: 2, spines: 1, leaves: 2, hosts_per_leaf: 2, host_link_bps: 5M",
+             "channels: 2, sizes: {min_bytes: 512KiB, max_bytes: 512KiB}")
     t = s["transport"]
     assert t["delivered_bytes"] == t["posted_bytes"] == t["acked_bytes"] == 2 * 2 * 3 * size
     assert t["retx_pkts"] == 0
@@ -47,12 +52,9 @@ def test_dual_plane_allreduce_puts_half_the_bytes_on_each_plane(tmp_path):
 
 def test_scale_up_group_inside_a_server_never_touches_a_leaf_port(tmp_path):
     size = 512 * KIB
-    res, s = run_scenario_file(tmp_path, (
-        "name: scale-up-itest\n"
-        "fabric: {kind: spine_leaf, spines: 1, leaves: 2, hosts_per_leaf: 4, host_link_bps: 5M,"
-        " buffer_bytes: 100KB, mtu_bytes: 4200, scale_up: {gpus_per_server: 4, rate_multiple: 4}}\n" + TRANSPORT +
-        "workload: {collective: allreduce, algorithm: ring, ranks: 4, sizes: {min_bytes: 512KiB,"
-        " max_bytes: 512KiB}, iterations: 2, warmup_iterations: 0}\n"), timeout=180)
+    s = _run(tmp_path, "scale-up-itest", "kind: spine_leaf, spines: 1, leaves: 2, hosts_per_leaf: 4, "
+             "host_link_bps: 5M, scale_up: {gpus_per_server: 4, rate_multiple: 4}",
+             "ranks: 4, sizes: {min_bytes: 512KiB, max_bytes: 512KiB}")
     t = s["transport"]
     assert t["delivered_bytes"] == t["posted_bytes"] == 2 * 2 * 3 * size and t["retx_pkts"] == 0
     sent = _port_bytes(next(tmp_path.glob("scenario/*/")))
@@ -68,12 +70,8 @@ def test_scale_up_group_inside_a_server_never_touches_a_leaf_port(tmp_path):
 
 
 def test_ring_allreduce_in_channels_fits_a_plus_b_s(tmp_path):
-    res, s = run_scenario_file(tmp_path, (
-        "name: fit-itest\n"
-        "fabric: {spines: 2, leaves: 2, hosts_per_leaf: 2, host_link_bps: 10M, buffer_bytes: 100KB,"
-        " mtu_bytes: 4200}\n" + TRANSPORT +
-        "workload: {collective: allreduce, algorithm: ring, channels: 2, ranks: 4, sizes: {min_bytes: 64KiB,"
-        " max_bytes: 1MiB, factor: 2}, iterations: 2, warmup_iterations: 0}\n"), timeout=180)
+    s = _run(tmp_path, "fit-itest", "spines: 2, leaves: 2, hosts_per_leaf: 2, host_link_bps: 10M",
+             "channels: 2, ranks: 4, sizes: {min_bytes: 64KiB, max_bytes: 1MiB, factor: 2}")
     (fit,) = s["fit"]
     print(f"fit over {fit['sizes']} sizes: a {fit['a_s'] * 1e3:.2f} ms, b {fit['b_s_per_byte'] * 1e9:.1f} ns/B, "
           f"R^2 {fit['r2']:.5f}, b / (2(n-1)/(n B)) {fit['b_ratio']:.3f}")
