@@ -71,6 +71,8 @@ def test_scale_up_adds_one_fast_switch_per_server():
     spec = _spec({"kind": "spine_leaf", "spines": 2, "leaves": 2, "hosts_per_leaf": 4, "host_link_bps": "5M",
                   "scale_up": {"gpus_per_server": 4, "rate_multiple": 4}})
     lay = topology.build("spine_leaf", spec.fabric, RID)
+    assert spec.fabric.describe().endswith("6 switches, oversubscription 1:1, scale-up 4 GPUs per server at 4 x "
+                                           "the host link")
     ups = [s for s in lay.switches if s.role == "scaleup"]
     assert [s.name for s in ups] == [f"{RID}u1", f"{RID}u2"]
     assert [[h.rank for h in server] for server in lay.servers()] == [[0, 1, 2, 3], [4, 5, 6, 7]]

@@ -170,5 +170,7 @@ class FabricSpec(_Spec):
     def describe(self) -> str:
         """The shape in a few words, e.g. ``fat_tree (k 4): 20 switches, oversubscription 1:1``."""
         params = ", ".join(f"{key} {getattr(self, key)}" for key in KINDS[self.kind].PARAMS)
+        up = (f", scale-up {self.scale_up.gpus_per_server} GPUs per server at {self.scale_up.rate_multiple:g} x "
+              "the host link") if self.scale_up is not None else ""
         return (f"{self.kind} ({params}): {len(self.layout_preview().switches)} switches, "
-                f"oversubscription {self.oversubscription_ratio:g}:1")
+                f"oversubscription {self.oversubscription_ratio:g}:1{up}")
