@@ -28,7 +28,8 @@ from traffic import collectives
 DEFAULT_SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.yaml"
 #: option -> the workload key it sets (named in errors)
 OPTION_KEYS = {"-b": "sizes.min_bytes", "-e": "sizes.max_bytes", "-f": "sizes.factor", "-n": "iterations",
-               "-w": "warmup_iterations", "-g": "ranks", "-c": "collective", "-a": "algorithm"}
+               "-w": "warmup_iterations", "-g": "ranks", "-c": "collective", "-a": "algorithm",
+               "--channels": "channels"}
 
 
 def add_parser(sub, parents) -> None:
@@ -47,6 +48,8 @@ def add_parser(sub, parents) -> None:
                    help=f"collective: {', '.join(collectives.collectives())} (default allreduce)")
     p.add_argument("-a", "--algorithm", default=None,
                    help="algorithm (default ring where registered); registered: " + ", ".join(collectives.names()))
+    p.add_argument("--channels", type=int, default=None,
+                   help="channels (NCCL_MIN_NCHANNELS; default the scenario's workload.channels)")
     p.add_argument("--results", metavar="DIR", default=None, help="results root directory (default ./results)")
     p.add_argument("--quiet", action="store_true", help="print only the table and the verdict")
     p.add_argument("--max-duration", metavar="SECONDS", default=None,
@@ -71,6 +74,7 @@ def build_spec(args) -> ScenarioSpec:
         "collective": args.collective, "algorithm": args.algorithm or default_algorithm(args.collective),
         "sizes": {"min_bytes": args.minbytes, "max_bytes": args.maxbytes, "factor": args.stepfactor},
         "iterations": args.iters, "warmup_iterations": args.warmup_iters, "max_bytes_per_size": None,
+        "channels": base.workload.channels if getattr(args, "channels", None) is None else args.channels,
         **({"ranks": args.ranks} if args.ranks is not None else {})}
     data["output"] = {**data["output"], "table": "nccl"}
     data["name"] = f"nccl-{args.collective}-{data['workload']['algorithm']}"

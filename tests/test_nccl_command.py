@@ -2,6 +2,8 @@
 bad options refused naming the option's key before anything is built, ``workload.ranks``, and the
 nccl-tests table's columns and worked values."""
 import pandas as pd
+from pathlib import Path
+
 import pytest
 
 from testbed.cli import build_parser, main
@@ -25,6 +27,15 @@ def test_options_replace_the_workload_of_the_default_scenario():
     assert spec.fabric.mtu_bytes == 4200 and spec.transport.payload_bytes == 4096   # the quickstart's fabric
     ops = plan_workload(spec).ops
     assert {o.groups for o in ops} == {((0, 1, 2, 3),)} and len(ops) == 5 * (2 + 3)
+
+
+def test_channels_come_from_the_option_else_the_scenario():
+    assert _spec().workload.channels == 1
+    assert _spec("--channels", "4").workload.channels == 4
+    dual = Path(__file__).resolve().parents[1] / "scenarios" / "dual_plane.yaml"
+    assert _spec(str(dual)).workload.channels == 2
+    with pytest.raises(ScenarioError, match="workload.channels"):
+        _spec("--channels", "33")
 
 
 def test_default_algorithm_is_ring_else_the_first_registered():
