@@ -63,3 +63,25 @@ def test_c07_lossless_class_never_drops_and_pauses_every_sender_port(tmp_path, d
     assert pd.read_csv(tmp_path / "pfc_ports.csv")["pauses_sent"].min() >= 1
     # control: the same load on the lossy class drops packets
     assert sum(lossy["received"].values()) < sum(lossy["sent"].values()), lossy
+
+
+def test_a_run_with_pfc_pauses_hosts_loses_nothing_and_reports_it(tmp_path):
+    """scenarios/ecn_marking.yaml with PFC instead of ECN, one size: the ring's cross-leaf hops queue up to
+    a window (16 x 4214 B) at the 5 Mbit/s uplinks, past Xoff (5 frames): the leaves pause their hosts."""
+    from conftest import REPO, run_scenario_file
+
+    text = (REPO / "scenarios" / "ecn_marking.yaml").read_text().replace(
+        "sizes: {min_bytes: 256KiB, max_bytes: 1MiB, factor: 4}", "sizes: {min_bytes: 1MiB, max_bytes: 1MiB}").replace(
+        "ecn: {kmin_pkts: 5, kmax_pkts: 20, pmax: 0.2}", "pfc: {xoff_pkts: 5, xon_pkts: 3}")
+    res, s = run_scenario_file(tmp_path, text, expect_rc=None)  # completed; faithful or not (CPU is shared)
+    c, t = s["congestion"], s["transport"]
+    assert t["delivered_bytes"] == t["posted_bytes"] and t["switch_drops_pkts"] == 0, t
+    assert c["lossless_drops_pkts"] == 0 and c["pause_frames"] > 0 and c["paused_time_s"] > 0, c
+    assert c["controller_loop_p99_ms"] is not None and c["pfc"]["kick_frames"] > 0, c
+    assert not any("of_pipeline" in v for v in s["violations"]), s["violations"]  # kick frames are not losses
+    run_dir = tmp_path / "scenario" / next(p.name for p in (tmp_path / "scenario").iterdir())
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["backends"]["pfc"].startswith("controller loop"), manifest["backends"]
+    ports = pd.read_csv(run_dir / "pfc_ports.csv")
+    assert ports["upstream_port"].str.endswith("-eth0").any(), ports  # hosts were paused
+    assert "pause_frames" in res.stdout  # the terminal's congestion line
