@@ -12,7 +12,8 @@ every veth when the userspace datapath is used (it cannot fill in checksums),
 disable IPv6 in hosts (no neighbour-discovery noise), set every veth's MTU and
 every OVS port's ``mtu_request`` to ``fabric.mtu_bytes``, install every egress queue with
 the ``fabric.queue_backend`` (testbed.emulation.queues; rate, buffer and MTU), read every
-rate back (self-check), and wait until the controller confirmed every
+rate back (self-check), hand the controller's ECN/PFC loop its settings when the scenario has
+``congestion.ecn`` or ``congestion.pfc`` (testbed.emulation.congestion_conf), and wait until the controller confirmed every
 switch's flows and groups with a barrier, then supervise the controller
 (testbed.emulation.controller_supervisor: a death is recorded and, with
 ``controller.restart``, the controller restarted). On exit (also after an
