@@ -128,3 +128,10 @@ def test_kick_frames_are_taken_out_of_the_pipeline_drops(tmp_path):
     assert discount_kick_frames(drops, tmp_path) == {PIPELINE_DROP_COUNTER: 5, "softnet": 2}
     (tmp_path / "congestion_loop.json").write_text(json.dumps({"pfc": {"kick_frames": 99}}))
     assert discount_kick_frames(drops, tmp_path)[PIPELINE_DROP_COUNTER] == 0
+
+
+def test_watchdog_block_rides_in_the_pfc_block():
+    s = spec(congestion={"pfc": {"xoff_bytes": 9000, "xon_bytes": 1, "watchdog": {"detect_ms": 50}}})
+    assert s.congestion.pfc.watchdog.detect_ms == 50 and s.congestion.pfc.watchdog.enabled
+    with pytest.raises(ScenarioError, match="watchdog"):
+        spec(congestion={"pfc": {"xoff_bytes": 9000, "xon_bytes": 1, "watchdog": {"detect_ms": 0}}})

@@ -52,7 +52,7 @@ def loop_conf(fab) -> dict:
     if c.pfc_on:
         xon, xoff = c.pfc.thresholds_bytes(frame)
         pfc = {"xoff_bytes": xoff, "xon_bytes": xon}
-        wd = getattr(c.pfc, "watchdog", None)  # congestion.pfc.watchdog (testbed/spec/pfc_watchdog.py), once merged
+        wd = c.pfc.watchdog  # congestion.pfc.watchdog (testbed/spec/pfc_watchdog.py)
         if wd is not None:
             pfc["watchdog"] = {"enabled": wd.enabled, "detect_ms": wd.detect_ms, "restore_ms": wd.restore_ms}
     rid = fab.run_id

@@ -11,7 +11,8 @@ in bytes, or in packets of one full frame (``fabric.mtu_bytes + 14``)::
     congestion:
       buffers: {control_bytes: 30000, lossless_bytes: 150000, lossy_bytes: 100000}
       ecn: {kmin_bytes: 20000, kmax_bytes: 80000, pmax: 0.2}     # or kmin_pkts / kmax_pkts
-      pfc: {xoff_bytes: 100000, xon_bytes: 70000}                # or xoff_pkts / xon_pkts; enabled: true
+      pfc: {xoff_bytes: 100000, xon_bytes: 70000,                # or xoff_pkts / xon_pkts; enabled: true
+            watchdog: {enabled: true, detect_ms: 200, restore_ms: 200}}   # optional
 
 ``ecn`` and ``pfc`` are run by the controller's congestion loop
 (:mod:`controllers.congestion.loop`), in the os-ken process.
@@ -22,6 +23,7 @@ from typing import Optional
 
 from pydantic import Field, StrictBool, model_validator
 
+from testbed.spec.pfc_watchdog import WatchdogSpec
 from testbed.spec.units import Count, SizeBytes, _Spec
 
 #: DSCP of the classes (RoCE deployments: CNP 48, RoCE data 26 = priority 3)
@@ -85,6 +87,8 @@ class PfcSpec(_Thresholds):
     xon_pkts: Optional[Count] = Field(None, ge=0)
     xoff_pkts: Optional[Count] = Field(None, ge=1)
     enabled: StrictBool = True
+    #: storm detection and mitigation (testbed.spec.pfc_watchdog); absent: every pause is honoured
+    watchdog: Optional[WatchdogSpec] = None
 
 
 class CongestionSpec(_Spec):
