@@ -13,8 +13,10 @@ cannot pause a queue or mark by queue depth). Each tick:
    (:mod:`controllers.congestion.pfc`), pausing or resuming the lossless
    class of the upstream device's egress toward it (:mod:`controllers.congestion.gate`:
    a switch's port in the root namespace, a host's NIC in its namespace) and,
-   toward a host, sending real PFC frames from the switch port when
-   ``testbed.emulation.pfc_frames`` is there (priority 3, refreshed while paused).
+   toward a host, sending real PFC frames from the switch port
+   (:class:`testbed.emulation.pfc_frames.PfcSender`: one long-lived socket per
+   port, priority 3, refreshed at half the pause time while paused; opening and
+   closing an AF_PACKET socket per frame took 16 ms here, an RCU grace period).
 
 Loop time = from the sample's clock reading to the end of the tick's actions.
 
@@ -43,21 +45,12 @@ STARTED_FILE = "congestion_loop.started"
 RESULT_FILE = "congestion_loop.json"
 #: the lossless class: index in htb_classes, IEEE 802.1p priority (RoCE: DSCP 26 -> priority 3)
 LOSSLESS_CLASS, LOSSLESS_PRIORITY = 1, 3
-#: PFC quanta sent toward a host while paused (the maximum), refreshed after this share of its time
-PAUSE_QUANTA, REFRESH_SHARE = 0xFFFF, 0.5
+#: PFC quanta sent toward a host while paused (the maximum; the sender refreshes it while paused)
+PAUSE_QUANTA = 0xFFFF
 _BACKLOG_COL, _DROPS_COL = 3, 2
 _RUNNING: List["CongestionLoop"] = []
 EVENT_COLUMNS = ["time_ns", "port", "class", "event", "charged_bytes", "upstream", "upstream_port",
                  "actuation_us", "pfc_frame"]
-
-
-def _pfc_sender():
-    """``testbed.emulation.pfc_frames.send_pfc`` when that module exists (the host side of PFC), else None."""
-    try:
-        from testbed.emulation.pfc_frames import send_pfc
-    except ImportError:
-        return None
-    return send_pfc
 
 
 class CongestionLoop:
@@ -80,10 +73,9 @@ class CongestionLoop:
         self.upstreams = pfc.upstreams(layout)
         self.gates: Dict[str, Any] = {}
         self._handles: list = []
-        self.send_pfc = _pfc_sender() if self.policy else None
+        self.frames: Dict[str, Any] = {}  # host-facing ingress -> PfcSender
         self.events: List[tuple] = []
         self.loop_ns: List[int] = []
-        self._frame_due: Dict[str, float] = {}  # host-facing ingress -> monotonic s of the next PFC refresh
         self.watchdog = self._watchdog()
 
     def _watchdog(self):
@@ -115,6 +107,7 @@ class CongestionLoop:
         from pyroute2 import IPRoute
 
         from controllers.congestion.gate import ClassGate, Netlink, kick_socket
+        from testbed.emulation.pfc_frames import PfcSender
 
         by_ns: Dict[Optional[str], tuple] = {}
         for ingress in self.policy.paused:
@@ -127,6 +120,9 @@ class CongestionLoop:
             limit = self.conf["host_queue_bytes"] if up.is_host else self.conf["lossless_buffer_bytes"]
             self.gates[ingress] = ClassGate(*by_ns[ns], up.ifname, LOSSLESS_CLASS, up.rate_bps,
                                             self.conf["mtu_bytes"], limit)
+            if up.is_host:
+                self.frames[ingress] = PfcSender(ingress, up.rate_bps)
+                self._handles.append(self.frames[ingress])
 
     def start(self) -> "CongestionLoop":
         if self.policy is not None:
@@ -138,9 +134,9 @@ class CongestionLoop:
         self.sampler.start()
         _RUNNING.append(self)
         (self.results_dir / STARTED_FILE).write_text(json.dumps({"ports": len(self.ports)}))
-        LOG.info("congestion loop: %d ports every %.1f ms, ECN %s, PFC %s (PFC frames to hosts: %s)",
+        LOG.info("congestion loop: %d ports every %.1f ms, ECN %s, PFC %s (PFC frames to %d hosts)",
                  len(self.ports), self.conf["period_s"] * 1e3, "on" if self.marker else "off",
-                 "on" if self.policy else "off", "yes" if self.send_pfc else "no")
+                 "on" if self.policy else "off", len(self.frames))
         return self
 
     def stop(self) -> None:
@@ -176,8 +172,6 @@ class CongestionLoop:
                     self._act(time_ns, ingress, event, charged)
             else:
                 self._watch(time_ns, {i: charged for i, _, charged in changes})
-            if self._frame_due:
-                self._refresh_frames()
         self.loop_ns.append(time.time_ns() - time_ns)
 
     def _watch(self, time_ns: int, charged: Dict[str, int]) -> None:
@@ -197,33 +191,12 @@ class CongestionLoop:
     def _act(self, time_ns: int, ingress: str, event: str, charged: int) -> None:
         gate, up = self.gates[ingress], self.upstreams[ingress]
         ns = gate.pause() if event == "pause" else gate.resume()
-        frame = False
-        if up.is_host and self.send_pfc is not None:
-            frame = self._send_frame(ingress, PAUSE_QUANTA if event == "pause" else 0)
+        frame = ingress in self.frames
+        if frame:
+            sender = self.frames[ingress]
+            sender.pause(LOSSLESS_PRIORITY, PAUSE_QUANTA) if event == "pause" else sender.resume(LOSSLESS_PRIORITY)
         self.events.append((time_ns, ingress, LOSSLESS_PRIORITY, event, charged, up.node, up.ifname,
                             round(ns / 1e3, 1), frame))
-
-    def _send_frame(self, ingress: str, quanta: int) -> bool:
-        """A PFC frame for priority 3 out of switch port ``ingress`` toward its host; False when it failed."""
-        quanta_list = [0] * 8
-        quanta_list[LOSSLESS_PRIORITY] = quanta
-        try:
-            self.send_pfc(ingress, 1 << LOSSLESS_PRIORITY, quanta_list)
-        except OSError as e:
-            LOG.warning("PFC frame on %s failed: %s", ingress, e)
-            return False
-        if quanta:
-            pause_s = quanta * 512 / self.upstreams[ingress].rate_bps
-            self._frame_due[ingress] = time.monotonic() + REFRESH_SHARE * pause_s
-        else:
-            self._frame_due.pop(ingress, None)
-        return True
-
-    def _refresh_frames(self) -> None:
-        now = time.monotonic()
-        for ingress, due in list(self._frame_due.items()):
-            if now >= due:
-                self._send_frame(ingress, PAUSE_QUANTA)
 
     # ------------------------------------------------------------ results
     def write(self) -> dict:
@@ -255,7 +228,7 @@ class CongestionLoop:
             write_csv(events, self.results_dir / "pfc_events.csv")
             doc["pfc"] = {"xoff_bytes": self.policy.xoff_bytes, "xon_bytes": self.policy.xon_bytes,
                           "kick_frames": sum(g.kicks for g in self.gates.values()),
-                          "host_pfc_frames": self.send_pfc is not None,
+                          "host_pfc_frames": sum(f.counters.frames for f in self.frames.values()),
                           "storms": int((events["event"] == "storm").sum()),
                           "watchdog": self.watchdog.summary() if self.watchdog is not None else None,
                           "pause_actuation_us": _pcts(events.loc[events["event"] == "pause", "actuation_us"]),

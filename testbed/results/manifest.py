@@ -56,10 +56,8 @@ def pfc_backend(spec) -> str:
     """How this run pauses the lossless class (controllers/congestion/gate.py), or ``off``."""
     if not spec.congestion.pfc_on:
         return "off"
-    import importlib.util
-    frames = importlib.util.find_spec("testbed.emulation.pfc_frames") is not None
-    return ("controller loop: tbf class gate over netlink + kick frame (switches); host NIC class gate"
-            + (" + PFC frames (hosts)" if frames else " (hosts; no PFC frames yet)"))
+    return ("controller loop: tbf class gate over netlink + kick frame (switches); host NIC class gate + PFC "
+            "frames (hosts)")
 
 
 def build(ctx: RunContext, caps) -> dict:
