@@ -250,7 +250,8 @@ def _pcts(values, digits: int = 1) -> dict:
 
 def _loop_ms(loop_ns: List[int]) -> dict:
     p = _pcts([n / 1e6 for n in loop_ns], 3)
-    return {"loop_p50_ms": p["p50"], "loop_p99_ms": p["p99"]}
+    return {"loop_p50_ms": p["p50"], "loop_p99_ms": p["p99"],
+            "loop_max_ms": round(max(loop_ns) / 1e6, 3) if loop_ns else None}
 
 
 def start_when_configured(conf_file: Optional[str], layout) -> Optional[threading.Thread]:

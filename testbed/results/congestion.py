@@ -55,7 +55,7 @@ def pfc_ports(events: pd.DataFrame) -> pd.DataFrame:
 def congestion_block(run_dir: Path) -> dict | None:
     """The block (None when no loop ran): loop time, lossless drops and queue, ECN counts and PFC pauses.
 
-    Keys: ``controller_loop_p50_ms``, ``controller_loop_p99_ms``, ``loop_ticks``, ``loop_missed_ticks``,
+    Keys: ``controller_loop_p50_ms``, ``controller_loop_p99_ms``, ``controller_loop_max_ms``, ``loop_ticks``, ``loop_missed_ticks``,
     ``lossless_drops_pkts``, ``lossless_queue_p99_bytes``, ``lossless_queue_max_bytes``; with ECN
     ``ecn_marker``, ``kmin_bytes``, ``kmax_bytes``, ``pmax``, ``ect_pkts``, ``ce_marked_pkts`` and the loop
     time again as ``ecn_loop_p50_ms`` / ``ecn_loop_p99_ms`` / ``ecn_loop_ticks`` / ``ecn_loop_missed_ticks``;
@@ -67,6 +67,7 @@ def congestion_block(run_dir: Path) -> dict | None:
         return None
     doc = json.loads(path.read_text())
     block = {"controller_loop_p50_ms": doc["loop_p50_ms"], "controller_loop_p99_ms": doc["loop_p99_ms"],
+             "controller_loop_max_ms": doc.get("loop_max_ms"),
              "loop_ticks": doc["ticks"], "loop_missed_ticks": doc["missed_ticks"],
              "lossless_drops_pkts": doc.get("lossless_drops_pkts"),
              "lossless_queue_p99_bytes": doc.get("lossless_queue_p99_bytes"),
