@@ -198,9 +198,10 @@ def run_from_cli(args, build_spec=None) -> int:
         print(f"testbed: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     from testbed.measure import capacity
-    warning = capacity.check_scenario(spec)
-    if warning:
-        print(f"testbed: warning: {warning}", file=sys.stderr)
+    from testbed.emulation.congestion_conf import headroom_warning
+    for warning in (capacity.check_scenario(spec), headroom_warning(spec)):
+        if warning:
+            print(f"testbed: warning: {warning}", file=sys.stderr)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # SIGTERM tears down like Ctrl-C: context managers remove what the run created
     signals.install()

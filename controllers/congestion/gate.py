@@ -4,12 +4,15 @@ DESIGN.md "Facts measured for congestion handling": the lossless class of
 :mod:`testbed.emulation.queues.htb_classes` is an HTB class with a tbf leaf.
 
 - **pause**: the tbf leaf's bucket shrinks to one full frame and its rate to
-  that frame per :data:`PAUSE_REFILL_S` (about 128 bit/s at MTU 1500; DESIGN.md
-  used ``rate 8bit``, but pyroute2 then overflows the u32 bucket time): nothing
-  of the class leaves, nothing is dropped (the leaf keeps its ``limit``), and a
-  sender behind a full NIC queue blocks on its socket (backpressure). A tbf
-  change refills the bucket (net/sched/sch_tbf.c ``tbf_change``), so at most
-  one frame leaves after the pause took effect (the headroom counts it:
+  that frame per :data:`PAUSE_REFILL_S` (3.5 kbit/s at MTU 1500): nothing of
+  the class leaves, nothing is dropped (the leaf keeps its ``limit``), and a
+  sender behind a full NIC queue blocks on its socket (backpressure). Not
+  ``rate 8bit`` (DESIGN.md): net/sched/sch_tbf.c ``tbf_change`` caps the bucket
+  time at 2^32 ns (4.29 s), and tbf drops at enqueue every packet longer than
+  what the bucket holds at that rate (``max_size``: 4 bytes at 8 bit/s, measured:
+  every packet of a paused spine port dropped). A change refills the bucket,
+  so at most one frame leaves after the pause took effect, and one more per
+  :data:`PAUSE_REFILL_S` of a longer pause (the headroom counts one:
   controllers.congestion.pfc).
 - **resume**: the rate goes back to the link rate (tbf refills its tokens on a
   change) and a *kick frame* is sent on the interface: a 60-byte frame of the
@@ -24,14 +27,15 @@ time from the call to the kernel's ack is returned, in ns.
 """
 from __future__ import annotations
 
+import math
 import socket
 import struct
 import time
 from typing import Optional
 
 ETH_P_LOCAL_EXP = 0x88B5
-#: while paused the bucket (one frame) refills in this long, s: a pause longer than that leaks a frame
-PAUSE_REFILL_S = 100
+#: while paused the bucket (one frame) refills in this long, s: below tbf's 4.29 s cap (module doc)
+PAUSE_REFILL_S = 3.5
 
 
 def kick_frame(src_mac: bytes) -> bytes:
@@ -66,7 +70,8 @@ class ClassGate:
         self._args = {"index": self.index, "handle": htb_classes.leaf_handle(class_index),
                       "parent": htb_classes.class_handle(class_index), "limit": int(limit_bytes), "mtu": frame}
         self._open = {"rate": max(1, round(rate_bps / 8)), "burst": burst_bytes_for(rate_bps, mtu_bytes)}
-        self._held = {"rate": -(-frame // PAUSE_REFILL_S), "burst": frame}
+        held = frame + 64  # a full frame must fit after the kernel's rounding of the bucket time
+        self._held = {"rate": math.ceil(held / PAUSE_REFILL_S), "burst": held}
         self.paused = False
         self.kicks = 0
 

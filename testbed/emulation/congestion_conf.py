@@ -61,6 +61,28 @@ def loop_conf(fab) -> dict:
             "ecn": ecn, "pfc": pfc}
 
 
+def headroom_warning(spec) -> str | None:
+    """A start-up warning when Xoff plus the headroom of every ingress feeding one egress
+    (controllers.congestion.pfc.worst_case_bytes: response = the loop period + 2 ms of actuation, link
+    delay ``fabric.link_delay_us``) exceeds the lossless buffer; None when it fits or PFC is off."""
+    from controllers.congestion.pfc import worst_case_bytes
+    from topology import build
+
+    c, f = spec.congestion, spec.fabric
+    if not c.pfc_on:
+        return None
+    xon, xoff = c.pfc.thresholds_bytes(f.mtu_bytes + 14)
+    buffer = c.class_buffers_bytes(f.buffer_bytes)["lossless"]
+    total, egress, n = worst_case_bytes(build(f.kind, f, "tb0000"), xoff, PERIOD_S, f.mtu_bytes + 14,
+                                        f.link_delay_us / 1e6)
+    if total <= buffer:
+        return None
+    return (f"congestion.pfc: Xoff {xoff} bytes + the headroom of the {n} ingresses feeding {egress[6:]} = "
+            f"{total} bytes exceeds the lossless buffer {buffer} bytes: the lossless class may drop; lower "
+            f"xoff or raise congestion.buffers.lossless_bytes (headroom per IEEE 802.1Qbb Annex O: "
+            f"controllers/congestion/pfc.py)")
+
+
 def write_and_wait(fab, timeout_s: float = 20.0) -> None:
     """Write the loop's file when the scenario wants it and wait until the controller's loop runs.
 
