@@ -101,7 +101,7 @@ class CongestionLoop:
         so a tick never waits for a namespace)."""
         from pyroute2 import IPRoute
 
-        from controllers.congestion.gate import ClassGate, kick_socket
+        from controllers.congestion.gate import ClassGate, Netlink, kick_socket
 
         by_ns: Dict[Optional[str], tuple] = {}
         for ingress in self.policy.paused:
@@ -109,8 +109,7 @@ class CongestionLoop:
             pid = self.conf["host_pids"].get(up.node[len(self.conf["run_id"]):]) if up.is_host else None
             ns = f"/proc/{pid}/ns/net" if pid else None
             if ns not in by_ns:
-                ipr = IPRoute(netns=ns, flags=0) if ns else IPRoute()
-                by_ns[ns] = (ipr, kick_socket(ns))
+                by_ns[ns] = (IPRoute(netns=ns, flags=0) if ns else IPRoute(), Netlink(ns), kick_socket(ns))
                 self._handles += list(by_ns[ns])
             limit = self.conf["host_queue_bytes"] if up.is_host else self.conf["lossless_buffer_bytes"]
             self.gates[ingress] = ClassGate(*by_ns[ns], up.ifname, LOSSLESS_CLASS, up.rate_bps,
