@@ -116,3 +116,15 @@ def test_headroom_warning_at_start_up():
     w = headroom_warning(tight)
     assert "exceeds the lossless buffer 150000 bytes" in w and "3 ingresses" in w, w
     assert headroom_warning(spec()) is None
+
+
+def test_kick_frames_are_taken_out_of_the_pipeline_drops(tmp_path):
+    from testbed.measure.drops import PIPELINE_DROP_COUNTER
+    from testbed.measure.judge import discount_kick_frames
+
+    drops = {PIPELINE_DROP_COUNTER: 30, "softnet": 2}
+    assert discount_kick_frames(drops, tmp_path) == drops  # no loop ran
+    (tmp_path / "congestion_loop.json").write_text(json.dumps({"pfc": {"kick_frames": 25}}))
+    assert discount_kick_frames(drops, tmp_path) == {PIPELINE_DROP_COUNTER: 5, "softnet": 2}
+    (tmp_path / "congestion_loop.json").write_text(json.dumps({"pfc": {"kick_frames": 99}}))
+    assert discount_kick_frames(drops, tmp_path)[PIPELINE_DROP_COUNTER] == 0

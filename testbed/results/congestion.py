@@ -24,6 +24,14 @@ from testbed.results.tables import write_csv
 RESULT_FILE = "congestion_loop.json"  # controllers.congestion.loop.RESULT_FILE
 
 
+def kick_frames(run_dir: Path) -> int:
+    """Kick frames the PFC loop sent (0 without PFC): each is dropped by a switch on table miss."""
+    path = Path(run_dir) / RESULT_FILE
+    if not path.exists():
+        return 0
+    return int((json.loads(path.read_text()).get("pfc") or {}).get("kick_frames", 0))
+
+
 def pfc_ports(events: pd.DataFrame) -> pd.DataFrame:
     """Per (port, class): pauses sent and paused time from ``pfc_events.csv``'s rows."""
     rows = []
