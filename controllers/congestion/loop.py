@@ -24,7 +24,8 @@ the loop waits for it, then writes ``congestion_loop.started``. At stop
 (SIGTERM: :func:`stop_all` from controllers.run) it resumes everything it
 paused and writes into ``results_dir``: ``lossless_queues.csv`` (every
 sample), ``ecn_marking.csv``, ``pfc_events.csv`` (time_ns, port, class,
-event, charged_bytes, upstream, upstream_port, actuation_us, pfc_frame) and
+event pause|resume|storm|restore, charged_bytes, upstream, upstream_port, actuation_us,
+pfc_frame) and
 ``congestion_loop.json`` (loop time, counts; read by testbed.results.congestion).
 """
 from __future__ import annotations
@@ -83,9 +84,21 @@ class CongestionLoop:
         self.events: List[tuple] = []
         self.loop_ns: List[int] = []
         self._frame_due: Dict[str, float] = {}  # host-facing ingress -> monotonic s of the next PFC refresh
-        #: hook for the PFC watchdog (controllers/congestion/watchdog.py, pure): when set, called each tick
-        #: with (time_ns, paused ingresses) and may return ingresses whose pauses are no longer honoured
-        self.watchdog = None
+        self.watchdog = self._watchdog()
+
+    def _watchdog(self):
+        """The PFC watchdog (controllers/congestion/watchdog.py: storm after a pause longer than
+        ``detect_ms``, pauses not honoured until ``restore_ms`` without demand) when ``pfc.watchdog`` is
+        configured and the policy module exists; else None (every pause demand is honoured)."""
+        wd = (self.conf.get("pfc") or {}).get("watchdog")
+        if not wd:
+            return None
+        try:
+            from controllers.congestion.watchdog import PfcWatchdog
+        except ImportError:
+            LOG.warning("pfc.watchdog configured, but controllers/congestion/watchdog.py is missing: not run")
+            return None
+        return PfcWatchdog(detect_ms=wd["detect_ms"], restore_ms=wd["restore_ms"], mitigate=wd["enabled"])
 
     def _marker(self):
         from controllers.congestion.ecn import MarkingPolicy, RedCurve
@@ -139,12 +152,17 @@ class CongestionLoop:
         finally:
             if self.policy is not None:
                 for ingress in self.policy.release_all():
-                    self._act(time.time_ns(), ingress, "resume", -1)
-            if self.marker is not None:
-                self.marker.stop()
-            for h in self._handles:
-                h.close()
-            self.write()
+                    try:  # the fabric may be gone already (Mininet stops before the controller)
+                        self._act(time.time_ns(), ingress, "resume", -1)
+                    except OSError as e:
+                        LOG.info("resume of %s at stop: %s", ingress, e)
+            try:
+                if self.marker is not None:
+                    self.marker.stop()
+            finally:
+                for h in self._handles:
+                    h.close()
+                self.write()
 
     # ------------------------------------------------------------ the tick
     def _tick(self, time_ns: int, counters) -> None:
@@ -152,11 +170,29 @@ class CongestionLoop:
         if self.marker is not None:
             self.marker.on_sample(time_ns, counters)
         if self.policy is not None:
-            for ingress, event, charged in self.policy.decide(counters[:, _BACKLOG_COL].tolist()):
-                self._act(time_ns, ingress, event, charged)
+            changes = self.policy.decide(counters[:, _BACKLOG_COL].tolist())
+            if self.watchdog is None:
+                for ingress, event, charged in changes:
+                    self._act(time_ns, ingress, event, charged)
+            else:
+                self._watch(time_ns, {i: charged for i, _, charged in changes})
             if self._frame_due:
                 self._refresh_frames()
         self.loop_ns.append(time.time_ns() - time_ns)
+
+    def _watch(self, time_ns: int, charged: Dict[str, int]) -> None:
+        """Feed every ingress's pause demand to the watchdog; act on what it says to honour; log storms
+        and restores as events (``storm`` / ``restore`` rows of pfc_events.csv)."""
+        for ingress, demand in self.policy.paused.items():
+            key = (ingress, LOSSLESS_PRIORITY)
+            change = self.watchdog.update(key, time_ns, demand)
+            up = self.upstreams[ingress]
+            if change is not None:
+                self.events.append((time_ns, ingress, LOSSLESS_PRIORITY, change.kind, -1, up.node, up.ifname,
+                                    0.0, False))
+            want = self.watchdog.honour(key, demand)
+            if want != self.gates[ingress].paused:
+                self._act(time_ns, ingress, "pause" if want else "resume", charged.get(ingress, -1))
 
     def _act(self, time_ns: int, ingress: str, event: str, charged: int) -> None:
         gate, up = self.gates[ingress], self.upstreams[ingress]
@@ -220,6 +256,8 @@ class CongestionLoop:
             doc["pfc"] = {"xoff_bytes": self.policy.xoff_bytes, "xon_bytes": self.policy.xon_bytes,
                           "kick_frames": sum(g.kicks for g in self.gates.values()),
                           "host_pfc_frames": self.send_pfc is not None,
+                          "storms": int((events["event"] == "storm").sum()),
+                          "watchdog": self.watchdog.summary() if self.watchdog is not None else None,
                           "pause_actuation_us": _pcts(events.loc[events["event"] == "pause", "actuation_us"]),
                           "resume_actuation_us": _pcts(events.loc[events["event"] == "resume", "actuation_us"])}
         (self.results_dir / RESULT_FILE).write_text(json.dumps(doc, indent=1))

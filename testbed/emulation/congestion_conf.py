@@ -11,7 +11,7 @@ The file (all sizes in bytes)::
     {"run_id", "results_dir", "period_s": 0.001, "sampled_parent": <the lossless leaf's parent handle>,
      "mtu_bytes", "lossless_buffer_bytes", "host_queue_bytes", "host_pids": {"h1": pid, ...},
      "ecn": {"kmin_bytes", "kmax_bytes", "pmax", "step", "dscp"} | null,
-     "pfc": {"xoff_bytes", "xon_bytes"} | null}
+     "pfc": {"xoff_bytes", "xon_bytes", "watchdog": {"enabled", "detect_ms", "restore_ms"} (optional)} | null}
 """
 from __future__ import annotations
 
@@ -52,6 +52,9 @@ def loop_conf(fab) -> dict:
     if c.pfc_on:
         xon, xoff = c.pfc.thresholds_bytes(frame)
         pfc = {"xoff_bytes": xoff, "xon_bytes": xon}
+        wd = getattr(c.pfc, "watchdog", None)  # congestion.pfc.watchdog (testbed/spec/pfc_watchdog.py), once merged
+        if wd is not None:
+            pfc["watchdog"] = {"enabled": wd.enabled, "detect_ms": wd.detect_ms, "restore_ms": wd.restore_ms}
     rid = fab.run_id
     return {"run_id": rid, "results_dir": str(fab.run_dir.resolve()), "period_s": PERIOD_S,
             "sampled_parent": fab.queues.class_parent(LOSSLESS_CLASS), "mtu_bytes": spec.fabric.mtu_bytes,

@@ -35,6 +35,7 @@ def kick_frames(run_dir: Path) -> int:
 def pfc_ports(events: pd.DataFrame) -> pd.DataFrame:
     """Per (port, class): pauses sent and paused time from ``pfc_events.csv``'s rows."""
     rows = []
+    events = events[events["event"].isin(["pause", "resume"])]
     for (port, cls), ev in events.sort_values("time_ns").groupby(["port", "class"], sort=True):
         paused_ns, since, pauses = 0, None, 0
         for t, kind in zip(ev["time_ns"], ev["event"]):
@@ -58,7 +59,7 @@ def congestion_block(run_dir: Path) -> dict | None:
     ``lossless_drops_pkts``, ``lossless_queue_p99_bytes``, ``lossless_queue_max_bytes``; with ECN
     ``ecn_marker``, ``kmin_bytes``, ``kmax_bytes``, ``pmax``, ``ect_pkts``, ``ce_marked_pkts`` and the loop
     time again as ``ecn_loop_p50_ms`` / ``ecn_loop_p99_ms`` / ``ecn_loop_ticks`` / ``ecn_loop_missed_ticks``;
-    with PFC ``pause_frames``, ``paused_time_s``, ``pfc`` (Xoff, Xon, kick frames, actuation times).
+    with PFC ``pause_frames``, ``paused_time_s``, ``storms`` (the watchdog's), ``pfc`` (Xoff, Xon, kick frames, actuation times).
     """
     run_dir = Path(run_dir)
     path = run_dir / RESULT_FILE
@@ -80,5 +81,6 @@ def congestion_block(run_dir: Path) -> dict | None:
         ports = pfc_ports(pd.read_csv(run_dir / "pfc_events.csv"))
         write_csv(ports, run_dir / "pfc_ports.csv")
         block.update({"pause_frames": int(ports["pauses_sent"].sum()),
-                      "paused_time_s": round(float(ports["paused_time_s"].sum()), 6), "pfc": doc["pfc"]})
+                      "paused_time_s": round(float(ports["paused_time_s"].sum()), 6),
+                      "storms": doc["pfc"].get("storms", 0), "pfc": doc["pfc"]})
     return block
