@@ -28,7 +28,7 @@ from testbed.emulation.ecn_marker import EcnLoop
 from testbed.emulation.fabric import Fabric
 from testbed.host.capabilities import probe
 from testbed.host.runlock import RunLock
-from testbed.measure.ecn_curve import congested_port, measure_point
+from testbed.measure.ecn_curve import congested_port, fabric_spec, measure_point
 from testbed.naming import new_run_id
 from testbed.spec.scenario import parse_scenario
 
@@ -52,7 +52,7 @@ def run(limits, seconds: float) -> dict:
     spec = scenario()
     rid = new_run_id()
     with tempfile.TemporaryDirectory() as tmp, RunLock(rid), \
-            Fabric(spec, rid, Path(tmp), probe(rid).datapath) as fab:
+            Fabric(fabric_spec(spec), rid, Path(tmp), probe(rid).datapath) as fab:
         port = congested_port(fab, 2)
         loop = EcnLoop.for_run(spec, rid, fab.switch_ports, fab.queues)
         with loop:

@@ -62,6 +62,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from controllers import lb
+from controllers.congestion.loop import start_when_configured
 from controllers.failover_app import FailoverMixin
 from controllers.ofmsg import build_arp_reply, build_sync
 from controllers.ofplan import SwitchPlan, plan_fabric, proxy_arp_mac
@@ -107,6 +108,8 @@ OPTS = [
                                                    "detector, ms; 0: no polling (controllers/failover.py)"),
     cfg.FloatOpt("gray-loss-threshold", default=0.005, help="loss fraction above which a link is gray"),
     cfg.IntOpt("gray-window-ms", default=10000, help="longest window of the gray-failure detector, ms"),
+    cfg.StrOpt("congestion-file", help="the congestion loop's JSON configuration, written by the testbed once the "
+                                       "queues exist (controllers/congestion/loop.py); unset: no loop"),
     cfg.IntOpt("gray-min-lost-pkts", default=25, help="frames a switch must lose before a link is gray "
                                                       "(at least one egress buffer in full frames)"),
 ]
@@ -177,6 +180,8 @@ class FabricRoutingApp(FailoverMixin, BaseApp):
         self.switches: Dict[int, _SwitchState] = {}
         self.errors: List[Dict[str, Any]] = []
         self._failover_init(conf)
+        # ECN marking and PFC: a thread that starts once the testbed wrote its configuration
+        self.congestion_thread = start_when_configured(conf.congestion_file, self.topology)
         if self.ready_file is None:
             LOG.warning("[%s] ready_file is not set: readiness will only be logged", CONF_GROUP)
         LOG.info(

@@ -102,6 +102,8 @@ def _serve() -> int:
         info = signal.sigtimedwait(STOP_SIGNALS, WATCH_PERIOD_S)
         if info is not None:
             LOG.info("received %s: stopping controller", signal.Signals(info.si_signo).name)
+            from controllers.congestion.loop import stop_all
+            stop_all()  # resume what the congestion loop paused, write its tables
             return 0
         if not worker.is_alive():
             LOG.error("os-ken stopped on its own%s", f": {failure[0]!r}" if failure else "")

@@ -84,7 +84,7 @@ class Recording:
 
     phase: what the run was doing (named in an INCOMPLETE reason); fab: the
     Fabric once built; sampler, cpu, departures: the queue sampler, CPU idle
-    monitor and departure capture once started; ecn: the ECN marking loop (or None); rank_rows: every rank's
+    monitor and departure capture once started; rank_rows: every rank's
     op_done record; op_meta: op_id -> PlannedOp.meta() of each finished
     collective; stats: the agents' final statistics; drops_before/after:
     testbed.measure.drops.DropSnapshot around the traffic; faults: the fault
@@ -98,7 +98,6 @@ class Recording:
     sampler: object = None
     cpu: object = None
     departures: object = None
-    ecn: object = None  # testbed.emulation.ecn_marker.EcnLoop when congestion.ecn is on
     rank_rows: list = field(default_factory=list)
     op_meta: dict = field(default_factory=dict)
     stats: list = field(default_factory=list)

@@ -40,7 +40,7 @@ def test_manifest_records_backends_rto_and_rank_groups(tmp_path):
     m = manifest.build(ctx, CAPS)
     json.dumps(m)  # JSON-ready
     assert m["backends"] == {"datapath": "user", "ecn_marker": "off (the machine offers nftables)", "delay": "none",
-                                "queues": "htb_bfifo"}
+                                "queues": "htb_bfifo", "pfc": "off"}
     assert m["rto"] == {"source": "auto", **rto_basis(ctx.spec), "text": m["rto"]["text"]}
     assert m["rto"]["rto_us"] == 506_585 and m["rto"]["text"].startswith("retransmission timeout 506.585 ms (auto")
     assert m["rank_groups"] == {"all": [list(range(8))]}

@@ -233,13 +233,13 @@ class ControllerProcess:
                               f"see {self.log_path}")
 
     def stop(self) -> None:
-        """SIGTERM, then SIGKILL after 5 s. Safe to call twice. A supervisor does not count
-        this exit as a death."""
+        """SIGTERM, then SIGKILL after 30 s (the congestion loop writes its tables on SIGTERM). Safe to call
+        twice. A supervisor does not count this exit as a death."""
         self.stopped_on_purpose = True
         if self.proc is not None and self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(timeout=5)
+                self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=5)

@@ -17,10 +17,9 @@ enqueue, so a packet is marked on arrival at the queue from the backlog
 sampled at most one period earlier. A change rewrites only the changed ports'
 chains (flush + add, one atomic batch): the named counters survive it.
 
-The loop (:meth:`NftEcnMarker.on_sample`) runs in the testbed process, in the
-thread of the 1 ms :class:`~testbed.measure.telemetry.QdiscSampler` that reads
-the marked class's leaf (issue 7 puts it in the controller process; the
-policy is importable there as is). ``loop_ns`` keeps each tick's time from the
+The loop (:meth:`NftEcnMarker.on_sample`) runs in the thread of the 1 ms
+:class:`~testbed.measure.telemetry.QdiscSampler` that reads the marked class's
+leaf: in a run, in the controller process (controllers/congestion/loop.py). ``loop_ns`` keeps each tick's time from the
 sample's clock reading to the end of the actuation.
 
 libnftables (Debian ``python3-nftables``) runs the batches; without it, one
@@ -198,9 +197,10 @@ def delete_table(name: str) -> None:
 
 
 class EcnLoop:
-    """The run's marking loop: a 1 ms sampler of the marked class's leaf on every switch port, feeding
-    :class:`NftEcnMarker` (context manager). :meth:`for_run` builds it from a scenario, or returns None
-    when ``congestion.ecn`` is absent."""
+    """A marking loop in THIS process: a 1 ms sampler of the marked class's leaf on every switch port,
+    feeding :class:`NftEcnMarker` (context manager), for measurements that read its samples while it
+    runs (testbed.measure.ecn_curve). A run's loop is the controller's (controllers/congestion/loop.py).
+    :meth:`for_run` builds it from a scenario, or returns None when ``congestion.ecn`` is absent."""
 
     #: period of the marking loop's sampler, s (DESIGN.md: ~10 % of a core for 24 ports)
     PERIOD_S = 0.001
@@ -238,27 +238,3 @@ class EcnLoop:
             self.sampler.stop()
         finally:
             self.marker.stop()
-
-    def write(self, run_dir) -> dict:
-        """Write ``lossless_queues.csv`` (the class's samples, ports.csv's columns plus ``class``) and
-        ``ecn_marking.csv`` (time_ns, port, probability at each change); return summary.json's
-        ``congestion`` block: marker backend, ECT and CE packets, loop time p50/p99 (ms), the class's
-        p99 backlog (bytes, over every sample of every port)."""
-        import pandas as pd
-        from pathlib import Path
-        from testbed.results.tables import write_csv
-
-        frame = self.sampler.to_frame()
-        frame.insert(2, "class", "lossless")
-        write_csv(frame, Path(run_dir) / "lossless_queues.csv")
-        write_csv(pd.DataFrame(self.marker.changes, columns=["time_ns", "port", "probability"]),
-                  Path(run_dir) / "ecn_marking.csv")
-        loop = self.marker.loop_ms()
-        counts = self.marker.counts
-        c = self.marker.policy.curve
-        return {"ecn_marker": self.marker.backend, "kmin_bytes": c.kmin_bytes, "kmax_bytes": c.kmax_bytes,
-                "pmax": c.pmax, "ect_pkts": sum(e for e, _ in counts.values()),
-                "ce_marked_pkts": sum(m for _, m in counts.values()),
-                "ecn_loop_p50_ms": loop["p50"], "ecn_loop_p99_ms": loop["p99"], "ecn_loop_ticks": loop["ticks"],
-                "ecn_loop_missed_ticks": self.sampler.missed_ticks,
-                "lossless_queue_p99_bytes": float(frame["backlog_bytes"].quantile(0.99)) if len(frame) else None}

@@ -36,7 +36,7 @@ from pyroute2 import IPRoute
 NUD_PERMANENT = 0x80  # <linux/neighbour.h>
 
 from testbed.host import cleanup
-from testbed.emulation import queues
+from testbed.emulation import congestion_conf, queues
 from testbed.emulation.controller_proc import ControllerProcess, failover_conf
 from testbed.emulation.controller_supervisor import ControllerSupervisor
 from traffic.clock import unix_ns
@@ -96,7 +96,9 @@ class Fabric(StartStop):
                                             framework=self.spec.controller.framework,
                                             lb_policy=self.spec.load_balance.policy,
                                             lb_weights=dict(self.spec.load_balance.weights),
-                                            failover=failover_conf(self.spec, self.run_dir)).start()
+                                            failover={**failover_conf(self.spec, self.run_dir),
+                                                      **congestion_conf.controller_keys(self.spec, self.run_dir)},
+                                            ).start()
         switch_cls = partial(OVSSwitch, datapath=self.datapath, protocols="OpenFlow15", failMode="secure")
         self.net = Mininet(topo=FabricTopo(layout=self.layout), switch=switch_cls, host=Host, link=Link,
                            controller=None, build=False, autoSetMacs=False, autoStaticArp=False,
@@ -109,6 +111,7 @@ class Fabric(StartStop):
         self._set_mtu()
         self._connect_controller()
         self._shape_all()
+        congestion_conf.write_and_wait(self)  # the controller's ECN/PFC loop samples the queues from now on
         self.ready = self.controller.wait_ready()
         self.supervisor = ControllerSupervisor(self.controller, self.spec.controller.restart,
                                                [sw.dpid for sw in self.layout.switches], t0_ns).start()

@@ -145,6 +145,12 @@ def measure_point(fab, loop, senders, receiver, port: str, limit_bytes: int, sec
             "lossy_ect_ce": counts["lossy_ect"][3], "counts": counts, "samples": int(len(backlog))}
 
 
+def fabric_spec(spec):
+    """``spec`` without ``congestion.ecn``, to build the fabric with: the measurement runs its own marking loop
+    here (EcnLoop, whose samples it reads), so the controller's loop must not mark too."""
+    return spec.model_copy(update={"congestion": spec.congestion.model_copy(update={"ecn": None})})
+
+
 def congested_port(fab, receiver: int) -> str:
     """The switch port that sends to host ``receiver`` (the leaf end of its link)."""
     host = fab.layout.hosts[receiver]

@@ -52,6 +52,16 @@ def ecn_marker_backend(spec, caps) -> str:
     return nft_backend()
 
 
+def pfc_backend(spec) -> str:
+    """How this run pauses the lossless class (controllers/congestion/gate.py), or ``off``."""
+    if not spec.congestion.pfc_on:
+        return "off"
+    import importlib.util
+    frames = importlib.util.find_spec("testbed.emulation.pfc_frames") is not None
+    return ("controller loop: tbf class gate over netlink + kick frame (switches); host NIC class gate"
+            + (" + PFC frames (hosts)" if frames else " (hosts; no PFC frames yet)"))
+
+
 def build(ctx: RunContext, caps) -> dict:
     """manifest.json's content for a probed ``ctx`` and ``caps`` (testbed.host.capabilities.Capabilities).
 
@@ -64,7 +74,8 @@ def build(ctx: RunContext, caps) -> dict:
         "scenario_path": str(Path(ctx.scenario_path).resolve()) if ctx.scenario_path else None,
         "scenario": spec.model_dump(mode="json"), "versions": versions(),
         "capabilities": caps.as_dict(), "backends": {"datapath": ctx.datapath, "ecn_marker": ecn_marker_backend(spec, caps),
-                                                     "delay": caps.delay, "queues": spec.fabric.queue_backend},
+                                                     "delay": caps.delay, "queues": spec.fabric.queue_backend,
+                                                     "pfc": pfc_backend(spec)},
         "scale_factor": spec.scale_factor, "reference_link_bps": spec.reference_link_bps,
         "seed": spec.seed, "transport": asdict(ctx.transport), "payload_efficiency": ctx.efficiency,
         "rto": manifest_rto(spec),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import sys
 
+from testbed.results.congestion import congestion_block
 from testbed import signals
 from testbed.measure import timing
 from testbed.measure.judge import judge_run
@@ -114,7 +115,7 @@ def _write_complete_now(ctx: RunContext, rec: Recording, note: str | None) -> di
         "checks": verdict.checks, "fidelity": verdict.figures, "controller": controller,
         **_common(ctx), "transport": t,
         "percentile_method": tables.PERCENTILE_METHOD, "sizes": tables.size_rows_json(sizes),
-        "congestion": rec.ecn.write(ctx.run_dir) if rec.ecn is not None else None,
+        "congestion": congestion_block(ctx.run_dir),  # the controller's ECN/PFC loop (None when off)
     }
     if faults is not None:
         summary["faults"] = faults

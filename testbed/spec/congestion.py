@@ -1,4 +1,4 @@
-"""The ``congestion`` section: per-class switch buffers and the ECN marking curve (issue 7, items 1-2).
+"""The ``congestion`` section: per-class switch buffers, the ECN marking curve and PFC (issue 7, items 1, 2, 4).
 
 Every switch egress has three classes when ``fabric.queue_backend`` is
 ``htb_classes`` (:mod:`testbed.emulation.queues.htb_classes`): ``control``
@@ -11,12 +11,16 @@ in bytes, or in packets of one full frame (``fabric.mtu_bytes + 14``)::
     congestion:
       buffers: {control_bytes: 30000, lossless_bytes: 150000, lossy_bytes: 100000}
       ecn: {kmin_bytes: 20000, kmax_bytes: 80000, pmax: 0.2}     # or kmin_pkts / kmax_pkts
+      pfc: {xoff_bytes: 100000, xon_bytes: 70000}                # or xoff_pkts / xon_pkts; enabled: true
+
+``ecn`` and ``pfc`` are run by the controller's congestion loop
+(:mod:`controllers.congestion.loop`), in the os-ken process.
 """
 from __future__ import annotations
 
 from typing import Optional
 
-from pydantic import Field, model_validator
+from pydantic import Field, StrictBool, model_validator
 
 from testbed.spec.units import Count, SizeBytes, _Spec
 
@@ -35,30 +39,52 @@ class BuffersSpec(_Spec):
     lossy_bytes: Optional[SizeBytes] = None
 
 
-class EcnSpec(_Spec):
+class _Thresholds(_Spec):
+    """Two queue thresholds, each given in bytes or in full-frame packets (exactly one of each pair)."""
+
+    #: (section name, low threshold, high threshold), set by subclasses
+    _SECTION, _LOW, _HIGH = "", "", ""
+
+    @model_validator(mode="after")
+    def _one_of_each(self):
+        for k in (self._LOW, self._HIGH):
+            given = [f"{k}_{u}" for u in ("bytes", "pkts") if getattr(self, f"{k}_{u}") is not None]
+            if len(given) != 1:
+                raise ValueError(f"congestion.{self._SECTION}: give exactly one of {k}_bytes, {k}_pkts (got "
+                                 f"{', '.join(given) or 'neither'})")
+        return self
+
+    def thresholds_bytes(self, frame_bytes: int) -> tuple[int, int]:
+        """(low, high) in bytes; packets count ``frame_bytes`` each."""
+        return tuple(int(getattr(self, f"{k}_bytes") if getattr(self, f"{k}_bytes") is not None
+                         else getattr(self, f"{k}_pkts") * frame_bytes) for k in (self._LOW, self._HIGH))
+
+
+class EcnSpec(_Thresholds):
     """RED marking curve of the lossless class: Kmin and Kmax in bytes or in full-frame packets
     (give one of each pair), Pmax in (0, 1] (Floyd & Jacobson 1993; Zhu et al. SIGCOMM 2015)."""
 
+    _SECTION, _LOW, _HIGH = "ecn", "kmin", "kmax"
     kmin_bytes: Optional[SizeBytes] = None
     kmax_bytes: Optional[SizeBytes] = None
     kmin_pkts: Optional[Count] = Field(None, ge=0)
     kmax_pkts: Optional[Count] = Field(None, ge=1)
     pmax: float = Field(0.2, gt=0, le=1, allow_inf_nan=False)
 
-    @model_validator(mode="after")
-    def _one_of_each(self) -> "EcnSpec":
-        for k in ("kmin", "kmax"):
-            given = [f"{k}_{u}" for u in ("bytes", "pkts") if getattr(self, f"{k}_{u}") is not None]
-            if len(given) != 1:
-                raise ValueError(f"congestion.ecn: give exactly one of {k}_bytes, {k}_pkts (got "
-                                 f"{', '.join(given) or 'neither'})")
-        return self
 
-    def thresholds_bytes(self, frame_bytes: int) -> tuple[int, int]:
-        """(Kmin, Kmax) in bytes; packets count ``frame_bytes`` each."""
-        kmin = self.kmin_bytes if self.kmin_bytes is not None else self.kmin_pkts * frame_bytes
-        kmax = self.kmax_bytes if self.kmax_bytes is not None else self.kmax_pkts * frame_bytes
-        return int(kmin), int(kmax)
+class PfcSpec(_Thresholds):
+    """PFC on the lossless class, hop by hop (IEEE 802.1Qbb): when the lossless bytes charged to an
+    ingress port pass Xoff, the device upstream of it stops sending that class until they fall below
+    Xon (:mod:`controllers.congestion.pfc` says how ingress bytes are charged). Xon < Xoff <= the
+    lossless buffer; each in bytes or full-frame packets. ``enabled: false`` keeps the block, pauses
+    nothing."""
+
+    _SECTION, _LOW, _HIGH = "pfc", "xon", "xoff"
+    xon_bytes: Optional[SizeBytes] = None
+    xoff_bytes: Optional[SizeBytes] = None
+    xon_pkts: Optional[Count] = Field(None, ge=0)
+    xoff_pkts: Optional[Count] = Field(None, ge=1)
+    enabled: StrictBool = True
 
 
 class CongestionSpec(_Spec):
@@ -66,8 +92,14 @@ class CongestionSpec(_Spec):
 
     buffers: BuffersSpec = BuffersSpec()
     ecn: Optional[EcnSpec] = None
+    pfc: Optional[PfcSpec] = None
     #: marking probability step: the marker changes a port's rule only when its quantized probability moves
     ecn_probability_step: float = Field(0.01, gt=0, le=0.1, allow_inf_nan=False)
+
+    @property
+    def pfc_on(self) -> bool:
+        """True when ``pfc`` is given and enabled."""
+        return self.pfc is not None and self.pfc.enabled
 
     def class_buffers_bytes(self, default_bytes: int) -> dict[str, int]:
         """class name -> buffer bytes, ``default_bytes`` where not given."""

@@ -100,17 +100,27 @@ def _check_congestion(spec: "ScenarioSpec") -> None:
 
     c, f = spec.congestion, spec.fabric
     backend = queues.BACKENDS[f.queue_backend]
-    asked = c.ecn is not None or c.buffers != type(c.buffers)()
+    asked = c.ecn is not None or c.pfc is not None or c.buffers != type(c.buffers)()
     if asked and backend.max_classes < 3:
-        raise ValueError(f"congestion.buffers/congestion.ecn need priority classes, which fabric.queue_backend = "
+        raise ValueError(f"congestion.buffers/congestion.ecn/congestion.pfc need priority classes, which fabric.queue_backend = "
                          f"{f.queue_backend!r} does not build; allowed: "
                          f"{sorted(n for n, b in queues.BACKENDS.items() if b.max_classes >= 3 and b.marks_ecn)}")
+    if (c.ecn is not None or c.pfc is not None) and spec.controller.framework != "os_ken":
+        raise ValueError(f"congestion.ecn/congestion.pfc run in the controller's congestion loop, which needs the "
+                         f"testbed's Python (os-ken); controller.framework {spec.controller.framework!r} (Ryu 4.34 "
+                         f"on Python 3.9) cannot run it: allowed with congestion.ecn/pfc: os_ken")
+    lossless = c.class_buffers_bytes(f.buffer_bytes)["lossless"]
+    if c.pfc is not None:
+        xon, xoff = c.pfc.thresholds_bytes(f.mtu_bytes + 14)
+        if not xon < xoff <= lossless:
+            raise ValueError(f"congestion.pfc: need Xon < Xoff <= the lossless class buffer; got Xon {xon}, Xoff "
+                             f"{xoff}, buffer {lossless} bytes (congestion.buffers.lossless_bytes, default "
+                             f"fabric.buffer_bytes)")
     if c.ecn is None:
         return
     kmin, kmax = c.ecn.thresholds_bytes(f.mtu_bytes + 14)
     if not kmin < kmax:
         raise ValueError(f"congestion.ecn: Kmin {kmin} bytes must be below Kmax {kmax} bytes")
-    lossless = c.class_buffers_bytes(f.buffer_bytes)["lossless"]
     if kmin >= lossless:
         raise ValueError(f"congestion.ecn: Kmin {kmin} bytes is not below the lossless class buffer {lossless} "
                          f"bytes (congestion.buffers.lossless_bytes, default fabric.buffer_bytes): nothing "

@@ -9,7 +9,7 @@ import pytest
 from testbed.emulation.ecn_marker import EcnLoop, leftover_tables
 from testbed.emulation.fabric import Fabric
 from testbed.host.runlock import RunLock
-from testbed.measure.ecn_curve import congested_port, measure_point
+from testbed.measure.ecn_curve import congested_port, fabric_spec, measure_point
 from testbed.naming import new_run_id
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 
 def test_marks_only_ect_none_below_kmin_and_follows_red(tmp_path, datapath):
     spec, rid = scenario(), new_run_id()
-    with RunLock(rid), Fabric(spec, rid, tmp_path, datapath) as fab:
+    with RunLock(rid), Fabric(fabric_spec(spec), rid, tmp_path, datapath) as fab:
         port = congested_port(fab, 2)
         loop = EcnLoop.for_run(spec, rid, fab.switch_ports, fab.queues)
         with loop:

@@ -1,0 +1,309 @@
+"""The controller's congestion loop: a 1 ms sampler of the lossless class driving ECN marking and PFC.
+
+Runs as a thread of the os-ken app (:class:`controllers.app.FabricRoutingApp`),
+in the controller process: the policies own the thresholds and decide; the
+actuators act through netlink and nftables from this process (OpenFlow
+cannot pause a queue or mark by queue depth). Each tick:
+
+1. one ``RTM_GETQDISC`` dump of the lossless class's tbf leaf on every switch
+   port (:class:`testbed.measure.telemetry.QdiscSampler`, ``period_s``);
+2. ECN (``ecn`` set): the RED policy (:mod:`controllers.congestion.ecn`) and
+   the nftables marker (:class:`testbed.emulation.ecn_marker.NftEcnMarker`);
+3. PFC (``pfc`` set): the Xoff/Xon policy on the bytes charged to each ingress
+   (:mod:`controllers.congestion.pfc`), pausing or resuming the lossless
+   class of the upstream device's egress toward it (:mod:`controllers.congestion.gate`:
+   a switch's port in the root namespace, a host's NIC in its namespace) and,
+   toward a host, sending real PFC frames from the switch port when
+   ``testbed.emulation.pfc_frames`` is there (priority 3, refreshed while paused).
+
+Loop time = from the sample's clock reading to the end of the tick's actions.
+
+Configuration: a JSON file the testbed writes once the fabric's queues are
+installed (``[testbed] congestion_file``; testbed.emulation.congestion_conf);
+the loop waits for it, then writes ``congestion_loop.started``. At stop
+(SIGTERM: :func:`stop_all` from controllers.run) it resumes everything it
+paused and writes into ``results_dir``: ``lossless_queues.csv`` (every
+sample), ``ecn_marking.csv``, ``pfc_events.csv`` (time_ns, port, class,
+event pause|resume|storm|restore, charged_bytes, upstream, upstream_port, actuation_us,
+pfc_frame) and
+``congestion_loop.json`` (loop time, counts; read by testbed.results.congestion).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+LOG = logging.getLogger(__name__)
+
+STARTED_FILE = "congestion_loop.started"
+RESULT_FILE = "congestion_loop.json"
+#: the lossless class: index in htb_classes, IEEE 802.1p priority (RoCE: DSCP 26 -> priority 3)
+LOSSLESS_CLASS, LOSSLESS_PRIORITY = 1, 3
+#: PFC quanta sent toward a host while paused (the maximum), refreshed after this share of its time
+PAUSE_QUANTA, REFRESH_SHARE = 0xFFFF, 0.5
+_BACKLOG_COL, _DROPS_COL = 3, 2
+_RUNNING: List["CongestionLoop"] = []
+EVENT_COLUMNS = ["time_ns", "port", "class", "event", "charged_bytes", "upstream", "upstream_port",
+                 "actuation_us", "pfc_frame"]
+
+
+def _pfc_sender():
+    """``testbed.emulation.pfc_frames.send_pfc`` when that module exists (the host side of PFC), else None."""
+    try:
+        from testbed.emulation.pfc_frames import send_pfc
+    except ImportError:
+        return None
+    return send_pfc
+
+
+class CongestionLoop:
+    """One run's loop (module doc). ``conf``: the JSON configuration; ``layout``: the run's topology."""
+
+    def __init__(self, conf: Dict[str, Any], layout):
+        from controllers.congestion import pfc
+        from testbed.measure.telemetry import QdiscSampler
+
+        self.conf, self.layout = conf, layout
+        self.results_dir = Path(conf["results_dir"])
+        self.ports = sorted(pfc.upstreams(layout))
+        self.sampler = QdiscSampler(self.ports, conf["period_s"], parent=conf["sampled_parent"],
+                                    on_sample=self._tick)
+        self.marker = self._marker() if conf.get("ecn") else None
+        self.policy = None
+        if conf.get("pfc"):
+            self.policy = pfc.PfcPolicy(conf["pfc"]["xoff_bytes"], conf["pfc"]["xon_bytes"], self.ports,
+                                        pfc.feeds(layout))
+        self.upstreams = pfc.upstreams(layout)
+        self.gates: Dict[str, Any] = {}
+        self._handles: list = []
+        self.send_pfc = _pfc_sender() if self.policy else None
+        self.events: List[tuple] = []
+        self.loop_ns: List[int] = []
+        self._frame_due: Dict[str, float] = {}  # host-facing ingress -> monotonic s of the next PFC refresh
+        self.watchdog = self._watchdog()
+
+    def _watchdog(self):
+        """The PFC watchdog (controllers/congestion/watchdog.py: storm after a pause longer than
+        ``detect_ms``, pauses not honoured until ``restore_ms`` without demand) when ``pfc.watchdog`` is
+        configured and the policy module exists; else None (every pause demand is honoured)."""
+        wd = (self.conf.get("pfc") or {}).get("watchdog")
+        if not wd:
+            return None
+        try:
+            from controllers.congestion.watchdog import PfcWatchdog
+        except ImportError:
+            LOG.warning("pfc.watchdog configured, but controllers/congestion/watchdog.py is missing: not run")
+            return None
+        return PfcWatchdog(detect_ms=wd["detect_ms"], restore_ms=wd["restore_ms"], mitigate=wd["enabled"])
+
+    def _marker(self):
+        from controllers.congestion.ecn import MarkingPolicy, RedCurve
+        from testbed.emulation.ecn_marker import NftEcnMarker
+
+        e = self.conf["ecn"]
+        policy = MarkingPolicy(RedCurve(e["kmin_bytes"], e["kmax_bytes"], e["pmax"]), self.ports, e["step"])
+        return NftEcnMarker(self.conf["run_id"], policy, (e["dscp"],))
+
+    # ------------------------------------------------------------ lifecycle
+    def _open_gates(self) -> None:
+        """A ClassGate on every upstream egress that a pausable ingress can pause (sockets opened now,
+        so a tick never waits for a namespace)."""
+        from pyroute2 import IPRoute
+
+        from controllers.congestion.gate import ClassGate, Netlink, kick_socket
+
+        by_ns: Dict[Optional[str], tuple] = {}
+        for ingress in self.policy.paused:
+            up = self.upstreams[ingress]
+            pid = self.conf["host_pids"].get(up.node[len(self.conf["run_id"]):]) if up.is_host else None
+            ns = f"/proc/{pid}/ns/net" if pid else None
+            if ns not in by_ns:
+                by_ns[ns] = (IPRoute(netns=ns, flags=0) if ns else IPRoute(), Netlink(ns), kick_socket(ns))
+                self._handles += list(by_ns[ns])
+            limit = self.conf["host_queue_bytes"] if up.is_host else self.conf["lossless_buffer_bytes"]
+            self.gates[ingress] = ClassGate(*by_ns[ns], up.ifname, LOSSLESS_CLASS, up.rate_bps,
+                                            self.conf["mtu_bytes"], limit)
+
+    def start(self) -> "CongestionLoop":
+        if self.policy is not None:
+            self._open_gates()
+            for gate in self.gates.values():  # a restarted controller may find classes left paused
+                gate.resume()
+        if self.marker is not None:
+            self.marker.start()
+        self.sampler.start()
+        _RUNNING.append(self)
+        (self.results_dir / STARTED_FILE).write_text(json.dumps({"ports": len(self.ports)}))
+        LOG.info("congestion loop: %d ports every %.1f ms, ECN %s, PFC %s (PFC frames to hosts: %s)",
+                 len(self.ports), self.conf["period_s"] * 1e3, "on" if self.marker else "off",
+                 "on" if self.policy else "off", "yes" if self.send_pfc else "no")
+        return self
+
+    def stop(self) -> None:
+        """Stop sampling, resume every paused upstream, remove the marker, write the results."""
+        if self in _RUNNING:
+            _RUNNING.remove(self)
+        try:
+            self.sampler.stop()
+        finally:
+            if self.policy is not None:
+                for ingress in self.policy.release_all():
+                    try:  # the fabric may be gone already (Mininet stops before the controller)
+                        self._act(time.time_ns(), ingress, "resume", -1)
+                    except OSError as e:
+                        LOG.info("resume of %s at stop: %s", ingress, e)
+            try:
+                if self.marker is not None:
+                    self.marker.stop()
+            finally:
+                for h in self._handles:
+                    h.close()
+                self.write()
+
+    # ------------------------------------------------------------ the tick
+    def _tick(self, time_ns: int, counters) -> None:
+        """``counters``: the sampler's int64 array, one row per port (testbed.measure.telemetry.COUNTERS)."""
+        if self.marker is not None:
+            self.marker.on_sample(time_ns, counters)
+        if self.policy is not None:
+            changes = self.policy.decide(counters[:, _BACKLOG_COL].tolist())
+            if self.watchdog is None:
+                for ingress, event, charged in changes:
+                    self._act(time_ns, ingress, event, charged)
+            else:
+                self._watch(time_ns, {i: charged for i, _, charged in changes})
+            if self._frame_due:
+                self._refresh_frames()
+        self.loop_ns.append(time.time_ns() - time_ns)
+
+    def _watch(self, time_ns: int, charged: Dict[str, int]) -> None:
+        """Feed every ingress's pause demand to the watchdog; act on what it says to honour; log storms
+        and restores as events (``storm`` / ``restore`` rows of pfc_events.csv)."""
+        for ingress, demand in self.policy.paused.items():
+            key = (ingress, LOSSLESS_PRIORITY)
+            change = self.watchdog.update(key, time_ns, demand)
+            up = self.upstreams[ingress]
+            if change is not None:
+                self.events.append((time_ns, ingress, LOSSLESS_PRIORITY, change.kind, -1, up.node, up.ifname,
+                                    0.0, False))
+            want = self.watchdog.honour(key, demand)
+            if want != self.gates[ingress].paused:
+                self._act(time_ns, ingress, "pause" if want else "resume", charged.get(ingress, -1))
+
+    def _act(self, time_ns: int, ingress: str, event: str, charged: int) -> None:
+        gate, up = self.gates[ingress], self.upstreams[ingress]
+        ns = gate.pause() if event == "pause" else gate.resume()
+        frame = False
+        if up.is_host and self.send_pfc is not None:
+            frame = self._send_frame(ingress, PAUSE_QUANTA if event == "pause" else 0)
+        self.events.append((time_ns, ingress, LOSSLESS_PRIORITY, event, charged, up.node, up.ifname,
+                            round(ns / 1e3, 1), frame))
+
+    def _send_frame(self, ingress: str, quanta: int) -> bool:
+        """A PFC frame for priority 3 out of switch port ``ingress`` toward its host; False when it failed."""
+        quanta_list = [0] * 8
+        quanta_list[LOSSLESS_PRIORITY] = quanta
+        try:
+            self.send_pfc(ingress, 1 << LOSSLESS_PRIORITY, quanta_list)
+        except OSError as e:
+            LOG.warning("PFC frame on %s failed: %s", ingress, e)
+            return False
+        if quanta:
+            pause_s = quanta * 512 / self.upstreams[ingress].rate_bps
+            self._frame_due[ingress] = time.monotonic() + REFRESH_SHARE * pause_s
+        else:
+            self._frame_due.pop(ingress, None)
+        return True
+
+    def _refresh_frames(self) -> None:
+        now = time.monotonic()
+        for ingress, due in list(self._frame_due.items()):
+            if now >= due:
+                self._send_frame(ingress, PAUSE_QUANTA)
+
+    # ------------------------------------------------------------ results
+    def write(self) -> dict:
+        """Write the result files (module doc); return congestion_loop.json's content."""
+        import pandas as pd
+
+        from testbed.results.tables import write_csv
+
+        frame = self.sampler.to_frame()
+        frame.insert(2, "class", "lossless")
+        write_csv(frame, self.results_dir / "lossless_queues.csv")
+        doc: Dict[str, Any] = {"period_s": self.conf["period_s"], "ports": len(self.ports),
+                               "ticks": len(self.loop_ns), "missed_ticks": self.sampler.missed_ticks,
+                               "sampler_cpu_pct": round(self.sampler.cpu_pct, 1), **_loop_ms(self.loop_ns)}
+        if len(frame):
+            drops = frame.groupby("port", observed=True)["drops_pkts"].agg(["first", "last"])
+            doc["lossless_drops_pkts"] = int((drops["last"] - drops["first"]).sum())
+            doc["lossless_queue_p99_bytes"] = float(frame["backlog_bytes"].quantile(0.99))
+            doc["lossless_queue_max_bytes"] = int(frame["backlog_bytes"].max())
+        if self.marker is not None:
+            write_csv(pd.DataFrame(self.marker.changes, columns=["time_ns", "port", "probability"]),
+                      self.results_dir / "ecn_marking.csv")
+            c, counts = self.marker.policy.curve, self.marker.counts
+            doc["ecn"] = {"marker": self.marker.backend, "kmin_bytes": c.kmin_bytes, "kmax_bytes": c.kmax_bytes,
+                          "pmax": c.pmax, "ect_pkts": sum(e for e, _ in counts.values()),
+                          "ce_marked_pkts": sum(m for _, m in counts.values())}
+        if self.policy is not None:
+            events = pd.DataFrame(self.events, columns=EVENT_COLUMNS)
+            write_csv(events, self.results_dir / "pfc_events.csv")
+            doc["pfc"] = {"xoff_bytes": self.policy.xoff_bytes, "xon_bytes": self.policy.xon_bytes,
+                          "kick_frames": sum(g.kicks for g in self.gates.values()),
+                          "host_pfc_frames": self.send_pfc is not None,
+                          "storms": int((events["event"] == "storm").sum()),
+                          "watchdog": self.watchdog.summary() if self.watchdog is not None else None,
+                          "pause_actuation_us": _pcts(events.loc[events["event"] == "pause", "actuation_us"]),
+                          "resume_actuation_us": _pcts(events.loc[events["event"] == "resume", "actuation_us"])}
+        (self.results_dir / RESULT_FILE).write_text(json.dumps(doc, indent=1))
+        return doc
+
+
+def _pcts(values, digits: int = 1) -> dict:
+    """{"p50", "p99", "n"} of ``values`` (None without any)."""
+    import numpy as np
+
+    a = np.asarray(values, dtype=float)
+    if not len(a):
+        return {"p50": None, "p99": None, "n": 0}
+    return {"p50": round(float(np.percentile(a, 50)), digits), "p99": round(float(np.percentile(a, 99)), digits),
+            "n": int(len(a))}
+
+
+def _loop_ms(loop_ns: List[int]) -> dict:
+    p = _pcts([n / 1e6 for n in loop_ns], 3)
+    return {"loop_p50_ms": p["p50"], "loop_p99_ms": p["p99"]}
+
+
+def start_when_configured(conf_file: Optional[str], layout) -> Optional[threading.Thread]:
+    """The app's entry: a daemon thread that waits for ``conf_file`` (written once the queues exist),
+    then starts the loop. None when ``conf_file`` is unset (no ECN, no PFC)."""
+    if not conf_file:
+        return None
+
+    def run() -> None:
+        path = Path(conf_file)
+        while not path.exists():
+            time.sleep(0.02)
+        try:
+            CongestionLoop(json.loads(path.read_text()), layout).start()
+        except Exception:
+            LOG.exception("congestion loop failed to start")
+
+    thread = threading.Thread(target=run, name="congestion-loop", daemon=True)
+    thread.start()
+    return thread
+
+
+def stop_all() -> None:
+    """Stop every running loop (controllers.run calls this on SIGTERM, before the process exits)."""
+    for loop in list(_RUNNING):
+        try:
+            loop.stop()
+        except Exception:
+            LOG.exception("congestion loop failed to stop cleanly")

@@ -1,0 +1,105 @@
+"""The testbed's side of the controller's congestion loop (controllers/congestion/loop.py): its settings.
+
+The loop runs in the controller process from the start of the fabric, but can
+only sample queues that exist: the controller's configuration names a JSON file
+(``[testbed] congestion_file``, :func:`controller_keys`), which the fabric
+writes once every queue is installed and the hosts' namespaces are known
+(:func:`write_and_wait`), then waits for the loop's ``congestion_loop.started``.
+
+The file (all sizes in bytes)::
+
+    {"run_id", "results_dir", "period_s": 0.001, "sampled_parent": <the lossless leaf's parent handle>,
+     "mtu_bytes", "lossless_buffer_bytes", "host_queue_bytes", "host_pids": {"h1": pid, ...},
+     "ecn": {"kmin_bytes", "kmax_bytes", "pmax", "step", "dscp"} | null,
+     "pfc": {"xoff_bytes", "xon_bytes", "watchdog": {"enabled", "detect_ms", "restore_ms"} (optional)} | null}
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from controllers.congestion.loop import LOSSLESS_CLASS, STARTED_FILE
+
+CONF_FILE = "congestion_loop.conf.json"
+#: the loop's sampling period, s (DESIGN.md: about 10 % of a core for 24 ports)
+PERIOD_S = 0.001
+
+
+def wanted(spec) -> bool:
+    """True when the scenario asks the controller for ECN marking or PFC."""
+    return spec.congestion.ecn is not None or spec.congestion.pfc_on
+
+
+def controller_keys(spec, run_dir: Path) -> dict:
+    """``[testbed]`` keys of controller.conf: ``congestion_file`` when the loop is wanted, else none."""
+    return {"congestion_file": str((Path(run_dir) / CONF_FILE).resolve())} if wanted(spec) else {}
+
+
+def loop_conf(fab) -> dict:
+    """The loop's configuration for the running fabric ``fab`` (module doc)."""
+    from testbed.emulation.fabric import HOST_NIC_QUEUE_BYTES
+    from testbed.spec.congestion import DSCP_LOSSLESS
+
+    spec, c = fab.spec, fab.spec.congestion
+    frame = spec.fabric.mtu_bytes + 14
+    ecn = None
+    if c.ecn is not None:
+        kmin, kmax = c.ecn.thresholds_bytes(frame)
+        ecn = {"kmin_bytes": kmin, "kmax_bytes": kmax, "pmax": c.ecn.pmax, "step": c.ecn_probability_step,
+               "dscp": DSCP_LOSSLESS}
+    pfc = None
+    if c.pfc_on:
+        xon, xoff = c.pfc.thresholds_bytes(frame)
+        pfc = {"xoff_bytes": xoff, "xon_bytes": xon}
+        wd = getattr(c.pfc, "watchdog", None)  # congestion.pfc.watchdog (testbed/spec/pfc_watchdog.py), once merged
+        if wd is not None:
+            pfc["watchdog"] = {"enabled": wd.enabled, "detect_ms": wd.detect_ms, "restore_ms": wd.restore_ms}
+    rid = fab.run_id
+    return {"run_id": rid, "results_dir": str(fab.run_dir.resolve()), "period_s": PERIOD_S,
+            "sampled_parent": fab.queues.class_parent(LOSSLESS_CLASS), "mtu_bytes": spec.fabric.mtu_bytes,
+            "lossless_buffer_bytes": c.class_buffers_bytes(spec.fabric.buffer_bytes)["lossless"],
+            "host_queue_bytes": HOST_NIC_QUEUE_BYTES,
+            "host_pids": {h.name[len(rid):]: fab.net.get(h.name).pid for h in fab.layout.hosts},
+            "ecn": ecn, "pfc": pfc}
+
+
+def headroom_warning(spec) -> str | None:
+    """A start-up warning when Xoff plus the headroom of every ingress feeding one egress
+    (controllers.congestion.pfc.worst_case_bytes: response = the loop period + 2 ms of actuation, link
+    delay ``fabric.link_delay_us``) exceeds the lossless buffer; None when it fits or PFC is off."""
+    from controllers.congestion.pfc import worst_case_bytes
+    from topology import build
+
+    c, f = spec.congestion, spec.fabric
+    if not c.pfc_on:
+        return None
+    xon, xoff = c.pfc.thresholds_bytes(f.mtu_bytes + 14)
+    buffer = c.class_buffers_bytes(f.buffer_bytes)["lossless"]
+    total, egress, n = worst_case_bytes(build(f.kind, f, "tb0000"), xoff, PERIOD_S, f.mtu_bytes + 14,
+                                        f.link_delay_us / 1e6)
+    if total <= buffer:
+        return None
+    return (f"congestion.pfc: Xoff {xoff} bytes + the headroom of the {n} ingresses feeding {egress[6:]} = "
+            f"{total} bytes exceeds the lossless buffer {buffer} bytes: the lossless class may drop; lower "
+            f"xoff or raise congestion.buffers.lossless_bytes (headroom per IEEE 802.1Qbb Annex O: "
+            f"controllers/congestion/pfc.py)")
+
+
+def write_and_wait(fab, timeout_s: float = 20.0) -> None:
+    """Write the loop's file when the scenario wants it and wait until the controller's loop runs.
+
+    Raises RuntimeError naming controller.log when it does not start within ``timeout_s``."""
+    if not wanted(fab.spec):
+        return
+    started = fab.run_dir / STARTED_FILE
+    started.unlink(missing_ok=True)
+    tmp = fab.run_dir / (CONF_FILE + ".tmp")
+    tmp.write_text(json.dumps(loop_conf(fab), indent=1))
+    tmp.rename(fab.run_dir / CONF_FILE)  # atomic: the loop never reads half a file
+    deadline = time.monotonic() + timeout_s
+    while not started.exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the controller's congestion loop did not start within {timeout_s:.0f} s; see "
+                               f"{fab.run_dir / 'controller.log'}")
+        time.sleep(0.02)

@@ -1,0 +1,86 @@
+"""summary.json's ``congestion`` block, from the files the controller's congestion loop wrote.
+
+The loop (controllers/congestion/loop.py) runs in the controller process and
+writes, when the controller stops, ``congestion_loop.json`` and
+``pfc_events.csv`` into the run directory. This module reads them into the
+block and writes ``pfc_ports.csv`` (one row per ingress port and class that
+paused its upstream: ``port, class, upstream, upstream_port, pauses_sent,
+paused_time_s``; the upstream port is where the pause was received).
+
+``pause_frames`` counts pause events (one per Xoff crossing: a PFC frame or a
+class gate; refreshes of a standing pause are not counted), ``paused_time_s``
+sums, over ports and classes, the time from each pause to its resume (a pause
+still standing at the end runs to the last event of the loop's stop).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from testbed.results.tables import write_csv
+
+RESULT_FILE = "congestion_loop.json"  # controllers.congestion.loop.RESULT_FILE
+
+
+def kick_frames(run_dir: Path) -> int:
+    """Kick frames the PFC loop sent (0 without PFC): each is dropped by a switch on table miss."""
+    path = Path(run_dir) / RESULT_FILE
+    if not path.exists():
+        return 0
+    return int((json.loads(path.read_text()).get("pfc") or {}).get("kick_frames", 0))
+
+
+def pfc_ports(events: pd.DataFrame) -> pd.DataFrame:
+    """Per (port, class): pauses sent and paused time from ``pfc_events.csv``'s rows."""
+    rows = []
+    events = events[events["event"].isin(["pause", "resume"])]
+    for (port, cls), ev in events.sort_values("time_ns").groupby(["port", "class"], sort=True):
+        paused_ns, since, pauses = 0, None, 0
+        for t, kind in zip(ev["time_ns"], ev["event"]):
+            if kind == "pause" and since is None:
+                since, pauses = t, pauses + 1
+            elif kind == "resume" and since is not None:
+                paused_ns, since = paused_ns + (t - since), None
+        if since is not None:
+            paused_ns += int(events["time_ns"].max()) - since
+        rows.append({"port": port, "class": cls, "upstream": ev["upstream"].iloc[0],
+                     "upstream_port": ev["upstream_port"].iloc[0], "pauses_sent": pauses,
+                     "paused_time_s": round(paused_ns / 1e9, 6)})
+    return pd.DataFrame(rows, columns=["port", "class", "upstream", "upstream_port", "pauses_sent",
+                                       "paused_time_s"])
+
+
+def congestion_block(run_dir: Path) -> dict | None:
+    """The block (None when no loop ran): loop time, lossless drops and queue, ECN counts and PFC pauses.
+
+    Keys: ``controller_loop_p50_ms``, ``controller_loop_p99_ms``, ``loop_ticks``, ``loop_missed_ticks``,
+    ``lossless_drops_pkts``, ``lossless_queue_p99_bytes``, ``lossless_queue_max_bytes``; with ECN
+    ``ecn_marker``, ``kmin_bytes``, ``kmax_bytes``, ``pmax``, ``ect_pkts``, ``ce_marked_pkts`` and the loop
+    time again as ``ecn_loop_p50_ms`` / ``ecn_loop_p99_ms`` / ``ecn_loop_ticks`` / ``ecn_loop_missed_ticks``;
+    with PFC ``pause_frames``, ``paused_time_s``, ``storms`` (the watchdog's), ``pfc`` (Xoff, Xon, kick frames, actuation times).
+    """
+    run_dir = Path(run_dir)
+    path = run_dir / RESULT_FILE
+    if not path.exists():
+        return None
+    doc = json.loads(path.read_text())
+    block = {"controller_loop_p50_ms": doc["loop_p50_ms"], "controller_loop_p99_ms": doc["loop_p99_ms"],
+             "loop_ticks": doc["ticks"], "loop_missed_ticks": doc["missed_ticks"],
+             "lossless_drops_pkts": doc.get("lossless_drops_pkts"),
+             "lossless_queue_p99_bytes": doc.get("lossless_queue_p99_bytes"),
+             "lossless_queue_max_bytes": doc.get("lossless_queue_max_bytes")}
+    if doc.get("ecn"):
+        e = doc["ecn"]
+        block.update({"ecn_marker": e["marker"], "kmin_bytes": e["kmin_bytes"], "kmax_bytes": e["kmax_bytes"],
+                      "pmax": e["pmax"], "ect_pkts": e["ect_pkts"], "ce_marked_pkts": e["ce_marked_pkts"],
+                      "ecn_loop_p50_ms": doc["loop_p50_ms"], "ecn_loop_p99_ms": doc["loop_p99_ms"],
+                      "ecn_loop_ticks": doc["ticks"], "ecn_loop_missed_ticks": doc["missed_ticks"]})
+    if doc.get("pfc"):
+        ports = pfc_ports(pd.read_csv(run_dir / "pfc_events.csv"))
+        write_csv(ports, run_dir / "pfc_ports.csv")
+        block.update({"pause_frames": int(ports["pauses_sent"].sum()),
+                      "paused_time_s": round(float(ports["paused_time_s"].sum()), 6),
+                      "storms": doc["pfc"].get("storms", 0), "pfc": doc["pfc"]})
+    return block

@@ -1,0 +1,65 @@
+"""C07: the lossless class never drops. 4:1 incast at half the link rate each (10 Mbit/s links, 150 KB
+class buffers, Xoff 100 KB, Xon 70 KB), two senders on the receiver's leaf and two behind the spine, so
+the pauses must spread hop by hop (receiver's leaf -> spine -> the far leaf -> its hosts). The PFC loop
+runs in the controller process; its files are read after the fabric stopped."""
+import json
+
+import pandas as pd
+import pytest
+
+from testbed.emulation.fabric import Fabric
+from testbed.host.runlock import RunLock
+from testbed.measure.incast import TOS_LOSSLESS, TOS_LOSSY, run_incast
+from testbed.naming import new_run_id
+from testbed.results.congestion import congestion_block
+from testbed.spec.scenario import parse_scenario
+
+pytestmark = pytest.mark.integration
+
+BUFFER_BYTES = 150_000
+RATE_BPS = 5e6  # half the link rate
+TOTAL_BYTES = 1_250_000  # 2 s at 5 Mbit/s
+RECEIVER, SENDERS = 0, [1, 2, 3, 4]  # hosts 0-2 on leaf 1, 3-5 on leaf 2
+
+
+def c07_spec():
+    return parse_scenario({
+        "name": "c07",
+        "fabric": {"spines": 1, "leaves": 2, "hosts_per_leaf": 3, "host_link_bps": "10M",
+                   "fabric_link_bps": "10M", "buffer_bytes": BUFFER_BYTES, "queue_backend": "htb_classes"},
+        "congestion": {"buffers": {"lossless_bytes": BUFFER_BYTES, "lossy_bytes": BUFFER_BYTES},
+                       "pfc": {"xoff_bytes": 100_000, "xon_bytes": 70_000}},
+        "workload": {"sizes": {"min_bytes": 65536, "max_bytes": 65536}}})
+
+
+def test_c07_lossless_class_never_drops_and_pauses_every_sender_port(tmp_path, datapath):
+    spec, rid = c07_spec(), new_run_id()
+    with RunLock(rid), Fabric(spec, rid, tmp_path, datapath) as fab:
+        layout = fab.layout
+        sender_ports = {layout.attachment(layout.hosts[r].name).intf for r in SENDERS}
+        lossless = run_incast(fab, SENDERS, RECEIVER, TOS_LOSSLESS, RATE_BPS, TOTAL_BYTES, port=47_930)
+        lossy = run_incast(fab, SENDERS, RECEIVER, TOS_LOSSY, RATE_BPS, TOTAL_BYTES, port=47_931)
+    # the controller stopped: its loop wrote its files
+    loop = json.loads((tmp_path / "congestion_loop.json").read_text())
+    events = pd.read_csv(tmp_path / "pfc_events.csv")
+    queues = pd.read_csv(tmp_path / "lossless_queues.csv")
+    block = congestion_block(tmp_path)
+
+    # 0 drops on priority 3: every byte sent arrived, and the switches' lossless queues dropped nothing
+    assert lossless["received"] == lossless["sent"], lossless
+    assert block["lossless_drops_pkts"] == 0 and loop["lossless_drops_pkts"] == 0, loop
+    # at least one pause on every sender-facing ingress port, while the lossless incast ran
+    during = events[(events["time_ns"] >= lossless["t_start_ns"]) & (events["time_ns"] <= lossless["t_end_ns"])]
+    paused = set(during.loc[during["event"] == "pause", "port"])
+    assert sender_ports <= paused, (sender_ports - paused, sorted(paused))
+    assert set(during["class"]) == {3}
+    # the pauses spread hop by hop: the spine paused the far leaf's uplink, which paused its hosts
+    ups = set(during.loc[during["event"] == "pause", "upstream"])
+    assert {f"{rid}l2", f"{rid}s1"} <= ups, ups
+    # the queue never above the buffer
+    assert queues["backlog_bytes"].max() <= BUFFER_BYTES, queues["backlog_bytes"].max()
+    assert block["pause_frames"] >= len(sender_ports) and block["paused_time_s"] > 0, block
+    assert block["controller_loop_p99_ms"] is not None and loop["ticks"] > 1000, loop
+    assert pd.read_csv(tmp_path / "pfc_ports.csv")["pauses_sent"].min() >= 1
+    # control: the same load on the lossy class drops packets
+    assert sum(lossy["received"].values()) < sum(lossy["sent"].values()), lossy
