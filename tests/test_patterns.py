@@ -134,3 +134,62 @@ def test_throughput_ratio_counts_bytes_while_every_flow_sends():
                             received=[SimpleNamespace(time_ns=times, rx_bytes=[0, 625_000], t_done_ns=2000 * ms)])]
     tr = SimpleNamespace(done=done)
     assert throughput_ratio(run, tr, 1.0) == pytest.approx(0.75)
+
+
+class _FakeSender:
+    """A requester QP whose messages are acknowledged 20 ms after they are posted."""
+
+    def __init__(self):
+        self.messages = []
+
+    def post_send(self, size_bytes):
+        from traffic.clock import unix_ns
+        now = unix_ns()
+        self.messages.append(SimpleNamespace(t_post_ns=now, t_acked_ns=now + 20_000_000, size=size_bytes))
+        return len(self.messages) - 1
+
+    def wait_acked(self, seq, timeout_s):
+        return True
+
+
+class _FakeReceiver:
+    """A responder QP that delivers ``size`` bytes evenly over ``dur_s`` from the first look at it."""
+
+    def __init__(self, size, dur_s):
+        import time
+        self.size, self.dur_s, self.t0 = size, dur_s, None
+        self._time = time.monotonic
+
+    @property
+    def counters(self):
+        if self.t0 is None:
+            self.t0 = self._time()
+        frac = min(1.0, (self._time() - self.t0) / self.dur_s)
+        return SimpleNamespace(delivered_bytes=int(self.size * frac), messages=1 if frac >= 1 else 0)
+
+    def wait_messages(self, count, timeout_s):
+        import time
+        time.sleep(max(0.0, self.dur_s - (self._time() - (self.t0 or self._time()))) + 0.01)
+        return True
+
+
+def test_executor_posts_at_start_times_and_samples_the_receivers_bytes():
+    from traffic.clock import unix_ns
+    from traffic.patterns.executor import run_flows
+    start = unix_ns() + 50_000_000
+    cmd = RunFlows(trial=0, flows=[FlowOrder(flow=0, src=0, dst=1, size_bytes=1000, start_ns=0),
+                                   FlowOrder(flow=1, src=0, dst=2, size_bytes=500, start_ns=100_000_000),
+                                   FlowOrder(flow=2, src=3, dst=0, size_bytes=40_000, start_ns=0)],
+                   start_at_ns=start, sample_period_ns=10_000_000, timeout_s=5.0)
+    rx = {3: _FakeReceiver(40_000, 0.1)}
+    rx_consumed = {}
+    done = run_flows(0, cmd, {1: _FakeSender(), 2: _FakeSender()}, rx, rx_consumed)
+    assert [(m.peer, m.size_bytes) for m in done.sent] == [(1, 1000), (2, 500)]
+    assert done.sent[0].t_post_ns >= start and done.sent[1].t_post_ns >= start + 100_000_000
+    (r,) = done.received
+    assert r.flow == 2 and r.rx_bytes[-1] == 40_000 and r.rx_bytes == sorted(r.rx_bytes)
+    assert len(r.time_ns) >= 5 and r.time_ns[0] >= start and r.t_done_ns <= r.time_ns[-1]
+    assert rx_consumed == {3: 1}
+    with pytest.raises(ValueError, match=r"no queue pair with rank\(s\) \[5\]"):
+        run_flows(0, RunFlows(trial=1, flows=[FlowOrder(flow=0, src=0, dst=5, size_bytes=1, start_ns=0)],
+                              start_at_ns=start, sample_period_ns=10_000_000, timeout_s=1.0), {}, {}, {})

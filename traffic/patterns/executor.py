@@ -55,9 +55,10 @@ def run_flows(rank: int, cmd: RunFlows, send_qp, recv_qp, rx_consumed: dict) -> 
                 if f.flow in done_ns and samples[f.flow][0] and samples[f.flow][0][-1] >= done_ns[f.flow]:
                     continue
                 qp = recv_qp[f.src]
+                complete = qp.counters.messages >= want[f.flow]  # read first: the bytes read next include it all
                 samples[f.flow][0].append(now)
                 samples[f.flow][1].append(qp.counters.delivered_bytes - base[f.flow])
-                if f.flow not in done_ns and qp.counters.messages >= want[f.flow]:
+                if f.flow not in done_ns and complete:
                     done_ns[f.flow] = now
             if len(done_ns) == len(incoming) or stop.is_set():
                 return
