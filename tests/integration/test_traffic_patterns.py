@@ -7,27 +7,19 @@ import pandas as pd
 
 from conftest import run_scenario_file
 
-KFLOWS = """
-name: kflows
-seed: 5
-reference_link_bps: 400G
-fabric: {spines: 2, leaves: 2, hosts_per_leaf: 2, host_link_bps: 10M, fabric_link_bps: 10M,
-         buffer_bytes: 200KB, mtu_bytes: 4200}
-transport: {payload_bytes: 4096, window_pkts: 16, ack_every_pkts: 4}
-workload:
-  pattern: {kind: kflows, size_bytes: 512KiB, trials: 4}
-"""
+def scenario(name: str, shape: str, buffer: str, pattern: str) -> str:
+    """A scenario at 10 Mbit/s with path MTU 4096 and no congestion control: ``shape`` the spine-leaf
+    keys, ``pattern`` the workload.pattern flow mapping."""
+    return (f"name: {name}\nseed: 5\nreference_link_bps: 400G\n"
+            f"fabric: {{{shape}, host_link_bps: 10M, fabric_link_bps: 10M, buffer_bytes: {buffer}, mtu_bytes: 4200}}\n"
+            "transport: {payload_bytes: 4096, window_pkts: 16, ack_every_pkts: 4}\n"
+            f"workload:\n  pattern: {{{pattern}}}\n")
 
-INCAST = """
-name: incast4
-seed: 2
-reference_link_bps: 400G
-fabric: {spines: 2, leaves: 4, hosts_per_leaf: 2, host_link_bps: 10M, fabric_link_bps: 10M,
-         buffer_bytes: 100KB, mtu_bytes: 4200}
-transport: {payload_bytes: 4096, window_pkts: 16, ack_every_pkts: 4}
-workload:
-  pattern: {kind: incast, senders: 4, receiver: h1, size_bytes: 256KiB}
-"""
+
+KFLOWS = scenario("kflows", "spines: 2, leaves: 2, hosts_per_leaf: 2", "200KB",
+                  "kind: kflows, size_bytes: 512KiB, trials: 4")
+INCAST = scenario("incast4", "spines: 2, leaves: 4, hosts_per_leaf: 2", "100KB",
+                  "kind: incast, senders: 4, receiver: h1, size_bytes: 256KiB")
 
 
 def _uplink_bytes(ports: pd.DataFrame, port: str, t0: int, t1: int) -> float:
