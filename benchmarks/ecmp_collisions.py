@@ -1,143 +1,103 @@
-"""ECMP hash collisions of k long flows over k equal paths: the fabric capacity they leave idle.
+"""Load balancing on traffic patterns: ECMP's hash collisions against flowlets and spraying.
 
-A spine-leaf fabric of k spines, 2 leaves and k hosts per leaf (all links
-``--rate-bps``, userspace OVS, the os-ken controller, ``load_balance.policy``
-``--policy``): host i of leaf 1 sends one long RoCEv2 flow (traffic.flows, one
-QP) to host i of leaf 2, all k at once, each from a UDP source port drawn at
-random per trial (the per-flow entropy a QP gets). Each flow picks a spine by
-the leaf's select-group hash; flows on the same spine share its links. While
-every flow is still sending (from 30% to 80% of one flow's solo time), the
-leaf's k uplinks are sampled: aggregate throughput / (k x link rate) is the
-share of the fabric's capacity in use (retransmissions included: the ``retx``
-column says how much of it was resent). Balls into bins: k flows on k paths
-occupy on average 1 - (1 - 1/k)^k of them (75.0% for k = 2, 68.4% for k = 4).
+Runs ``scenarios/lb_flows_ecmp.yaml`` (the ``kflows`` pattern: host i of leaf 1 sends one long flow to
+host i of leaf 2, all k at once, on a fabric of k spines and k hosts per leaf) through ``testbed run``,
+once per entropy policy and k, each with ``--trials`` trials (a new entropy seed each), and prints the
+``load_balance`` block of each run: the mean and 5th percentile of the throughput ratio (payload
+delivered while every flow sends / what perfect balancing delivers; testbed.patterns.results), the idle
+uplink capacity, the balance index, retransmissions and packets placed out of order, against the
+balls-into-bins expectation 1 - (1 - 1/k)^k (75.0% for k = 2, 68.4% for k = 4).
 
-Prints one row per k: trials, mean, 5th percentile and spread of the
-throughput ratio, the mean number of spines used, against the expectation.
-Needs root. Usage: ``python benchmarks/ecmp_collisions.py [--trials 20] [--k 2 4]``
+``--pattern permutation`` or ``alltoall`` runs ``scenarios/lb_permutation.yaml`` instead (8 hosts on 4
+leaves, 1:1; all-to-all with ``--size`` per pair), where the figures that matter are the completion ratio
+(ideal / measured time of the whole trial), the flows' slowdown p50/p99 and the idle uplink capacity.
+
+Needs root; run under the fabric lock. Usage::
+
+    python benchmarks/ecmp_collisions.py [--trials 20] [--k 2 4] [--entropy per_flow spray flowlet]
+    python benchmarks/ecmp_collisions.py --pattern permutation --trials 10 --entropy per_flow spray
 """
 from __future__ import annotations
 
 import argparse
 import json
-import random
+import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-import numpy as np
+import yaml
 
-from testbed.emulation.fabric import Fabric
-from testbed.host.runlock import RunLock
-from testbed.naming import new_run_id
-from testbed.spec.scenario import parse_scenario
-
-PAYLOAD_BYTES = 1024
-#: packets in flight per flow (--window-pkts): 16 KiB, so even k = 4 flows on one spine (64 KiB) fit
-#: its 100 kB buffers: a collision halves rates, it does not drop (no PFC here to make the fabric
-#: lossless). Spraying needs a larger window: its packets wait behind the slowest path's queue.
-WINDOW_PKTS = 16
+REPO = Path(__file__).resolve().parents[1]
+SCENARIOS = {"kflows": REPO / "scenarios" / "lb_flows_ecmp.yaml",
+             "permutation": REPO / "scenarios" / "lb_permutation.yaml",
+             "alltoall": REPO / "scenarios" / "lb_permutation.yaml"}
+#: transport keys per entropy policy (spray: 64 ports per QP; flowlet: 8 ports, a 100 ms gap)
+ENTROPY = {"per_flow": {"entropy": "per_flow"}, "spray": {"entropy": "spray", "entropy_ports": 64},
+           "flowlet": {"entropy": "flowlet", "entropy_ports": 8, "flowlet_gap_us": 100_000}}
 
 
-def _tx_bytes(ifname: str) -> int:
-    return int(Path(f"/sys/class/net/{ifname}/statistics/tx_bytes").read_text())
-
-
-def trial(fab, k: int, sports: list[int], size_bytes: int, rate_bps: float, entropy: str = "per_flow",
-          entropy_ports: int = 128, flowlet_gap_us: int = 100_000, window_pkts: int = WINDOW_PKTS
-          ) -> tuple[float, int, dict]:
-    """One trial: (aggregate uplink throughput / (k x rate) while all flows send, spines used, transport
-    counters summed over the flows: tx_pkts, retx_pkts, out_of_order_pkts, order_errors, dup_pkts, and the
-    largest max_reorder_pkts)."""
-    lay = fab.layout
-    leaf1 = lay.attachment(lay.hosts[0].name).node
-    uplinks = [ln.a.intf for ln in lay.links if ln.a.node == leaf1 and ln.b.node not in {h.name for h in lay.hosts}]
-    common = [sys.executable, "-m", "traffic.flows", "--run-id", fab.run_id, "--timeout-s", "60",
-              "--payload-bytes", str(PAYLOAD_BYTES), "--window-pkts", str(window_pkts), "--entropy", entropy, "--entropy-ports", str(entropy_ports),
-              "--flowlet-gap-us", str(flowlet_gap_us)]
-    rx, tx = [], []
-    for i in range(k):
-        src, dst = lay.hosts[i], lay.hosts[k + i]
-        r = fab.host(k + i).popen(common + ["recv", "--ip", dst.ip, "--peer", src.ip, "--flows", "1",
-                                            "--size-bytes", str(size_bytes)], stdin=-1, text=True)
-        rx.append(r)
-        t = fab.host(i).popen(common + ["send", "--ip", src.ip, "--peer", dst.ip, "--sports", str(sports[i]),
-                                        "--size-bytes", str(size_bytes)], stdin=-1, text=True)
-        tx.append(t)
-    for p in rx + tx:
-        assert json.loads(p.stdout.readline())["event"] == "ready"
-    solo_s = size_bytes * 8 / rate_bps
-    for t in tx:
-        t.stdin.write("go\n")
-        t.stdin.flush()
-    time.sleep(0.3 * solo_s)
-    b0, t0 = [_tx_bytes(u) for u in uplinks], time.monotonic()
-    time.sleep(0.5 * solo_s)
-    b1, t1 = [_tx_bytes(u) for u in uplinks], time.monotonic()
-    counts = dict.fromkeys(("tx_pkts", "retx_pkts", "out_of_order_pkts", "order_errors", "dup_pkts"), 0)
-    counts["max_reorder_pkts"] = 0
-    for p in tx + rx:
-        out = json.loads(p.stdout.readline())
-        assert out["ok"], out
-        p.wait(timeout=30)
-        for f in out["flows"]:
-            for key in counts:
-                if key in f:
-                    counts[key] = max(counts[key], f[key]) if key == "max_reorder_pkts" else counts[key] + f[key]
-    moved = np.array(b1) - np.array(b0)
-    ratio = float(moved.sum() * 8 / (t1 - t0) / (k * rate_bps))
-    return ratio, int((moved > 0.1 * moved.max()).sum()), counts
-
-
-def run_k(k: int, trials: int, rate_bps: float, size_bytes: int, policy: str, entropy: str = "per_flow",
-          entropy_ports: int = 128, flowlet_gap_us: int = 100_000, window_pkts: int = WINDOW_PKTS) -> dict:
-    spec = parse_scenario({"name": "ecmpk", "fabric": {"spines": k, "leaves": 2, "hosts_per_leaf": k,
-                                                       "host_link_bps": rate_bps, "fabric_link_bps": rate_bps},
-                           "load_balance": {"policy": policy},
-                           "workload": {"sizes": {"min_bytes": 65536, "max_bytes": 65536}}})
-    rid = new_run_id()
-    ratios, used, totals = [], [], {}
-    with tempfile.TemporaryDirectory() as tmp, RunLock(rid), Fabric(spec, rid, Path(tmp), "user") as fab:
-        for n in range(trials):
-            sports = random.Random(f"ecmp-{k}-{n}").sample(range(49152, 65536), k)
-            r, u, counts = trial(fab, k, sports, size_bytes, rate_bps, entropy, entropy_ports, flowlet_gap_us,
-                                 window_pkts)
-            ratios.append(r)
-            used.append(u)
-            for key, v in counts.items():
-                totals[key] = max(totals.get(key, 0), v) if key == "max_reorder_pkts" else totals.get(key, 0) + v
-    a = np.array(ratios)
-    return {"k": k, "trials": trials, "throughput_ratio_mean": float(a.mean()),
-            "throughput_ratio_p5": float(np.percentile(a, 5)), "throughput_ratio_std": float(a.std(ddof=1)),
-            "spines_used_mean": float(np.mean(used)), "expected": 1 - (1 - 1 / k) ** k,
-            "retx_fraction": totals["retx_pkts"] / max(totals["tx_pkts"], 1), **totals}
+def run(pattern: str, k: int | None, entropy: str, trials: int, size: str, results: Path, policy: str = "ecmp",
+        window_pkts: int | None = None, rate_bps: float | None = None) -> dict:
+    """One ``testbed run`` of ``pattern``'s scenario with ``entropy`` and ``load_balance.policy`` ``policy``
+    (kflows: k spines and k hosts per leaf; ``window_pkts``, ``rate_bps``: override the scenario's window
+    and every link's rate); returns its summary.json (``load_balance``, ``transport``, ``faithful``)."""
+    sc = yaml.safe_load(SCENARIOS[pattern].read_text())
+    sc["name"] = f"{pattern}_{policy}_{entropy}" + (f"_k{k}" if k else "")
+    sc["transport"].update(ENTROPY[entropy])
+    sc["load_balance"] = {"policy": policy}
+    if window_pkts:
+        sc["transport"]["window_pkts"] = window_pkts
+    if rate_bps:
+        sc["fabric"].update(host_link_bps=rate_bps, fabric_link_bps=rate_bps)
+    sc["workload"]["pattern"].update(kind=pattern, trials=trials, size_bytes=size)
+    if pattern == "kflows":
+        sc["fabric"].update(spines=k, hosts_per_leaf=k)
+        sc["workload"]["pattern"]["k"] = k
+    path = results / f"{sc['name']}.yaml"
+    path.write_text(yaml.safe_dump(sc))
+    p = subprocess.run([sys.executable, "-m", "testbed.cli", "run", str(path), "--results", str(results),
+                        "--quiet"], capture_output=True, text=True)
+    if p.returncode not in (0, 3):
+        raise RuntimeError(f"{path.name}: testbed run exited {p.returncode}: {p.stderr[-2000:]}")
+    run_dir = next(results.glob(f"*-{sc['name']}-*"))
+    return json.loads((run_dir / "summary.json").read_text())
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--k", type=int, nargs="+", default=[2, 4])
-    ap.add_argument("--rate-bps", type=float, default=20e6)
-    ap.add_argument("--size-bytes", type=int, default=1 << 20)
-    ap.add_argument("--policy", default="ecmp")
-    ap.add_argument("--entropy", default="per_flow", help="per_flow (ECMP per flow), spray (per packet) or flowlet")
-    ap.add_argument("--entropy-ports", type=int, default=128, help="ports per QP with spray or flowlet")
-    ap.add_argument("--window-pkts", type=int, default=WINDOW_PKTS)
-    ap.add_argument("--flowlet-gap-us", type=int, default=100_000,
-                    help="flowlet gap (default: half the flows' 200 ms timeout, as transport.flowlet_gap_us)")
+    ap.add_argument("--entropy", nargs="+", default=["per_flow", "spray", "flowlet"], choices=sorted(ENTROPY))
+    ap.add_argument("--pattern", default="kflows", choices=sorted(SCENARIOS))
+    ap.add_argument("--size", "--size-bytes", default="1MiB", help="bytes per flow")
+    ap.add_argument("--policy", default="ecmp", help="load_balance.policy")
+    ap.add_argument("--window-pkts", type=int, default=None, help="transport.window_pkts (default: the scenario's)")
+    ap.add_argument("--rate-bps", type=float, default=None, help="every link's rate (default: the scenario's)")
+    ap.add_argument("--results", default=None, help="keep the runs here (default: a temporary directory)")
     a = ap.parse_args()
-    print(f"# {a.policy} with {a.entropy} entropy, window {a.window_pkts} packets: k long flows ({a.size_bytes} B each) over k spines, {a.rate_bps / 1e6:g} Mbit/s links; "
-          f"throughput ratio = aggregate uplink throughput while all flows send / (k x link rate)")
-    print(f"{'k':>3} {'trials':>6} {'mean':>7} {'p5':>7} {'std':>7} {'spines used':>11} {'1-(1-1/k)^k':>12} "
-          f"{'retx':>7} {'ooo pkts':>9} {'max reorder':>11} {'order err':>9}")
-    for k in a.k:
-        r = run_k(k, a.trials, a.rate_bps, a.size_bytes, a.policy, a.entropy, a.entropy_ports, a.flowlet_gap_us,
-                  a.window_pkts)
-        print(f"{k:>3} {r['trials']:>6} {r['throughput_ratio_mean']:>7.3f} {r['throughput_ratio_p5']:>7.3f} "
-              f"{r['throughput_ratio_std']:>7.3f} {r['spines_used_mean']:>11.2f} {r['expected']:>12.3f} "
-              f"{r['retx_fraction']:>7.4f} {r['out_of_order_pkts']:>9} {r['max_reorder_pkts']:>11} "
-              f"{r['order_errors']:>9}")
+    print(f"# {a.pattern} ({SCENARIOS[a.pattern].name}), policy {a.policy}, {a.size} per flow, {a.trials} trials per row; throughput = "
+          f"payload while all flows send / ideal; completion = ideal / measured trial time")
+    print(f"{'entropy':>9} {'k':>2} {'trials':>6} {'mean':>6} {'p5':>6} {'1-(1-1/k)^k':>11} {'compl.':>6} "
+          f"{'p5':>6} {'idle':>6} {'balance':>7} {'slowdown p50':>12} {'p99':>6} {'retx':>7} {'ooo pkts':>8} "
+          f"{'faithful':>8}")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(a.results or tmp)
+        root.mkdir(parents=True, exist_ok=True)
+        for entropy in a.entropy:
+            for k in (a.k if a.pattern == "kflows" else [None]):
+                s = run(a.pattern, k, entropy, a.trials, a.size, root, a.policy, a.window_pkts, a.rate_bps)
+                lb, t = s["load_balance"], s["transport"]
+
+                def f(v):
+                    return "n/a" if v is None else f"{v:.3f}"
+                balls = f"{1 - (1 - 1 / k) ** k:.3f}" if k else "-"
+                print(f"{entropy:>9} {k or '-':>2} {lb['trials']:>6} {f(lb['throughput_ratio_mean']):>6} "
+                      f"{f(lb['throughput_ratio_p5']):>6} {balls:>11} {f(lb['completion_ratio_mean']):>6} "
+                      f"{f(lb['completion_ratio_p5']):>6} "
+                      f"{f(lb['idle_capacity_fraction']):>6} {f(lb['balance_index']):>7} "
+                      f"{f(lb['slowdown_p50']):>12} {f(lb['slowdown_p99']):>6} {t['retx_pkts']:>7} "
+                      f"{lb['reorder_pkts']:>8} {str(s['faithful']):>8}", flush=True)
 
 
 if __name__ == "__main__":

@@ -214,4 +214,6 @@ def plan_workload(spec: ScenarioSpec) -> WorkloadPlan:
     Raises ScenarioError naming the key (and file line) when the workload
     cannot run on this fabric.
     """
+    if spec.workload.pattern is not None:  # flows, not collectives: testbed.patterns runs them
+        return WorkloadPlan((), ())
     return _sweep_plan(spec) if spec.workload.sizes is not None else _simai_plan(spec)

@@ -88,7 +88,7 @@ class Recording:
     op_done record; op_meta: op_id -> PlannedOp.meta() of each finished
     collective; stats: the agents' final statistics; drops_before/after:
     testbed.measure.drops.DropSnapshot around the traffic; faults: the fault
-    scheduler (started with the traffic); measured: every
+    scheduler (started with the traffic); patterns: the pattern's trials (or None); measured: every
     measurement is in (the teardown may still fail).
     """
 
@@ -104,4 +104,5 @@ class Recording:
     drops_before: object = None
     drops_after: object = None
     faults: object = None  # testbed.emulation.faults.FaultScheduler
+    patterns: object = None  # testbed.patterns.driver.PatternRun with workload.pattern
     measured: bool = False

@@ -58,6 +58,7 @@ from testbed.emulation import controller_proc
 from testbed.emulation.fabric import Fabric
 from testbed.emulation.faults import FaultScheduler
 from testbed.naming import new_run_id
+from testbed.patterns.driver import PatternRun
 from testbed.plan import PlannedOp, plan_peers, plan_workload
 from testbed.host.runlock import RunLock
 from testbed.results import manifest, summary as results_summary, tables
@@ -108,10 +109,18 @@ def _probe(ctx: RunContext) -> tuple[RunContext, "capabilities.Capabilities"]:
     if datapath == "kernel" and caps.datapath != "kernel":
         raise ScenarioError("fabric.datapath: 'kernel' asked for, but this machine has no openvswitch "
                             "kernel module; allowed here: auto, user")
-    peers = plan_peers(ctx.ops_plan)
+    peers = _run_peers(ctx)
     transport = transport_params(spec, run_rto_us(spec), max((len(p) for p in peers.values()), default=2))
     send_buffer = check_run_send_buffer(spec, datapath)
     return ctx.probed(datapath, transport, send_buffer), caps
+
+
+def _run_peers(ctx: RunContext) -> dict[int, list[int]]:
+    """rank -> the ranks it needs queue pairs with: the op plan's peers, or a pattern's."""
+    if ctx.spec.workload.pattern is None:
+        return plan_peers(ctx.ops_plan)
+    from testbed.patterns.plan import check_pattern_peers
+    return check_pattern_peers(ctx.spec)
 
 
 def _open_run_dir(ctx: RunContext, caps, progress: Progress) -> None:
@@ -130,9 +139,13 @@ def _run_fabric(ctx: RunContext, progress: Progress) -> dict:
         with Fabric(ctx.spec, ctx.run_id, ctx.run_dir, ctx.datapath) as fab:
             rec.fab = fab
             progress.fabric_up(fab)
-            peers = plan_peers(ctx.ops_plan)
-            with AgentGroup(fab, ctx.transport, ctx.spec.seed, lambda r: peers.get(r, [])) as agents:
-                _measure(ctx, fab, agents, rec, progress)
+            if ctx.spec.workload.pattern is not None:  # flows: fresh agents per trial (testbed.patterns)
+                rec.patterns = PatternRun(ctx, fab)
+                _measure(ctx, fab, None, rec, progress)
+            else:
+                peers = plan_peers(ctx.ops_plan)
+                with AgentGroup(fab, ctx.transport, ctx.spec.seed, lambda r: peers.get(r, [])) as agents:
+                    _measure(ctx, fab, agents, rec, progress)
     except BaseException as e:
         if not rec.measured:  # keep what was measured, marked incomplete, then fail as before
             results_summary.write_partial(ctx, rec, e)
@@ -157,9 +170,13 @@ def _measure(ctx: RunContext, fab: Fabric, agents: AgentGroup, rec: Recording, p
     rec.phase = "traffic"
     try:  # faults last: at_s counts from the traffic
         with rec.sampler, rec.cpu, rec.departures, rec.faults:
-            _run_workload(ctx, agents, rec, progress)
-            time.sleep(0.2)  # let the last ACKs land before counting
-            rec.stats = agents.stats()
+            if rec.patterns is not None:
+                rec.patterns.run(rec, progress)
+                signals.defer()
+            else:
+                _run_workload(ctx, agents, rec, progress)
+                time.sleep(0.2)  # let the last ACKs land before counting
+                rec.stats = agents.stats()
         rec.drops_after = DropSnapshot.take(host_pids, fab.switch_ports, host_ifs)
         rec.measured = True
         rec.phase = "teardown"

@@ -33,6 +33,7 @@ from dataclasses import replace
 
 from traffic import collectives, protocol
 from traffic.clock import from_monotonic_ns, unix_ns
+from traffic.patterns.executor import run_flows
 from traffic.protocol import (AgentConfig, ErrorEvent, Exit, GetStats, MessageRecord, OpDone, QpRateRecord, Ready,
                               RequesterQpStats, ResponderQpStats, RunOp, Stats)
 from traffic.transport import Endpoint, RequesterQP, ResponderQP, initial_psn
@@ -160,11 +161,13 @@ def main(argv: list[str] | None = None) -> int:
                     break
                 if isinstance(cmd, RunOp):
                     _emit(agent.run_op(cmd))
+                elif isinstance(cmd, protocol.RunFlows):  # a pattern trial (traffic.patterns)
+                    _emit(run_flows(agent.rank, cmd, agent.send_qp, agent.recv_qp, agent.rx_consumed))
                 elif isinstance(cmd, GetStats):
                     _emit(agent.stats())
                 else:
                     raise protocol.ProtocolError(f"{type(cmd).__name__} is not a command: allowed RunOp, "
-                                                 "GetStats, Exit")
+                                                 "RunFlows, GetStats, Exit")
             except Exception as e:
                 _emit(ErrorEvent(error=str(e), op_id=cmd.op_id if isinstance(cmd, RunOp) else None))
     finally:

@@ -5,8 +5,10 @@ string-keyed dicts. On the pipe (and in the agent's config file) each message is
 line: ``{"type": TAG, FIELD: VALUE, ...}`` (:func:`encode`, :func:`decode`).
 
 - start configuration (file given by ``--config``): :class:`AgentConfig`;
-- runner -> agent commands: :class:`RunOp`, :class:`GetStats`, :class:`Exit`;
+- runner -> agent commands: :class:`RunOp`, :class:`RunFlows` (a pattern trial), :class:`GetStats`,
+  :class:`Exit`;
 - agent -> runner events: :class:`Ready` (QPs up), :class:`OpDone` (after each collective),
+  :class:`FlowsDone` (after a pattern trial),
   :class:`Stats` (per-QP counters and per-message records), :class:`ErrorEvent`.
 
 Decoding is strict: every field must be present (also those with a default), no other field
@@ -192,6 +194,56 @@ class Stats:
         return [asdict(r) for r in self.rates]
 
 
+# -- pattern trials (testbed.patterns, traffic.patterns.executor) ------------------------------
+@dataclass(frozen=True)
+class FlowOrder:
+    """Pattern flow ``flow``: ``size_bytes`` from rank ``src`` to rank ``dst``, posted ``start_ns`` after the
+    trial's start."""
+
+    flow: int
+    src: int
+    dst: int
+    size_bytes: int
+    start_ns: int
+
+
+@dataclass(frozen=True)
+class RunFlows:
+    """Run pattern trial ``trial``: ``flows`` start at ``start_at_ns`` + their ``start_ns`` (Unix ns, so every
+    agent starts together); receivers sample each flow's delivered bytes every ``sample_period_ns``;
+    ``timeout_s``: the whole trial's limit."""
+
+    trial: int
+    flows: list[FlowOrder]
+    start_at_ns: int
+    sample_period_ns: int
+    timeout_s: float
+
+
+
+@dataclass(frozen=True)
+class FlowReceived:
+    """The receiver's record of a flow: delivered payload bytes (``rx_bytes``, cumulative since the
+    trial's start) at ``time_ns``, sampled every sample period from the trial's start until the last
+    byte; ``t_done_ns``: when the whole message was delivered."""
+
+    flow: int
+    time_ns: list[int]
+    rx_bytes: list[int]
+    t_done_ns: int
+
+
+@dataclass(frozen=True)
+class FlowsDone:
+    """One agent's records of pattern trial ``trial``: its sent flows (a :class:`MessageRecord` each: rank
+    = source, peer = destination, one flow per host pair) and its received flows."""
+
+    trial: int
+    rank: int
+    sent: list[MessageRecord]
+    received: list[FlowReceived]
+
+
 @dataclass(frozen=True)
 class ErrorEvent:
     """The agent failed: ``error`` is one line; ``op_id`` the op it was running (None: none);
@@ -206,10 +258,11 @@ class ErrorEvent:
 MESSAGES: dict[str, type] = {
     "agent_config": AgentConfig, "run_op": RunOp, "get_stats": GetStats, "exit": Exit,
     "ready": Ready, "op_done": OpDone, "stats": Stats, "error": ErrorEvent,
+    "run_flows": RunFlows, "flows_done": FlowsDone,  # pattern trials (testbed.patterns)
 }
 _TAGS = {cls: tag for tag, cls in MESSAGES.items()}
-Command = Union[RunOp, GetStats, Exit]
-Event = Union[Ready, OpDone, Stats, ErrorEvent]
+Command = Union[RunOp, RunFlows, GetStats, Exit]
+Event = Union[Ready, OpDone, FlowsDone, Stats, ErrorEvent]
 
 
 def encode(msg) -> str:
@@ -285,6 +338,6 @@ def _value(t, v, path: str):
     return float(v) if t is float else v
 
 
-__all__ = ["AgentConfig", "Command", "ErrorEvent", "Event", "Exit", "GetStats", "MESSAGES", "MessageRecord",
-           "OpDone", "ProtocolError", "QpRateRecord", "RankAddress", "Ready", "RequesterQpStats", "ResponderQpStats", "RunOp",
-           "Stats", "decode", "encode"]
+__all__ = ["AgentConfig", "Command", "ErrorEvent", "Event", "Exit", "FlowsDone", "GetStats", "MESSAGES", "MessageRecord",
+           "OpDone", "ProtocolError", "QpRateRecord", "RankAddress", "Ready", "RequesterQpStats", "ResponderQpStats", "RunFlows", "RunOp",
+           "Stats", "decode", "encode", "FlowOrder", "FlowReceived"]

@@ -151,6 +151,12 @@ class AgentGroup(StartStop):
                              groups=[list(g) for g in groups], timeout_s=float(timeout_s)))
         return self._collect(OpDone, timeout_s + 10)
 
+    def command(self, cmd, reply: type, timeout_s: float) -> list:
+        """Send ``cmd`` (a traffic.protocol command) to every agent; return each one's ``reply`` event in
+        rank order. Raises AgentError like :meth:`run_op`."""
+        self._send_all(cmd)
+        return self._collect(reply, timeout_s)
+
     def stats(self) -> list[Stats]:
         self._send_all(GetStats())
         return self._collect(Stats, 30)

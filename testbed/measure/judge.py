@@ -28,7 +28,9 @@ def host_tx_frame(qps: pd.DataFrame, host_names: list[str], link_bps: float) -> 
     if "tx_paced_ns" in req:
         req["tx_work_ns"] = (req["tx_work_ns"] - req["tx_paced_ns"]).clip(lower=0)
     active = req[req["tx_pkts"] > 0]
-    per_host = active.groupby("rank").agg(tx_wire_bytes=("tx_wire_bytes", "sum"), tx_work_ns=("tx_work_ns", "max"))
+    keys = ["rank", "trial"] if "trial" in active else ["rank"]  # pattern trials: fresh QPs each, times add up
+    per_host = active.groupby(keys).agg(tx_wire_bytes=("tx_wire_bytes", "sum"), tx_work_ns=("tx_work_ns", "max"))
+    per_host = per_host.groupby(level="rank").sum()
     return pd.DataFrame({"host": [host_names[int(r)] for r in per_host.index],
                          "tx_wire_bytes": per_host["tx_wire_bytes"].to_numpy(),
                          "tx_busy_s": per_host["tx_work_ns"].to_numpy() / 1e9,

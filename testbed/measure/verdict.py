@@ -197,10 +197,13 @@ def spurious_retx_pkts(qps: pd.DataFrame, window_pkts: int) -> int:
     if qps is None or len(qps) == 0:
         return 0
     q = qps.fillna(0)
-    req = q[q["role"] == "requester"].set_index(["rank", "peer"])[["tx_pkts", "acks_rx", "naks_rx"]]
+    if "trial" not in q:  # pattern trials (testbed.patterns) have fresh QPs per trial
+        q = q.assign(trial=0)
+    req = q[q["role"] == "requester"].set_index(["rank", "peer", "trial"])[["tx_pkts", "acks_rx", "naks_rx"]]
     resp = q[q["role"] == "responder"]
     # the responder at rank q for peer r answers the requester at rank r towards peer q
-    resp = resp.set_index(pd.MultiIndex.from_arrays([resp["peer"], resp["rank"]], names=["rank", "peer"]))
+    resp = resp.set_index(pd.MultiIndex.from_arrays([resp["peer"], resp["rank"], resp["trial"]],
+                                                    names=["rank", "peer", "trial"]))
     j = req.join(resp[["rx_pkts", "dup_pkts", "acks_tx", "naks_tx"]], how="inner").astype("int64")
     lost = ((j["tx_pkts"] - j["rx_pkts"]).clip(lower=0)
             + (j["acks_tx"] + j["naks_tx"] - j["acks_rx"] - j["naks_rx"]).clip(lower=0))

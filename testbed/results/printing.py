@@ -111,7 +111,9 @@ def print_results(ctx: RunContext, sizes, t: dict, controller: dict, verdict, op
     titles = ", ".join(dict.fromkeys(collectives.get(m.get("collective", collectives.DEFAULT_COLLECTIVE),
                                                      m.get("algorithm", collectives.DEFAULT_ALGORITHM)).title
                                      for m in op_meta.values()))
-    if spec.output.table == "nccl":
+    if not op_meta:  # no collective ran (a pattern: its table is printed before)
+        pass
+    elif spec.output.table == "nccl":
         print(f"# nccl-tests table: {titles} on {ctx.n_ranks} hosts, host link {spec.fabric.host_link_bps / 1e6:g} "
               f"Mbit/s, payload efficiency {ctx.efficiency:.3f}; time = per-rank time averaged over ranks "
               f"(nccl-tests), span = first rank's start to last rank's end, busbw/link = span busbw / (link x "

@@ -119,8 +119,14 @@ def _write_complete_now(ctx: RunContext, rec: Recording, note: str | None) -> di
     }
     if faults is not None:
         summary["faults"] = faults
+    if rec.patterns is not None:  # workload.pattern: fct.csv, flow_rates.csv, uplinks.csv (testbed.patterns.results)
+        from testbed.patterns.results import write_pattern_results
+        summary["load_balance"] = write_pattern_results(ctx, rec.patterns, qps, ports, faults)
     timing.add_busbw_error_bounds(summary["sizes"], ctx.spec, ctx.efficiency)
     tables.write_json(ctx.run_dir / "summary.json", summary)
     tables.mark_complete(ctx.run_dir)
+    if rec.patterns is not None:
+        from testbed.patterns.results import format_load_balance
+        print(format_load_balance(summary["load_balance"]))
     printing.print_results(ctx, sizes, t, controller, verdict, rec.op_meta)
     return summary

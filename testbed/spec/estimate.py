@@ -83,12 +83,17 @@ def estimate_run_s(ops: Iterable[Mapping], n_hosts: int, host_link_bps: float, f
 def estimate_for_spec(spec, ops: Iterable[Mapping]) -> float:
     """:func:`estimate_run_s` with the rates and ranks of a :class:`testbed.spec.scenario.ScenarioSpec`."""
     f = spec.fabric
+    if spec.workload.pattern is not None:  # flows: trials of the pattern's ideal completion time
+        from testbed.patterns.plan import estimate_s
+        return SETUP_S + estimate_s(spec)
     return estimate_run_s(ops, f.n_hosts, f.host_link_bps, f.fabric_link_bps, f.ranks_per_switch,
                           spec.transport.payload_bytes)
 
 
 def scaling_keys(spec) -> str:
     """The scenario keys that make a run longer or shorter, for error messages."""
+    if spec.workload.pattern is not None:
+        return "workload.pattern.size_bytes, workload.pattern.trials (or fabric.host_link_bps)"
     if spec.workload.simai is not None:
         return "workload.simai.size_scale, workload.simai.iterations (or fabric.host_link_bps)"
     return ("workload.sizes.max_bytes, workload.iterations, workload.max_bytes_per_size "

@@ -90,6 +90,9 @@ class ScenarioSpec(_Spec):
                 f"(at most {MAX_LINK_MTU_BYTES}) or lower transport.payload_bytes to "
                 f"<= {max(m for m in ROCE_MTUS_BYTES if m + ROCEV2_IP_OVERHEAD_BYTES <= self.fabric.mtu_bytes)}")
         check_dcqcn(self)
+        if self.workload.pattern is not None:  # hosts named and the pattern fitted to this fabric
+            from testbed.patterns.plan import check_pattern
+            check_pattern(self)
         return self
 
 

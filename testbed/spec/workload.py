@@ -1,4 +1,4 @@
-"""The ``workload`` section: a size sweep or a SimAI/AICB file replay."""
+"""The ``workload`` section: a size sweep, a SimAI/AICB file replay or a traffic pattern."""
 from __future__ import annotations
 
 from typing import Literal, Optional
@@ -6,6 +6,7 @@ from typing import Literal, Optional
 from pydantic import BeforeValidator, Field, model_validator
 from typing_extensions import Annotated
 
+from testbed.spec.pattern import PatternSpec
 from testbed.spec.units import SizeBytes, Count, _Spec, _off
 from traffic import collectives
 
@@ -68,6 +69,8 @@ class WorkloadSpec(_Spec):
     ranks: Optional[Count] = Field(None, ge=2)
     sizes: Optional[SizeSweep] = None
     simai: Optional[SimaiSpec] = None
+    #: flows for load-balancing and congestion studies (testbed.spec.pattern)
+    pattern: Optional[PatternSpec] = None
     iterations: Count = Field(5, ge=1, le=10_000)
     warmup_iterations: Count = Field(1, ge=0, le=100)
     #: cap on the bytes each size may move in total (iterations are cut to fit, at least one
@@ -76,8 +79,14 @@ class WorkloadSpec(_Spec):
 
     @model_validator(mode="after")
     def _one_source(self) -> "WorkloadSpec":
-        if (self.sizes is None) == (self.simai is None):
-            raise ValueError("workload needs exactly one of workload.sizes or workload.simai")
+        if [self.sizes, self.simai, self.pattern].count(None) != 2:
+            raise ValueError("workload needs exactly one of workload.sizes, workload.simai or workload.pattern")
+        if self.pattern is not None:
+            stray = sorted(k for k in ("collective", "algorithm", "ranks") if k in self.model_fields_set)
+            if stray:
+                raise ValueError(f"workload.{stray[0]} applies to collectives (workload.sizes, workload.simai); "
+                                 "a pattern (workload.pattern) runs flows: leave it out")
+            return self
         if self.simai is not None:
             if self.ranks is not None:
                 raise ValueError(f"workload.ranks = {self.ranks} applies to a size sweep (workload.sizes); a SimAI "

@@ -1,0 +1,231 @@
+"""A pattern run's results: fct.csv, flow_rates.csv, uplinks.csv and summary.json's ``load_balance``.
+
+Definitions (ideal: testbed.patterns.ideal, a perfectly balanced fluid fabric with max-min fair rates):
+
+- ``fct_us``: the sender's time from posting a flow's message to the ACK of its last byte (msgs.csv's
+  FCT); ``ideal_fct_us``: the same flow on the ideal fabric, with the pattern's other flows;
+  ``slowdown`` = fct_us / ideal_fct_us (1 = as fast as perfect balancing allows).
+- ``throughput_ratio`` of a trial: the payload bytes every receiver got while ALL flows of the trial
+  were sending (from the last flow's post, plus a tenth of the shortest ideal FCT for the start-up,
+  to the first flow's last byte at its receiver), over what the flows' ideal max-min rates x payload
+  efficiency deliver in that window; null when the window is shorter than two rate bins (flows that
+  never all overlap). For k flows on k equal paths this is the share of the paths in use (balls
+  into bins: 1 - (1 - 1/k)^k on average with random hashing).
+- ``completion_ratio`` of a trial: ideal time from the trial's start to its last flow's end over the
+  measured one (1 = ideal).
+- uplink shares (uplinks.csv): the bytes each inter-switch port of a switch with flows to other
+  switches sent during the trial (ports.csv, first sample at or before the first post to the last
+  at or after the last ACK), over all its uplinks' bytes; ``balance_index``: Jain's fairness index
+  of those bytes per switch, (sum x)^2 / (n sum x^2) (Jain, Chiu & Hawe, DEC-TR-301, 1984): 1 when
+  even, 1/n when one uplink carries everything; the block gives the mean over switches and trials.
+- ``idle_capacity_fraction``: over the ports.csv sample intervals in which a switch's demand for
+  its uplinks reached their capacity (demand: the ideal max-min rates, testbed.patterns.ideal, of the
+  flows in progress, summed over those leaving the switch, >= the uplinks' total rate), the share of
+  that uplink capacity x time that sent nothing (1 - bits sent / (capacity x time), ACKs of reverse
+  flows counted as sent); null when demand never reached capacity (an incast is limited at the
+  receiver, not at the uplinks).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from testbed.patterns.ideal import ideal_rates, resources, max_min_rates
+from testbed.patterns.plan import short
+from testbed.results.tables import percentile_us, write_csv
+
+FCT_COLUMNS = ["trial", "flow", "src", "dst", "size_bytes", "start_ns", "end_ns", "fct_us", "ideal_fct_us",
+               "slowdown"]
+RATE_COLUMNS = ["trial", "flow", "src", "dst", "bin_start_ns", "rx_bytes", "goodput_bps"]
+UPLINK_COLUMNS = ["trial", "switch", "port", "peer", "tx_bytes", "share"]
+
+
+def jain_index(values) -> float:
+    """(sum x)^2 / (n sum x^2); NaN for no values or all zero."""
+    x = np.asarray(values, dtype=float)
+    return float(x.sum() ** 2 / (len(x) * (x ** 2).sum())) if len(x) and (x ** 2).sum() > 0 else math.nan
+
+
+def sent_flows(run, tr) -> list[tuple[int, object]]:
+    """(flow, the sender's traffic.protocol.MessageRecord) of every flow of trial ``tr`` (one flow per host pair)."""
+    flow_of = {(f.src, f.dst): f.flow for f in run.flows}
+    return [(flow_of[(m.rank, m.peer)], m) for d in tr.done for m in d.sent]
+
+
+def _pct(values, q: float, need: int = 1):
+    v = percentile_us(values, q, need) if len(values) else math.nan
+    return None if math.isnan(v) else float(v)
+
+
+def fct_table(run, names: list[str]) -> pd.DataFrame:
+    """fct.csv: one row per trial and flow (module docstring)."""
+    flows = {f.flow: f for f in run.flows}
+    rows = []
+    for tr in run.trials:
+        for flow, s in sent_flows(run, tr):
+            f = flows[flow]
+            fct = (s.t_acked_ns - s.t_post_ns) / 1e3
+            ideal = run.ideal_fct_s[f.flow] * 1e6
+            rows.append({"trial": tr.trial, "flow": f.flow, "src": names[f.src], "dst": names[f.dst],
+                         "size_bytes": f.size_bytes, "start_ns": s.t_post_ns, "end_ns": s.t_acked_ns,
+                         "fct_us": fct, "ideal_fct_us": ideal, "slowdown": fct / ideal})
+    return pd.DataFrame(rows, columns=FCT_COLUMNS).sort_values(["trial", "flow"]).reset_index(drop=True)
+
+
+def rate_table(run, names: list[str]) -> pd.DataFrame:
+    """flow_rates.csv: each flow's received payload per bin of ``rate_bin_ms`` from the trial's start to
+    its last byte (cumulative receiver samples interpolated at the bin edges)."""
+    bin_ns = int(run.pattern.rate_bin_ms * 1e6)
+    flows = {f.flow: f for f in run.flows}
+    rows = []
+    for tr in run.trials:
+        for d in tr.done:
+            for r in d.received:
+                if not r.time_ns:
+                    continue
+                f = flows[r.flow]
+                edges = np.arange(tr.start_at_ns, max(r.time_ns[-1], r.t_done_ns) + bin_ns, bin_ns)
+                cum = np.interp(edges, r.time_ns, r.rx_bytes, left=0)
+                for lo, b in zip(edges[:-1], np.diff(cum)):
+                    rows.append({"trial": tr.trial, "flow": f.flow, "src": names[f.src], "dst": names[f.dst],
+                                 "bin_start_ns": int(lo), "rx_bytes": float(b), "goodput_bps": b * 8 / (bin_ns / 1e9)})
+    return pd.DataFrame(rows, columns=RATE_COLUMNS)
+
+
+def throughput_ratio(run, tr, efficiency: float) -> float | None:
+    """The trial's throughput ratio (module docstring), or None without a window of two bins."""
+    sent = [s for d in tr.done for s in d.sent]
+    recv = [r for d in tr.done for r in d.received]
+    t_lo = max(s.t_post_ns for s in sent) + 0.1 * min(run.ideal_fct_s.values()) * 1e9
+    t_hi = min(r.t_done_ns for r in recv)
+    if t_hi - t_lo < 2 * run.pattern.rate_bin_ms * 1e6:
+        return None
+    got = sum(float(np.interp(t_hi, r.time_ns, r.rx_bytes) - np.interp(t_lo, r.time_ns, r.rx_bytes)) for r in recv)
+    ideal_bps = sum(run.ideal_rates.values()) * efficiency
+    return got * 8 / ((t_hi - t_lo) / 1e9) / ideal_bps
+
+
+def _uplinks(layout) -> dict[str, list[tuple[str, str, float]]]:
+    """switch -> [(its interface, the far switch, rate bit/s)] of its links to other switches."""
+    hosts = {h.name for h in layout.hosts}
+    out: dict[str, list] = {}
+    for ln in layout.links:
+        if ln.a.node in hosts or ln.b.node in hosts:
+            continue
+        out.setdefault(ln.a.node, []).append((ln.a.intf, ln.b.node, ln.rate_bps))
+        out.setdefault(ln.b.node, []).append((ln.b.intf, ln.a.node, ln.rate_bps))
+    return out
+
+
+def _port_series(ports: pd.DataFrame, port: str, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray]:
+    """(times, cumulative tx bytes) of ``port`` from the last sample at or before t0 to the first at or after t1."""
+    p = ports[ports["port"] == port]
+    t, b = p["time_ns"].to_numpy(dtype=np.int64), p["tx_bytes"].to_numpy(dtype=float)
+    lo = max(int(np.searchsorted(t, t0, side="right")) - 1, 0)
+    hi = min(int(np.searchsorted(t, t1, side="left")) + 1, len(t))
+    return t[lo:hi], b[lo:hi]
+
+
+def uplink_figures(run, ports: pd.DataFrame) -> tuple[pd.DataFrame, list[float], float | None]:
+    """(uplinks.csv, Jain's index per switch and trial, idle capacity fraction or None) from ports.csv."""
+    layout = run.fab.layout
+    up = _uplinks(layout)
+    cap, uses = resources(run.flows, layout)
+    demand_cache: dict = {}
+    flows = {f.flow: f for f in run.flows}
+    sw = {h.rank: layout.attachment(h.name).node for h in layout.hosts}
+    rows, jains, idle_bits, cap_bits = [], [], 0.0, 0.0
+    if ports is None or ports.empty:
+        return pd.DataFrame(columns=UPLINK_COLUMNS), jains, None
+    ports = ports.sort_values("time_ns")
+    for tr in run.trials:
+        sent = sent_flows(run, tr)
+        t0, t1 = min(s.t_post_ns for _, s in sent), max(s.t_acked_ns for _, s in sent)
+        cross = [(fl, s) for fl, s in sent if sw[flows[fl].src] != sw[flows[fl].dst]]
+        for switch in sorted({sw[flows[fl].src] for fl, _ in cross}):
+            series = {intf: _port_series(ports, intf, t0, t1) for intf, _, _ in up[switch]}
+            moved = {intf: (b[-1] - b[0]) if len(b) else 0.0 for intf, (t, b) in series.items()}
+            total = sum(moved.values())
+            for intf, peer, _ in up[switch]:
+                rows.append({"trial": tr.trial, "switch": short(layout, switch), "port": intf,
+                             "peer": short(layout, peer), "tx_bytes": moved[intf],
+                             "share": moved[intf] / total if total else math.nan})
+            jains.append(jain_index(list(moved.values())))
+            cap_bps = sum(r for _, _, r in up[switch])
+            mine = [fl for fl, _ in cross if sw[flows[fl].src] == switch]
+            t, _ = series[up[switch][0][0]]
+            for i in range(len(t) - 1):
+                mid = (t[i] + t[i + 1]) / 2
+                active = frozenset(fl for fl, s in sent if s.t_post_ns <= mid < s.t_acked_ns)
+                if active not in demand_cache:
+                    demand_cache[active] = max_min_rates(list(active), cap, uses) if active else {}
+                demand = sum(demand_cache[active].get(fl, 0.0) for fl in mine)
+                if demand < cap_bps * (1 - 1e-9):
+                    continue
+                dt = (t[i + 1] - t[i]) / 1e9
+                bits = sum(8 * float(np.interp(t[i + 1], st, sb) - np.interp(t[i], st, sb))
+                           for st, sb in series.values() if len(st))
+                cap_bits += cap_bps * dt
+                idle_bits += max(cap_bps * dt - bits, 0.0)
+    idle = idle_bits / cap_bits if cap_bits else None
+    return pd.DataFrame(rows, columns=UPLINK_COLUMNS), jains, idle
+
+
+def write_pattern_results(ctx, run, qps: pd.DataFrame, ports: pd.DataFrame, faults: dict | None) -> dict:
+    """Write fct.csv, flow_rates.csv and uplinks.csv into the run directory; return the ``load_balance``
+    block of summary.json (module docstring for every definition)."""
+    layout = run.fab.layout
+    names = [short(layout, h.name) for h in layout.hosts]
+    run.ideal_rates = ideal_rates(run.flows, layout)
+    fct = fct_table(run, names)
+    write_csv(fct, ctx.run_dir / "fct.csv")
+    write_csv(rate_table(run, names), ctx.run_dir / "flow_rates.csv")
+    uplinks, jains, idle = uplink_figures(run, ports)
+    write_csv(uplinks, ctx.run_dir / "uplinks.csv")
+    ratios = [r for r in (throughput_ratio(run, tr, ctx.efficiency) for tr in run.trials) if r is not None]
+    completion = []
+    for tr in run.trials:
+        end = max(s.t_acked_ns for d in tr.done for s in d.sent)
+        completion.append(run.ideal_span_s / ((end - tr.start_at_ns) / 1e9))
+    resp = qps[qps["role"] == "responder"] if len(qps) else qps
+    reroute = [r["reroute_ms"] for r in (faults or {}).get("list", []) if r.get("reroute_ms") is not None]
+    fct_us = fct["fct_us"].to_numpy(dtype=float)
+    block = {
+        "pattern": run.pattern.kind, "policy": ctx.spec.load_balance.policy, "entropy": ctx.spec.transport.entropy,
+        "trials": len(run.trials), "flows_per_trial": len(run.flows), "seeds": [tr.seed for tr in run.trials],
+        "throughput_ratio_mean": float(np.mean(ratios)) if ratios else None,
+        "throughput_ratio_p5": _pct(ratios, 5.0), "throughput_ratio_trials": len(ratios),
+        "completion_ratio_mean": float(np.mean(completion)) if completion else None,
+        "completion_ratio_p5": _pct(completion, 5.0),
+        "idle_capacity_fraction": idle,
+        "balance_index": float(np.nanmean(jains)) if jains and not all(map(math.isnan, jains)) else None,
+        "reorder_pkts": int(resp["out_of_order_pkts"].sum()) if len(resp) else 0,
+        "max_reorder_pkts": int(resp["max_reorder_pkts"].max()) if len(resp) else 0,
+        "reroute_ms": max(reroute) if reroute else None,
+        "ideal_span_s": run.ideal_span_s,
+        "fct_p50_us": _pct(fct_us, 50.0), "fct_p99_us": _pct(fct_us, 99.0, 1),
+        "fct_samples": len(fct_us),
+        "slowdown_p50": _pct(fct["slowdown"].to_numpy(dtype=float), 50.0),
+        "slowdown_p99": _pct(fct["slowdown"].to_numpy(dtype=float), 99.0, 1),
+        "slowdown_mean": float(fct["slowdown"].mean()) if len(fct) else None,
+    }
+    return block
+
+
+def format_load_balance(b: dict) -> str:
+    """The ``load_balance`` block as printed lines."""
+    def f(v, fmt=".3f"):
+        return "n/a" if v is None else format(v, fmt)
+    return "\n".join([
+        f"# pattern {b['pattern']}: {b['flows_per_trial']} flows x {b['trials']} trials, policy {b['policy']}, "
+        f"entropy {b['entropy']}",
+        f"# throughput/ideal mean {f(b['throughput_ratio_mean'])} p5 {f(b['throughput_ratio_p5'])} "
+        f"({b['throughput_ratio_trials']} trials with all flows overlapping); completion ideal/measured mean "
+        f"{f(b['completion_ratio_mean'])} p5 {f(b['completion_ratio_p5'])}",
+        f"# FCT p50 {f(b['fct_p50_us'], '.0f')} us p99 {f(b['fct_p99_us'], '.0f')} us; slowdown p50 "
+        f"{f(b['slowdown_p50'])} p99 {f(b['slowdown_p99'])}; idle uplink capacity under excess demand "
+        f"{f(b['idle_capacity_fraction'])}; balance index {f(b['balance_index'])}; {b['reorder_pkts']} packets "
+        f"placed out of order" + (f"; reroute {b['reroute_ms']:.1f} ms" if b["reroute_ms"] is not None else ""),
+    ])

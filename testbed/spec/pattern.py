@@ -1,0 +1,81 @@
+"""The ``workload.pattern`` section: traffic patterns for load-balancing and congestion studies.
+
+A pattern is a set of flows (one RoCEv2 message each, from one host to another) that start together,
+or at their own ``start_s``; ``trials`` repeats it, each trial with its own entropy seed (the run's
+seed + the trial number: new UDP source ports per QP, new spray and flowlet draws), so results are
+distributions. Kinds (traffic.patterns.PATTERNS builds the flows; hosts are named as in ``faults``,
+``h1`` .. ``hN`` without the run id, or by rank, 0-based):
+
+- ``permutation``: every host sends ``size_bytes`` to a distinct host on another leaf (a random
+  derangement across leaves, seeded by the scenario's ``seed``, the same in every trial);
+- ``alltoall``: every host sends ``size_bytes`` to every other host, all flows at once;
+- ``kflows``: ``k`` long flows of ``size_bytes`` from the first k hosts of the first leaf to the
+  first k hosts of the last leaf (default k: the hosts both leaves have; with hosts_per_leaf = spines
+  k flows on k paths);
+- ``incast``: ``senders`` hosts (a count: the hosts after the receiver on other leaves first, or a
+  list) each send ``size_bytes`` to ``receiver`` (default ``h1``) at once;
+- ``flows``: an explicit list of ``{src, dst, size_bytes, start_s}``.
+
+Example::
+
+    workload:
+      pattern: {kind: incast, senders: 4, receiver: h1, size_bytes: 1MiB, trials: 3}
+"""
+from __future__ import annotations
+
+from typing import Literal, Optional, Union
+
+from pydantic import Field, model_validator
+
+from testbed.spec.units import Count, SizeBytes, _Spec
+
+#: host reference: a host name without the run id (``h3``) or a rank (0-based)
+HostRef = Union[Count, str]
+PATTERN_KINDS = ("permutation", "alltoall", "kflows", "incast", "flows")
+#: the keys each kind takes beside kind, trials and rate_bin_ms
+KIND_KEYS = {"permutation": ("size_bytes",), "alltoall": ("size_bytes",), "kflows": ("size_bytes", "k"),
+             "incast": ("size_bytes", "senders", "receiver"), "flows": ("flows",)}
+#: the longest start offset of a flow: a pattern is a short experiment
+MAX_START_S = 600.0
+
+
+class FlowSpec(_Spec):
+    """One flow of an explicit pattern: ``size_bytes`` from ``src`` to ``dst``, ``start_s`` seconds after
+    the trial starts."""
+
+    src: HostRef
+    dst: HostRef
+    size_bytes: SizeBytes
+    start_s: float = Field(0.0, ge=0.0, le=MAX_START_S)
+
+
+class PatternSpec(_Spec):
+    """``workload.pattern``: see the module docstring. ``rate_bin_ms``: width of the bins of
+    flow_rates.csv (each receiver samples its flows' delivered bytes this often)."""
+
+    kind: Literal["permutation", "alltoall", "kflows", "incast", "flows"]
+    size_bytes: Optional[SizeBytes] = None
+    k: Optional[Count] = Field(None, ge=1, le=64)
+    senders: Optional[Union[Count, list[HostRef]]] = None
+    receiver: Optional[HostRef] = None
+    flows: Optional[list[FlowSpec]] = None
+    trials: Count = Field(1, ge=1, le=1000)
+    rate_bin_ms: float = Field(10.0, ge=1.0, le=1000.0)
+
+    @model_validator(mode="after")
+    def _kind_keys(self) -> "PatternSpec":
+        own = KIND_KEYS[self.kind]
+        stray = [k for k in ("size_bytes", "k", "senders", "receiver", "flows")
+                 if k not in own and getattr(self, k) is not None]
+        if stray:
+            raise ValueError(f"workload.pattern.{stray[0]} does not apply to kind {self.kind!r}: its keys are "
+                             f"{', '.join(own)} (with trials, rate_bin_ms)")
+        if self.kind == "flows":
+            if not self.flows:
+                raise ValueError("workload.pattern.flows: kind 'flows' needs a non-empty list of "
+                                 "{src, dst, size_bytes, start_s}")
+        elif self.size_bytes is None:
+            raise ValueError(f"workload.pattern.size_bytes is required for kind {self.kind!r}")
+        if isinstance(self.senders, int) and self.senders < 1:
+            raise ValueError(f"workload.pattern.senders = {self.senders}: allowed a count >= 1 or a list of hosts")
+        return self
