@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from pydantic import Field, PrivateAttr, StrictBool, model_validator
+from pydantic import Field, PrivateAttr, StrictBool, create_model, model_validator
 
 from testbed.spec.units import Count, SizeBytes, _Spec
 
@@ -98,21 +98,26 @@ class _Thresholds(_Spec):
         return tuple(out)
 
 
-class EcnSpec(_Thresholds):
+def _pair(low: str, high: str) -> type:
+    """A _Thresholds model with the pair's fields: ``<k>_bytes``, ``<k>_pkts`` (full frames) and
+    ``<k>_bdp`` (fractions of the BDP, at most 100) for k in (low, high); the high one may not be 0."""
+    fields = {}
+    for k, floor in ((low, "ge"), (high, "gt")):
+        fields[f"{k}_bytes"] = (Optional[SizeBytes], None)
+        fields[f"{k}_pkts"] = (Optional[Count], Field(None, **{floor: 0}))
+        fields[f"{k}_bdp"] = (Optional[float], Field(None, le=100, allow_inf_nan=False, **{floor: 0}))
+    return create_model(f"_{low}_{high}", __base__=_Thresholds, **fields)
+
+
+class EcnSpec(_pair("kmin", "kmax")):
     """RED marking curve of the lossless class: Kmin and Kmax in bytes, full-frame packets or BDP fractions
     (give one of each pair), Pmax in (0, 1] (Floyd & Jacobson 1993; Zhu et al. SIGCOMM 2015)."""
 
     _SECTION, _LOW, _HIGH = "ecn", "kmin", "kmax"
-    kmin_bytes: Optional[SizeBytes] = None
-    kmax_bytes: Optional[SizeBytes] = None
-    kmin_pkts: Optional[Count] = Field(None, ge=0)
-    kmax_pkts: Optional[Count] = Field(None, ge=1)
-    kmin_bdp: Optional[float] = Field(None, ge=0, le=100, allow_inf_nan=False)
-    kmax_bdp: Optional[float] = Field(None, gt=0, le=100, allow_inf_nan=False)
     pmax: float = Field(0.2, gt=0, le=1, allow_inf_nan=False)
 
 
-class PfcSpec(_Thresholds):
+class PfcSpec(_pair("xon", "xoff")):
     """PFC on the lossless class, hop by hop (IEEE 802.1Qbb): when the lossless bytes charged to an
     ingress port pass Xoff, the device upstream of it stops sending that class until they fall below
     Xon (:mod:`controllers.congestion.pfc` says how ingress bytes are charged). Xon < Xoff <= the
@@ -120,12 +125,6 @@ class PfcSpec(_Thresholds):
     nothing."""
 
     _SECTION, _LOW, _HIGH = "pfc", "xon", "xoff"
-    xon_bytes: Optional[SizeBytes] = None
-    xoff_bytes: Optional[SizeBytes] = None
-    xon_pkts: Optional[Count] = Field(None, ge=0)
-    xoff_pkts: Optional[Count] = Field(None, ge=1)
-    xon_bdp: Optional[float] = Field(None, ge=0, le=100, allow_inf_nan=False)
-    xoff_bdp: Optional[float] = Field(None, gt=0, le=100, allow_inf_nan=False)
     enabled: StrictBool = True
 
 
