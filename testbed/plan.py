@@ -100,15 +100,19 @@ def _places(items: list) -> str:
 def _sweep_plan(spec: ScenarioSpec) -> WorkloadPlan:
     w = spec.workload
     world = (tuple(range(w.ranks or spec.fabric.n_hosts)),)
-    ops = []
+    ops, cut = [], []
     for size in w.sizes.sizes():
         cap = w.max_bytes_per_size          # None: no cap
         iters = w.iterations if cap is None else min(w.iterations, max(1, cap // size))
+        if iters < w.iterations:
+            cut.append(f"{size} B: {iters}")
         for i in range(w.warmup_iterations + iters):
             ops.append(PlannedOp(size_bytes=size, iteration=i - w.warmup_iterations,
                                  warmup=i < w.warmup_iterations, layer="", collective=w.collective,
                                  algorithm=w.algorithm, groups=world))
-    return WorkloadPlan(tuple(ops))
+    notes = (f"workload.max_bytes_per_size = {w.max_bytes_per_size} B cuts the {w.iterations} iterations of the "
+             f"larger sizes to fit (size: iterations run): {_places(cut)}; set it to off to run them all",) if cut else ()
+    return WorkloadPlan(tuple(ops), notes)
 
 
 def _simai_plan(spec: ScenarioSpec) -> WorkloadPlan:

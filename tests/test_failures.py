@@ -222,3 +222,18 @@ def test_pipeline_drops_beyond_the_bound_stay_judged():
     faults, t, left = _charge("gray", 10**6, lost=12)
     assert "pipeline_drops_pkts" not in faults
     assert left["ovs_coverage_drop_action_of_pipeline_pkts"] == 10**6
+
+
+def test_terminal_names_each_fault_and_its_timings(capsys):
+    from testbed.results.printing import print_blocks
+    print_blocks({"faults": {"list": [
+        {"fault": 0, "action": "down", "target": "l1-s2", "at_s": 1.5, "detected_by": "port_status",
+         "detect_ms": 12.19, "reroute_ms": 28.95},
+        {"fault": 1, "action": "gray", "target": "l1-s2", "at_s": 0.5, "detected_by": None, "detect_ms": None,
+         "reroute_ms": None}], "lost_to_faults_pkts": 9, "gray_drops_pkts": 0},
+        "congestion": {"ce_marked_pkts": 389, "controller_loop_p99_ms": 1.045, "ports": []}})
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "# fault 0: down l1-s2 at 1.5 s: detected by port_status in 12.2 ms, rerouted in 28.9 ms"
+    assert out[1] == "# fault 1: gray l1-s2 at 0.5 s: not detected"
+    assert out[2].startswith("# faults: 9 transport packets charged")
+    assert out[3] == "# congestion: ce_marked_pkts 389, controller_loop_p99_ms 1.045"

@@ -7,7 +7,7 @@ import pytest
 
 from testbed.measure.cpu import CpuIdleMonitor
 from testbed.measure.drops import (OVS_DROP_COVERAGE_RE, DropSnapshot, PacketSocket, _read_net_dev, _read_snmp,
-                                   _read_softnet_dropped, count_ovs_send_errors, delta, queue_drops_delta)
+                                   _read_softnet_dropped, ovs_send_errors_by_interface, delta, queue_drops_delta)
 from testbed.measure.send_buffer import required_send_buffer_bytes
 from testbed.measure.thresholds import FidelityThresholds
 from testbed.measure.verdict import CHECKS, FAILED, evaluate, spurious_retx_pkts
@@ -384,10 +384,13 @@ def test_ovs_send_error_lines_are_counted_between_offsets(tmp_path):
            b"Resource temporarily unavailable\n"
     log.write_bytes(b"x|INFO|boot\n" + line)
     start = log.stat().st_size
-    log.write_bytes(log.read_bytes() + line * 3 + b"y|INFO|other\n")
-    assert count_ovs_send_errors(str(log), start, log.stat().st_size) == 3
-    assert count_ovs_send_errors(str(log), 0, log.stat().st_size) == 4
-    assert count_ovs_send_errors(str(log), 10**6, log.stat().st_size) == 4  # rotated: from the start
+    other = line.replace(b"l1-eth3", b"s2-eth1")
+    log.write_bytes(log.read_bytes() + line * 3 + other + b"y|INFO|other\n")
+    end = log.stat().st_size
+    assert ovs_send_errors_by_interface(str(log), start, end) == {"tb12abl1-eth3": 3, "tb12abs2-eth1": 1}
+    assert ovs_send_errors_by_interface(str(log), 0, end) == {"tb12abl1-eth3": 4, "tb12abs2-eth1": 1}
+    assert ovs_send_errors_by_interface(str(log), 10**6, end)["tb12abl1-eth3"] == 4  # rotated: from the start
+    assert ovs_send_errors_by_interface(str(tmp_path / "missing.log"), 0, 10) == {}
 
 
 def test_queue_drops_delta_and_required_send_buffer():

@@ -54,6 +54,12 @@ def test_bucket_counts_refuse_zero_and_too_many_buckets():
     ({"policy": "weighted", "weights": {"s1": 0}}, "load_balance.weights.s1: 0 is not a whole number from 1 to 65535"),
     ({"policy": "weighted", "weights": {"s1": 70000}}, "load_balance.weights.s1: 70000 is not a whole number"),
     ({"policy": "weighted", "weights": {"s1": "3"}}, "load_balance.weights.s1: Input should be a valid integer"),
+    # fresh-user review 2026-12-01: these built a fabric and then failed in the controller
+    ({"policy": "weighted", "weights": {"s1": 1, "s2": 1000}},
+     "load_balance.weights: weights [1, 1000] need 1001 buckets in one group; at most 256"),
+    ({"policy": "weighted", "weights": {"s1": 1, "l1": 3}},
+     "load_balance.weights: 'l1' is never one of several equal-cost next hops on this fabric, so its weight would "
+     "change nothing; switches that are: s1, s2"),
 ])
 def test_scenario_refuses_bad_weights_naming_the_key(lb_section, message):
     with pytest.raises(ScenarioError) as info:

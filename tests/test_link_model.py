@@ -161,3 +161,27 @@ def test_gaps_after_small_frames_are_reported_not_judged():
     assert p["gaps_judged"] == 300 and p["small_frame_gaps"] == 300
     assert p["within_fraction"] == 1.0 and p["small_frame_within_fraction"] == 0.0
     assert p["status"] == "passed"
+
+
+def test_acks_between_data_frames_fold_into_the_data_frame_before_them():
+    """ecn_marking (htb_classes, fresh-user review 2026-12-01): the control class's ACK left 1.3 ms into a
+    6.6 ms data frame time; judged alone the two gaps were off by -81% and +5300%, together exact."""
+    import pandas as pd
+    from testbed.measure.timing import check_departures, fold_small_frames
+    rate, data, ack = 5e6, 4154, 62
+    ser = data * 8e9 / rate
+    t, rows = 0.0, []
+    for i in range(240):
+        rows.append((0, int(t), data))
+        if i % 3 == 2:
+            rows.append((0, int(t + 0.2 * ser), ack))
+            t += ack * 8e9 / rate
+        t += ser
+    d = pd.DataFrame(rows, columns=["window", "time_ns", "frame_bytes"]).assign(port="p")
+    folded = fold_small_frames(d, 512)
+    assert len(folded) == 240 and folded["frame_bytes"].tolist()[:3] == [data, data, data + ack]
+    samples = pd.DataFrame({"time_ns": [int(x) for x in range(-10**7, int(t) + 10**8, 10**7)]}).assign(
+        port="p", backlog_pkts=5)
+    violations = []
+    fig = check_departures(d, samples, {"p": rate}, violations)
+    assert violations == [] and fig["ports"]["p"]["within_fraction"] == 1.0

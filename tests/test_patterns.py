@@ -193,3 +193,14 @@ def test_executor_posts_at_start_times_and_samples_the_receivers_bytes():
     with pytest.raises(ValueError, match=r"no queue pair with rank\(s\) \[5\]"):
         run_flows(0, RunFlows(trial=1, flows=[FlowOrder(flow=0, src=0, dst=5, size_bytes=1, start_ns=0)],
                               start_at_ns=start, sample_period_ns=10_000_000, timeout_s=1.0), {}, {}, {})
+
+
+def test_cpu_is_judged_only_in_the_seconds_of_a_trials_traffic():
+    import pandas as pd
+    from testbed.patterns.driver import PatternRun
+    s = 1_000_000_000
+    run = PatternRun.__new__(PatternRun)
+    sent = [SimpleNamespace(t_acked_ns=12 * s + s // 2)]
+    run.trials = [SimpleNamespace(start_at_ns=10 * s + s // 2, done=[SimpleNamespace(sent=sent)])]
+    cpu = pd.DataFrame({"time_ns": [k * s for k in range(8, 16)], "idle_pct": range(8)})
+    assert list(run.during_traffic(cpu)["time_ns"] // s) == [11, 12, 13]

@@ -70,3 +70,12 @@ def test_manifest_refuses_a_delay_this_kernel_cannot_add(tmp_path):
         "user", transport_params(spec, run_rto_us(spec)), {})
     with pytest.raises(ScenarioError, match="link_delay_us"):
         manifest.build(ctx, CAPS)
+
+
+def test_iterations_cut_by_the_byte_cap_are_announced():
+    """Fresh-user review 2026-12-01: the quickstart asked for 5 iterations and 4 MiB ran 4, silently."""
+    w = {"sizes": {"min_bytes": "1MiB", "max_bytes": "4MiB", "factor": 4}, "iterations": 5,
+         "max_bytes_per_size": "16MiB"}
+    (note,) = plan_workload(parse_scenario({"workload": w})).notes
+    assert "workload.max_bytes_per_size = 16777216 B cuts the 5 iterations" in note and "4194304 B: 4" in note
+    assert plan_workload(parse_scenario({"workload": {**w, "max_bytes_per_size": "off"}})).notes == ()

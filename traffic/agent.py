@@ -34,11 +34,12 @@ from dataclasses import replace
 from traffic import collectives, protocol
 from traffic.clock import from_monotonic_ns, unix_ns
 from traffic.patterns.executor import run_flows
-from traffic.protocol import (AgentConfig, ErrorEvent, Exit, GetStats, MessageRecord, OpDone, QpRateRecord, Ready,
-                              RequesterQpStats, ResponderQpStats, RunOp, Stats)
+from traffic.protocol import (AgentConfig, ErrorEvent, Exit, GetStats, MessageRecord, OpDone, PfcRxStats, QpRateRecord,
+                              Ready, RequesterQpStats, ResponderQpStats, RunOp, Stats)
 from traffic.transport import Endpoint, RequesterQP, ResponderQP, initial_psn
 from traffic.transport.cc import cnp_interval_ns
 from traffic.transport.entropy import entropy_policy
+from traffic.transport.pfc_rx import PfcReceiver
 from traffic.transport.selective import qp_classes
 
 REQ_QPN_BASE = 0x10000
@@ -77,6 +78,13 @@ class Agent:
         requester_qp, responder_qp = qp_classes(self.params.loss_recovery)
         ports = entropy.host_ports(2 * len(peers))
         self.ep = Endpoint(my_ip, read_ecn=cnp_interval_ns(self.params) is not None)
+        #: the NIC obeys PFC frames from its switch port for the lossless class (an RNIC does); agents
+        #: of a run are root, a test agent without CAP_NET_RAW on loopback has no switch to pause it
+        try:
+            self.pfc = PfcReceiver(self.params.line_rate_bps, on_change=self._wake_qps)
+        except PermissionError as e:
+            print(f"agent rank {self.rank}: PFC frames not obeyed: no AF_PACKET socket ({e})", file=sys.stderr)
+            self.pfc = None
         self.send_qp: dict[int, RequesterQP] = {}
         #: messages from each peer that finished operations consumed (see traffic.collectives.executor)
         self.rx_consumed: dict[int, int] = {q: 0 for q in cfg.peers}
@@ -85,7 +93,7 @@ class Agent:
             on_error = lambda text, r=self.rank: _send_failed(r, text)  # noqa: E731
             req = requester_qp(REQ_QPN_BASE + q, RESP_QPN_BASE + self.rank, my_ip, self.ips[q],
                               ports[2 * i], self.params, first_psn=initial_psn(cfg.seed, self.rank, q),
-                              on_error=on_error, entropy=entropy.for_qp(ports[2 * i]))
+                              on_error=on_error, entropy=entropy.for_qp(ports[2 * i]), pause=self.pfc)
             resp = responder_qp(RESP_QPN_BASE + q, REQ_QPN_BASE + self.rank, my_ip, self.ips[q],
                                ports[2 * i + 1], self.params, first_psn=initial_psn(cfg.seed, q, self.rank),
                                on_error=on_error)
@@ -93,6 +101,14 @@ class Agent:
             self.ep.requesters[req.qpn] = req
             self.ep.responders[resp.qpn] = resp
         self.ep.start()
+        if self.pfc is not None:
+            self.pfc.start()
+
+    def _wake_qps(self) -> None:
+        """A PFC frame changed the pause: every requester QP re-checks it now (a resume acts at once)."""
+        for qp in self.send_qp.values():
+            with qp.cond:
+                qp.cond.notify_all()
 
     def run_op(self, cmd: RunOp) -> OpDone:
         """Run ``cmd`` in the group holding this rank (an idle record when none does).
@@ -130,10 +146,17 @@ class Agent:
         rates = [QpRateRecord(rank=self.rank, peer=q, time_ns=from_monotonic_ns(r.time_ns), event=r.event,
                               rate_bps=r.rate_bps, target_rate_bps=r.target_rate_bps, alpha=r.alpha)
                  for q, qp in self.send_qp.items() for r in list(qp.cc.rate_log)]
+        pfc = PfcRxStats()
+        if self.pfc is not None:
+            with self.pfc.lock:
+                frames = [[f.time_ns, f.class_enable_vector, f.lossless_quanta] for f in self.pfc.frames]
+            pfc = PfcRxStats(**self.pfc.counters(), frames=frames)
         return Stats(rank=self.rank, requesters=reqs, responders=resps, msgs=msgs,
-                     rx_pkts=self.ep.rx_pkts, rx_unknown_pkts=self.ep.rx_unknown_pkts, rates=rates)
+                     rx_pkts=self.ep.rx_pkts, rx_unknown_pkts=self.ep.rx_unknown_pkts, rates=rates, pfc=pfc)
 
     def close(self) -> None:
+        if self.pfc is not None:
+            self.pfc.stop()
         self.ep.stop()
 
 

@@ -164,6 +164,19 @@ class QpRateRecord:
 
 
 @dataclass(frozen=True)
+class PfcRxStats:
+    """PFC frames one host's NIC received (traffic.transport.pfc_rx): lossless-priority pauses,
+    resumes (quanta 0), frames for other priorities only, the time the lossless class was paused,
+    and each frame (Unix ns, class-enable vector, lossless quanta)."""
+
+    pause_frames: int = 0
+    resume_frames: int = 0
+    other_frames: int = 0
+    paused_ns: int = 0
+    frames: list[list[int]] = dataclasses.field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class Stats:
     """Everything one agent counted: per-QP counters, per-message records, its endpoint's
     received packets (``rx_pkts``; ``rx_unknown_pkts``: too short or for no known QP) and its
@@ -176,6 +189,7 @@ class Stats:
     rx_pkts: int
     rx_unknown_pkts: int
     rates: list[QpRateRecord] = dataclasses.field(default_factory=list)
+    pfc: PfcRxStats = PfcRxStats()
 
     def qp_rows(self) -> list[dict]:
         """Rows of qps.csv: requesters then responders, ``role`` naming which, counters flattened."""
@@ -192,6 +206,11 @@ class Stats:
     def rate_rows(self) -> list[dict]:
         """Rows of qp_rates.csv."""
         return [asdict(r) for r in self.rates]
+
+    def pfc_rows(self) -> list[dict]:
+        """Rows of pfc_rx.csv: one per PFC frame this host received."""
+        return [{"rank": self.rank, "time_ns": t, "class_enable_vector": v, "lossless_quanta": q}
+                for t, v, q in self.pfc.frames]
 
 
 # -- pattern trials (testbed.patterns, traffic.patterns.executor) ------------------------------
@@ -338,6 +357,6 @@ def _value(t, v, path: str):
     return float(v) if t is float else v
 
 
-__all__ = ["AgentConfig", "Command", "ErrorEvent", "Event", "Exit", "FlowsDone", "GetStats", "MESSAGES", "MessageRecord",
-           "OpDone", "ProtocolError", "QpRateRecord", "RankAddress", "Ready", "RequesterQpStats", "ResponderQpStats", "RunFlows", "RunOp",
-           "Stats", "decode", "encode", "FlowOrder", "FlowReceived"]
+__all__ = ["AgentConfig", "Command", "ErrorEvent", "Event", "Exit", "FlowOrder", "FlowReceived", "FlowsDone", "GetStats",
+           "MESSAGES", "MessageRecord", "OpDone", "PfcRxStats", "ProtocolError", "QpRateRecord", "RankAddress", "Ready",
+           "RequesterQpStats", "ResponderQpStats", "RunFlows", "RunOp", "Stats", "decode", "encode"]

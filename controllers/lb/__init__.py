@@ -105,6 +105,27 @@ def check_weights(layout: Layout, policy: str, weights: Mapping[str, int]) -> No
                              f"{', '.join(names)}")
         if isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= 65535:
             raise ValueError(f"load_balance.weights.{name}: {w!r} is not a whole number from 1 to 65535")
+    _check_weights_apply(layout, weights)
+
+
+def _check_weights_apply(layout: Layout, weights: Mapping[str, int]) -> None:
+    """Every weighted switch is one of several equal-cost next hops somewhere (else its weight changes
+    nothing), and every group's reduced weights fit in its buckets (weighted.bucket_counts)."""
+    from controllers.lb.weighted import bucket_counts, next_hop_names, next_hop_weights
+    from topology.routing import next_hop_ports
+
+    hops = set()
+    for sw_name, table in next_hop_ports(layout).items():
+        switch = layout.switch(sw_name)
+        for ports in set(table.values()):
+            if len(ports) > 1:
+                hops.update(next_hop_names(layout, switch, ports))
+                bucket_counts(next_hop_weights(layout, switch, ports, weights))
+    unused = sorted(set(weights) - hops)
+    if unused:
+        raise ValueError(f"load_balance.weights: {unused[0]!r} is never one of several equal-cost next hops on "
+                         f"this fabric, so its weight would change nothing; switches that are: "
+                         f"{', '.join(sorted(hops)) or 'none (a single path everywhere)'}")
 
 
 def get(name: str) -> Policy:

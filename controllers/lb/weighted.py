@@ -36,11 +36,16 @@ MAX_BUCKETS = 256
 def next_hop_weights(layout: Layout, switch: Switch, ports: PortSet, weights: Mapping[str, int]) -> Tuple[int, ...]:
     """The weight of each port's far-end switch (by :func:`short_name`; 1 for one not in ``weights``),
     in port order."""
+    return tuple(int(weights.get(name, 1)) for name in next_hop_names(layout, switch, ports))
+
+
+def next_hop_names(layout: Layout, switch: Switch, ports: PortSet) -> Tuple[str, ...]:
+    """The far-end node of each of ``switch``'s ``ports`` (by :func:`short_name`), in port order."""
     far = {}
     for ln in layout.links_of(switch.name):
         end = ln.a if ln.a.node == switch.name else ln.b
         far[end.number] = short_name(layout, ln.peer(switch.name).node)
-    return tuple(int(weights.get(far[p], 1)) for p in ports)
+    return tuple(far[p] for p in ports)
 
 
 def short_name(layout: Layout, node: str) -> str:

@@ -32,7 +32,7 @@ OVS_VSWITCHD_PIDFILE = "/var/run/openvswitch/ovs-vswitchd.pid"
 OVS_VSWITCHD_LOG = os.path.join(os.environ.get("OVS_LOGDIR", "/var/log/openvswitch"), "ovs-vswitchd.log")
 #: Log line of a failed send on the userspace datapath (lib/netdev-linux.c, netdev_linux_send):
 #: the packet is lost and no OVS or kernel counter counts it. OVS rate-limits these lines.
-OVS_SEND_ERROR_RE = re.compile(rb"error sending Ethernet packet on \S+: ")
+OVS_SEND_ERROR_RE = re.compile(rb"error sending Ethernet packet on (\S+): ")
 #: Open vSwitch coverage counters that count dropped packets. Names checked in
 #: OVS 3.1.0 (Debian 3.1.0-2+deb12u1, ``strings ovs-vswitchd``): 13
 #: ``datapath_drop_*`` (datapath errors: upcall_error, lock_error, meter,
@@ -303,10 +303,12 @@ class DropSnapshot:
     def delta(before: "DropSnapshot", after: "DropSnapshot") -> dict[str, int]:
         """``after - before`` per key (a key absent from one snapshot counts as 0).
 
-        Adds ``ovs_send_errors_logged_pkts``: lines "error sending Ethernet
-        packet" that ovs-vswitchd logged between the two snapshots, each a
-        packet lost where no counter counts it (a lower bound: OVS rate-limits
-        these lines). Absent when the log was not readable.
+        Adds ``ovs_send_errors_logged_pkts[<interface>]``: lines "error sending
+        Ethernet packet on <interface>" that ovs-vswitchd logged between the
+        two snapshots, each a packet lost where no counter counts it (a lower
+        bound: OVS rate-limits these lines), per interface so that a link
+        taken down by a fault is charged with its own. Absent when the log was
+        not readable or had no such line.
 
         A negative value means the counter was reset (OVS restarted, interface
         recreated); :func:`testbed.measure.verdict.evaluate` reports it as a violation.
@@ -314,8 +316,9 @@ class DropSnapshot:
         keys = sorted(set(before.counters) | set(after.counters))
         out = {k: after.counters.get(k, 0) - before.counters.get(k, 0) for k in keys}
         if before.ovs_log_bytes is not None and after.ovs_log_bytes is not None:
-            out["ovs_send_errors_logged_pkts"] = count_ovs_send_errors(
-                OVS_VSWITCHD_LOG, before.ovs_log_bytes, after.ovs_log_bytes)
+            for ifname, n in ovs_send_errors_by_interface(
+                    OVS_VSWITCHD_LOG, before.ovs_log_bytes, after.ovs_log_bytes).items():
+                out[f"ovs_send_errors_logged_pkts[{ifname}]"] = n
         return out
 
 
@@ -342,10 +345,11 @@ def _file_size(path: str) -> Optional[int]:
         return None
 
 
-def count_ovs_send_errors(path: str, start_bytes: int, end_bytes: int) -> int:
-    """Lines matching :data:`OVS_SEND_ERROR_RE` in ``path`` between two byte offsets.
+def ovs_send_errors_by_interface(path: str, start_bytes: int, end_bytes: int) -> dict[str, int]:
+    """interface -> lines matching :data:`OVS_SEND_ERROR_RE` in ``path`` between two byte offsets.
 
-    A log rotated in between (``end_bytes < start_bytes``) is read from its start."""
+    A log rotated in between (``end_bytes < start_bytes``) is read from its start; an unreadable log
+    gives {}."""
     if end_bytes < start_bytes:
         start_bytes = 0
     try:
@@ -353,8 +357,13 @@ def count_ovs_send_errors(path: str, start_bytes: int, end_bytes: int) -> int:
             f.seek(start_bytes)
             chunk = f.read(max(0, end_bytes - start_bytes))
     except OSError:
-        return 0
-    return len(OVS_SEND_ERROR_RE.findall(chunk))
+        return {}
+    out: dict[str, int] = {}
+    for name in OVS_SEND_ERROR_RE.findall(chunk):
+        key = name.decode(errors="replace")
+        out[key] = out.get(key, 0) + 1
+    return out
+
 
 
 def _switch_queue_drops(ifnames: list[str]) -> dict[str, int]:

@@ -22,11 +22,13 @@ def host_tx_frame(qps: pd.DataFrame, host_names: list[str], link_bps: float) -> 
     Columns host, tx_wire_bytes, tx_busy_s, link_bps (an approximation when
     several QPs of a host overlap only partly). ``host_names[rank]``: the
     host of each rank. A QP's work time leaves out the time its congestion control held
-    ready packets back (``tx_paced_ns``, DCQCN pacing): then the QP, not the CPU, set the pace.
+    ready packets back (``tx_paced_ns``, DCQCN pacing) and the time a PFC pause held them
+    (``pfc_paused_ns``): then the QP or the fabric, not the CPU, set the pace.
     """
     req = qps[qps["role"] == "requester"].copy()
-    if "tx_paced_ns" in req:
-        req["tx_work_ns"] = (req["tx_work_ns"] - req["tx_paced_ns"]).clip(lower=0)
+    for held in ("tx_paced_ns", "pfc_paused_ns"):
+        if held in req:
+            req["tx_work_ns"] = (req["tx_work_ns"] - req[held]).clip(lower=0)
     active = req[req["tx_pkts"] > 0]
     keys = ["rank", "trial"] if "trial" in active else ["rank"]  # pattern trials: fresh QPs each, times add up
     per_host = active.groupby(keys).agg(tx_wire_bytes=("tx_wire_bytes", "sum"), tx_work_ns=("tx_work_ns", "max"))
@@ -55,6 +57,8 @@ def judge_run(ctx: RunContext, rec: Recording, qps: pd.DataFrame, ports: pd.Data
     counter_drops = discount_kick_frames(drops.delta(rec.drops_before, rec.drops_after), ctx.run_dir)
     if faults is not None:
         counter_drops = charge_faults(ctx, faults, t, counter_drops)
+    if rec.patterns is not None:  # judge the CPU while flows ran, not while agents restarted between trials
+        cpu = rec.patterns.during_traffic(cpu)
     verdict = evaluate(cpu, counter_drops, ports, fab.port_rate_bps,
                        host_tx, thresholds_for(ctx.spec), transport=t,
                        departures=timing.write_departures(rec.departures, ctx.run_dir))

@@ -71,6 +71,19 @@ class PatternRun:
         """Ideal time from the trial's start to its last flow's end."""
         return max(f.start_s + self.ideal_fct_s[f.flow] for f in self.flows)
 
+    def during_traffic(self, cpu):
+        """The rows of ``cpu`` (cpu.csv: one per second, ``time_ns`` its end) whose second overlaps a trial's
+        traffic (its start to its last ACK): agents start between trials, which loads the CPU while no
+        packet moves, so the fidelity verdict judges only these seconds."""
+        if cpu is None or cpu.empty or not self.trials:
+            return cpu
+        t = cpu["time_ns"].to_numpy()
+        keep = False
+        for tr in self.trials:
+            end = max(m.t_acked_ns for d in tr.done for m in d.sent)
+            keep = keep | ((t > tr.start_at_ns) & (t - 1_000_000_000 < end))
+        return cpu[keep].reset_index(drop=True)
+
     def run(self, rec, progress) -> None:
         """Run every trial; append each agent's statistics (TrialStats) to ``rec.stats``."""
         n = self.pattern.trials

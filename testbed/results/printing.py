@@ -139,3 +139,23 @@ def print_results(ctx: RunContext, sizes, t: dict, controller: dict, verdict, op
     for line in verdict.lines():
         print(line)
     print(f"# results: {ctx.run_dir}")
+
+
+def print_blocks(summary: dict) -> None:
+    """One line per injected fault (detection and reroute times, how it was seen) and one line of the
+    ``congestion`` block's scalar figures, so the terminal explains retransmissions and marks (the whole
+    blocks are in summary.json)."""
+    faults = summary.get("faults")
+    if faults:
+        for f in faults["list"]:
+            seen = (f"detected by {f['detected_by']} in {f['detect_ms']:.1f} ms" if f.get("detect_ms") is not None
+                    else "not detected")
+            reroute = f", rerouted in {f['reroute_ms']:.1f} ms" if f.get("reroute_ms") is not None else ""
+            print(f"# fault {f['fault']}: {f['action']} {f['target']} at {f['at_s']:g} s: {seen}{reroute}")
+        print(f"# faults: {faults.get('lost_to_faults_pkts', 0)} transport packets charged to them "
+              f"(gray rules took {faults.get('gray_drops_pkts', 0)}; faults.csv)")
+    congestion = summary.get("congestion")
+    if congestion:
+        scalars = {k: v for k, v in congestion.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        print("# congestion: " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                                           for k, v in scalars.items()))

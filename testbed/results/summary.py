@@ -18,6 +18,7 @@ from testbed.measure import timing
 from testbed.measure.judge import judge_run
 from testbed.results import printing
 from testbed.results.faults import faults_block
+from testbed.results.pfc_hosts import pfc_hosts_block
 from testbed.results import tables
 from testbed.run_context import Recording, RunContext
 
@@ -119,6 +120,9 @@ def _write_complete_now(ctx: RunContext, rec: Recording, note: str | None) -> di
     }
     if faults is not None:
         summary["faults"] = faults
+    pfc_hosts = pfc_hosts_block(rec.stats, [h.name for h in rec.fab.layout.hosts])
+    if pfc_hosts is not None:
+        summary["pfc_hosts"] = pfc_hosts
     c = ctx.spec.congestion
     if summary["congestion"] is not None and any(x is not None and x.uses_bdp for x in (c.ecn, c.pfc)):
         from testbed.spec.congestion import bdp_basis
@@ -138,4 +142,5 @@ def _write_complete_now(ctx: RunContext, rec: Recording, note: str | None) -> di
         from testbed.patterns.results import format_load_balance
         print(format_load_balance(summary["load_balance"]))
     printing.print_results(ctx, sizes, t, controller, verdict, rec.op_meta)
+    printing.print_blocks(summary)
     return summary

@@ -231,6 +231,9 @@ def write_tables(run_dir: Path, n: int, goodput_bps: float, rank_rows: list, op_
         rates = [r for s in stats for r in s.rate_rows()]
         if rates:  # congestion controls that change a QP's rate (DCQCN): every change
             write_csv(pd.DataFrame(rates), run_dir / "qp_rates.csv")
+        pfc_rx = [r for s in stats for r in s.pfc_rows()]
+        if pfc_rx:  # PFC frames the hosts' NICs received (traffic.transport.pfc_rx)
+            write_csv(pd.DataFrame(pfc_rx), run_dir / "pfc_rx.csv")
     for name, frame in (("ports.csv", ports), ("cpu.csv", cpu)):
         if frame is not None:
             write_csv(frame, run_dir / name)

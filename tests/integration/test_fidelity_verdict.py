@@ -146,7 +146,7 @@ def test_c14_emulated_queue_is_the_only_buffer_that_fills(tmp_path):
     t, (size,) = s["transport"], s["sizes"]
     assert 0.18 <= size["busbw_ratio"] <= 0.205, size
     assert t["unexplained_lost_pkts"] == 0  # every lost packet is a switch-queue drop
-    assert s["fidelity"]["drops"]["nonzero"].get("ovs_send_errors_logged_pkts", 0) == 0
+    assert not any(k.startswith("ovs_send_errors_logged_pkts") for k in s["fidelity"]["drops"]["nonzero"])
     assert s["checks"]["ovs_send_buffer"]["status"] == "passed"
     assert s["faithful"], s["violations"]
 

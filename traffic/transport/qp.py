@@ -97,6 +97,7 @@ class QPCounters:
     posted_bytes: int = 0
     acked_bytes: int = 0
     cnps_rx: int = 0      # congestion notification packets received (BTH opcode 0x81)
+    pfc_paused_ns: int = 0  # time a ready packet was held back by a PFC pause of the lossless class
 
 
 class RequesterQP:
@@ -111,7 +112,10 @@ class RequesterQP:
     ``entropy``: the QP's source ports and the choice among them (default: ``sport`` only,
     per flow); ``cc``: its congestion control (default: a new ``params.congestion_control``),
     whose hooks the QP calls on send, ACK, CNP and timeout and whose pacing decision
-    (``next_send_ns``) it waits for before each packet.
+    (``next_send_ns``) it waits for before each packet; ``pause``: the NIC's PFC state
+    (:class:`traffic.transport.pfc_rx.PfcReceiver`, ``paused_until_ns(now_ns)``), asked before
+    each packet: while the lossless class is paused the QP sends nothing (its owner notifies
+    ``cond`` when a frame changes the pause).
     """
 
     #: set AckReq on every resent packet (selective repeat resends single packets, which must be answered)
@@ -119,7 +123,7 @@ class RequesterQP:
 
     def __init__(self, qpn: int, dest_qpn: int, src_ip: str, dst_ip: str, sport: int,
                  params: TransportParams, first_psn: int = 0, on_error=None,
-                 entropy: QpEntropy | None = None, cc: CongestionControl | None = None):
+                 entropy: QpEntropy | None = None, cc: CongestionControl | None = None, pause=None):
         if not 0 <= first_psn <= PSN_MASK:
             raise ValueError(f"first_psn={first_psn}: a PSN is 24 bits, allowed 0..{PSN_MASK}")
         self.first_psn = first_psn
@@ -132,6 +136,7 @@ class RequesterQP:
         self.counters = QPCounters()
         self.cc = cc if cc is not None else for_transport(params)
         self.entropy = entropy if entropy is not None else QpEntropy([sport])
+        self.pause = pause
         #: one packet builder per source port of the entropy policy; one UDP socket for one port (per
         #: flow), else one raw socket sending the builders' IP packets (the port chosen per packet)
         if len(self.entropy.ports) == 1:
@@ -284,7 +289,7 @@ class RequesterQP:
         p = self.params
         rto_s = p.rto_us / 1e6
         busy_since = None
-        c, cc, ent = self.counters, self.cc, self.entropy
+        c, cc, ent, pause = self.counters, self.cc, self.entropy, self.pause
         port_choice = len(self.builders) > 1
         while True:
             with self.cond:
@@ -300,6 +305,12 @@ class RequesterQP:
                         cc.on_timeout(time.monotonic_ns())
                     if self._can_send():
                         now_ns = time.monotonic_ns()
+                        paused_until_ns = pause.paused_until_ns(now_ns) if pause is not None else 0
+                        if paused_until_ns:  # PFC: the lossless class is paused, as an RNIC obeys it
+                            self.cond.wait((paused_until_ns - now_ns) / 1e9)
+                            c.pfc_paused_ns += time.monotonic_ns() - now_ns
+                            self._last_progress = time.monotonic()  # a paused QP is not timed out
+                            continue
                         at_ns = cc.next_send_ns(now_ns)
                         if at_ns <= now_ns:  # the pacing decision: send now
                             break
