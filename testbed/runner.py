@@ -36,7 +36,6 @@ finished and a summary.json with ``"complete": false``.
 """
 from __future__ import annotations
 
-import contextlib
 import logging
 import signal
 import sys
@@ -56,7 +55,6 @@ from testbed.measure.send_buffer import RunRefused, check_run_send_buffer
 from testbed.measure.telemetry import QdiscSampler
 from testbed.emulation.agents import AgentGroup, transport_params
 from testbed.emulation import controller_proc
-from testbed.emulation.ecn_marker import EcnLoop
 from testbed.emulation.fabric import Fabric
 from testbed.emulation.faults import FaultScheduler
 from testbed.naming import new_run_id
@@ -168,11 +166,10 @@ def _measure(ctx: RunContext, fab: Fabric, agents: AgentGroup, rec: Recording, p
     rec.sampler = QdiscSampler(fab.switch_ports, ctx.spec.output.sample_period_ms / 1e3,
                                parent=fab.queues.sampled_parent, on_sample=rec.departures.on_sample)
     rec.cpu = CpuIdleMonitor()
-    rec.ecn = EcnLoop.for_run(ctx.spec, ctx.run_id, fab.switch_ports, fab.queues)
     rec.faults = FaultScheduler(fab.layout, ctx.spec.faults, ctx.run_dir)
     rec.phase = "traffic"
     try:  # faults last: at_s counts from the traffic
-        with rec.sampler, rec.cpu, rec.departures, (rec.ecn or contextlib.nullcontext()), rec.faults:
+        with rec.sampler, rec.cpu, rec.departures, rec.faults:
             if rec.patterns is not None:
                 rec.patterns.run(rec, progress)
                 signals.defer()
@@ -219,9 +216,10 @@ def run_from_cli(args, build_spec=None) -> int:
         print(f"testbed: error: {what}", file=sys.stderr)
         return EXIT_BAD_INPUT
     from testbed.measure import capacity
-    warning = capacity.check_scenario(spec)
-    if warning:
-        print(f"testbed: warning: {warning}", file=sys.stderr)
+    from testbed.emulation.congestion_conf import headroom_warning
+    for warning in (capacity.check_scenario(spec), headroom_warning(spec)):
+        if warning:
+            print(f"testbed: warning: {warning}", file=sys.stderr)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # SIGTERM tears down like Ctrl-C: context managers remove what the run created
     signals.install()
