@@ -2,42 +2,20 @@
 
 A size sweep (``workload.sizes``) gives warmup and timed operations of
 ``workload.collective`` by ``workload.algorithm`` (default: ring all-reduce)
-over all hosts, or hosts 0..``workload.ranks``-1. A SimAI/AICB replay (``workload.simai``) gives the file's
-entries whose type (:data:`SIMAI_COLLECTIVES`: ALLREDUCE -> allreduce, ...)
-has ``workload.algorithm`` registered (traffic.collectives), each over its own
-group scope: a TP-scoped all-reduce with TP 2 on 8 hosts is 4 concurrent
-2-rank rings, a DP-scoped one 2 concurrent 4-rank rings (rank layout:
-:mod:`traffic.workloads.parallel_groups`; rank r runs on the fabric's host r,
-hosts numbered leaf by leaf). Ops run one after another in
-SimAI's order, each a barrier (SimAI overlaps non-blocking weight-gradient
-collectives with later work and waits compute times: not replayed yet). What
-the testbed cannot run becomes a note, never a silent change:
-
-- collectives without that algorithm (with ``ring``: ALLTOALL, whose
-  algorithms are ``pairwise`` and ``direct``): skipped, noted;
-- entries of size 0: skipped, noted (never run as 1 byte);
-- groups of one rank (e.g. TP-scoped with TP 1): skipped, noted (no data moves;
-  SimAI builds no such group either).
-
-Refused before anything is built (:class:`~testbed.spec.scenario.ScenarioError`): a
-malformed file (naming file, line, column), a header ``all_gpus`` that differs
-from the fabric's host count (the testbed runs one rank per host; both numbers
-are named), pp > 1, or a file with nothing the testbed can run.
+over all hosts, or hosts 0..``workload.ranks``-1. A SimAI/AICB replay
+(``workload.simai``) gives the fabric collectives of the file in SimAI's order, each over its group scope placed on hosts, and a timeline of
+compute waits, scale-up collectives and overlap: :mod:`testbed.simai_plan`.
 """
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
-from typing import Tuple
+from typing import Optional, Tuple
 
-from testbed.spec.scenario import ScenarioError, ScenarioSpec
+from testbed.spec.scenario import ScenarioSpec
 from traffic import collectives
 
-#: notes list at most this many file locations per kind of skipped entry
+#: notes list at most this many file locations (or sizes) per kind
 MAX_NOTE_PLACES = 5
-#: SimAI/AICB collective type -> collective name of traffic.collectives (ALLREDUCEALLTOALL: none)
-SIMAI_COLLECTIVES = {"ALLREDUCE": "allreduce", "ALLGATHER": "allgather", "REDUCESCATTER": "reducescatter",
-                     "ALLTOALL": "alltoall"}
 
 
 @dataclass(frozen=True)
@@ -90,6 +68,8 @@ class WorkloadPlan:
 
     ops: Tuple[PlannedOp, ...]
     notes: Tuple[str, ...] = field(default=())
+    #: a SimAI replay's timeline (testbed.simai_plan.ReplayPlan), None for a size sweep
+    replay: Optional[object] = None
 
 
 def _places(items: list) -> str:
@@ -113,75 +93,6 @@ def _sweep_plan(spec: ScenarioSpec) -> WorkloadPlan:
     notes = (f"workload.max_bytes_per_size = {w.max_bytes_per_size} B cuts the {w.iterations} iterations of the "
              f"larger sizes to fit (size: iterations run): {_places(cut)}; set it to off to run them all",) if cut else ()
     return WorkloadPlan(tuple(ops), notes)
-
-
-def _simai_plan(spec: ScenarioSpec) -> WorkloadPlan:
-    from traffic.workloads.parallel_groups import rank_groups
-    from traffic.workloads.simai import SimaiFormatError, collective_ops, load_simai
-
-    s, f, algorithm = spec.workload.simai, spec.fabric, spec.workload.algorithm
-    runs = sorted(t for t, c in SIMAI_COLLECTIVES.items() if (c, algorithm) in collectives.ALGORITHMS)
-    key = "workload.simai.path"
-    try:
-        wl = load_simai(s.path)
-        all_ops = collective_ops(wl, collectives=None, size_scale=s.size_scale, time_unit=s.time_unit)
-    except SimaiFormatError as e:
-        raise ScenarioError(f"{key}: {e}") from None
-    except ValueError as e:              # a policy collective_ops cannot order
-        raise ScenarioError(f"{key}: {e}") from None
-    except OSError as e:
-        raise ScenarioError(f"{key}: cannot read {s.path}: {e.strerror or e}") from None
-    h, n = wl.header, f.n_hosts
-    notes = []
-    if h.all_gpus is None:
-        all_gpus = n
-        notes.append(f"{s.path}: the header gives no all_gpus: one rank per host, {n} ranks")
-    elif h.all_gpus != n:
-        raise ScenarioError(
-            f"{key}: {s.path}:1: all_gpus: {h.all_gpus} but the fabric has {n} hosts "
-            f"({f.describe()}); the testbed runs one "
-            f"rank per host: use a fabric of {h.all_gpus} hosts or a workload file written for {n} GPUs")
-    else:
-        all_gpus = h.all_gpus
-    layouts: dict = {}
-    runnable, skipped = [], {}
-
-    def skip(reason: str, op) -> None:
-        skipped.setdefault(reason, []).append(f"line {op.line} {op.layer}:{op.phase}")
-
-    for op in all_ops:
-        if op.collective not in runs:
-            skip(f"{op.collective} ({op.group}) entries: not supported yet", op)
-            continue
-        if op.size_bytes == 0:
-            skip(f"{op.collective} entries of size 0: nothing to send", op)
-            continue
-        if op.group not in layouts:
-            try:
-                layouts[op.group] = rank_groups(op.group, all_gpus, h.tp_size, h.ep_size, h.pp_size)
-            except ValueError as e:
-                raise ScenarioError(f"{key}: {s.path}:1: {e}") from None
-        groups = layouts[op.group]
-        if len(groups[0]) < 2:
-            skip(f"{op.collective} ({op.group}) entries over groups of 1 rank: no data moves", op)
-            continue
-        runnable.append((op, groups))
-    for reason, places in skipped.items():
-        notes.append(f"{s.path}: skipped {len(places)} {reason} ({_places(places)})")
-    if not runnable:
-        raise ScenarioError(f"{key}: {s.path} has no {'/'.join(runs) or 'runnable'} entry the testbed can run"
-                            + "".join(f"; {m}" for m in notes))
-    kind = "rings" if algorithm == "ring" else f"{algorithm} groups"
-    counts = Counter(f"{op.group}-scoped ({len(g)} concurrent {kind} of {len(g[0])} ranks)"
-                     for op, g in runnable)
-    types = "/".join(sorted({op.collective for op, _ in runnable}))
-    notes.insert(0, f"{s.path}: replaying {len(runnable)} {types} entries x {s.iterations} iterations: "
-                 + ", ".join(f"{c} {k}" for k, c in counts.items()))
-    ops = tuple(PlannedOp(size_bytes=op.size_bytes, iteration=it, warmup=False,
-                          layer=f"{op.layer}:{op.phase}", collective=SIMAI_COLLECTIVES[op.collective],
-                          group=op.group, groups=groups, algorithm=algorithm)
-                for it in range(s.iterations) for op, groups in runnable)
-    return WorkloadPlan(ops, tuple(notes))
 
 
 def plan_peers(ops) -> dict[int, list[int]]:
@@ -220,4 +131,7 @@ def plan_workload(spec: ScenarioSpec) -> WorkloadPlan:
     """
     if spec.workload.pattern is not None:  # flows, not collectives: testbed.patterns runs them
         return WorkloadPlan((), ())
-    return _sweep_plan(spec) if spec.workload.sizes is not None else _simai_plan(spec)
+    if spec.workload.sizes is not None:
+        return _sweep_plan(spec)
+    from testbed.simai_plan import simai_plan
+    return simai_plan(spec)

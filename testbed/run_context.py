@@ -105,4 +105,5 @@ class Recording:
     drops_after: object = None
     faults: object = None  # testbed.emulation.faults.FaultScheduler
     patterns: object = None  # testbed.patterns.driver.PatternRun with workload.pattern
+    replay: Optional[dict] = None  # summary.json ``replay`` of a SimAI replay (testbed.replay_run)
     measured: bool = False

@@ -60,6 +60,8 @@ from testbed.emulation.faults import FaultScheduler
 from testbed.naming import new_run_id
 from testbed.patterns.driver import PatternRun
 from testbed.plan import PlannedOp, plan_peers, plan_workload
+from testbed.replay_run import run_replay
+from testbed.simai_plan import replay_plan
 from testbed.host.runlock import RunLock
 from testbed.results import manifest, summary as results_summary, tables
 from testbed.results import printing
@@ -187,8 +189,13 @@ def _measure(ctx: RunContext, fab: Fabric, agents: AgentGroup, rec: Recording, p
 
 
 def _run_workload(ctx: RunContext, agents: AgentGroup, rec: Recording, progress: Progress) -> None:
-    """Every collective of the plan in order, each a barrier; signals are held back after the last one."""
+    """Every collective of the plan in order, each a barrier; signals are held back after the last one.
+
+    A SimAI replay runs its timeline instead (testbed.replay_run: compute waits, streams, overlap)."""
     ops_plan = ctx.ops_plan
+    if ctx.spec.workload.simai is not None:
+        rec.replay = run_replay(ctx, agents, rec, progress, replay_plan(ctx.spec, ops_plan))
+        return
     for k, op in enumerate(ops_plan):
         size, factor = op.size_bytes, op.busbw_factor
         expect_s = factor * size * 8 / ctx.goodput_bps
@@ -259,6 +266,8 @@ def _validate(args, build_spec) -> tuple[ScenarioSpec, list[PlannedOp]]:
     print_notes(plan.notes)
     check_results_root(Path(args.results or "results"))
     est_s = estimate.estimate_for_spec(spec, ops_plan)
+    if plan.replay is not None:  # compute waits and scale-up collectives of a SimAI replay
+        est_s += len(plan.replay.modes) * (plan.replay.compute_s_per_iteration + plan.replay.scale_up_s_per_iteration)
     cap_s = getattr(args, "max_duration", None) or estimate.MAX_DURATION_S
     if not args.quiet:
         printing.print_estimate(est_s, len(ops_plan), cap_s)

@@ -42,8 +42,8 @@ def test_plan_tp_and_dp_scoped_allreduce_on_8_hosts(tmp_path):
     assert plan.ops[1].meta() == {"size_bytes": 1048576, "iteration": 0, "warmup": False,
                                   "layer": "layer_tp:wg", "collective": "allreduce", "algorithm": "ring", "group": "DP",
                                   "group_size": 4, "n_groups": 2}
-    assert "1 TP-scoped (4 concurrent rings of 2 ranks), 1 DP-scoped (2 concurrent rings of 4 ranks)" \
-        in plan.notes[0]
+    assert ("1 TP-scoped allreduce/ring (4 concurrent rings of 2 ranks), 1 DP-scoped allreduce/ring (2 concurrent "
+            "rings of 4 ranks)") in plan.notes[0]
     # queue pairs: TP ring neighbour plus both DP ring neighbours
     assert plan_peers(plan.ops) == {0: [1, 2, 6], 1: [0, 3, 7], 2: [0, 3, 4], 3: [1, 2, 5],
                                     4: [2, 5, 6], 5: [3, 4, 7], 6: [0, 4, 7], 7: [1, 5, 6]}
@@ -77,8 +77,7 @@ def test_size_zero_is_skipped_with_a_note_never_run_as_one_byte(tmp_path):
     # a file whose only ALLREDUCE has size 0 is refused: nothing to run
     only_zero = C11_FILE.format(all_gpus=8, n=0, extra="").rsplit("\n", 2)[0].replace("\n0", "\n1") + \
         "\n" + zero
-    with pytest.raises(ScenarioError,
-                       match=r"has no ALLGATHER/ALLREDUCE/REDUCESCATTER entry the testbed can run.*size 0"):
+    with pytest.raises(ScenarioError, match=r"has no entry that crosses the fabric.*size 0"):
         load_scenario(_scenario(tmp_path, only_zero))
 
 
@@ -89,15 +88,17 @@ def test_other_collectives_and_one_rank_groups_are_noted(tmp_path):
     plan = plan_workload(load_scenario(_scenario(tmp_path, text)))
     tp = ((0, 1), (2, 3), (4, 5), (6, 7))
     # ring all-gather and reduce-scatter are registered: those entries run in their groups; all-to-all has
-    # no ring (pairwise, direct): skipped with a note
+    # no ring: it runs by its default, pairwise
     assert [(o.layer, o.collective, o.group) for o in plan.ops][:3] == [
         ("embedding_layer:fwd", "allreduce", "TP"), ("attention_column:fwd", "allgather", "TP"),
         ("attention_row:fwd", "reducescatter", "TP")]
-    assert plan.ops[0].groups == tp and len(plan.ops) == 10
+    assert plan.ops[0].groups == tp and len(plan.ops) == 12
     assert {(o.group, o.groups) for o in plan.ops if o.group == "DP_EP"} == {("DP_EP", ((0, 4), (1, 5), (2, 6),
                                                                                          (3, 7)))}
     notes = "\n".join(plan.notes)
-    assert "skipped 2 ALLTOALL (EP) entries: not supported yet (line 9 mlp_moelayer:fwd" in notes
+    assert {(o.layer, o.algorithm, o.groups) for o in plan.ops if o.collective == "alltoall"} == {
+        (f"mlp_moelayer:{ph}", "pairwise", ((0, 2), (1, 3), (4, 6), (5, 7))) for ph in ("fwd", "ig")}
+    assert "not supported" not in notes
     assert "ALLGATHER (TP)" not in notes
     tp1 = C11_FILE.format(all_gpus=8, n=1, extra="").replace("group: 2", "group: 1")
     plan = plan_workload(load_scenario(_scenario(tmp_path, tp1)))
@@ -106,14 +107,18 @@ def test_other_collectives_and_one_rank_groups_are_noted(tmp_path):
                in m for m in plan.notes)
 
 
-def test_all_gpus_must_match_the_hosts(tmp_path):
+def test_all_gpus_must_be_a_multiple_of_the_hosts(tmp_path):
     from testbed.spec.scenario import load_scenario
     with pytest.raises(ScenarioError) as info:
-        load_scenario(_scenario(tmp_path, C11_FILE.format(all_gpus=64, n=1, extra="")))
+        load_scenario(_scenario(tmp_path, C11_FILE.format(all_gpus=12, n=1, extra="")))
     msg = str(info.value)
-    assert "workload.simai.path" in msg and "w.txt:1: all_gpus: 64 but the fabric has 8 hosts" in msg
+    assert "workload.simai.path" in msg and "w.txt:1: all_gpus: 12 but the fabric has 8 hosts" in msg
     assert "spine_leaf (spines 2, leaves 4, hosts_per_leaf 2)" in msg
-    # the same file on a fabric of 64 hosts would be accepted: 32 leaves x 2
+    # 16 GPUs on 8 hosts: servers of 2 GPUs (TP 2 inside them); 64 GPUs with TP 2 on 8 hosts would put 4
+    # ranks of one DP ring on each host: refused, naming the group; on 64 hosts one rank per host
+    load_scenario(_scenario(tmp_path, C11_FILE.format(all_gpus=16, n=1, extra="")))
+    with pytest.raises(ScenarioError, match=r"rank group \(0, 2, 4, .*puts several ranks on one host"):
+        load_scenario(_scenario(tmp_path, C11_FILE.format(all_gpus=64, n=1, extra="")))
     load_scenario(_scenario(tmp_path, C11_FILE.format(all_gpus=64, n=1, extra=""), leaves=32))
 
 
@@ -137,13 +142,13 @@ def _objects():
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the CLI run path needs root")
-def test_cli_refuses_all_gpus_64_on_8_hosts_before_building(tmp_path):
-    p = _scenario(tmp_path, C11_FILE.format(all_gpus=64, n=1, extra=""))
+def test_cli_refuses_all_gpus_12_on_8_hosts_before_building(tmp_path):
+    p = _scenario(tmp_path, C11_FILE.format(all_gpus=12, n=1, extra=""))
     before = _objects()
     res = subprocess.run([sys.executable, "-m", "testbed.cli", "run", str(p), "--results", str(tmp_path / "res")],
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 2, res.stderr
-    assert "testbed: error:" in res.stderr and "all_gpus: 64 but the fabric has 8 hosts" in res.stderr
+    assert "testbed: error:" in res.stderr and "all_gpus: 12 but the fabric has 8 hosts" in res.stderr
     links, netns = _objects()
     assert not (links - before[0]) and not (netns - before[1]), "the refused run created objects"
     assert not (tmp_path / "res").exists()

@@ -17,6 +17,7 @@ from testbed import signals
 from testbed.measure import timing
 from testbed.measure.judge import judge_run
 from testbed.results import printing
+from testbed.results.replay_table import format_replay_table
 from testbed.results.faults import faults_block
 from testbed.results.pfc_hosts import pfc_hosts_block
 from testbed.results import tables
@@ -135,6 +136,8 @@ def _write_complete_now(ctx: RunContext, rec: Recording, note: str | None) -> di
             from testbed.spec.transport import dcqcn_settings
             dcqcn = dcqcn_settings(ctx.spec)
             summary["congestion"].update(flow_figures(ctx.run_dir, dcqcn.cnp_interval_us if dcqcn else None))
+    if rec.replay is not None:
+        summary["replay"] = rec.replay
     timing.add_busbw_error_bounds(summary["sizes"], ctx.spec, ctx.efficiency)
     tables.write_json(ctx.run_dir / "summary.json", summary)
     tables.mark_complete(ctx.run_dir)
@@ -143,4 +146,7 @@ def _write_complete_now(ctx: RunContext, rec: Recording, note: str | None) -> di
         print(format_load_balance(summary["load_balance"]))
     printing.print_results(ctx, sizes, t, controller, verdict, rec.op_meta)
     printing.print_blocks(summary)
+    if rec.replay is not None:
+        for block in ([rec.replay["off"], rec.replay["on"]] if rec.replay["overlap"] == "compare" else [rec.replay]):
+            print(format_replay_table(block, ctx.spec.scale_factor, ctx.spec.workload.simai.size_scale))
     return summary

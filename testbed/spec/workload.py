@@ -1,14 +1,20 @@
 """The ``workload`` section: a size sweep, a SimAI/AICB file replay or a traffic pattern."""
 from __future__ import annotations
 
-from typing import Literal, Optional
+import math
+from typing import Literal, Optional, Union
 
 from pydantic import BeforeValidator, Field, model_validator
 from typing_extensions import Annotated
 
 from testbed.spec.pattern import PatternSpec
-from testbed.spec.units import SizeBytes, Count, _Spec, _off
+from testbed.spec.units import SizeBytes, Count, _Spec, _no_bool, _off, _off_only
 from traffic import collectives
+
+
+def _on_off(v):
+    """YAML 1.1 reads a bare on/off as true/false: take both spellings."""
+    return {True: "on", False: "off"}.get(v, v) if isinstance(v, bool) else v
 
 
 class SizeSweep(_Spec):
@@ -33,25 +39,45 @@ class SizeSweep(_Spec):
 
 
 class SimaiSpec(_Spec):
-    """Replay of a SimAI/AICB workload file (its entries that ``workload.algorithm`` can run).
+    """Replay of a SimAI/AICB workload file (testbed.simai_plan, testbed.replay_run).
 
     ``size_scale`` multiplies every message size (time dilation: scale sizes by
     the same factor as link rates); ``time_unit`` is the unit of the file's
     compute times, which the format does not state (SimAI's ns-3 backend reads
-    them as nanoseconds, hence the default). Each ALLREDUCE entry runs as
-    concurrent ring all-reduces, one per group of its scope (TP, DP, EP, DP_EP
-    in SimAI's rank layout, rank r on host r), by ``workload.algorithm``; the
-    file's ``all_gpus`` must equal the fabric's host count. Entries of a
-    collective without that algorithm, size-0 entries and
-    one-rank groups are skipped with a note (testbed.plan); compute times are
-    read exactly but not replayed as gaps. The file is read and checked when
-    the scenario is loaded, before anything touches the kernel.
+    them as nanoseconds, hence the default). Every entry runs its collective
+    over its group scope (TP, DP, EP, DP_EP in SimAI's rank layout) by
+    ``workload.algorithm`` where registered for it, else the collective's
+    default; ``all_gpus`` must be a multiple of the fabric's hosts (a host is
+    a server of all_gpus / hosts GPUs; groups inside it run in its scale-up
+    domain, modelled at ``scale_up_ratio`` x host_link_bps). ``compute_scale``:
+    emulated / real compute time, ``auto`` = dilation x size_scale (the
+    stretch of every transfer), ``off`` = no compute waits (collectives back to
+    back), or a number. ``overlap``: ``on`` runs weight-gradient collectives
+    concurrently with the compute that follows; ``off`` waits for every
+    collective; ``compare`` runs ``iterations`` of each, alternating off/on,
+    on/off, ... (a slow drift of the machine's speed then weighs on both
+    alike). Size-0 entries and one-rank groups are skipped with a note. The
+    file is read and checked when the scenario is loaded, before anything
+    touches the kernel.
     """
 
     path: str
     size_scale: float = Field(1.0, gt=0, le=1.0)
     time_unit: Literal["ns", "us"] = "ns"
     iterations: Count = Field(1, ge=1, le=1000)
+    compute_scale: Annotated[Union[Literal["auto"], None, float], BeforeValidator(_off_only),
+                             BeforeValidator(_no_bool)] = "auto"
+    overlap: Annotated[Literal["on", "off", "compare"], BeforeValidator(_on_off)] = "off"
+    #: scale-up (NVLink-like) rate inside a server / host_link_bps: H100 SXM NVLink 450 GB/s per direction
+    #: against a 400 Gbit/s NIC is 9
+    scale_up_ratio: float = Field(9.0, gt=0, le=1000, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _positive_scale(self) -> "SimaiSpec":
+        c = self.compute_scale
+        if c is not None and c != "auto" and not (c > 0 and math.isfinite(c)):
+            raise ValueError(f"workload.simai.compute_scale = {c!r}: allowed auto, off or a number > 0")
+        return self
 
 
 class WorkloadSpec(_Spec):

@@ -32,7 +32,7 @@ fabric: {{spines: 2, leaves: 4, hosts_per_leaf: 2, host_link_bps: 10M, fabric_li
 # path MTU 4096 as in the quickstart: at 1024, 8 hosts keep OVS's forwarding core saturated (per-core CPU check)
 transport: {{payload_bytes: 4096, window_pkts: 16, ack_every_pkts: 4}}
 workload:
-  simai: {{path: {path}, size_scale: 1.0, time_unit: ns, iterations: 3}}
+  simai: {{path: {path}, size_scale: 1.0, time_unit: ns, iterations: 3, compute_scale: off}}
 """
 
 

@@ -385,6 +385,17 @@ def _phases(workload: SimaiWorkload) -> Iterable[Tuple[int, str, bool, bool]]:
                          f"collective_ops; supported: {', '.join(OPS_POLICIES)}")
 
 
+def iteration_compute_ns(workload: SimaiWorkload, time_unit: str = "ns") -> int:
+    """Compute time of one iteration in ns: every phase's compute in SimAI's order (exact integer).
+
+    Raises ValueError for an unknown time unit or an unsupported policy (as :func:`collective_ops`).
+    """
+    if time_unit not in TIME_UNITS_NS:
+        raise ValueError(f"time_unit {time_unit!r} not allowed: one of {', '.join(TIME_UNITS_NS)}")
+    return TIME_UNITS_NS[time_unit] * sum(getattr(workload.rows[i], f"{phase}_compute_ticks")
+                                          for i, phase, _, _ in _phases(workload))
+
+
 def collective_ops(workload: SimaiWorkload, collectives: Optional[Iterable[str]] = ("ALLREDUCE",),
                    size_scale: float = 1.0, time_unit: str = "ns") -> List[CollectiveOp]:
     """The collectives of one training iteration, in SimAI's execution order.

@@ -1,0 +1,53 @@
+"""The replay table printed at the end of a SimAI/AICB replay: per-layer communication, iteration, exposed share."""
+from __future__ import annotations
+
+PHASES = ("fwd", "ig", "wg")
+
+
+def _ms(seconds) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.1f}"
+
+
+def per_layer(steps: list) -> list[dict]:
+    """Steps of summary.json ``replay`` grouped by file row, in first-seen order.
+
+    Returns ``{"line", "layer", "fwd_s", "ig_s", "wg_s" (None when the phase issues
+    nothing), "exposed_s", "where"}`` per row; ``where`` joins the rows' places
+    (fabric, scale_up) and the collectives' scopes.
+    """
+    rows: dict = {}
+    for s in steps:
+        r = rows.setdefault(s["line"], {"line": s["line"], "layer": s["layer"], "fwd_s": None, "ig_s": None,
+                                        "wg_s": None, "exposed_s": 0.0, "where": []})
+        r[f"{s['phase']}_s"] = (r[f"{s['phase']}_s"] or 0.0) + s["comm_s"]
+        r["exposed_s"] += s["exposed_s"]
+        place = f"{s['collective']}@{s['where']}"
+        if place not in r["where"]:
+            r["where"].append(place)
+    return [{**r, "where": " ".join(r["where"])} for r in rows.values()]
+
+
+def format_replay_table(block: dict, scale_factor: float, size_scale: float) -> str:
+    """Text of the table for summary.json's ``replay`` block (testbed.replay_run.replay_block).
+
+    Times in emulated ms, means over iterations; ``scale_factor`` (dilation) and
+    ``size_scale`` only annotate the header.
+    """
+    lines = [f"# replay of {block['file']}: overlap {block['overlap']}, {block['iterations']} iteration(s), "
+             f"{block['gpus_per_host']} GPU(s) per host; compute x {block['compute_scale']:g} (dilation "
+             f"{scale_factor:g} x size_scale {size_scale:g} when auto); communication per layer in emulated ms "
+             "(fabric: first rank's start to last rank's end; scale_up: modelled), exposed = compute stream "
+             "waiting",
+             f"# {'line':>5} {'layer':<22} {'fwd_ms':>9} {'ig_ms':>9} {'wg_ms':>9} {'exposed_ms':>10}  collectives"]
+    for r in per_layer(block["steps"]):
+        lines.append(f"  {r['line']:>5} {r['layer'][:22]:<22} {_ms(r['fwd_s']):>9} {_ms(r['ig_s']):>9} "
+                     f"{_ms(r['wg_s']):>9} {_ms(r['exposed_s']):>10}  {r['where']}")
+    lines.append(f"  {'':>5} {'(end of iteration)':<22} {'':>9} {'':>9} {'':>9} {_ms(block['drain_s']):>10}  "
+                 "waiting for the streams to drain")
+    eq = block.get("equivalent_iteration_ms")
+    lines.append(f"# iteration {block['iteration_s']:.3f} s"
+                 + (f" (equivalent {eq:.2f} ms unscaled)" if eq is not None else "")
+                 + f", compute {block['compute_s_per_iteration']:.3f} s, communication "
+                 f"{block['comm_s_per_iteration']:.3f} s, exposed communication {block['exposed_comm_s']:.3f} s, "
+                 f"exposed share {block['exposed_share']:.3f}")
+    return "\n".join(lines)
