@@ -125,9 +125,18 @@ def _write_complete_now(ctx: RunContext, rec: Recording, note: str | None) -> di
     pfc_hosts = pfc_hosts_block(rec.stats, [h.name for h in rec.fab.layout.hosts])
     if pfc_hosts is not None:
         summary["pfc_hosts"] = pfc_hosts
+    c = ctx.spec.congestion
+    if summary["congestion"] is not None and any(x is not None and x.uses_bdp for x in (c.ecn, c.pfc)):
+        from testbed.spec.congestion import bdp_basis
+        summary["congestion"]["bdp"] = bdp_basis(ctx.spec.fabric)  # the BDP the *_bdp thresholds used
     if rec.patterns is not None:  # workload.pattern: fct.csv, flow_rates.csv, uplinks.csv (testbed.patterns.results)
         from testbed.patterns.results import write_pattern_results
         summary["load_balance"] = write_pattern_results(ctx, rec.patterns, qps, ports, faults)
+        if summary["congestion"] is not None:  # fairness, bottleneck, CNPs, victim dip from the flows
+            from testbed.results.congestion_flows import flow_figures
+            from testbed.spec.transport import dcqcn_settings
+            dcqcn = dcqcn_settings(ctx.spec)
+            summary["congestion"].update(flow_figures(ctx.run_dir, dcqcn.cnp_interval_us if dcqcn else None))
     if rec.replay is not None:
         summary["replay"] = rec.replay
     adaptive = summary_adaptive(ctx.spec, ctx.run_dir)

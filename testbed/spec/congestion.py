@@ -6,12 +6,14 @@ Every switch egress has three classes when ``fabric.queue_backend`` is
 priority 3) and ``lossy`` (everything else). Their buffers default to
 ``fabric.buffer_bytes`` each. ``ecn`` switches on RED-curve marking of ECT
 packets of the lossless class (:mod:`controllers.congestion.ecn`); thresholds
-in bytes, or in packets of one full frame (``fabric.mtu_bytes + 14``)::
+in bytes, in packets of one full frame (``fabric.mtu_bytes + 14``), or in fractions of the
+bandwidth-delay product (``*_bdp``; :func:`bdp_basis` gives the BDP: host link rate x computed base
+RTT, set on the spec when the scenario is checked)::
 
     congestion:
       buffers: {control_bytes: 30000, lossless_bytes: 150000, lossy_bytes: 100000}
-      ecn: {kmin_bytes: 20000, kmax_bytes: 80000, pmax: 0.2}     # or kmin_pkts / kmax_pkts
-      pfc: {xoff_bytes: 100000, xon_bytes: 70000,                # or xoff_pkts / xon_pkts; enabled: true
+      ecn: {kmin_bytes: 20000, kmax_bytes: 80000, pmax: 0.2}     # or kmin_pkts / kmax_pkts, kmin_bdp / kmax_bdp
+      pfc: {xoff_bytes: 100000, xon_bytes: 70000,                # or *_pkts, *_bdp; enabled: true
             watchdog: {enabled: true, detect_ms: 200, restore_ms: 200}}   # optional
 
 ``ecn`` and ``pfc`` are run by the controller's congestion loop
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from pydantic import Field, StrictBool, model_validator
+from pydantic import Field, PrivateAttr, StrictBool, create_model, model_validator
 
 from testbed.spec.pfc_watchdog import WatchdogSpec
 from testbed.spec.units import Count, SizeBytes, _Spec
@@ -31,6 +33,28 @@ DSCP_CONTROL = 48
 DSCP_LOSSLESS = 26
 #: class names in priority order (0 is served first); the lossy class takes every other DSCP
 CLASS_NAMES = ("control", "lossless", "lossy")
+#: frame of an ACK or CNP for the base RTT (the minimum Ethernet frame without FCS; ours are 60-80 B)
+ACK_FRAME_BYTES = 64
+#: units a threshold may be given in
+THRESHOLD_UNITS = ("bytes", "pkts", "bdp")
+
+
+def bdp_basis(fabric) -> dict:
+    """Bandwidth-delay product of the longest path, computed (no queues): a FabricSpec -> dict.
+
+    base RTT = sum over the path's links (2 host links at ``host_link_bps`` + hops - 1 switch links
+    at ``fabric_link_bps``, hops = ``fabric.max_switch_hops``) of one full data frame
+    (``mtu_bytes + 14``) and one ACK frame (:data:`ACK_FRAME_BYTES`) serialized, store and forward,
+    plus ``link_delay_us`` each way; BDP = host_link_bps x base RTT / 8. Keys ``base_rtt_us``,
+    ``bdp_bytes``, ``link_bps``, ``hops``, ``formula``.
+    """
+    hops = fabric.max_switch_hops
+    rates = [fabric.host_link_bps] * 2 + [fabric.fabric_link_bps] * (hops - 1)
+    frame_bits = ((fabric.mtu_bytes + 14) + ACK_FRAME_BYTES) * 8
+    rtt_s = sum(frame_bits / r for r in rates) + 2 * len(rates) * fabric.link_delay_us / 1e6
+    return {"base_rtt_us": round(rtt_s * 1e6, 1), "bdp_bytes": int(fabric.host_link_bps * rtt_s / 8),
+            "link_bps": fabric.host_link_bps, "hops": hops,
+            "formula": "host_link_bps x sum over links of ((mtu_bytes + 14 + 64) x 8 / link_bps + 2 x link_delay_us) / 8"}
 
 
 class BuffersSpec(_Spec):
@@ -42,39 +66,60 @@ class BuffersSpec(_Spec):
 
 
 class _Thresholds(_Spec):
-    """Two queue thresholds, each given in bytes or in full-frame packets (exactly one of each pair)."""
+    """Two queue thresholds, each given in bytes, full-frame packets or BDP fractions (one of each triple)."""
 
     #: (section name, low threshold, high threshold), set by subclasses
     _SECTION, _LOW, _HIGH = "", "", ""
+    #: the fabric's BDP in bytes (:func:`bdp_basis`), set when the scenario is checked
+    _bdp_bytes: Optional[int] = PrivateAttr(None)
 
     @model_validator(mode="after")
     def _one_of_each(self):
         for k in (self._LOW, self._HIGH):
-            given = [f"{k}_{u}" for u in ("bytes", "pkts") if getattr(self, f"{k}_{u}") is not None]
+            given = [f"{k}_{u}" for u in THRESHOLD_UNITS if getattr(self, f"{k}_{u}") is not None]
             if len(given) != 1:
-                raise ValueError(f"congestion.{self._SECTION}: give exactly one of {k}_bytes, {k}_pkts (got "
-                                 f"{', '.join(given) or 'neither'})")
+                raise ValueError(f"congestion.{self._SECTION}: give exactly one of "
+                                 f"{', '.join(f'{k}_{u}' for u in THRESHOLD_UNITS)} (got {', '.join(given) or 'none'})")
         return self
 
+    @property
+    def uses_bdp(self) -> bool:
+        """True when a threshold is a BDP fraction."""
+        return any(getattr(self, f"{k}_bdp") is not None for k in (self._LOW, self._HIGH))
+
     def thresholds_bytes(self, frame_bytes: int) -> tuple[int, int]:
-        """(low, high) in bytes; packets count ``frame_bytes`` each."""
-        return tuple(int(getattr(self, f"{k}_bytes") if getattr(self, f"{k}_bytes") is not None
-                         else getattr(self, f"{k}_pkts") * frame_bytes) for k in (self._LOW, self._HIGH))
+        """(low, high) in bytes; packets count ``frame_bytes`` each, BDP fractions the fabric's BDP
+        (ValueError when the BDP was not set: the spec did not come through parse_scenario)."""
+        if self.uses_bdp and self._bdp_bytes is None:
+            raise ValueError(f"congestion.{self._SECTION}: thresholds in BDP fractions need the fabric's BDP; "
+                             f"parse the whole scenario (testbed.spec.scenario.parse_scenario)")
+        out = []
+        for k in (self._LOW, self._HIGH):
+            b, p, f = (getattr(self, f"{k}_{u}") for u in THRESHOLD_UNITS)
+            out.append(int(b if b is not None else p * frame_bytes if p is not None else round(f * self._bdp_bytes)))
+        return tuple(out)
 
 
-class EcnSpec(_Thresholds):
-    """RED marking curve of the lossless class: Kmin and Kmax in bytes or in full-frame packets
+def _pair(low: str, high: str) -> type:
+    """A _Thresholds model with the pair's fields: ``<k>_bytes``, ``<k>_pkts`` (full frames) and
+    ``<k>_bdp`` (fractions of the BDP, at most 100) for k in (low, high); the high one may not be 0."""
+    fields = {}
+    for k, floor in ((low, "ge"), (high, "gt")):
+        fields[f"{k}_bytes"] = (Optional[SizeBytes], None)
+        fields[f"{k}_pkts"] = (Optional[Count], Field(None, **{floor: 0}))
+        fields[f"{k}_bdp"] = (Optional[float], Field(None, le=100, allow_inf_nan=False, **{floor: 0}))
+    return create_model(f"_{low}_{high}", __base__=_Thresholds, **fields)
+
+
+class EcnSpec(_pair("kmin", "kmax")):
+    """RED marking curve of the lossless class: Kmin and Kmax in bytes, full-frame packets or BDP fractions
     (give one of each pair), Pmax in (0, 1] (Floyd & Jacobson 1993; Zhu et al. SIGCOMM 2015)."""
 
     _SECTION, _LOW, _HIGH = "ecn", "kmin", "kmax"
-    kmin_bytes: Optional[SizeBytes] = None
-    kmax_bytes: Optional[SizeBytes] = None
-    kmin_pkts: Optional[Count] = Field(None, ge=0)
-    kmax_pkts: Optional[Count] = Field(None, ge=1)
     pmax: float = Field(0.2, gt=0, le=1, allow_inf_nan=False)
 
 
-class PfcSpec(_Thresholds):
+class PfcSpec(_pair("xon", "xoff")):
     """PFC on the lossless class, hop by hop (IEEE 802.1Qbb): when the lossless bytes charged to an
     ingress port pass Xoff, the device upstream of it stops sending that class until they fall below
     Xon (:mod:`controllers.congestion.pfc` says how ingress bytes are charged). Xon < Xoff <= the
@@ -82,10 +127,6 @@ class PfcSpec(_Thresholds):
     nothing."""
 
     _SECTION, _LOW, _HIGH = "pfc", "xon", "xoff"
-    xon_bytes: Optional[SizeBytes] = None
-    xoff_bytes: Optional[SizeBytes] = None
-    xon_pkts: Optional[Count] = Field(None, ge=0)
-    xoff_pkts: Optional[Count] = Field(None, ge=1)
     enabled: StrictBool = True
     #: storm detection and mitigation (testbed.spec.pfc_watchdog); absent: every pause is honoured
     watchdog: Optional[WatchdogSpec] = None

@@ -113,6 +113,10 @@ def _check_congestion(spec: "ScenarioSpec") -> None:
                          f"testbed's Python (os-ken); controller.framework {spec.controller.framework!r} (Ryu 4.34 "
                          f"on Python 3.9) cannot run it: allowed with congestion.ecn/pfc: os_ken")
     lossless = c.class_buffers_bytes(f.buffer_bytes)["lossless"]
+    from testbed.spec.congestion import bdp_basis
+    for section in (c.ecn, c.pfc):
+        if section is not None and section.uses_bdp:
+            section._bdp_bytes = bdp_basis(f)["bdp_bytes"]
     if c.pfc is not None:
         xon, xoff = c.pfc.thresholds_bytes(f.mtu_bytes + 14)
         if not xon < xoff <= lossless:

@@ -1,0 +1,74 @@
+"""Issue 7's congestion acceptance on a real fabric: the DCQCN 4:1 incast converges fair, full and below
+Kmax; with PFC too, no pause in steady state; CNPs paced on a real run; the victim flow's dip under PFC
+and fewer pauses with DCQCN, 0 lossless drops. Runs scenarios/incast_dcqcn.yaml, incast_both.yaml, victim_flow.yaml
+and victim_flow_dcqcn.yaml as they are (10 Mbit/s, 8 hosts, about 15 s each)."""
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import run_scenario_file
+
+pytestmark = pytest.mark.integration
+
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
+FRAME_BYTES = 4214
+
+
+def _run(tmp_path, name: str) -> dict:
+    _, s = run_scenario_file(tmp_path, (SCENARIOS / f"{name}.yaml").read_text(), timeout=240, expect_rc=None,
+                             name=name)
+    t = s["transport"]
+    assert t["delivered_bytes"] == t["posted_bytes"] == t["acked_bytes"] and t["order_errors"] == 0
+    c = s["congestion"]
+    print(name, {k: c.get(k) for k in ("lossless_drops_pkts", "pause_frames", "paused_time_s", "ce_marked_pkts",
+                                       "cnp_sent", "cnp_per_interval_max", "jain_index", "bottleneck_util",
+                                       "queue_p99_bytes", "kmax_bytes", "controller_loop_p99_ms", "storms",
+                                       "victim")})
+    return s
+
+
+def _cnps_paced(s: dict, cnp_interval_ns: float) -> None:
+    """At most one CNP per interval per QP, from the NPs' counters over their requesters' busy time, and
+    the RPs' timestamps: no two CNPs to one QP closer than the interval less the reverse path's jitter."""
+    run_dir = Path(s["run_dir"])
+    qps = pd.read_csv(run_dir / "qps.csv")
+    busy = qps[qps["role"] == "requester"].set_index(["rank", "peer"])["tx_busy_ns"]
+    for _, r in qps[qps["role"] == "responder"].iterrows():
+        assert r["cnps_tx"] <= busy[(r["peer"], r["rank"])] / cnp_interval_ns + 1, r.to_dict()
+    cnp = pd.read_csv(run_dir / "qp_rates.csv").query("event == 'cnp'").sort_values("time_ns")
+    gaps = cnp.groupby(["rank", "peer"])["time_ns"].diff().dropna()
+    assert len(gaps) > 50 and (gaps < 0.9 * cnp_interval_ns).mean() <= 0.05, gaps.describe()
+
+
+def test_dcqcn_incast_converges_fair_full_and_below_kmax_and_pfc_stays_quiet(tmp_path):
+    for name in ("incast_dcqcn", "incast_both"):
+        s = _run(tmp_path, name)
+        c = s["congestion"]
+        assert c["ce_marked_pkts"] > 0 and c["cnp_sent"] == c["cnp_received"] > 0
+        _cnps_paced(s, 5e6)  # N = 50 us x dilation 100
+        assert c["jain_index"] >= 0.95, c["steady_goodput_bps"]
+        assert c["bottleneck_util"] >= 0.90
+        assert c["queue_p99_bytes"] < c["kmax_bytes"] + 2 * FRAME_BYTES
+        assert c["controller_loop_p99_ms"] < 5
+        if name == "incast_both":
+            assert c["lossless_drops_pkts"] == 0
+            events = pd.read_csv(Path(s["run_dir"]) / "pfc_events.csv")
+            t0 = c["steady_start_ns"]
+            steady = events[(events["time_ns"] >= t0) & (events["time_ns"] <= t0 + c["steady_s"] * 1e9)]
+            assert (steady["event"] == "pause").sum() == 0, steady
+
+
+def test_victim_flow_dips_under_pfc_and_dcqcn_pauses_less(tmp_path):
+    """The victim's dip is reported and real under PFC alone; with DCQCN the burst is paused less. (The
+    issue's "shorter dip with DCQCN" is not met here: the victim's packets queued behind a pause at the
+    spine get CE-marked, DCQCN cuts the victim too, and R_AI at dilation 1000 recovers it slowly; the
+    benchmark prints the comparison.)"""
+    pfc, both = (_run(tmp_path, n)["congestion"] for n in ("victim_flow", "victim_flow_dcqcn"))
+    assert pfc["lossless_drops_pkts"] == 0 and both["lossless_drops_pkts"] == 0
+    assert pfc["pause_frames"] > 0
+    (vp,), (vb,) = pfc["victim"], both["victim"]
+    assert vp["src"] == vb["src"] == "h5" and vp["dst"] == vb["dst"] == "h2"
+    assert vp["baseline_bps"] > 8e6                      # before the burst: its own receiver's rate
+    assert vp["dip_depth"] >= 0.5 and vp["dip_duration_s"] >= 0.1
+    assert both["pause_frames"] < pfc["pause_frames"] and both["paused_time_s"] < pfc["paused_time_s"]
