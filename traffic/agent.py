@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
                 if isinstance(cmd, RunOp):
                     _emit(agent.run_op(cmd))
                 elif isinstance(cmd, protocol.RunFlows):  # a pattern trial (traffic.patterns)
-                    _emit(run_flows(agent.rank, cmd, agent.send_qp, agent.recv_qp, agent.rx_consumed))
+                    _emit(run_flows(agent.rank, cmd, agent.send_qp, agent.recv_qp, agent.rx_consumed[0]))  # channel 0
                 elif isinstance(cmd, GetStats):
                     _emit(agent.stats())
                 else:
