@@ -10,6 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from testbed.measure import drops, timing
+from testbed.measure.pfc_paused import mark_paused
 from testbed.measure.thresholds import thresholds_for
 from testbed.measure.send_buffer import judge_send_buffer
 from testbed.measure.verdict import FAILED, PASSED, FidelityVerdict, evaluate, transport_totals
@@ -59,7 +60,7 @@ def judge_run(ctx: RunContext, rec: Recording, qps: pd.DataFrame, ports: pd.Data
         counter_drops = charge_faults(ctx, faults, t, counter_drops)
     if rec.patterns is not None:  # judge the CPU while flows ran, not while agents restarted between trials
         cpu = rec.patterns.during_traffic(cpu)
-    verdict = evaluate(cpu, counter_drops, ports, fab.port_rate_bps,
+    verdict = evaluate(cpu, counter_drops, mark_paused(ports, ctx.run_dir), fab.port_rate_bps,
                        host_tx, thresholds_for(ctx.spec), transport=t,
                        departures=timing.write_departures(rec.departures, ctx.run_dir))
     judge_send_buffer(verdict, ctx.send_buffer)

@@ -245,6 +245,9 @@ def _link_ratio(g: pd.DataFrame) -> tuple[int, float, float, int]:
     bl = g["backlog_bytes"].to_numpy(dtype=np.int64)
     dt_ns, dtx = np.diff(t), np.diff(tx)
     busy = (bl[:-1] > 0) & (bl[1:] > 0) & (dt_ns > 0) & (dtx >= 0)
+    if "paused" in g:  # PFC held the port: backlogged and silent by design (testbed.measure.pfc_paused)
+        paused = g["paused"].to_numpy(dtype=bool)
+        busy &= ~paused[:-1] & ~paused[1:]
     runs = int(np.count_nonzero(busy[1:] & ~busy[:-1]) + (1 if len(busy) and busy[0] else 0))
     return int(busy.sum()), float(dt_ns[busy].sum()) / 1e9, float(dtx[busy].sum()) * 8.0, runs
 

@@ -1,0 +1,28 @@
+"""A port PFC held paused is backlogged and silent by design: the link-rate check leaves those samples out
+(incast_both.yaml was judged NOT faithful for links at 57-59% of their rate, all of it pause time)."""
+import pandas as pd
+
+from testbed.measure.pfc_paused import mark_paused, paused_windows
+from testbed.measure.verdict import _link_ratio
+
+MS = 1_000_000
+
+
+def test_paused_samples_are_left_out_of_the_link_rate(tmp_path):
+    pd.DataFrame({"time_ns": [10 * MS, 50 * MS], "port": ["s2-eth2", "s2-eth2"], "class": [3, 3],
+                  "event": ["pause", "resume"], "upstream_port": ["l2-eth4", "l2-eth4"]}).to_csv(
+        tmp_path / "pfc_events.csv", index=False)
+    assert paused_windows(tmp_path) == {"l2-eth4": [(10 * MS, 50 * MS)]}
+    t = list(range(0, 100 * MS, MS))
+    # 10 Mbit/s = 1250 bytes per ms while sending, nothing while paused; backlogged throughout
+    tx, sent = [], 0
+    for x in t:
+        tx.append(sent)
+        sent += 0 if 10 * MS <= x < 50 * MS else 1250
+    ports = pd.DataFrame({"time_ns": t, "port": "l2-eth4", "tx_bytes": tx, "backlog_bytes": 50_000})
+    n0, s0, bits0, _ = _link_ratio(ports)
+    assert bits0 / s0 < 0.65e7  # judged with the pause: looks like a slow link
+    marked = mark_paused(ports, tmp_path)
+    n, s, bits, _ = _link_ratio(marked)
+    assert n < n0 and abs(bits / s / 1e7 - 1) < 0.01
+    assert mark_paused(ports, tmp_path / "none") is ports  # no pfc_events.csv: unchanged
