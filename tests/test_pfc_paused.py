@@ -26,3 +26,16 @@ def test_paused_samples_are_left_out_of_the_link_rate(tmp_path):
     n, s, bits, _ = _link_ratio(marked)
     assert n < n0 and abs(bits / s / 1e7 - 1) < 0.01
     assert mark_paused(ports, tmp_path / "none") is ports  # no pfc_events.csv: unchanged
+
+
+def test_paused_samples_are_not_backlogged_for_packet_timing():
+    from testbed.measure.timing import judged_gaps
+    t = list(range(0, 100 * MS, 10 * MS))
+    samples = pd.DataFrame({"time_ns": t, "backlog_pkts": 5, "paused": [20 * MS <= x <= 30 * MS for x in t]})
+    # frames every 3.2 ms (4000 B at 10 Mbit/s) before and after an 8 ms pause, none during it
+    dep = [x for x in range(0, 100 * MS, 3_200_000) if not 20 * MS <= x < 28 * MS]
+    deps = pd.DataFrame({"window": 0, "time_ns": dep, "frame_bytes": 4000})
+    g = judged_gaps(deps, samples, 10e6)
+    assert len(g) > 0 and (g["error"].abs() < 0.01).all()  # the gap across the pause is not judged
+    g_all = judged_gaps(deps, samples.drop(columns="paused"), 10e6)
+    assert (g_all["error"].abs() > 1).any()

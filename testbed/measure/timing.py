@@ -376,6 +376,9 @@ def judged_gaps(departures: pd.DataFrame, samples: pd.DataFrame, rate_bps: float
     st = s["time_ns"].to_numpy(dtype=np.int64)
     bl = s["backlog_pkts"].to_numpy(dtype=np.int64)
     busy = (bl[:-1] >= BACKLOGGED_PKTS) & (bl[1:] >= BACKLOGGED_PKTS)
+    if "paused" in s:  # PFC held the port (testbed.measure.pfc_paused): its gaps are pause time, not timing
+        paused = s["paused"].to_numpy(dtype=bool)
+        busy &= ~paused[:-1] & ~paused[1:]
     out = []
     for _, d in departures.groupby("window", sort=True):
         d = d.sort_values("time_ns")
