@@ -45,7 +45,8 @@ def mark_paused(ports: pd.DataFrame | None, run_dir: Path) -> pd.DataFrame | Non
     out = ports.copy()
     paused = np.zeros(len(out), dtype=bool)
     t = out["time_ns"].to_numpy(dtype=np.int64)
-    period = int(np.median(np.diff(np.unique(t)))) if len(np.unique(t)) > 1 else 0
+    times = np.unique(t)
+    period = int(np.median(np.diff(times))) if len(times) > 1 else 0
     names = out["port"].astype(str).to_numpy()
     for port, spans in windows.items():
         rows = names == port
