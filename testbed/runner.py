@@ -107,6 +107,9 @@ def _probe(ctx: RunContext) -> tuple[RunContext, "capabilities.Capabilities"]:
     """
     spec = ctx.spec
     caps = capabilities.probe(ctx.run_id)
+    if caps.datapath == "none":
+        raise RunRefused("Open vSwitch is not usable (" + caps.features["ovs"].detail + "); start it with "
+                         "scripts/start-ovs (as root)")
     datapath = caps.datapath if spec.fabric.datapath == "auto" else spec.fabric.datapath
     if datapath == "kernel" and caps.datapath != "kernel":
         raise ScenarioError("fabric.datapath: 'kernel' asked for, but this machine has no openvswitch "
