@@ -103,7 +103,8 @@ def run_scenario(spec: ScenarioSpec, scenario_path: Path | None, results_root: P
 def _probe(ctx: RunContext) -> tuple[RunContext, "capabilities.Capabilities"]:
     """Probe the machine; fix the datapath, the agents' transport parameters and OVS's send buffer.
 
-    Raises ScenarioError (a kernel datapath this machine lacks) or RunRefused (send buffer too small).
+    Raises ScenarioError (a kernel datapath this machine lacks) or RunRefused (Open vSwitch not running, or
+    its send buffer too small).
     """
     spec = ctx.spec
     caps = capabilities.probe(ctx.run_id)

@@ -461,3 +461,20 @@ def test_clean_after_sigkilled_mininet(ovs, tmp_path):
         leftover = Leftovers()
         leftover.links = [n for n in _links() if n.startswith(rid)]
         leftover.remove()
+
+
+def test_run_refused_naming_the_fix_when_ovs_is_not_running(capsys, monkeypatch, tmp_path):
+    """No usable OVS datapath (ovs-vswitchd down): refused before any bridge, naming scripts/start-ovs."""
+    from testbed.host.capabilities import Capabilities, Feature
+
+    caps = Capabilities(run_id="tb0001", kernel="6.1.0",
+                        features={"ovs": Feature(False, "ovs-vsctl show failed: database connection failed")},
+                        datapath="none", ecn_marker="nftables", delay="none")
+    monkeypatch.setattr("testbed.host.capabilities.probe", lambda run_id=None: caps)
+    before = _bridges() if os.geteuid() == 0 else []
+    rc, _, err = _main(capsys, ["run", "scenarios/quickstart.yaml", "--results", str(tmp_path), "--quiet"])
+    assert rc == 4
+    assert "Open vSwitch is not usable (ovs-vsctl show failed: database connection failed)" in err
+    assert "scripts/start-ovs" in err
+    if os.geteuid() == 0:
+        assert _bridges() == before
