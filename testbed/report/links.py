@@ -3,6 +3,7 @@ link's rate (topology.json ``links[].rate_bps``), over time and averaged over th
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from testbed.report.data import RunData
 from testbed.report.figure import Plot, absent, new_figure, rendered
@@ -25,7 +26,7 @@ def utilization_plot(run: RunData) -> Plot:
     ax.set_ylabel("switch egress port > next node")
     ax.set_title(title)
     fig.colorbar(img, ax=[ax, bar], label="utilization (tx bit/s / link rate)", pad=0.015, fraction=0.03)
-    mean = np.nanmean(util, axis=1)
+    mean = pd.DataFrame(util).mean(axis=1).fillna(0).to_numpy()  # NaN bins skipped; a port without a rate: 0
     bar.barh(range(len(mean)), mean, color="tab:green")
     bar.set_xlim(0, 1)
     bar.set_xlabel("mean utilization")
