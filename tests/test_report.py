@@ -195,3 +195,13 @@ def test_report_command_remakes_the_page(tmp_path, capsys):
     assert main(["report", str(d)]) == 0
     assert f"report: {d / 'report.html'}" in capsys.readouterr().out
     assert (d / "report.html").exists()
+
+
+def test_message_rate_is_size_over_service_time_in_order():
+    from testbed.report.rates import _service_rates
+    msgs = pd.DataFrame({"rank": [0, 0, 1], "peer": [1, 1, 0], "size_bytes": [12500, 12500, 1250],
+                         "t_post_ns": [0, 0, 5 * MS], "t_acked_ns": [10 * MS, 30 * MS, 6 * MS]})
+    (k0, start0, bps0, end0), (k1, start1, bps1, end1) = _service_rates(msgs, ["rank", "peer"])
+    assert k0 == (0, 1) and list(start0) == [0, 10 * MS] and list(end0) == [10 * MS, 30 * MS]
+    assert np.allclose(bps0, [1e7, 5e6])  # the second waited for the first: served over 20 ms
+    assert k1 == (1, 0) and np.allclose(bps1, [1e7])
