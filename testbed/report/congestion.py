@@ -128,6 +128,8 @@ def _pauses(ax, run: RunData, df: pd.DataFrame, end_s) -> None:
 
 def _paused_time(ax, run: RunData, df: pd.DataFrame, end_s) -> None:
     t, total = paused_time_s([x for s in _intervals(run, end_s).values() for x in s])
+    if len(t) and end_s is not None and end_s > t[-1]:  # flat to the end of the traffic
+        t, total = np.r_[t, end_s], np.r_[total, total[-1]]
     ax.plot(t, total, color="tab:red")
     total = total.tolist()
     ax.set_title(f"Paused time summed over ports: {total[-1] if total else 0:.3f} s", fontsize="medium", loc="left")
