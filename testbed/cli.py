@@ -164,7 +164,7 @@ def _cmd_doctor(args) -> int:
 
 
 _COMMANDS = {"run": _cmd_run, "nccl": _cmd_nccl, "perf": _cmd_nccl, "clean": _cmd_clean, "doctor": _cmd_doctor,
-             "report": lambda args: _cmd_report(args)}
+             "report": _cmd_report}
 
 
 class _ReaderGoneTolerant:
