@@ -1,4 +1,4 @@
-"""Command line: ``testbed run|nccl|clean|doctor``.
+"""Command line: ``testbed run|nccl|report|clean|doctor``.
 
 Exit codes: 0 success; 2 usage or setup error (one line ``testbed: error: ...``
 on stderr); 130 on Ctrl-C. ``run``: see :data:`RUN_EXIT_CODES`.
@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help="show the full traceback on errors")
-    sub = parser.add_subparsers(dest="command", metavar="{run,nccl,clean,doctor}",
+    sub = parser.add_subparsers(dest="command", metavar="{run,nccl,report,clean,doctor}",
                                 parser_class=_Parser)
 
     run = sub.add_parser("run", help="run a scenario (root)", parents=[common], epilog=RUN_EXIT_CODES,
@@ -68,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from testbed import nccl
     nccl.add_parser(sub, [common])
+    from testbed.report import command as report_command
+    report_command.add_parser(sub, [common])
 
     doctor = sub.add_parser("doctor", help="probe what this machine supports (root)", parents=[common])
     doctor.add_argument("--json", action="store_true", help="print the probe as JSON")
@@ -129,6 +131,12 @@ def _cmd_clean(args) -> int:
     return 0
 
 
+def _cmd_report(args) -> int:
+    from testbed.report import command
+
+    return command.run(args)
+
+
 def _cmd_doctor(args) -> int:
     from testbed.measure import capacity
     from testbed.host.capabilities import format_report, probe
@@ -155,7 +163,8 @@ def _cmd_doctor(args) -> int:
     return 0
 
 
-_COMMANDS = {"run": _cmd_run, "nccl": _cmd_nccl, "perf": _cmd_nccl, "clean": _cmd_clean, "doctor": _cmd_doctor}
+_COMMANDS = {"run": _cmd_run, "nccl": _cmd_nccl, "perf": _cmd_nccl, "clean": _cmd_clean, "doctor": _cmd_doctor,
+             "report": _cmd_report}
 
 
 class _ReaderGoneTolerant:

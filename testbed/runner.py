@@ -27,8 +27,8 @@ measured so far.
 Results directory ``<results>/<UTC time>-<name>-<run id>/``: manifest.json,
 ops.csv (per operation), rank_ops.csv (per rank and operation), msgs.csv (per
 message: FCT), qps.csv (per queue pair counters), ports.csv (switch queue
-samples), cpu.csv, sizes.csv (the printed table), summary.json, the
-controller's and agents' logs. Every ``*_ns`` column is Unix-epoch ns of
+samples), cpu.csv, sizes.csv (the printed table), summary.json, report.html
+(testbed.report), the controller's and agents' logs. Every ``*_ns`` column is Unix-epoch ns of
 :func:`traffic.clock.unix_ns`. ``INCOMPLETE`` (the reason) is there from the
 start and removed once a run with every measurement in wrote summary.json; a
 run cut short during traffic writes the tables of the collectives that

@@ -22,6 +22,7 @@ from testbed.results.adaptive import summary_adaptive
 from testbed.results.faults import faults_block
 from testbed.results.pfc_hosts import pfc_hosts_block
 from testbed.results import tables
+from testbed.report import command as report_command
 from testbed.run_context import Recording, RunContext
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,7 @@ def write_partial(ctx: RunContext, rec: Recording, exc: BaseException) -> None:
         tables.write_json(ctx.run_dir / "summary.json", summary)
         if done:
             printing.print_partial(reason, sizes)
+        print(report_command.after_run(ctx.run_dir), file=sys.stderr)
         exc.results_note = (f"partial results ({done} of {rec.ops_planned} collectives) kept in {ctx.run_dir}, "
                             f"marked INCOMPLETE" if done else
                             f"no collective had finished; {ctx.run_dir} is marked INCOMPLETE")
@@ -158,4 +160,5 @@ def _write_complete_now(ctx: RunContext, rec: Recording, note: str | None) -> di
             print(format_replay_table(block, ctx.spec.scale_factor, ctx.spec.workload.simai.size_scale))
     for row in fits or ():
         print(fit.fit_line(row))
+    print(report_command.after_run(ctx.run_dir))  # report.html from the tables just written (testbed.report)
     return summary

@@ -1,0 +1,47 @@
+"""The report's plots in page order (:data:`PLOTS`) and :func:`write_report` (see testbed.report)."""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Callable
+
+from testbed.report import REPORT_FILE
+from testbed.report.congestion import congestion_plot
+from testbed.report.data import RunData
+from testbed.report.figure import Plot
+from testbed.report.links import utilization_plot
+from testbed.report.page import page_html
+from testbed.report.perf import busbw_plot, latency_cdf_plot
+from testbed.report.queues import busiest_ports_plot, queue_heatmap_plot
+from testbed.report.rates import qp_rate_plot
+
+#: the report's plots, in page order
+PLOTS: tuple[Callable[[RunData], Plot], ...] = (
+    busbw_plot, latency_cdf_plot, queue_heatmap_plot, busiest_ports_plot, utilization_plot, congestion_plot,
+    qp_rate_plot,
+)
+
+
+def write_report(run_dir: Path) -> tuple[Path, float]:
+    """Write ``run_dir/report.html`` from the run's tables; return (its path, seconds it took).
+
+    Raises NotARunDir naming ``run_dir`` when it is not a run directory. A plot that fails on odd data is
+    replaced by a line naming the error (the rest of the report is still written).
+    """
+    t0 = time.perf_counter()
+    run = RunData(Path(run_dir))
+    plots = [_make(f, run) for f in PLOTS]
+    out = run.run_dir / REPORT_FILE
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(page_html(run, plots, time.perf_counter() - t0), encoding="utf-8")
+    os.replace(tmp, out)
+    return out, time.perf_counter() - t0
+
+
+def _make(make: Callable[[RunData], Plot], run: RunData) -> Plot:
+    try:
+        return make(run)
+    except Exception as e:  # noqa: BLE001  one odd table must not cost the whole report
+        name = make.__name__.removesuffix("_plot")
+        return Plot(name, name.replace("_", " "), missing=f"could not be drawn: {type(e).__name__}: {e}")

@@ -1,0 +1,92 @@
+"""Performance plots: busbw against size (sizes.csv) and the latency CDF per size (ops.csv or fct.csv).
+
+busbw and busbw/link are nccl-tests' (testbed.results.tables); the dashed line
+is the link's goodput (host link rate x payload efficiency, summary.json),
+the busbw a ring at line rate reaches. Latency: each timed operation's span
+(``ops.time_us``, first rank's start to last rank's end) for collectives;
+each flow's completion time (``fct.fct_us``) for traffic patterns.
+"""
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.ticker import NullFormatter
+
+from testbed.report.data import RunData
+from testbed.report.figure import Plot, absent, new_figure, rendered
+
+
+def human_size(n: float) -> str:
+    """``65536`` -> ``64 KiB`` (binary units, as nccl-tests sizes are)."""
+    for unit, f in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= f:
+            v = n / f
+            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.3g} {unit}"
+    return f"{int(n)} B"
+
+
+def busbw_plot(run: RunData) -> Plot:
+    """busbw (Mbit/s) against message size, one line per collective/algorithm/group size."""
+    key, title = "busbw", "Bus bandwidth against message size"
+    sizes = run.table("sizes")
+    if sizes is None:
+        why = ("this run sends flows (workload.pattern), not collectives" if run.table("fct") is not None
+               else "no timed collective finished (sizes.csv is empty)")
+        return absent(key, title, why)
+    fig = new_figure(10, 4.2)
+    ax = fig.add_subplot()
+    for (coll, alg, g), df in sizes.groupby(["collective", "algorithm", "group_size"]):
+        df = df.sort_values("size_bytes")
+        ax.plot(df["size_bytes"], df["busbw_bps"] / 1e6, marker="o", label=f"{coll} {alg}, {g} ranks")
+    goodput = _goodput_bps(run)
+    if goodput:
+        ax.axhline(goodput / 1e6, color="grey", linestyle="--", label=f"link goodput {goodput / 1e6:.2f} Mbit/s")
+    ax.set_xscale("log", base=2)
+    xs = sorted(sizes["size_bytes"].unique())
+    ax.set_xticks(xs, [human_size(x) for x in xs])
+    ax.set_xlabel("message size (bytes, log scale)")
+    ax.set_ylabel("busbw (Mbit/s)")
+    ax.set_ylim(bottom=0)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="lower right")
+    return rendered(key, title, fig, "sizes.csv: busbw_bps per size (nccl-tests' bus bandwidth: algbw x the "
+                    "algorithm's factor); dashed: host link rate x payload efficiency.")
+
+
+def _goodput_bps(run: RunData) -> float | None:
+    s = run.summary
+    if s.get("host_link_bps") and s.get("payload_efficiency"):
+        return float(s["host_link_bps"]) * float(s["payload_efficiency"])
+    return None
+
+
+def latency_cdf_plot(run: RunData) -> Plot:
+    """Empirical CDF of each size's operation times (collectives) or flow completion times (patterns)."""
+    key, title = "latency_cdf", "Latency CDF per size"
+    ops, fct = run.table("ops"), run.table("fct")
+    if ops is not None and "warmup" in ops:
+        ops = ops[~ops["warmup"].astype(bool)]
+    if ops is not None and len(ops):
+        samples, what, src = ops[["size_bytes", "time_us"]], "collective time", "ops.csv time_us (timed ops)"
+    elif fct is not None and "fct_us" in fct:
+        samples, what, src = fct[["size_bytes", "fct_us"]].rename(columns={"fct_us": "time_us"}), \
+            "flow completion time", "fct.csv fct_us"
+    else:
+        return absent(key, title, "no timed collective and no flow completed (ops.csv and fct.csv are empty)")
+    samples = samples.dropna()
+    fig = new_figure(10, 4.2)
+    ax = fig.add_subplot()
+    for size, df in samples.groupby("size_bytes"):
+        t_ms = np.sort(df["time_us"].to_numpy(float)) / 1e3
+        p = np.arange(1, len(t_ms) + 1) / len(t_ms)
+        ax.step(np.r_[t_ms[0], t_ms], np.r_[0, p], where="post", marker=".",
+                label=f"{human_size(size)} (n={len(t_ms)})")
+    ax.set_xscale("log")
+    ax.xaxis.set_minor_formatter(NullFormatter())  # labels on decades only (and far cheaper to draw)
+    ax.set_xlabel(f"{what} (ms, log scale)")
+    ax.set_ylabel("fraction of samples <= x")
+    ax.set_ylim(0, 1.02)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3, which="both")
+    ax.legend(title="size", loc="lower right", fontsize="small", ncol=2)
+    return rendered(key, title, fig, f"{src}: empirical CDF per size (nearest-rank: each step is one sample).")
