@@ -66,10 +66,11 @@ def test_path_ports_reach_the_agent_in_its_config():
 
 def test_host_port_finds_the_switch_port_of_every_host_address():
     layout = spine_leaf.build(RID, 2, 4, 2)
-    assert host_port(layout, "10.0.1.2") == (f"{RID}l1", 2)
+    assert host_port(layout, "10.0.1.2") == (f"{RID}l1", 2, f"{RID}h2")
     planes = dual_plane.build(RID, 2, 2, 2)
     for nic in planes.nics:
-        sw, port = host_port(planes, nic.ip)
+        sw, port, host = host_port(planes, nic.ip)
+        assert host == nic.host
         assert next(ln for ln in planes.links_of(sw) if ln.peer(sw).node == nic.host
                     and (ln.a.number if ln.a.node == sw else ln.b.number) == port)
     with pytest.raises(KeyError, match="10.9.9.9"):
@@ -103,10 +104,14 @@ def test_path_pools_split_traced_ports_by_the_whole_path(layout, src, dst, paths
     switches = HashingSwitches(layout)
     pools = path_pools(layout, switches, src, dst, 64)
     assert len(pools) == paths and all(len(p) >= 64 // paths for p in pools)
+    # with the routing table only the switches with a choice are traced: the same pools, fewer traces
+    fewer = HashingSwitches(layout)
+    assert path_pools(layout, fewer, src, dst, 64, next_hop_ports(layout)) == pools
+    assert fewer.traces < switches.traces
     assert len({p for pool in pools for p in pool}) == sum(map(len, pools))  # a port is on one path
     for pool in pools:  # every port of a pool takes the same hops, ending at the destination's switch
         hops = {trace_path(layout, switches, src, dst, p) for p in pool}
         assert len(hops) == 1
         last_switch, out = hops.pop()[-1]
-        assert (last_switch, out) == host_port(layout, dst)
+        assert (last_switch, out) == host_port(layout, dst)[:2]
     assert pools == path_pools(layout, HashingSwitches(layout), src, dst, 64)  # candidates are seeded

@@ -11,7 +11,7 @@ take an equal number of ports on every path and cycle through them (traffic.tran
 How: ``ofproto/trace`` (the OpenFlow pipeline's own translation, select-group bucket choice
 included; ovs-vswitchd(8)) of a UDP packet from the source host's switch port, hop by hop: the
 output port it names leads, by the topology model's links, to the next bridge, traced in turn,
-until a host port. The path is the tuple of (switch, output port) hops, so any Clos the controller
+until a host port (a switch with one routed port toward the destination is passed untraced). The path is the tuple of (switch, output port) hops, so any Clos the controller
 routes (spine-leaf, fat-tree, k not a power of two) is covered. Traces go over one unixctl
 connection to ovs-vswitchd (the ``ovs`` Python library, os-ken's dependency): about 1 ms each here,
 against about 14 ms for an ``ovs-appctl`` process. The pools are computed once per run and pair and
@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from topology.model import Host, Layout
+from topology.routing import PortSet, next_hop_ports
 from traffic.transport.entropy import EPHEMERAL_FIRST_PORT, EPHEMERAL_LAST_PORT
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,8 @@ _OUTPUT_RE = re.compile(r"^\s*output:(\d+)\s*$", re.M)
 
 #: a path: the (switch name, OpenFlow output port) of every hop
 HopPath = Tuple[Tuple[str, int], ...]
+#: topology.routing.next_hop_ports: switch -> host -> equal-cost ports
+NextHops = Dict[str, Dict[str, PortSet]]
 
 
 class TraceError(RuntimeError):
@@ -83,9 +86,9 @@ class VswitchdTracer:
         self._client.close()
 
 
-def host_port(layout: Layout, ip: str) -> Tuple[str, int]:
-    """(switch, OpenFlow port) where the host interface with address ``ip`` (eth0 or a plane NIC)
-    attaches. Raises KeyError for an address no host interface has."""
+def host_port(layout: Layout, ip: str) -> Tuple[str, int, str]:
+    """(switch, OpenFlow port, host name) where the host interface with address ``ip`` (eth0 or a plane
+    NIC) attaches. Raises KeyError for an address no host interface has."""
     for h in layout.hosts:
         ports = [0] if h.ip == ip else [n.port for n in layout.nics_of(h.name) if n.ip == ip]
         for p in ports:
@@ -93,17 +96,23 @@ def host_port(layout: Layout, ip: str) -> Tuple[str, int]:
                 here = ln.a if ln.a.node == h.name else ln.b
                 if here.number == p:
                     far = ln.peer(h.name)
-                    return far.node, far.number
+                    return far.node, far.number, h.name
     raise KeyError(f"no host interface has address {ip}")
 
 
-def trace_path(layout: Layout, tracer: VswitchdTracer, src_ip: str, dst_ip: str, sport: int) -> HopPath:
+def trace_path(layout: Layout, tracer: VswitchdTracer, src_ip: str, dst_ip: str, sport: int,
+               next_hops: Optional[NextHops] = None) -> HopPath:
     """The hops of a packet from ``src_ip`` to ``dst_ip`` with UDP source port ``sport``, switch by
-    switch until a host. Raises TraceError on a loop or an output port no link has."""
-    switch, in_port = host_port(layout, src_ip)
+    switch until the destination host. ``next_hops``: topology.routing.next_hop_ports of the layout;
+    where it names one port toward the destination the hop takes it untraced (the controller routes
+    by the same table; only select groups need a trace). Raises TraceError on a loop, an output port
+    no link has, or another host reached."""
+    switch, in_port, _ = host_port(layout, src_ip)
+    dst_host = host_port(layout, dst_ip)[2]
     hops: List[Tuple[str, int]] = []
     for _ in range(len(layout.switches) + 1):
-        out = tracer.egress(switch, in_port, src_ip, dst_ip, sport)
+        only = next_hops[switch][dst_host] if next_hops is not None else ()
+        out = only[0] if len(only) == 1 else tracer.egress(switch, in_port, src_ip, dst_ip, sport)
         hops.append((switch, out))
         link = next((ln for ln in layout.links_of(switch)
                      if (ln.a.node, ln.a.number) == (switch, out) or (ln.b.node, ln.b.number) == (switch, out)), None)
@@ -111,13 +120,15 @@ def trace_path(layout: Layout, tracer: VswitchdTracer, src_ip: str, dst_ip: str,
             raise TraceError(f"{switch} port {out}: no link in the topology")
         far = link.peer(switch)
         if isinstance(layout.node(far.node), Host):
+            if far.node != dst_host:
+                raise TraceError(f"{src_ip} -> {dst_ip} port {sport} reached {far.node}, not {dst_host}")
             return tuple(hops)
         switch, in_port = far.node, far.number
     raise TraceError(f"{src_ip} -> {dst_ip} port {sport}: no host reached after {len(hops)} hops (a loop)")
 
 
-def path_pools(layout: Layout, tracer: VswitchdTracer, src_ip: str, dst_ip: str, ports_wanted: int
-               ) -> List[List[int]]:
+def path_pools(layout: Layout, tracer: VswitchdTracer, src_ip: str, dst_ip: str, ports_wanted: int,
+               next_hops: Optional[NextHops] = None) -> List[List[int]]:
     """UDP source ports from ``src_ip`` to ``dst_ip`` grouped by the path they take, paths in a stable
     order (sorted hops), each with at least ``ports_wanted // paths`` ports when tracing up to
     :data:`MAX_CANDIDATE_FACTOR` x ``ports_wanted`` candidates finds them (fewer otherwise).
@@ -125,20 +136,20 @@ def path_pools(layout: Layout, tracer: VswitchdTracer, src_ip: str, dst_ip: str,
     Candidates are drawn from 49152-65535 by a generator seeded with the pair, so pools repeat from
     run to run. First ``ports_wanted`` are traced (this finds every path with near certainty when
     ports_wanted >= 8 x paths: a path is missed with probability k (1 - 1/k)^p), then more until
-    every path has its share. Raises TraceError (see :func:`trace_path`)."""
+    every path has its share. ``next_hops``: see :func:`trace_path`. Raises TraceError."""
     rng = random.Random(f"paths-{src_ip}-{dst_ip}")
     candidates = iter(rng.sample(range(EPHEMERAL_FIRST_PORT, EPHEMERAL_LAST_PORT + 1),
                                  MAX_CANDIDATE_FACTOR * ports_wanted))
     pools: Dict[HopPath, List[int]] = {}
     for _ in range(ports_wanted):
         port = next(candidates)
-        pools.setdefault(trace_path(layout, tracer, src_ip, dst_ip, port), []).append(port)
+        pools.setdefault(trace_path(layout, tracer, src_ip, dst_ip, port, next_hops), []).append(port)
     share = max(1, ports_wanted // len(pools))
     for port in candidates:
         short = [p for p, ports in pools.items() if len(ports) < share]
         if not short:
             break
-        path = trace_path(layout, tracer, src_ip, dst_ip, port)
+        path = trace_path(layout, tracer, src_ip, dst_ip, port, next_hops)
         if path in short:
             pools[path].append(port)
     return [pools[p] for p in sorted(pools)]
@@ -158,8 +169,10 @@ def pools_for_pairs(layout: Layout, pairs: Sequence[Tuple[str, str]], ports_want
         tracer = tracer or VswitchdTracer()
         t0, traces = time.monotonic(), tracer.traces
         try:
+            hops = next_hop_ports(layout)
             for src, dst in todo:
-                _CACHE[(layout.run_id, src, dst, ports_wanted)] = path_pools(layout, tracer, src, dst, ports_wanted)
+                _CACHE[(layout.run_id, src, dst, ports_wanted)] = path_pools(layout, tracer, src, dst, ports_wanted,
+                                                                             hops)
         finally:
             if own:
                 tracer.close()
