@@ -38,11 +38,12 @@ def test_spray_delivers_everything_once_in_order_with_few_retransmissions(tmp_pa
           f"{int(resp['out_of_order_pkts'].sum())} placed out of order (max {int(resp['max_reorder_pkts'].max())} "
           f"ahead), faithful {s['faithful']} {s['violations']}")
     assert t["retx_pkts"] <= 0.01 * tx
-    assert resp["out_of_order_pkts"].sum() > 0  # the packets really took several paths
     assert s["sizes"][-1]["busbw_ratio"] >= 0.85
-    # balanced sets: each leaf's two uplinks carry the same bytes (its one cross-leaf ring flow, sprayed
-    # 32/32 over the traced paths; the ACKs of the incoming flow, one port, are 0.5% of the bytes).
-    # Random draws from 64 untraced ports gave a spread of +-6 percentage points per leaf.
+    # the packets really took both paths, in equal shares: each leaf's two uplinks carry the same bytes
+    # (its one cross-leaf ring flow, sprayed 32/32 over the traced paths; the ACKs of the incoming flow,
+    # one port, are 0.5% of the bytes). Measured 0.498 / 0.502. Random draws from 64 untraced ports
+    # spread a leaf's share by +-6 points. Round robin over equal paths reorders few packets (8 of 7,168
+    # measured), so reordering alone would not show the spraying.
     layout = load(run_dir / "topology.json")
     ports = pd.read_csv(run_dir / "ports.csv").groupby("port")["tx_bytes"].max()
     for leaf in (sw for sw in layout.switches if sw.role == "leaf"):
