@@ -11,12 +11,13 @@ take an equal number of ports on every path and cycle through them (traffic.tran
 How: ``ofproto/trace`` (the OpenFlow pipeline's own translation, select-group bucket choice
 included; ovs-vswitchd(8)) of a UDP packet from the source host's switch port, hop by hop: the
 output port it names leads, by the topology model's links, to the next bridge, traced in turn,
-until a host port (a switch with one routed port toward the destination is passed untraced). The path is the tuple of (switch, output port) hops, so any Clos the controller
-routes (spine-leaf, fat-tree, k not a power of two) is covered. Traces go over one unixctl
+until a host port (a switch with one routed port toward the destination is passed untraced). The
+path is the tuple of (switch, output port) hops, so any Clos the controller routes (spine-leaf,
+fat-tree, k not a power of two) is covered. Traces go over one unixctl
 connection to ovs-vswitchd (the ``ovs`` Python library, os-ken's dependency): about 1 ms each here,
 against about 14 ms for an ``ovs-appctl`` process. The pools are computed once per run and pair and
 hold for the groups at that time: after a failure the controller's new groups move the ports of a
-dead bucket elsewhere (spraying then is only as even as the hash), see README "Load balancing".
+dead bucket elsewhere (spraying then is only as even as the hash), see README (packet spraying).
 """
 from __future__ import annotations
 
