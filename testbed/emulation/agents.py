@@ -7,6 +7,7 @@ TP/DP/EP groups) runs one ring per group, all groups concurrently.
 """
 from __future__ import annotations
 
+import json
 import selectors
 import subprocess
 import sys
@@ -114,13 +115,19 @@ class AgentGroup(StartStop):
 
     def _path_ports(self, ranks: list[RankAddress]) -> dict[int, list[PathPorts]]:
         """Per rank, the traced path pools of every address pair its QPs send on, when the entropy
-        policy balances its ports over the paths (testbed.emulation.entropy_paths); else empty."""
+        policy balances its ports over the paths (testbed.emulation.entropy_paths); else empty. The
+        first call of a run writes them, with the time tracing took, to ``entropy_paths.json``."""
         if not ENTROPY_POLICIES[self.transport.entropy].uses_paths:
             return {}
         pairs = {r.rank: [qp_addresses(r, ranks[q], c) for q in sorted(set(self.peers_of(r.rank)))
                           for c in range(self.channels)] for r in ranks}
+        t0 = time.monotonic()
         pools = pools_for_pairs(self.fabric.layout, [pr for prs in pairs.values() for pr in prs],
                                 self.transport.entropy_ports)
+        record = self.fabric.run_dir / "entropy_paths.json"
+        if not record.exists():  # the first trial traces, later ones reuse the pools
+            record.write_text(json.dumps({"trace_s": round(time.monotonic() - t0, 3), "pairs": [
+                {"src_ip": src, "dst_ip": dst, "paths": paths} for (src, dst), paths in pools.items()]}))
         return {rank: [PathPorts(src, dst, pools[(src, dst)]) for src, dst in dict.fromkeys(prs)]
                 for rank, prs in pairs.items()}
 
