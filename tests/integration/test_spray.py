@@ -52,3 +52,9 @@ def test_spray_delivers_everything_once_in_order_with_few_retransmissions(tmp_pa
         shares = ports[up] / ports[up].sum()
         print(f"{leaf.name} uplink shares {[round(x, 4) for x in shares]}")
         assert shares.min() >= 0.48, shares
+    # the traced pools: a pair on two leaves has 2 paths (one per spine) of at least 32 ports, on one leaf 1
+    traced = json.loads((run_dir / "entropy_paths.json").read_text())
+    print(f"traced {len(traced['pairs'])} address pairs in {traced['trace_s']} s")
+    for pair in traced["pairs"]:
+        cross = pair["src_ip"].split(".")[2] != pair["dst_ip"].split(".")[2]  # 10.0.<leaf>.<host>
+        assert len(pair["paths"]) == (2 if cross else 1) and min(map(len, pair["paths"])) >= 64 // len(pair["paths"])
