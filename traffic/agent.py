@@ -92,7 +92,7 @@ class Agent:
         me = addr[self.rank]
         peers = sorted(set(cfg.peers))
         entropy = entropy_policy(self.params.entropy, cfg.seed, self.rank, self.params.entropy_ports,
-                                 self.params.flowlet_gap_us)
+                                 self.params.flowlet_gap_us, {(pp.src_ip, pp.dst_ip): pp.paths for pp in cfg.path_ports})
         requester_qp, responder_qp = qp_classes(self.params.loss_recovery)
         ports = entropy.host_ports(2 * len(peers) * self.channels)
         # a host with several NICs (planes, scale-up) receives on all its addresses
@@ -117,7 +117,7 @@ class Agent:
                 on_error = lambda text, r=self.rank: _send_failed(r, text)  # noqa: E731
                 req = requester_qp(qpn(REQ_QPN_BASE, q, c), qpn(RESP_QPN_BASE, self.rank, c), src, dst,
                                    sport, self.params, first_psn=channel_psn(cfg.seed, self.rank, q, c),
-                                   on_error=on_error, entropy=entropy.for_qp(sport), pause=self.pfc)
+                                   on_error=on_error, entropy=entropy.for_qp(sport, src, dst), pause=self.pfc)
                 resp = responder_qp(qpn(RESP_QPN_BASE, q, c), qpn(REQ_QPN_BASE, self.rank, c), src, dst,
                                     rport, self.params, first_psn=channel_psn(cfg.seed, q, self.rank, c),
                                     on_error=on_error)

@@ -56,11 +56,23 @@ class RankAddress:
 
 
 @dataclass(frozen=True)
+class PathPorts:
+    """The UDP source ports from ``src_ip`` to ``dst_ip`` grouped by the fabric path they take
+    (``paths[i]``: the ports of path i), as the testbed traced them (testbed.emulation.entropy_paths)."""
+
+    src_ip: str
+    dst_ip: str
+    paths: list[list[int]]
+
+
+@dataclass(frozen=True)
 class AgentConfig:
     """What an agent needs to start: its ``rank``, every rank's address (``ranks``), the ranks it
     needs queue pairs with (``peers``), the run's ``seed`` (entropy ports, initial PSNs) and the
     transport parameters (congestion-control and entropy policy names included). ``channels``:
-    queue pairs per peer, one per channel (NCCL's parallel rings; traffic.collectives.channels)."""
+    queue pairs per peer, one per channel (NCCL's parallel rings; traffic.collectives.channels).
+    ``path_ports``: for an entropy policy that balances its ports over the paths (``spray``), the
+    traced ports of each address pair its QPs send on (empty otherwise)."""
 
     rank: int
     ranks: list[RankAddress]
@@ -68,6 +80,7 @@ class AgentConfig:
     seed: int
     transport: TransportParams
     channels: int = 1
+    path_ports: list[PathPorts] = dataclasses.field(default_factory=list)
 
 
 # -- commands: runner -> agent -------------------------------------------------------------------
@@ -370,5 +383,5 @@ def _value(t, v, path: str):
 
 
 __all__ = ["AgentConfig", "Command", "ErrorEvent", "Event", "Exit", "FlowOrder", "FlowReceived", "FlowsDone", "GetStats",
-           "MESSAGES", "MessageRecord", "OpDone", "PfcRxStats", "ProtocolError", "QpRateRecord", "RankAddress", "Ready",
+           "MESSAGES", "MessageRecord", "OpDone", "PathPorts", "PfcRxStats", "ProtocolError", "QpRateRecord", "RankAddress", "Ready",
            "RequesterQpStats", "ResponderQpStats", "RunFlows", "RunOp", "Stats", "decode", "encode"]

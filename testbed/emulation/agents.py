@@ -7,6 +7,7 @@ TP/DP/EP groups) runs one ring per group, all groups concurrently.
 """
 from __future__ import annotations
 
+import json
 import selectors
 import subprocess
 import sys
@@ -15,7 +16,10 @@ import time
 from testbed.emulation.fabric import HOST_NIC_QUEUE_BYTES, Fabric
 from testbed.lifecycle import StartStop, raise_if_interrupted
 from traffic import protocol
-from traffic.protocol import AgentConfig, ErrorEvent, Exit, GetStats, OpDone, RankAddress, Ready, RunOp, Stats
+from testbed.emulation.entropy_paths import pools_for_pairs
+from traffic.protocol import (AgentConfig, ErrorEvent, Exit, GetStats, OpDone, PathPorts, RankAddress, Ready, RunOp,
+                              Stats)
+from traffic.transport.planes import qp_addresses
 from testbed.spec.transport import dcqcn_settings
 from traffic.transport import TransportParams
 from testbed.spec.transport import DEFAULT_ENTROPY_PORTS
@@ -93,9 +97,11 @@ class AgentGroup(StartStop):
         layout = self.fabric.layout
         ranks = [rank_address(layout, h) for h in layout.hosts]
         run_dir = self.fabric.run_dir
+        path_ports = self._path_ports(ranks)
         for h in layout.hosts:
             cfg = AgentConfig(rank=h.rank, ranks=ranks, peers=list(self.peers_of(h.rank)), seed=self.seed,
-                              transport=self.transport, channels=self.channels)
+                              transport=self.transport, channels=self.channels,
+                              path_ports=path_ports.get(h.rank, []))
             cfg_path = run_dir / f"agent-{h.rank}.json"
             cfg_path.write_text(protocol.encode(cfg))
             log = open(run_dir / f"agent-{h.rank}.log", "wb")
@@ -106,6 +112,24 @@ class AgentGroup(StartStop):
                            stderr=log)
             self.procs.append(p)
         self._collect(Ready, timeout_s)
+
+    def _path_ports(self, ranks: list[RankAddress]) -> dict[int, list[PathPorts]]:
+        """Per rank, the traced path pools of every address pair its QPs send on, when the entropy
+        policy balances its ports over the paths (testbed.emulation.entropy_paths); else empty. The
+        first call of a run writes them, with the time tracing took, to ``entropy_paths.json``."""
+        if not ENTROPY_POLICIES[self.transport.entropy].uses_paths:
+            return {}
+        pairs = {r.rank: [qp_addresses(r, ranks[q], c) for q in sorted(set(self.peers_of(r.rank)))
+                          for c in range(self.channels)] for r in ranks}
+        t0 = time.monotonic()
+        pools = pools_for_pairs(self.fabric.layout, [pr for prs in pairs.values() for pr in prs],
+                                self.transport.entropy_ports)
+        record = self.fabric.run_dir / "entropy_paths.json"
+        if not record.exists():  # the first trial traces, later ones reuse the pools
+            record.write_text(json.dumps({"trace_s": round(time.monotonic() - t0, 3), "pairs": [
+                {"src_ip": src, "dst_ip": dst, "paths": paths} for (src, dst), paths in pools.items()]}))
+        return {rank: [PathPorts(src, dst, pools[(src, dst)]) for src, dst in dict.fromkeys(prs)]
+                for rank, prs in pairs.items()}
 
     def _send_all(self, cmd) -> None:
         line = protocol.encode(cmd).encode()

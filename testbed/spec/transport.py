@@ -42,8 +42,9 @@ class DcqcnSpec(_Spec):
         return {k: v for k, v in self.model_dump().items() if v is not None}
 
 
-#: ports per QP when ``transport.entropy_ports`` is not given: spray covers the paths evenly with many
-#: (benchmarks/ecmp_collisions.py: 128 ports, 4 paths -> 0.936 of capacity), a flowlet needs a few choices
+#: ports per QP when ``transport.entropy_ports`` is not given: spray splits them evenly over the traced
+#: paths (testbed.emulation.entropy_paths; k paths need k, more spread a path's datapath flows), a flowlet
+#: needs a few choices
 DEFAULT_ENTROPY_PORTS = {"spray": 128, "flowlet": 8}
 
 
@@ -58,8 +59,8 @@ class TransportSpec(_Spec):
     requester QPs' congestion control (:data:`traffic.transport.cc.CONGESTION_CONTROLS`;
     ``none``: the window and the link's shaping alone), ``entropy`` the policy choosing their
     UDP source ports (:data:`traffic.transport.entropy.ENTROPY_POLICIES`; ``per_flow``: one
-    seeded port per QP; ``spray``: a random one of ``entropy_ports`` ports per packet, with
-    selective repeat; ``flowlet``: a random one of ``entropy_ports`` after an idle gap of
+    seeded port per QP; ``spray``: the next of ``entropy_ports`` ports per packet, split evenly
+    over the paths the testbed traced, with selective repeat; ``flowlet``: a random one of ``entropy_ports`` after an idle gap of
     ``flowlet_gap_us``, default half the retransmission timeout, longer than any path's extra
     queueing, so no packet overtakes another). ``entropy_ports`` defaults per policy:
     :data:`DEFAULT_ENTROPY_PORTS`. ``dcqcn`` overrides DCQCN's settings (:class:`DcqcnSpec`; only with
