@@ -36,6 +36,7 @@ class DcqcnSpec(_Spec):
     rai_bps: Optional[_RateBps] = None
     rhai_bps: Optional[_RateBps] = None
     min_rate_bps: Optional[_RateBps] = None
+    clamp_target_rate: Optional[bool] = None
 
     def overrides(self) -> dict:
         """The keys the scenario set: name -> value."""

@@ -81,7 +81,8 @@ class Dcqcn(CongestionControl):
     def on_cnp(self, now_ns: int) -> None:
         self._advance(now_ns)
         s = self.settings
-        self.rt = self.rc
+        if s.clamp_target_rate or self.timer_stage > 0:
+            self.rt = self.rc
         self.rc = max(s.min_rate_bps, self.rc * (1 - self.alpha / 2))
         self.alpha = (1 - s.g) * self.alpha + s.g
         self.timer_stage = self.byte_stage = self.bytes_since_event = 0
