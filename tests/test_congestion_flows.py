@@ -87,6 +87,15 @@ def test_victim_dip_depth_and_duration_from_the_smoothed_goodput():
     assert victim_dip(fct.iloc[:2], rates) == []  # no burst, no victim
 
 
+def test_victim_dip_counts_until_the_victim_ends_not_the_burst():
+    """A victim still held down after the burst ended (a congestion control slow to recover) counts."""
+    fct = _fct([("h3", "h1", 0, 2000 * MS), ("h5", "h2", 0, 2000 * MS), ("h4", "h1", 500 * MS, 700 * MS)])
+    rates = _rates(fct, lambda flow, t: 1e6 if flow == 1 and 600 * MS <= t < 1500 * MS else 5e6)
+    (v,) = victim_dip(fct, rates)
+    assert v["burst_s"] == pytest.approx(0.2)
+    assert v["dip_duration_s"] == pytest.approx(0.88, abs=0.011)   # 630 to 1500 ms, far past the burst's end
+
+
 BASE = {"fabric": {"spines": 1, "leaves": 2, "hosts_per_leaf": 2, "host_link_bps": "10M", "fabric_link_bps": "10M",
                    "buffer_bytes": "200KB", "mtu_bytes": 4200, "queue_backend": "htb_classes"},
         "workload": {"sizes": {"min_bytes": 65536, "max_bytes": 65536}}}
