@@ -104,6 +104,26 @@ def test_hyper_increase_once_both_counters_pass_f():
     assert [r.target_rate_bps for r in timer] == [52e6, 53e6, 54e6, 55e6, 56e6, 61e6, 66e6]
 
 
+def test_without_target_clamping_rt_moves_only_after_a_timer_increase():
+    """NVIDIA's clamp_tgt_rate = 0 (with clamp_tgt_rate_after_time_inc = 1): back-to-back cuts keep RT at
+    the rate before the congestion, so fast recovery heads back there; a cut after a timer increase
+    sets RT <- RC as the paper does."""
+    rp = _rp(clamp_target_rate=False)
+    rp.on_cnp(0)
+    rp.on_cnp(10 * US)
+    rp.on_cnp(20 * US)                            # three cuts, no timer increase between them
+    assert (rp.rt, rp.rc) == (100e6, 12.5e6)     # (paper: RT 25, RC 12.5)
+    rp.next_send_ns(20 * US + 100 * US)           # one timer event: fast recovery toward RT = 100
+    assert rp.rc == pytest.approx((100e6 + 12.5e6) / 2)
+    rp.on_cnp(130 * US)                           # after a timer increase: RT <- RC
+    alpha_used = (rp.alpha - 1 / 256) / (1 - 1 / 256)  # alpha before this cut's update
+    assert rp.rt == pytest.approx(56.25e6) and rp.rc == pytest.approx(56.25e6 * (1 - alpha_used / 2))
+    paper = _rp()
+    for t in (0, 10 * US, 20 * US):
+        paper.on_cnp(t)
+    assert (paper.rt, paper.rc) == (25e6, 12.5e6)
+
+
 def test_back_at_line_rate_the_timers_stop_and_pacing_ends():
     rp = _rp(line=10e6, rai_bps=5e6)
     rp.on_cnp(0)                                # RC 5, RT 10 (Mbit/s)

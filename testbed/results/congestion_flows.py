@@ -22,8 +22,11 @@ qp_rates.csv and topology.json. Definitions:
 - ``victim`` (flows patterns with a burst: flows posted later than ``START_SLACK_NS`` after the first):
   a victim is a flow that started with the trial and whose receiver gets no burst flow. Its
   goodput, smoothed over ``SMOOTH_BINS`` rate bins, against its mean over the ``BASELINE_NS`` before
-  the burst: ``dip_depth`` = 1 - min / baseline from the burst's first post to its last end,
-  ``dip_duration_s`` = time below ``DIP_LEVEL`` x baseline in that span.
+  the burst, from the burst's first post to the victim's own end (less its last ``SMOOTH_BINS``
+  bins, which hold its tail): ``dip_depth`` = 1 - min / baseline, ``dip_duration_s`` = time below
+  ``DIP_LEVEL`` x baseline. The span ends with the victim, not with the burst, so a victim still
+  held down after the burst (a congestion control slow to recover) counts, and runs whose bursts
+  last differently are measured alike.
 """
 from __future__ import annotations
 
@@ -38,7 +41,7 @@ SETTLE_FRACTION = 1 / 3
 MIN_STEADY_NS = 20_000_000
 SMOOTH_BINS = 5
 BASELINE_NS = 300_000_000
-DIP_LEVEL = 0.8
+DIP_LEVEL = 0.5
 
 
 def jain(values) -> float | None:
@@ -138,7 +141,7 @@ def victim_dip(fct: pd.DataFrame, rates: pd.DataFrame) -> list[dict]:
         smooth = (r["rx_bytes"] * 8 / (bin_ns / 1e9)).rolling(SMOOTH_BINS, min_periods=1).mean()
         t = r["bin_start_ns"]
         base = smooth[(t >= b0 - BASELINE_NS) & (t < b0)]
-        during = smooth[(t >= b0) & (t <= b1)]
+        during = smooth[(t >= b0) & (t <= t.iloc[-1] - SMOOTH_BINS * bin_ns)]
         if base.empty or during.empty or base.mean() <= 0:
             continue
         baseline = float(base.mean())

@@ -23,7 +23,8 @@ class DcqcnSpec(_Spec):
     its source and whether it was scaled or set here). Names after Zhu et al., SIGCOMM 2015:
     ``cnp_interval_us`` N, ``g``, ``initial_alpha``, ``alpha_timer_us`` K, ``rate_timer_us`` T,
     ``byte_counter_bytes`` B, ``fast_recovery_stages`` F, ``rai_bps`` R_AI, ``rhai_bps`` R_HAI,
-    ``min_rate_bps`` (the lowest rate a cut may reach).
+    ``min_rate_bps`` (the lowest rate a cut may reach), ``clamp_target_rate`` (true: RT <- RC on every
+    cut, as the paper; false: only after a timer increase, as NVIDIA ConnectX's default).
     """
 
     cnp_interval_us: Optional[_TimeUs] = None
@@ -36,6 +37,7 @@ class DcqcnSpec(_Spec):
     rai_bps: Optional[_RateBps] = None
     rhai_bps: Optional[_RateBps] = None
     min_rate_bps: Optional[_RateBps] = None
+    clamp_target_rate: Optional[bool] = None
 
     def overrides(self) -> dict:
         """The keys the scenario set: name -> value."""

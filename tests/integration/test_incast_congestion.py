@@ -1,7 +1,9 @@
-"""Issue 7's congestion acceptance on a real fabric: the DCQCN 4:1 incast converges fair, full and below
-Kmax; with PFC too, no pause in steady state; CNPs paced on a real run; the victim flow's dip under PFC
-and fewer pauses with DCQCN, 0 lossless drops. Runs scenarios/incast_dcqcn.yaml, incast_both.yaml, victim_flow.yaml
-and victim_flow_dcqcn.yaml as they are (10 Mbit/s, 8 hosts, about 15 s each)."""
+"""Issue 7's congestion acceptance on a real fabric: the DCQCN 4:1 incast converges fair (Jain >= 0.95),
+full and below Kmax; with PFC too, no pause in steady state; CNPs paced on a real run; the victim flow
+dips under PFC alone and for a shorter time with DCQCN, 0 lossless drops in both. Runs
+scenarios/incast_dcqcn.yaml, incast_both.yaml, victim_flow.yaml and victim_flow_dcqcn.yaml as they are
+(10 Mbit/s, 8 hosts; the incasts about 15 s of traffic, the victim runs about 6 s)."""
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -28,6 +30,12 @@ def _run(tmp_path, name: str) -> dict:
     return s
 
 
+def _cnp_interval_ns(s: dict) -> float:
+    """N of the run, ns (manifest.json's congestion_control block: the published 50 us x dilation)."""
+    manifest = json.loads((Path(s["run_dir"]) / "manifest.json").read_text())
+    return manifest["congestion_control"]["parameters"]["cnp_interval_us"]["value"] * 1e3
+
+
 def _cnps_paced(s: dict, cnp_interval_ns: float) -> None:
     """At most one CNP per interval per QP, from the NPs' counters over their requesters' busy time, and
     the RPs' timestamps: no two CNPs to one QP closer than the interval less the reverse path's jitter."""
@@ -38,7 +46,7 @@ def _cnps_paced(s: dict, cnp_interval_ns: float) -> None:
         assert r["cnps_tx"] <= busy[(r["peer"], r["rank"])] / cnp_interval_ns + 1, r.to_dict()
     cnp = pd.read_csv(run_dir / "qp_rates.csv").query("event == 'cnp'").sort_values("time_ns")
     gaps = cnp.groupby(["rank", "peer"])["time_ns"].diff().dropna()
-    assert len(gaps) >= 20 and (gaps < 0.9 * cnp_interval_ns).mean() <= 0.05, gaps.describe()  # 49-67 seen
+    assert len(gaps) >= 20 and (gaps < 0.9 * cnp_interval_ns).mean() <= 0.05, gaps.describe()  # 48-67 ms seen
 
 
 def test_dcqcn_incast_converges_fair_full_and_below_kmax_and_pfc_stays_quiet(tmp_path):
@@ -46,9 +54,8 @@ def test_dcqcn_incast_converges_fair_full_and_below_kmax_and_pfc_stays_quiet(tmp
         s = _run(tmp_path, name)
         c = s["congestion"]
         assert c["ce_marked_pkts"] > 0 and c["cnp_sent"] == c["cnp_received"] > 0
-        _cnps_paced(s, 5e6)  # N = 50 us x dilation 100
-        # issue 7 asks >= 0.95; runs gave 0.942-0.998 (the 2026-12-01 suite: 0.942), so the band is 0.90
-        assert c["jain_index"] >= 0.90, c["steady_goodput_bps"]
+        _cnps_paced(s, _cnp_interval_ns(s))  # N = 50 us x dilation 1000
+        assert c["jain_index"] >= 0.95, c["steady_goodput_bps"]
         assert c["bottleneck_util"] >= 0.90
         assert c["queue_p99_bytes"] < c["kmax_bytes"] + 2 * FRAME_BYTES
         assert c["controller_loop_p99_ms"] < 5
@@ -60,16 +67,17 @@ def test_dcqcn_incast_converges_fair_full_and_below_kmax_and_pfc_stays_quiet(tmp
             assert (steady["event"] == "pause").sum() == 0, steady
 
 
-def test_victim_flow_dips_under_pfc_and_dcqcn_pauses_less(tmp_path):
-    """The victim's dip is reported and real under PFC alone; with DCQCN the burst is paused less. (The
-    issue's "shorter dip with DCQCN" is not met here: the victim's packets queued behind a pause at the
-    spine get CE-marked, DCQCN cuts the victim too, and R_AI at dilation 1000 recovers it slowly; the
-    benchmark prints the comparison.)"""
+def test_victim_flow_dips_under_pfc_and_less_with_dcqcn(tmp_path):
+    """The same traffic (two long flows, then a sustained 3:1 burst into the receiver of one) with PFC
+    alone and with PFC + ECN + DCQCN: the victim's goodput falls below half its pre-burst rate under PFC
+    alone (head-of-line blocking behind the paused burst) and for a shorter time with DCQCN; the
+    lossless class drops nothing in either run."""
     pfc, both = (_run(tmp_path, n)["congestion"] for n in ("victim_flow", "victim_flow_dcqcn"))
     assert pfc["lossless_drops_pkts"] == 0 and both["lossless_drops_pkts"] == 0
-    assert pfc["pause_frames"] > 0
+    assert pfc["pause_frames"] > 0 and both["ce_marked_pkts"] > 0
     (vp,), (vb,) = pfc["victim"], both["victim"]
     assert vp["src"] == vb["src"] == "h5" and vp["dst"] == vb["dst"] == "h2"
-    assert vp["baseline_bps"] > 8e6                      # before the burst: its own receiver's rate
-    assert vp["dip_depth"] >= 0.5 and vp["dip_duration_s"] >= 0.1
+    assert vp["baseline_bps"] > 8e6 and vb["baseline_bps"] > 8e6   # before the burst: its own receiver's rate
+    assert vp["dip_depth"] >= 0.5 and vp["dip_duration_s"] >= 1.0
+    assert vb["dip_duration_s"] < vp["dip_duration_s"], (vb, vp)   # 5 pairs: see README (Incast, fairness ...)
     assert both["pause_frames"] < pfc["pause_frames"] and both["paused_time_s"] < pfc["paused_time_s"]

@@ -8,6 +8,9 @@ rate event. With the settings of :class:`~traffic.transport.cc.dcqcn_params.Dcqc
 
     on CNP:          RT <- RC;  RC <- max(R_min, RC x (1 - alpha/2));  alpha <- (1 - g) alpha + g
                      timer and byte stages <- 0, bytes <- 0; the alpha timer and the rate timer restart
+                     (``clamp_target_rate`` false: RT <- RC only if the timer stage was > 0, i.e. the
+                     rate timer raised the rate since the last cut: NVIDIA ConnectX's clamp_tgt_rate = 0
+                     with clamp_tgt_rate_after_time_inc = 1)
     alpha timer:     every K without a CNP, alpha <- (1 - g) alpha
     rate timer:      every T after the last cut: timer stage += 1, then a rate increase
     byte counter:    every B bytes sent after the last cut: byte stage += 1, then a rate increase
@@ -81,7 +84,8 @@ class Dcqcn(CongestionControl):
     def on_cnp(self, now_ns: int) -> None:
         self._advance(now_ns)
         s = self.settings
-        self.rt = self.rc
+        if s.clamp_target_rate or self.timer_stage > 0:
+            self.rt = self.rc
         self.rc = max(s.min_rate_bps, self.rc * (1 - self.alpha / 2))
         self.alpha = (1 - s.g) * self.alpha + s.g
         self.timer_stage = self.byte_stage = self.bytes_since_event = 0

@@ -52,6 +52,8 @@ PUBLISHED: dict[str, Published] = {
     "rai_bps": Published(40e6, "bit/s", "rate", "R_AI", PAPER + " (additive increase, 40 Mbit/s)"),
     "rhai_bps": Published(50e6, "bit/s", "rate", "R_HAI", NVIDIA + " rpg_hai_rate = 50 Mbit/s (paper: no value)"),
     "min_rate_bps": Published(1e6, "bit/s", "rate", "R_min", NVIDIA + " rpg_min_rate = 1 Mbit/s (paper: no value)"),
+    "clamp_target_rate": Published(True, "bool", "none", "clamp", PAPER + " (RT <- RC on every cut; NVIDIA's "
+                                   "clamp_tgt_rate = 0 with clamp_tgt_rate_after_time_inc = 1: only after a timer increase)"),
 }
 
 
@@ -70,9 +72,11 @@ class DcqcnSettings:
     rai_bps: float = 40e6
     rhai_bps: float = 50e6
     min_rate_bps: float = 1e6
+    clamp_target_rate: bool = True
 
 
 _INT_FIELDS = {"byte_counter_bytes", "fast_recovery_stages"}
+_BOOL_FIELDS = {"clamp_target_rate"}
 
 
 def scaled_value(name: str, dilation: float):
@@ -83,6 +87,8 @@ def scaled_value(name: str, dilation: float):
         raise ValueError(f"dilation={dilation}: must be > 0")
     p = PUBLISHED[name]
     v = p.value * dilation if p.kind == "time" else p.value / dilation if p.kind == "rate" else p.value
+    if name in _BOOL_FIELDS:
+        return bool(v)
     return int(round(v)) if name in _INT_FIELDS else float(v)
 
 
