@@ -10,7 +10,8 @@ emulated host link); a new frame reloads the timer, quanta 0 resumes at once, as
   at a time (timer running or not). Other frames (802.3x PAUSE, other ethertypes) and ports are ignored.
 - :class:`RxPauses`: the controller loop's part (controllers/congestion/loop.py), each tick:
   drain the AF_PACKET socket (one, on ethertype 0x8808, every interface of the root namespace where
-  the switch ports live; frames are stamped with the tick's time, so up to one period late), then per
+  the switch ports live; frames are stamped with the tick's clock reading, taken before its queue dump:
+  about a period early or late), then per
   port: the demand goes to the PFC watchdog (key ``(port, 3, "rx")``) when configured, and what it
   says to honour to the port's own lossless egress: the tbf leaf held at 8 bit/s
   (:class:`controllers.congestion.gate.ClassGate`, the actuator of switch pauses). A port in storm

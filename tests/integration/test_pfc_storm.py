@@ -13,9 +13,10 @@ pytestmark = pytest.mark.integration
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 DETECT_MS = RESTORE_MS = 200  # the scenario's watchdog
-#: the loop samples every 1 ms and stamps a frame with the tick that reads it; ticks missed on a loaded
-#: machine delay a decision (loop max 10 ms seen): detection and restore within 50 ms of their setting
-LATE_MS = 50
+#: the loop samples every 1 ms and stamps a frame with the clock reading of the tick that reads it (taken
+#: before the tick's queue dump: up to about a period early, 199.2 ms seen); ticks missed on a loaded
+#: machine delay a decision (loop max 10 ms seen): detection and restore within -2 .. +50 ms of the setting
+EARLY_MS, LATE_MS = 2, 50
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +37,8 @@ def test_watchdog_fires_once_and_restores_once_after_the_storm_ended(storm):
     assert list(rows["event"]) == ["storm", "restore"] and set(rows["port"]) == {st["switch_port"]}
     storm_ns, restore_ns = rows["time_ns"].tolist()
     assert st["start_ns"] < storm_ns < st["end_ns"] < restore_ns
-    assert DETECT_MS <= c["storm_detect_ms"] <= DETECT_MS + LATE_MS
-    assert RESTORE_MS <= c["storm_restore_after_end_ms"] <= RESTORE_MS + LATE_MS
+    assert DETECT_MS - EARLY_MS <= c["storm_detect_ms"] <= DETECT_MS + LATE_MS
+    assert RESTORE_MS - EARLY_MS <= c["storm_restore_after_end_ms"] <= RESTORE_MS + LATE_MS
     # the switch received every frame the NIC sent (first XOFF, refreshes, XON), and honoured the first at once
     assert c["rx_pfc_frames"] == st["xoff_frames"] + st["xon_frames"] >= 2
     held = events[(events["event"] == "rx_pause") & (events["port"] == st["switch_port"])]
