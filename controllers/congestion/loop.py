@@ -221,11 +221,19 @@ class CongestionLoop:
 
     def _watch(self, time_ns: int, charged: Dict[str, int]) -> None:
         """Feed every ingress's pause demand to the watchdog; act on what it says to honour; log storms
-        and restores as events (``storm`` / ``restore`` rows of pfc_events.csv)."""
+        and restores as events (``storm`` / ``restore`` rows of pfc_events.csv). The watchdog watches switch
+        queues only (as SONiC's pfcwd runs on switch ports): a pause of a switch's egress by this switch,
+        here, and a switch port paused by its host's frames (controllers/congestion/rx_pauses.py); a host NIC
+        this switch pauses is always honoured (measured: with the over-charged ingresses of a host port a
+        victim host next to a standing queue stayed paused 200 ms and was declared a storm)."""
         for ingress, demand in self.policy.paused.items():
             key = (ingress, LOSSLESS_PRIORITY)
-            change = self.watchdog.update(key, time_ns, demand)
             up = self.upstreams[ingress]
+            if up.is_host:
+                if demand != self.gates[ingress].paused:
+                    self._act(time_ns, ingress, "pause" if demand else "resume", charged.get(ingress, -1))
+                continue
+            change = self.watchdog.update(key, time_ns, demand)
             if change is not None:
                 self.events.append((time_ns, ingress, LOSSLESS_PRIORITY, change.kind, -1, up.node, up.ifname,
                                     0.0, False))
