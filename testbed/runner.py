@@ -173,7 +173,7 @@ def _measure(ctx: RunContext, fab: Fabric, agents: AgentGroup, rec: Recording, p
     rec.sampler = QdiscSampler(fab.switch_ports, ctx.spec.output.sample_period_ms / 1e3,
                                parent=fab.queues.sampled_parent, on_sample=rec.departures.on_sample)
     rec.cpu = CpuIdleMonitor()
-    rec.faults = FaultScheduler(fab.layout, ctx.spec.faults, ctx.run_dir)
+    rec.faults = FaultScheduler(fab.layout, ctx.spec.faults, ctx.run_dir, host_pids)
     rec.phase = "traffic"
     try:  # faults last: at_s counts from the traffic
         with rec.sampler, rec.cpu, rec.departures, rec.faults:

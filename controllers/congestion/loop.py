@@ -16,7 +16,9 @@ cannot pause a queue or mark by queue depth). Each tick:
    toward a host, sending real PFC frames from the switch port
    (:class:`testbed.emulation.pfc_frames.PfcSender`: one long-lived socket per
    port, priority 3, refreshed at half the pause time while paused; opening and
-   closing an AF_PACKET socket per frame took 16 ms here, an RCU grace period).
+   closing an AF_PACKET socket per frame took 16 ms here, an RCU grace period);
+4. PFC frames received from hosts (:mod:`controllers.congestion.rx_pauses`): honoured on the
+   host-facing port's own lossless egress, watched by the PFC watchdog, dropped in storm.
 
 Loop time = from the sample's clock reading to the end of the tick's actions.
 
@@ -26,7 +28,7 @@ the loop waits for it, then writes ``congestion_loop.started``. At stop
 (SIGTERM: :func:`stop_all` from controllers.run) it resumes everything it
 paused and writes into ``results_dir``: ``lossless_queues.csv`` (every
 sample), ``ecn_marking.csv``, ``pfc_events.csv`` (time_ns, port, class,
-event pause|resume|storm|restore, charged_bytes, upstream, upstream_port, actuation_us,
+event pause|resume|rx_pause|rx_resume|storm|restore, charged_bytes, upstream, upstream_port, actuation_us,
 pfc_frame) and
 ``congestion_loop.json`` (loop time, counts; read by testbed.results.congestion).
 """
@@ -77,6 +79,7 @@ class CongestionLoop:
         self.events: List[tuple] = []
         self.loop_ns: List[int] = []
         self.watchdog = self._watchdog()
+        self.rx = None  # controllers.congestion.rx_pauses.RxPauses (PFC on)
 
     def _watchdog(self):
         """The PFC watchdog (controllers/congestion/watchdog.py: storm after a pause longer than
@@ -123,6 +126,31 @@ class CongestionLoop:
             if up.is_host:
                 self.frames[ingress] = PfcSender(ingress, up.rate_bps)
                 self._handles.append(self.frames[ingress])
+        self._open_rx(by_ns)
+
+    def _open_rx(self, by_ns: Dict[Optional[str], tuple]) -> None:
+        """Host PFC frames (controllers/congestion/rx_pauses.py): a gate on every host-facing port's own
+        lossless egress, the frame socket, the watchdog's drop actuator."""
+        from pyroute2 import IPRoute
+
+        from controllers.congestion.gate import ClassGate, Netlink, kick_socket
+        from controllers.congestion.rx_pauses import RxPauses, frame_socket
+        from testbed.emulation.watchdog_drop import WatchdogDrop
+
+        if None not in by_ns:
+            by_ns[None] = (IPRoute(), Netlink(None), kick_socket(None))
+            self._handles += list(by_ns[None])
+        ports = {p: (up.rate_bps, up.node, up.ifname) for p, up in self.upstreams.items() if up.is_host}
+        gates = {p: ClassGate(*by_ns[None], p, LOSSLESS_CLASS, bps, self.conf["mtu_bytes"],
+                              self.conf["lossless_buffer_bytes"]) for p, (bps, _h, _n) in ports.items()}
+        for gate in gates.values():  # a restarted controller may find ports left paused
+            gate.resume()  # (their kick frames go to the hosts, not into a switch: not counted as kicks)
+        sock = frame_socket()
+        self._handles.append(sock)
+        drop = None
+        if self.watchdog is not None and self.watchdog.mitigate:
+            drop = WatchdogDrop(self.conf["run_id"]).prepare()
+        self.rx = RxPauses(ports, gates, self.watchdog, drop, sock)
 
     def start(self) -> "CongestionLoop":
         if self.policy is not None:
@@ -152,6 +180,8 @@ class CongestionLoop:
                         self._act(time.time_ns(), ingress, "resume", -1)
                     except OSError as e:
                         LOG.info("resume of %s at stop: %s", ingress, e)
+            if self.rx is not None:
+                self._stop_rx()
             try:
                 if self.marker is not None:
                     self.marker.stop()
@@ -160,13 +190,28 @@ class CongestionLoop:
                     h.close()
                 self.write()
 
+    def _stop_rx(self) -> None:
+        try:
+            self.events.extend(self.rx.release_all(time.time_ns()))
+        except OSError as e:  # the fabric may be gone already
+            LOG.info("releasing host-paused ports at stop: %s", e)
+        if self.rx.drop is not None:
+            try:
+                self.rx.drop.stop()
+            except Exception as e:  # testbed clean removes the table and pair later
+                LOG.warning("watchdog drop rules at stop: %s", e)
+
     # ------------------------------------------------------------ the tick
     def _tick(self, time_ns: int, counters) -> None:
         """``counters``: the sampler's int64 array, one row per port (testbed.measure.telemetry.COUNTERS)."""
         if self.marker is not None:
             self.marker.on_sample(time_ns, counters)
         if self.policy is not None:
-            changes = self.policy.decide(counters[:, _BACKLOG_COL].tolist())
+            backlogs = counters[:, _BACKLOG_COL].tolist()
+            if self.rx is not None:  # host PFC frames and storms first: a storm's queue is not charged
+                self.events.extend(self.rx.tick(time_ns))
+                backlogs = self.rx.uncharge_storms(self.ports, backlogs)
+            changes = self.policy.decide(backlogs)
             if self.watchdog is None:
                 for ingress, event, charged in changes:
                     self._act(time_ns, ingress, event, charged)
@@ -176,11 +221,19 @@ class CongestionLoop:
 
     def _watch(self, time_ns: int, charged: Dict[str, int]) -> None:
         """Feed every ingress's pause demand to the watchdog; act on what it says to honour; log storms
-        and restores as events (``storm`` / ``restore`` rows of pfc_events.csv)."""
+        and restores as events (``storm`` / ``restore`` rows of pfc_events.csv). The watchdog watches switch
+        queues only (as SONiC's pfcwd runs on switch ports): a pause of a switch's egress by this switch,
+        here, and a switch port paused by its host's frames (controllers/congestion/rx_pauses.py); a host NIC
+        this switch pauses is always honoured (measured: with the over-charged ingresses of a host port a
+        victim host next to a standing queue stayed paused 200 ms and was declared a storm)."""
         for ingress, demand in self.policy.paused.items():
             key = (ingress, LOSSLESS_PRIORITY)
-            change = self.watchdog.update(key, time_ns, demand)
             up = self.upstreams[ingress]
+            if up.is_host:
+                if demand != self.gates[ingress].paused:
+                    self._act(time_ns, ingress, "pause" if demand else "resume", charged.get(ingress, -1))
+                continue
+            change = self.watchdog.update(key, time_ns, demand)
             if change is not None:
                 self.events.append((time_ns, ingress, LOSSLESS_PRIORITY, change.kind, -1, up.node, up.ifname,
                                     0.0, False))
@@ -230,6 +283,8 @@ class CongestionLoop:
                           "kick_frames": sum(g.kicks for g in self.gates.values()),
                           "host_pfc_frames": sum(f.counters.frames for f in self.frames.values()),
                           "storms": int((events["event"] == "storm").sum()),
+                          "restores": int((events["event"] == "restore").sum()),
+                          **(self.rx.summary(time.time_ns()) if self.rx is not None else {}),
                           "watchdog": self.watchdog.summary() if self.watchdog is not None else None,
                           "pause_actuation_us": _pcts(events.loc[events["event"] == "pause", "actuation_us"]),
                           "resume_actuation_us": _pcts(events.loc[events["event"] == "resume", "actuation_us"])}

@@ -22,6 +22,9 @@ thread of its own:
   batch when it was: the rule's counter and the frames lost disagree (CI:
   the rule counted 1-2 frames more than the transport lost in 5 of 10 runs
   on a saturated machine). Forwarded frames are stolen: the send succeeds.
+- host ``pfc_storm``: the host's NIC sends PFC pause frames for ``duration_s``
+  (testbed.emulation.pfc_storm, from the host's namespace: ``host_pids``);
+  ``pfc_storms.csv`` has when it started and ended.
 
 Every rule lives in one netdev table named ``<run id>faults``, deleted at
 :meth:`FaultScheduler.stop` with the blackhole pair (and by ``testbed clean``
@@ -89,7 +92,9 @@ class AppliedFault:
 def fault_links(layout: Layout, fault: FaultSpec) -> tuple[Link, ...]:
     """The links of ``layout`` a fault hits (names without the run id); ValueError if none."""
     rid = layout.run_id
-    if fault.link is not None:
+    if fault.host is not None:
+        links = layout.links_of(rid + str(fault.host))[:1]
+    elif fault.link is not None:
         ends = {rid + n for n in fault.link}
         links = tuple(ln for ln in layout.links if {ln.a.node, ln.b.node} == ends)
     else:
@@ -115,8 +120,11 @@ class FaultScheduler:
     kept in :attr:`errors` (reported in summary.json), and the run goes on.
     """
 
-    def __init__(self, layout: Layout, faults: tuple[FaultSpec, ...], run_dir: Path):
+    def __init__(self, layout: Layout, faults: tuple[FaultSpec, ...], run_dir: Path,
+                 host_pids: Optional[dict] = None):
         self.layout = layout
+        self.host_pids = host_pids or {}  # host name (with run id) -> pid of its namespace (pfc_storm)
+        self.storms: list = []  # testbed.emulation.pfc_storm.PfcStorm
         self.run_id = layout.run_id
         self.table = f"{self.run_id}faults"
         self.run_dir = Path(run_dir)
@@ -164,6 +172,8 @@ class FaultScheduler:
             self._set_state(ifnames, f.spec.action)
         elif f.spec.action == "gray":
             self._gray(f, ifnames)
+        elif f.spec.action == "pfc_storm":
+            self._storm(f)
         else:
             self._heal(f)
 
@@ -175,6 +185,16 @@ class FaultScheduler:
                     raise RuntimeError(f"interface {name} not found in the root namespace")
                 ipr.link("set", index=idx[0], state=state)
                 (self._down.add if state == "down" else self._down.discard)(name)
+
+    def _storm(self, f: AppliedFault) -> None:
+        from testbed.emulation.pfc_storm import PfcStorm
+
+        host = self.run_id + str(f.spec.host)
+        ln = f.links[0]
+        nic = ln.a if ln.a.node == host else ln.b
+        storm = PfcStorm(f.index, str(f.spec.host), nic.intf, f"/proc/{self.host_pids[host]}/ns/net", ln.rate_bps,
+                         f.spec.duration_s, ln.peer(host).intf)
+        self.storms.append(storm.start())
 
     def _gray(self, f: AppliedFault, ifnames: list[str]) -> None:
         k = f.spec.loss_per_mod
@@ -224,6 +244,11 @@ class FaultScheduler:
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
+        if self.storms:
+            from testbed.emulation.pfc_storm import write_csv
+            for storm in self.storms:
+                storm.stop()
+            write_csv(self.run_dir, self.storms)
         if self._table_made:
             for f in self.faults:
                 if f.chains:

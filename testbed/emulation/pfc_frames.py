@@ -30,11 +30,16 @@ SOL_PACKET = 263           # <linux/socket.h>
 PACKET_QDISC_BYPASS = 20   # <linux/if_packet.h>
 
 
-def _port_socket(ifname: str) -> tuple[socket.socket, bytes]:
+def _port_socket(ifname: str, netns: str | None = None) -> tuple[socket.socket, bytes]:
     """An AF_PACKET socket sending on ``ifname`` past its qdisc, and the interface's MAC address.
 
-    Raises OSError (ENODEV) when there is no such interface in this namespace."""
-    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)  # protocol 0: sends only, receives nothing
+    ``netns``: the interface's namespace (a path such as ``/proc/<pid>/ns/net``; None: ours).
+    Raises OSError (ENODEV) when there is no such interface in that namespace."""
+    if netns is None:
+        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)  # protocol 0: sends only, receives nothing
+    else:
+        from pyroute2.netns import create_socket
+        s = create_socket(netns, socket.AF_PACKET, socket.SOCK_RAW, 0, flags=0)
     try:
         s.bind((ifname, 0))
         s.setsockopt(SOL_PACKET, PACKET_QDISC_BYPASS, 1)
@@ -83,14 +88,15 @@ class PfcSender:
     duration (``quanta x 512 / link_bps / 2`` s), so the receiver stays paused until
     ``resume(priority)``, which sends quanta 0. Several paused priorities share each refresh frame.
     Thread-safe; ``close()`` (or leaving the ``with`` block) stops the refresh thread. Raises OSError
-    for a missing interface (at construction), ValueError for a bad priority or quanta.
+    for a missing interface (at construction), ValueError for a bad priority or quanta. ``netns``: the
+    namespace of ``ifname`` (e.g. a host NIC's, ``/proc/<pid>/ns/net``, for a storm: testbed.emulation.pfc_storm).
     """
 
-    def __init__(self, ifname: str, link_bps: float):
+    def __init__(self, ifname: str, link_bps: float, netns: str | None = None):
         if not link_bps > 0:
             raise ValueError(f"link_bps={link_bps!r}: must be > 0")
         self.ifname, self.link_bps = ifname, float(link_bps)
-        self.sock, self.mac = _port_socket(ifname)
+        self.sock, self.mac = _port_socket(ifname, netns)
         self.counters = PfcSendCounters()
         self._quanta = [0] * PRIORITIES          # pause time of each paused priority, 0 = not paused
         self._refresh_at = [0.0] * PRIORITIES    # monotonic s of each paused priority's next refresh

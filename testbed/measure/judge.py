@@ -51,8 +51,10 @@ def judge_run(ctx: RunContext, rec: Recording, qps: pd.DataFrame, ports: pd.Data
     emulation (:func:`charge_faults`).
     """
     fab = rec.fab
-    # switch queue drops from the queue counters read before and after the traffic, not from sampler rows
-    switch_drops = drops.queue_drops_delta(rec.drops_before, rec.drops_after)
+    # switch queue drops from the queue counters read before and after the traffic, not from sampler rows,
+    # and the PFC watchdog's drops (a switch feature: testbed.emulation.watchdog_drop)
+    from testbed.results.congestion import watchdog_drops_pkts
+    switch_drops = drops.queue_drops_delta(rec.drops_before, rec.drops_after) + watchdog_drops_pkts(ctx.run_dir)
     t = transport_totals(qps, [st.rx_pkts for st in rec.stats], switch_drops, ctx.transport.window_pkts)
     host_tx = host_tx_frame(qps, [h.name for h in fab.layout.hosts], ctx.spec.fabric.host_link_bps)
     counter_drops = discount_kick_frames(drops.delta(rec.drops_before, rec.drops_after), ctx.run_dir)

@@ -1,7 +1,8 @@
 """Which queue samples fall while PFC held the port paused (the link-rate check must not judge them).
 
 A port paused by the controller's congestion loop (controllers/congestion/loop.py, ``pfc_events.csv``: a
-``pause`` row with ``upstream_port`` = the gated egress port, then a ``resume`` row) is backlogged and
+``pause`` row with ``upstream_port`` = the gated egress port, then a ``resume`` row; or ``rx_pause`` /
+``rx_resume`` rows, a port held for its host's PFC frames, ``port`` = the held egress) is backlogged and
 sends nothing, by design: lossless backpressure, not an emulation fault. :func:`mark_paused` adds a
 ``paused`` column to the queue samples: True for a sample of a gated port taken while it was paused, or
 within one sample period of a pause edge (the interval around the edge is partly paused).
@@ -23,6 +24,9 @@ def paused_windows(run_dir: Path) -> dict[str, list[tuple[int, int]]]:
     if not path.exists():
         return {}
     ev = pd.read_csv(path)
+    rx = ev["event"].isin(("rx_pause", "rx_resume"))  # a host's PFC frames held the port's own egress
+    ev = ev.assign(upstream_port=ev["upstream_port"].where(~rx, ev["port"]),
+                   event=ev["event"].replace({"rx_pause": "pause", "rx_resume": "resume"}))
     ev = ev[ev["event"].isin(("pause", "resume")) & ev["upstream_port"].notna()].sort_values("time_ns")
     out: dict[str, list[tuple[int, int]]] = {}
     open_at: dict[str, int] = {}

@@ -24,12 +24,21 @@ from testbed.results.tables import write_csv
 RESULT_FILE = "congestion_loop.json"  # controllers.congestion.loop.RESULT_FILE
 
 
-def kick_frames(run_dir: Path) -> int:
-    """Kick frames the PFC loop sent (0 without PFC): each is dropped by a switch on table miss."""
+def _pfc_doc(run_dir: Path) -> dict:
     path = Path(run_dir) / RESULT_FILE
-    if not path.exists():
-        return 0
-    return int((json.loads(path.read_text()).get("pfc") or {}).get("kick_frames", 0))
+    return (json.loads(path.read_text()).get("pfc") or {}) if path.exists() else {}
+
+
+def kick_frames(run_dir: Path) -> int:
+    """Frames of the PFC machinery a switch drops on table miss (0 without PFC): the loop's kick frames
+    and the PFC frames hosts sent to their switch ports (a storm's: controllers/congestion/rx_pauses.py)."""
+    pfc = _pfc_doc(run_dir)
+    return int(pfc.get("kick_frames", 0)) + int(pfc.get("rx_pfc_frames", 0))
+
+
+def watchdog_drops_pkts(run_dir: Path) -> int:
+    """Lossless packets the PFC watchdog's drop action took (testbed.emulation.watchdog_drop; 0 without)."""
+    return int(_pfc_doc(run_dir).get("watchdog_drops_pkts", 0))
 
 
 def pfc_ports(events: pd.DataFrame) -> pd.DataFrame:

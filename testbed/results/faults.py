@@ -63,7 +63,7 @@ def fault_timings(applied: list, events: list[dict], run_id: str) -> list[dict]:
         row = dict(f.row(), links=[sorted(k) for k in links], detect_ms=None, reroute_ms=None, detected_by=None,
                    measured_loss=None)
         rows.append(row)
-        if f.applied_ns is None or f.spec.action == "heal":
+        if f.applied_ns is None or f.spec.action in ("heal", "pfc_storm"):  # a storm: the PFC watchdog's
             continue
         want = "link_up" if f.spec.action == "up" else "link_down"
         t0 = f.applied_ns

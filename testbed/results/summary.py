@@ -139,6 +139,9 @@ def _write_complete_now(ctx: RunContext, rec: Recording, note: str | None) -> di
             from testbed.spec.transport import dcqcn_settings
             dcqcn = dcqcn_settings(ctx.spec)
             summary["congestion"].update(flow_figures(ctx.run_dir, dcqcn.cnp_interval_us if dcqcn else None))
+    if summary["congestion"] is not None:  # a PFC storm fault: watchdog detection, restore, rest of the fabric
+        from testbed.results.pfc_storm import storm_block
+        summary["congestion"].update(storm_block(ctx.run_dir, faults))
     if rec.replay is not None:
         summary["replay"] = rec.replay
     adaptive = summary_adaptive(ctx.spec, ctx.run_dir)

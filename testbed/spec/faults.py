@@ -9,6 +9,7 @@ started (the first collective is posted) and is one of::
     {at_s: 6.0, switch: s2, action: up}
     {at_s: 1.0, link: [l1, s1], action: gray, loss: 0.01}   # drop 1% of frames, both directions
     {at_s: 5.0, link: [l1, s1], action: heal}      # the gray loss ends
+    {at_s: 1.0, host: h2, action: pfc_storm, duration_s: 2.0}   # h2's NIC keeps its port paused (PFC storm)
 
 Names are switch names without the run id (``l1``, ``s2``), checked against
 the fabric's layout before anything is built; a link is two switches joined
@@ -18,6 +19,11 @@ same link or switch, ``heal`` an earlier ``gray``. A switch with hosts
 cannot go down, for the same reason. The gray loss probability is applied as
 ``numgen random mod 10000 < round(loss * 10000)`` (nftables), so it is
 0.0001 .. 0.9999 in steps of 0.0001.
+
+``pfc_storm`` (needs ``congestion.pfc``): for ``duration_s`` seconds the host's NIC sends real IEEE
+802.1Qbb pause frames for the lossless class (priority 3, 65535 quanta, refreshed at half their time)
+toward its switch port, like a hung NIC that stops draining, then one frame of quanta 0
+(testbed.emulation.pfc_storm); the controller honours them and its PFC watchdog is what ends the storm.
 
 ``failover`` tunes the controller's gray-failure detector
 (controllers/failover.py): every ``stats_period_ms`` (default 100) it reads
@@ -43,13 +49,17 @@ class FaultSpec(_Spec):
     """One scheduled failure (module docstring)."""
 
     at_s: StrictFloat | StrictInt = Field(ge=0.0, le=MAX_FAULT_AT_S)
-    action: Literal["down", "up", "gray", "heal"]
+    action: Literal["down", "up", "gray", "heal", "pfc_storm"]
     link: Optional[tuple[str, str]] = None
     switch: Optional[str] = None
+    host: Optional[str] = None
+    duration_s: Optional[StrictFloat | StrictInt] = Field(None, gt=0.0, le=MAX_FAULT_AT_S)
     loss: Optional[StrictFloat | StrictInt] = Field(None, ge=1.0 / GRAY_LOSS_MOD, le=1 - 1.0 / GRAY_LOSS_MOD)
 
     @model_validator(mode="after")
     def _consistent(self) -> "FaultSpec":
+        if self.action == "pfc_storm" or self.host is not None or self.duration_s is not None:
+            return self._storm()
         if (self.link is None) == (self.switch is None):
             raise ValueError("give exactly one of link: [a, b] or switch: name")
         if self.switch is not None and self.action not in ("down", "up"):
@@ -62,9 +72,20 @@ class FaultSpec(_Spec):
             raise ValueError(f"link: both ends are {self.link[0]!r}; a link joins two switches")
         return self
 
+    def _storm(self) -> "FaultSpec":
+        if self.action != "pfc_storm":
+            raise ValueError(f"host and duration_s are for action pfc_storm, not {self.action!r}")
+        if self.host is None or self.duration_s is None or self.link is not None or self.switch is not None \
+                or self.loss is not None:
+            raise ValueError("action pfc_storm takes host: name and duration_s: seconds > 0 (no link, switch "
+                             "or loss)")
+        return self
+
     @property
     def target(self) -> str:
-        """``l1-s1`` or ``s2``: what the fault hits (names without the run id)."""
+        """``l1-s1``, ``s2`` or ``h2``: what the fault hits (names without the run id)."""
+        if self.host is not None:
+            return str(self.host)
         return "-".join(self.link) if self.link is not None else str(self.switch)
 
     @property
@@ -100,6 +121,12 @@ def check_faults(layout, faults: tuple[FaultSpec, ...] | list[FaultSpec]) -> Non
     order = sorted(range(len(faults)), key=lambda i: (faults[i].at_s, i))
     for i in order:
         f = faults[i]
+        if f.action == "pfc_storm":
+            hosts = [h.name[len(rid):] for h in layout.hosts]
+            if f.host not in hosts:
+                raise ValueError(f"faults.{i}.host: {f.host!r} is not a host of this fabric; allowed: "
+                                 f"{', '.join(hosts)}")
+            continue
         if f.link is not None:
             for end in f.link:
                 if end not in switches:
@@ -129,3 +156,12 @@ def check_faults(layout, faults: tuple[FaultSpec, ...] | list[FaultSpec]) -> Non
 
 def _allowed_after(state: str) -> list[str]:
     return {"ok": ["down", "gray"], "down": ["up"], "gray": ["heal"]}[state]
+
+
+def check_storms(faults, pfc_on: bool) -> None:
+    """A ``pfc_storm`` fault needs PFC (the switches honour host pause frames only with it). ValueError
+    naming ``faults[i].action`` otherwise."""
+    for i, f in enumerate(faults):
+        if f.action == "pfc_storm" and not pfc_on:
+            raise ValueError(f"faults.{i}.action: pfc_storm needs congestion.pfc (enabled): without PFC the "
+                             f"switches ignore pause frames; add congestion.pfc {{xoff_bytes, xon_bytes}}")

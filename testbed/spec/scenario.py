@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from testbed.spec.congestion import CongestionSpec
 from testbed.spec.controller import ControllerSpec, LoadBalanceSpec, OutputSpec
 from testbed.spec.fabric import FabricSpec
-from testbed.spec.faults import FailoverSpec, FaultSpec, check_faults
+from testbed.spec.faults import FailoverSpec, FaultSpec, check_faults, check_storms
 from testbed.spec.fidelity import FidelityThresholdsSpec
 from testbed.spec.transport import TransportSpec, check_dcqcn
 from testbed.spec.units import (  # noqa: F401
@@ -81,6 +81,7 @@ class ScenarioSpec(_Spec):
             if self.load_balance.weights:
                 lb.check_weights(layout, self.load_balance.policy, self.load_balance.weights)
             check_faults(layout, self.faults)
+            check_storms(self.faults, self.congestion.pfc_on)
         need = self.transport.payload_bytes + ROCEV2_IP_OVERHEAD_BYTES
         if need > self.fabric.mtu_bytes:
             raise ValueError(
