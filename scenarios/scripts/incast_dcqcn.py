@@ -5,9 +5,10 @@ Run as root from the repository:  .venv/bin/python scenarios/scripts/incast_dcqc
 
 scenarios/incast_both.yaml (four senders on other leaves, one receiver; RED-curve ECN marking of the
 lossless class and hop-by-hop PFC) with ``transport.congestion_control`` none and dcqcn. Without a
-congestion control the marks go unanswered: the receiver's queue climbs to Xoff and PFC pauses the
-senders again and again; with DCQCN the senders slow down on CNPs, the queue stays near Kmax, below
-Xoff, and PFC pauses only in the first round trips. ``--quick``: 1 MiB per sender.
+congestion control the packets are not ECN-capable (nothing is marked) and the receiver's queue climbs
+to Xoff again and again: PFC pauses the senders all along. With DCQCN the marked packets bring CNPs,
+the senders slow down, the queue stays near Kmax, below Xoff, and PFC pauses mostly in the first
+round trips. ``--quick``: 1 MiB per sender.
 """
 from __future__ import annotations
 

@@ -32,8 +32,6 @@ def main(argv=None) -> dict:
                          results=args.results):
         results[rate] = r
         print(f"--- {rate}bit/s links: {r.verdict} ({r.run_dir})")
-        if r.run_dir is not None:
-            print(r.sizes[["size_bytes", "busbw_bps", "busbw_ratio", "p50_us"]].to_string(index=False))
     print(f"{'rate':>6} {'size_bytes':>10} {'busbw(Mb/s)':>11} {'busbw/link':>10}")
     for rate, r in results.items():
         for row in r.sizes.itertuples():

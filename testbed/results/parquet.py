@@ -37,7 +37,7 @@ def read_csv_table(path: Path, spec: Table) -> pd.DataFrame:
         if col is not None and frame.empty:  # a header only: pandas would make every column object
             frame[name] = frame[name].astype(_dtype(col.dtype))
         elif col is not None and col.dtype == "str":
-            frame[name] = frame[name].fillna("").astype(str)
+            frame[name] = frame[name].astype(object).where(frame[name].notna(), "").astype(str)
         elif col is not None and col.dtype == "bool" and frame[name].notna().all():
             frame[name] = frame[name].astype(bool)
     return frame
