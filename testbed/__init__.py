@@ -1,6 +1,6 @@
 """AI fabric testbed. Scripting API (testbed.api): ``from testbed import Scenario, run, sweep``."""
 
-_API = ("Scenario", "RunResult", "run", "sweep", "shipped")
+_API = ("Scenario", "RunResult", "run", "sweep", "shipped", "script_args")
 
 
 def __getattr__(name):  # lazy: ``import testbed.x`` does not load the API and its imports

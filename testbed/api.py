@@ -213,3 +213,13 @@ def sweep(scenario: Scenario, key: str | Iterable[str], values: Iterable[Any],
     changed = [(value, scenario.with_({k: value for k in keys})) for value in values]
     for value, s in changed:
         yield value, run(s, **run_kw)
+
+
+def script_args(doc: str, quick_help: str, argv: list[str] | None = None) -> argparse.Namespace:
+    """The options every scenario script takes (scenarios/scripts/): ``--quick`` (``quick_help``: the short
+    version the tests run) and ``--results DIR`` (default ./results); the first paragraph of ``doc`` is the
+    description. Exits 2 on a bad option (argparse)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help=quick_help)
+    ap.add_argument("--results", default="results", help="results root (default ./results)")
+    return ap.parse_args(argv)

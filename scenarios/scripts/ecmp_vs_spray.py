@@ -10,18 +10,14 @@ spraying spreads every flow over every spine. ``--quick``: 3 trials of 512 KiB f
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
-from testbed import Scenario, run
+from testbed import Scenario, run, script_args
 
 
 def main(argv=None) -> dict:
     """Run both; return {"ecmp": RunResult, "spray": RunResult}."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="3 trials of 512 KiB flows (about 30 s)")
-    ap.add_argument("--results", default="results", help="results root (default ./results)")
-    args = ap.parse_args(argv)
+    args = script_args(__doc__, "3 trials of 512 KiB flows (about 30 s)", argv)
     ecmp = Scenario.from_yaml("lb_flows_ecmp")
     if args.quick:
         ecmp = ecmp.with_({"workload.pattern.trials": 3, "workload.pattern.size_bytes": "512KiB"})

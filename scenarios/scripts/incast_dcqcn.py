@@ -12,18 +12,14 @@ round trips. ``--quick``: 1 MiB per sender.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
-from testbed import Scenario, sweep
+from testbed import Scenario, sweep, script_args
 
 
 def main(argv=None) -> dict:
     """Run both; return {"none": RunResult, "dcqcn": RunResult}."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="1 MiB per sender (about 30 s)")
-    ap.add_argument("--results", default="results", help="results root (default ./results)")
-    args = ap.parse_args(argv)
+    args = script_args(__doc__, "1 MiB per sender (about 30 s)", argv)
     base = Scenario.from_yaml("incast_both")
     if args.quick:
         base = base.with_({"workload.pattern.size_bytes": "1MiB"})

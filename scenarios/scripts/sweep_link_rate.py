@@ -9,18 +9,14 @@ link's goodput) stays near 1: the emulation is faithful at each rate. ``--quick`
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
-from testbed import Scenario, sweep
+from testbed import Scenario, sweep, script_args
 
 
 def main(argv=None) -> dict:
     """Run the sweep; return {rate: RunResult}."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="4 hosts, rates 5M and 10M, 128-256 KiB (about 25 s)")
-    ap.add_argument("--results", default="results", help="results root (default ./results)")
-    args = ap.parse_args(argv)
+    args = script_args(__doc__, "4 hosts, rates 5M and 10M, 128-256 KiB (about 25 s)", argv)
     base = Scenario.from_yaml("quickstart").with_({"workload.sizes.max_bytes": "1MiB"})
     rates = ["5M", "10M", "15M"]
     if args.quick:
