@@ -111,3 +111,16 @@ def test_package_exports():
     assert testbed.Scenario is Scenario and testbed.run is run
     with pytest.raises(AttributeError):
         testbed.nope
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="run() checks root first")
+def test_run_refuses_bad_input_as_the_cli_before_building(tmp_path):
+    from testbed.spec.estimate import DurationError
+
+    s = Scenario.from_yaml("quickstart")
+    with pytest.raises(DurationError, match="max"):
+        run(s, results=tmp_path, max_duration_s=5)
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ScenarioError, match="--results .*file"):
+        run(s, results=tmp_path / "file" / "sub")
+    assert list(tmp_path.iterdir()) == [tmp_path / "file"]  # no run directory was made
