@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import copy
 import os
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
@@ -45,7 +46,7 @@ def shipped() -> list[str]:
 
 class Scenario:
     """A validated scenario: ``data`` (its raw mapping, a copy), ``spec`` (the frozen ScenarioSpec),
-    ``source`` (where it came from, named in errors), ``path`` (its YAML file, or None).
+    ``source`` (where it came from, named in errors), ``path`` (its YAML file, unchanged; else None).
 
     Raises ScenarioError (the message ``testbed run`` prints) when ``data`` is not a valid scenario.
     """
@@ -117,7 +118,7 @@ class Scenario:
                 node = nxt
             node[last] = copy.deepcopy(value)
         src = f"{self.source} with {', '.join([*(changes or {}), *(k.replace('__', '.') for k in kw)])}"
-        return Scenario(data, src, self.path)
+        return Scenario(data, src)  # no longer the file's content: manifest.json's scenario_path stays null
 
     def estimate_s(self) -> float:
         """The duration ``testbed run`` prints before a run, s (testbed.spec.estimate)."""
@@ -194,7 +195,12 @@ def run(scenario: Scenario, results: str | os.PathLike = "results", quiet: bool 
                               "run the script with sudo")
     args = argparse.Namespace(scenario=str(scenario.path) if scenario.path else None, results=str(results),
                               quiet=quiet, max_duration=max_duration_s, debug=False, run_id=new_run_id())
-    code = runner.run_from_cli(args, build_spec=lambda a: scenario.spec, raise_bad_input=True)
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:  # the runner routes SIGINT/SIGTERM to its teardown during the run; the script's own come back after
+        code = runner.run_from_cli(args, build_spec=lambda a: scenario.spec, raise_bad_input=True)
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
     dirs = sorted(Path(results).glob(f"*-{args.run_id}"))
     if code >= EXIT_INTERRUPTED_BASE:
         raise KeyboardInterrupt(f"run of {scenario.name!r} interrupted (exit code {code}); "

@@ -30,7 +30,7 @@ def test_with_sets_dotted_keys_on_a_copy():
     fast = base.with_({"fabric.host_link_bps": "20M"}, workload__iterations=2)
     assert fast.get("fabric.host_link_bps") == 20e6 and fast.get("workload.iterations") == 2
     assert base.get("fabric.host_link_bps") == 10e6 and base.get("workload.iterations") == 5
-    assert "fabric.host_link_bps, workload.iterations" in fast.source
+    assert "fabric.host_link_bps, workload.iterations" in fast.source and fast.path is None
     # mappings on the way are made: congestion is absent from the quickstart
     ecn = base.with_({"fabric.queue_backend": "htb_classes", "congestion.ecn.kmin_pkts": 5,
                       "congestion.ecn.kmax_pkts": 20, "congestion.ecn.pmax": 0.2})
