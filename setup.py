@@ -16,6 +16,7 @@ setup(
         "pydantic>=2.0",
         "psutil>=5.9",
         "networkx>=3.0",
+        "pyarrow>=14",
     ],
     entry_points={"console_scripts": ["testbed=testbed.cli:main"]},
 )

@@ -216,14 +216,17 @@ def _run_workload(ctx: RunContext, agents: AgentGroup, rec: Recording, progress:
         progress.op(k + 1, size, size * 8 / (t_us / 1e6) * factor, last)
 
 
-def run_from_cli(args, build_spec=None) -> int:
+def run_from_cli(args, build_spec=None, raise_bad_input: bool = False) -> int:
     """Entry of ``testbed run``: validate, remove leftovers, run, print; return an exit code (EXIT_*).
 
     ``build_spec(args)``: the spec to run (default: the scenario file ``args.scenario``;
-    ``testbed nccl`` overrides its workload), raising ScenarioError on bad input."""
+    ``testbed nccl`` overrides its workload), raising ScenarioError on bad input.
+    ``raise_bad_input`` (testbed.api): raise the bad-input error instead of printing it and returning 2."""
     try:
         spec, ops_plan = _validate(args, build_spec or (lambda a: load_scenario(a.scenario)))
     except (ScenarioError, FileNotFoundError, IsADirectoryError, estimate.DurationError) as e:
+        if raise_bad_input:
+            raise
         what = f"no such file: {e.filename}" if isinstance(e, FileNotFoundError) and e.filename else e
         print(f"testbed: error: {what}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -239,12 +242,14 @@ def run_from_cli(args, build_spec=None) -> int:
         removed = cleanup.clean()
         if getattr(removed, "total", 0):
             print(f"testbed: removed leftovers of dead runs: {removed}", file=sys.stderr)
-        summary = run_scenario(spec, Path(args.scenario), Path(args.results or "results"), quiet=args.quiet,
-                               ops_plan=ops_plan)
+        summary = run_scenario(spec, Path(args.scenario) if args.scenario else None, Path(args.results or "results"),
+                               quiet=args.quiet, run_id=getattr(args, "run_id", None), ops_plan=ops_plan)
     except KeyboardInterrupt as e:
         printing.print_interrupted(e)
         return EXIT_INTERRUPTED_BASE + (signals.received() or signal.SIGINT)
     except ScenarioError as e:
+        if raise_bad_input:
+            raise
         print(f"testbed: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except RunRefused as e:

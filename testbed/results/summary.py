@@ -20,6 +20,7 @@ from testbed.results import fit, printing
 from testbed.results.replay_table import format_replay_table
 from testbed.results.adaptive import summary_adaptive
 from testbed.results.faults import faults_block
+from testbed.results.parquet import write_parquet_or_warn
 from testbed.results.pfc_hosts import pfc_hosts_block
 from testbed.results import tables
 from testbed.report import command as report_command
@@ -74,6 +75,7 @@ def write_partial(ctx: RunContext, rec: Recording, exc: BaseException) -> None:
             **_common(ctx), "transport": None,
             "percentile_method": tables.PERCENTILE_METHOD, "sizes": tables.size_rows_json(sizes),
         }
+        write_parquet_or_warn(ctx.run_dir)
         tables.write_json(ctx.run_dir / "summary.json", summary)
         if done:
             printing.print_partial(reason, sizes)
@@ -151,6 +153,7 @@ def _write_complete_now(ctx: RunContext, rec: Recording, note: str | None) -> di
     if fits is not None:
         summary["fit"] = fits
     timing.add_busbw_error_bounds(summary["sizes"], ctx.spec, ctx.efficiency)
+    write_parquet_or_warn(ctx.run_dir)  # every table is in: NAME.parquet beside NAME.csv
     tables.write_json(ctx.run_dir / "summary.json", summary)
     tables.mark_complete(ctx.run_dir)
     if rec.patterns is not None:

@@ -1,0 +1,231 @@
+"""Scenario scripts: build a scenario in code, run it, change it between runs, get the DataFrames.
+
+>>> from testbed import Scenario, run, sweep
+>>> base = Scenario.from_yaml("quickstart")                    # a shipped name, or a path
+>>> small = base.with_({"fabric.leaves": 2, "workload.sizes.max_bytes": "256KiB"})
+>>> r = run(small, results="/tmp/runs")                        # root; the runner of `testbed run`
+>>> r.exit_code, r.faithful, r.run_dir, r.sizes.busbw_bps.max()
+>>> for rate, r in sweep(small, "fabric.host_link_bps", ["10M", "20M"]): ...
+
+A :class:`Scenario` is the scenario's raw mapping (as a YAML file holds it),
+validated on every construction by the same pydantic spec and error messages
+as ``testbed run`` (testbed.spec.scenario.parse_scenario: ScenarioError naming
+every bad key path). ``with_`` returns a changed copy: dotted keys
+(``fabric.host_link_bps``) set values, making the mappings on the way.
+
+:func:`run` is ``testbed run``: the same validation of the results root and
+duration cap (raising ScenarioError / DurationError before anything is
+built), then testbed.runner.run_from_cli with the same cleanup of leftovers,
+teardown on errors and signals, results directory, printed table and exit
+code (testbed.exitcodes). It returns a :class:`RunResult`; an interrupted run
+(exit code 128+N) is torn down and then raises KeyboardInterrupt.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping
+
+from testbed.exitcodes import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_FAITHFUL, EXIT_INTERRUPTED_BASE, EXIT_NOT_FAITHFUL
+from testbed.spec.scenario import ScenarioError, ScenarioSpec, load_scenario, parse_scenario
+from testbed.spec.yaml_loader import load_yaml
+
+SCENARIOS_DIR = Path(__file__).resolve().parents[1] / "scenarios"
+_VERDICTS = {EXIT_FAITHFUL: "faithful", EXIT_NOT_FAITHFUL: "NOT faithful", EXIT_FAILED: "failed",
+             EXIT_BAD_INPUT: "bad input"}
+
+
+def shipped() -> list[str]:
+    """Names of the scenarios shipped in ``scenarios/`` (``quickstart``, ``incast_both``, ...)."""
+    return sorted(p.stem for p in SCENARIOS_DIR.glob("*.yaml"))
+
+
+class Scenario:
+    """A validated scenario: ``data`` (its raw mapping, a copy), ``spec`` (the frozen ScenarioSpec),
+    ``source`` (where it came from, named in errors), ``path`` (its YAML file, unchanged; else None).
+
+    Raises ScenarioError (the message ``testbed run`` prints) when ``data`` is not a valid scenario.
+    """
+
+    def __init__(self, data: Mapping, source: str = "scenario", path: Path | None = None):
+        self._data = copy.deepcopy(dict(data)) if isinstance(data, Mapping) else data
+        self.source, self.path = source, path
+        self.spec: ScenarioSpec = parse_scenario(self._data, source)
+
+    @classmethod
+    def from_dict(cls, data: Mapping, source: str = "scenario from a dict") -> "Scenario":
+        """The scenario ``data`` (the mapping a YAML file would hold). Raises ScenarioError."""
+        return cls(data, source)
+
+    @classmethod
+    def from_yaml(cls, name_or_path: str | os.PathLike) -> "Scenario":
+        """A scenario file: a path, or the name of a shipped one (``quickstart``, see :func:`shipped`).
+
+        Checked as ``testbed run`` checks a file (testbed.spec.scenario.load_scenario; a relative
+        ``workload.simai.path`` is made absolute). Raises ScenarioError, FileNotFoundError naming the
+        shipped names.
+        """
+        p = Path(name_or_path)
+        if not p.exists() and p.suffix == "" and len(p.parts) == 1:
+            p = SCENARIOS_DIR / f"{p}.yaml"
+        if not p.exists():
+            raise FileNotFoundError(f"no scenario file {str(name_or_path)!r}; shipped: {', '.join(shipped())}")
+        spec = load_scenario(p)
+        data = load_yaml(p.read_text(encoding="utf-8"), str(p))
+        if spec.workload.simai is not None:
+            data["workload"]["simai"]["path"] = spec.workload.simai.path
+        return cls(data, str(p), p)
+
+    @property
+    def data(self) -> dict:
+        """A copy of the raw mapping (change it and pass it to :meth:`from_dict`, or use :meth:`with_`)."""
+        return copy.deepcopy(self._data)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def get(self, key: str) -> Any:
+        """The validated value of dotted ``key`` (``fabric.host_link_bps`` -> 10000000). Raises KeyError."""
+        node: Any = self.spec
+        for part in key.split("."):
+            if not hasattr(node, part):
+                raise KeyError(f"{key}: no key {part!r} in the scenario")
+            node = getattr(node, part)
+        return node
+
+    def with_(self, changes: Mapping[str, Any] | None = None, /, **kw: Any) -> "Scenario":
+        """A copy with dotted keys set: ``with_({"fabric.host_link_bps": "20M"})`` or
+        ``with_(fabric__host_link_bps="20M")`` (``__`` stands for the dot). Mappings on the way are made.
+
+        Raises ScenarioError naming the key when a key crosses a value that is not a mapping, or
+        (as ``testbed run``) every bad key path of the result.
+        """
+        data = self.data
+        for key, value in {**(changes or {}), **{k.replace("__", "."): v for k, v in kw.items()}}.items():
+            *parents, last = key.split(".")
+            node = data
+            for i, part in enumerate(parents):
+                nxt = node.get(part)
+                if nxt is None:
+                    nxt = node[part] = {}
+                if not isinstance(nxt, dict):
+                    raise ScenarioError(f"{key}: {'.'.join(parents[:i + 1])} is {nxt!r}, not a mapping")
+                node = nxt
+            node[last] = copy.deepcopy(value)
+        src = f"{self.source} with {', '.join([*(changes or {}), *(k.replace('__', '.') for k in kw)])}"
+        return Scenario(data, src)  # no longer the file's content: manifest.json's scenario_path stays null
+
+    def estimate_s(self) -> float:
+        """The duration ``testbed run`` prints before a run, s (testbed.spec.estimate)."""
+        from testbed.plan import plan_workload
+        from testbed.spec import estimate
+
+        return estimate.estimate_for_spec(self.spec, list(plan_workload(self.spec).ops))
+
+    def __repr__(self) -> str:
+        return f"Scenario({self.name!r}, source={self.source!r})"
+
+
+@dataclass
+class RunResult:
+    """One run: ``scenario``, ``exit_code`` (testbed.exitcodes; ``testbed run``'s), ``run_dir`` (None when
+    no directory was made). ``summary`` (summary.json), ``tables`` (testbed.results.load) and every table
+    by name (``r.sizes``, ``r.qps``, ...: pandas DataFrames, docs/tables.md)."""
+
+    scenario: Scenario
+    exit_code: int
+    run_dir: Path | None
+
+    @property
+    def verdict(self) -> str:
+        """faithful, NOT faithful, failed or bad input."""
+        return _VERDICTS.get(self.exit_code, f"exit code {self.exit_code}")
+
+    @property
+    def ok(self) -> bool:
+        """Completed and faithful (exit code 0)."""
+        return self.exit_code == EXIT_FAITHFUL
+
+    @property
+    def faithful(self) -> bool | None:
+        """summary.json's ``faithful`` (None when the run was not judged)."""
+        return self.summary.get("faithful")
+
+    @property
+    def tables(self):
+        from testbed.results.loader import TableError, load
+
+        if self.run_dir is None:
+            raise TableError(f"the run of {self.scenario.name!r} made no run directory ({self.verdict})")
+        return load(self.run_dir)
+
+    @property
+    def summary(self) -> dict:
+        return self.tables.summary if self.run_dir is not None else {}
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        from testbed.results.schema import TABLES
+
+        if name not in TABLES:
+            raise AttributeError(f"RunResult has no attribute {name!r} (tables: {', '.join(TABLES)})")
+        return self.tables[name]
+
+
+def run(scenario: Scenario, results: str | os.PathLike = "results", quiet: bool = True,
+        max_duration_s: float | None = None) -> RunResult:
+    """Run ``scenario`` as ``testbed run`` does (root); return its :class:`RunResult`.
+
+    ``results``: the results root (default ./results); ``quiet``: no progress lines (the table and verdict
+    are printed); ``max_duration_s``: the duration cap (default 2 h). Raises PermissionError without root,
+    ScenarioError / estimate.DurationError on bad input (nothing built), KeyboardInterrupt after an
+    interrupted run was torn down.
+    """
+    from testbed import runner
+    from testbed.naming import new_run_id
+
+    if os.geteuid() != 0:
+        raise PermissionError("testbed.run needs root (it builds network namespaces, veths, OVS bridges); "
+                              "run the script with sudo")
+    args = argparse.Namespace(scenario=str(scenario.path) if scenario.path else None, results=str(results),
+                              quiet=quiet, max_duration=max_duration_s, debug=False, run_id=new_run_id())
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:  # the runner routes SIGINT/SIGTERM to its teardown during the run; the script's own come back after
+        code = runner.run_from_cli(args, build_spec=lambda a: scenario.spec, raise_bad_input=True)
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+    dirs = sorted(Path(results).glob(f"*-{args.run_id}"))
+    if code >= EXIT_INTERRUPTED_BASE:
+        raise KeyboardInterrupt(f"run of {scenario.name!r} interrupted (exit code {code}); "
+                                f"results in {dirs[0] if dirs else 'none'}")
+    return RunResult(scenario, code, dirs[0] if dirs else None)
+
+
+def sweep(scenario: Scenario, key: str | Iterable[str], values: Iterable[Any],
+          **run_kw: Any) -> Iterator[tuple[Any, RunResult]]:
+    """Run ``scenario`` once per value, in order, with dotted ``key`` (or every key of a tuple of keys, e.g.
+    both link rates) set to it; yield (value, RunResult) after each run.
+
+    Every changed scenario is validated before any run (ScenarioError names the key). ``run_kw``: :func:`run`'s.
+    """
+    keys = (key,) if isinstance(key, str) else tuple(key)
+    changed = [(value, scenario.with_({k: value for k in keys})) for value in values]
+    for value, s in changed:
+        yield value, run(s, **run_kw)
+
+
+def script_args(doc: str, quick_help: str, argv: list[str] | None = None) -> argparse.Namespace:
+    """The options every scenario script takes (scenarios/scripts/): ``--quick`` (``quick_help``: the short
+    version the tests run) and ``--results DIR`` (default ./results); the first paragraph of ``doc`` is the
+    description. Exits 2 on a bad option (argparse)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help=quick_help)
+    ap.add_argument("--results", default="results", help="results root (default ./results)")
+    return ap.parse_args(argv)

@@ -1,0 +1,332 @@
+"""The tables of a run directory: every table's columns, types and units, in one place.
+
+This is the single source of truth for the columns of the CSV/Parquet tables a
+run writes: :func:`testbed.results.load.load` checks every table it reads
+against it, ``docs/tables.md`` is generated from it (``python -m
+testbed.results.schema > docs/tables.md``; a unit test keeps the two equal)
+and an integration test checks the tables of real runs against it.
+
+A column's ``dtype`` is one of ``int``, ``float``, ``str``, ``bool``;
+``optional`` columns are present only in some runs (named in ``when``). A name
+holding ``<N>`` stands for a family of columns, N = 0, 1, ... (one per CPU
+core). Every ``*_ns`` time column is Unix-epoch nanoseconds
+(traffic.clock.unix_ns), so tables join on time.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: ``name`` (may hold ``<N>``), ``dtype`` (int, float, str, bool), ``description`` with its unit,
+    ``optional``: absent from some runs (``when`` says which)."""
+
+    name: str
+    dtype: str
+    description: str
+    optional: bool = False
+    when: str = ""
+
+    def matches(self, name: str) -> bool:
+        """Whether the real column ``name`` is this column (or one of its ``<N>`` family)."""
+        if "<N>" not in self.name:
+            return name == self.name
+        return re.fullmatch(re.escape(self.name).replace("<N>", r"\d+"), name) is not None
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table of the run directory: ``name`` (file stem: ``name.csv``, ``name.parquet``), ``description``,
+    ``written`` (which runs write it), ``columns`` (in file order)."""
+
+    name: str
+    description: str
+    written: str
+    columns: tuple[Column, ...]
+
+    def column(self, name: str) -> Column | None:
+        """The documented column ``name`` is (None when undocumented)."""
+        return next((c for c in self.columns if c.matches(name)), None)
+
+    def required(self) -> list[str]:
+        """Names of the columns every such table has."""
+        return [c.name for c in self.columns if not c.optional and "<N>" not in c.name]
+
+    def problems(self, names) -> list[str]:
+        """What is wrong with a table whose columns are ``names``: missing and undocumented columns."""
+        names = list(names)
+        out = [f"missing column {c!r}" for c in self.required() if c not in names]
+        out += [f"undocumented column {n!r}" for n in names if self.column(n) is None]
+        return out
+
+
+#: the runs an optional column (name marked ``?`` in the tables below) is in
+OPTIONAL_WHEN = "pattern runs (workload.pattern)"
+
+
+def _table(name: str, description: str, written: str, columns: str) -> Table:
+    """A Table from ``columns``: one line per column, ``name dtype description`` (``name?``: optional)."""
+    cols = []
+    for line in filter(str.strip, columns.splitlines()):
+        col, dtype, text = line.split(None, 2)
+        optional = col.endswith("?")
+        cols.append(Column(col.rstrip("?"), dtype, text, optional, OPTIONAL_WHEN if optional else ""))
+    return Table(name, description, written, tuple(cols))
+
+
+_QUEUE_SAMPLE = """
+    time_ns       int   sample time, Unix ns
+    port          str   switch port: interface name with the run id, e.g. tb800al1-eth3
+"""
+_QUEUE_COUNTERS = """
+    tx_bytes      int   bytes sent by the queue since it was installed (counter)
+    tx_pkts       int   packets sent by the queue (counter)
+    drops_pkts    int   packets the queue dropped (counter)
+    backlog_bytes int   queue backlog at the sample, bytes
+    backlog_pkts  int   queue backlog at the sample, packets
+"""
+
+TABLES: dict[str, Table] = {t.name: t for t in (
+    _table("sizes", "nccl-tests-style table: one row per collective, algorithm, size and group size over the timed "
+           "operations (the printed table)",
+           "every run (empty for pattern runs)", """
+    size_bytes         int   message size, bytes
+    group_size         int   ranks in each group
+    time_us            float mean span over the operations, us
+    algbw_bps          float size_bytes x 8 / time_us, bit/s
+    busbw_bps          float algbw_bps x busbw_factor, bit/s
+    busbw_ratio        float busbw_bps / (host link rate x payload efficiency); 1.0 = line rate
+    time_rank_avg_us   float mean per-rank time, us (nccl-tests' time)
+    busbw_rank_avg_bps float bus bandwidth from time_rank_avg_us, bit/s
+    count              int   timed operations (the percentiles' samples)
+    p50_us             float median operation time, us (nearest rank)
+    p99_us             float 99th percentile operation time, us; NaN below 100 samples
+    p999_us            float 99.9th percentile operation time, us; NaN below 1000 samples
+    collective         str   collective
+    algorithm          str   algorithm
+    busbw_factor       float bus bandwidth factor for group_size ranks
+"""),
+    _table("ops", "one row per collective operation (warm-ups included)",
+           "every run (empty for pattern runs)", """
+    op_id              int   operation index in the plan (0, 1, ...)
+    size_bytes         int   message size of the collective, bytes
+    iteration          int   iteration of this size (warm-ups first)
+    warmup             bool  a warm-up operation (left out of sizes)
+    layer              str   SimAI layer name (empty for a size sweep)
+    collective         str   collective (allreduce, allgather, ...)
+    algorithm          str   algorithm (ring, tree, ...)
+    group              str   group scope (all, tp, dp, ep, ...)
+    group_size         int   ranks in each group
+    n_groups           int   concurrent groups
+    t_start_ns         int   first rank's start, Unix ns
+    t_end_ns           int   last rank's end, Unix ns
+    time_us            float span: t_end_ns - t_start_ns, us
+    time_rank_avg_us   float mean over ranks of each rank's own time, us (nccl-tests' time)
+    algbw_bps          float size_bytes x 8 / time, bit/s
+    busbw_factor       float the algorithm's bus bandwidth factor for group_size ranks (nccl-tests)
+    busbw_bps          float algbw_bps x busbw_factor, bit/s
+    busbw_rank_avg_bps float bus bandwidth from time_rank_avg_us, bit/s
+"""),
+    _table("rank_ops", "one row per rank and operation",
+           "collective runs (an empty file for pattern runs)", """
+    op_id        int   operation index
+    rank         int   rank (host index) of the agent that recorded the row
+    group_index  float index of the rank's group in the op; NaN for an idle rank
+    group_size   int   ranks in that group (0: idle)
+    t_start_ns   int   the rank's start, Unix ns
+    t_end_ns     int   the rank's end, Unix ns
+    sent_bytes   int   payload bytes the rank posted
+    rx_msgs      int   messages the rank received
+    t_rx_done_ns int   when the rank's last expected chunk arrived, Unix ns
+"""),
+    _table("qps", "one row per queue pair end: requesters (send side) then responders (receive side)",
+           "every run with traffic agents", """
+    trial?            int   pattern trial (0, 1, ...)
+    rank              int   rank (host index) of the agent that recorded the row
+    peer              int   rank at the other end of the queue pair
+    role              str   requester or responder
+    qpn               int   queue pair number
+    udp_sport         float UDP source port of the requester (RoCEv2 entropy); NaN for responders
+    first_psn         int   first packet sequence number
+    channel           int   channel (ring) the QP carries
+    tx_pkts           float data packets sent, retransmissions included (requester)
+    tx_wire_bytes     float bytes sent on the wire (requester)
+    retx_pkts         float packets retransmitted (requester)
+    naks_rx           float NAKs received (requester)
+    acks_rx           float ACKs received (requester)
+    timeouts          float retransmission timeouts (requester)
+    tx_busy_ns        float time with a packet ready and the window open, ns (requester)
+    tx_work_ns        float time with posted data not yet acknowledged, ns (requester)
+    tx_paced_ns       float time a ready packet was held back by congestion-control pacing, ns
+    nic_full_waits    float waits for the host NIC's queue (requester)
+    posted_bytes      float payload bytes posted (requester)
+    acked_bytes       float payload bytes acknowledged (requester)
+    cnps_rx           float CNPs received (requester, the reaction point)
+    pfc_paused_ns     float time a ready packet was held back by a PFC pause, ns (requester)
+    rx_pkts           float data packets received (responder)
+    delivered_bytes   float payload bytes delivered in order (responder)
+    dup_pkts          float duplicate packets received (responder)
+    out_of_order_pkts float packets received out of order (responder)
+    naks_tx           float NAKs sent (responder)
+    acks_tx           float ACKs sent (responder)
+    order_errors      float messages completed out of order (responder; must be 0)
+    messages          float messages completed (responder)
+    max_reorder_pkts  float farthest a packet arrived ahead of the expected PSN, packets
+    ce_pkts           float data packets that arrived ECN CE-marked (responder)
+    cnps_tx           float CNPs sent (responder, the notification point)
+"""),
+    _table("msgs", "one row per message a requester posted",
+           "every run with traffic agents", """
+    trial?     int   pattern trial (0, 1, ...)
+    rank       int   rank (host index) of the agent that recorded the row
+    peer       int   rank at the other end of the queue pair
+    msg_seq    int   message sequence number on the QP
+    size_bytes int   message size, bytes
+    t_post_ns  int   when the message was posted, Unix ns
+    t_acked_ns int   when its last byte was acknowledged, Unix ns (0: never)
+    fct_us     float flow completion time t_acked_ns - t_post_ns, us; NaN if never acknowledged
+"""),
+    _table("ports", "switch egress queue samples (every output.sample_period_ms)",
+           "every run", _QUEUE_SAMPLE + _QUEUE_COUNTERS),
+    _table("cpu", "CPU idle per second of the run",
+           "every run", """
+    time_ns          int   end of the one-second sample, Unix ns
+    idle_pct         float whole machine idle, % (0-100)
+    min_cpu_idle_pct float idle of the least idle core, %
+    cpu<N>_idle_pct  float core N's idle, %
+"""),
+    _table("departures", "every frame the capture saw leave a sampled switch port, in capture windows",
+           "every run with a departure capture", """
+    port        str   switch port
+    window      int   capture window index
+    time_ns     int   departure time, Unix ns
+    frame_bytes int   frame length, bytes
+"""),
+    _table("qp_rates", "every rate change of a requester QP's congestion control (DCQCN)",
+           "runs with a rate-changing congestion control", """
+    trial?          int   pattern trial (0, 1, ...)
+    rank            int   rank (host index) of the agent that recorded the row
+    peer            int   rank at the other end of the queue pair
+    time_ns         int   time of the change, Unix ns
+    event           str   what changed it: start, cnp, timer, bytes
+    rate_bps        float current rate after it, bit/s
+    target_rate_bps float target rate after it, bit/s
+    alpha           float DCQCN alpha after it (0-1)
+"""),
+    _table("pfc_rx", "one row per PFC frame a host NIC received",
+           "runs with PFC frames to hosts", """
+    rank                int   rank (host index) of the agent that recorded the row
+    time_ns             int   arrival, Unix ns
+    class_enable_vector int   802.1Qbb class-enable vector (bit per priority)
+    lossless_quanta     int   pause time of the lossless priority, quanta of 512 bit times
+"""),
+    _table("fct", "one row per pattern flow and trial",
+           "pattern runs", """
+    trial        int   trial
+    flow         int   flow index
+    src          int   sending rank
+    dst          int   receiving rank
+    size_bytes   int   flow size, bytes
+    start_ns     int   post of the flow's message, Unix ns
+    end_ns       int   ACK of its last byte, Unix ns
+    fct_us       float flow completion time end_ns - start_ns, us
+    ideal_fct_us float FCT under the ideal max-min rates, us
+    slowdown     float fct_us / ideal_fct_us
+"""),
+    _table("flow_rates", "each pattern flow's received payload per time bin",
+           "pattern runs", """
+    trial        int   trial
+    flow         int   flow index
+    src          int   sending rank
+    dst          int   receiving rank
+    bin_start_ns int   start of the bin, Unix ns
+    rx_bytes     int   payload bytes received in the bin
+    goodput_bps  float rx_bytes x 8 / bin length, bit/s
+"""),
+    _table("uplinks", "bytes each inter-switch port sent during a trial and its share of its switch's uplinks",
+           "pattern runs", """
+    trial    int   trial
+    switch   str   switch
+    port     str   switch port
+    peer     str   switch at the other end
+    tx_bytes int   bytes sent during the trial
+    share    float tx_bytes / all the switch's uplinks' bytes (0-1)
+"""),
+    _table("lossless_queues", "the congestion loop's samples of every switch port's lossless class",
+           "runs with congestion.ecn or congestion.pfc",
+           _QUEUE_SAMPLE + "class str traffic class (lossless)\n" + _QUEUE_COUNTERS),
+    _table("ecn_marking", "every change of a port's ECN marking probability",
+           "runs with congestion.ecn", """
+    time_ns     int   time of the change, Unix ns
+    port        str   switch port
+    probability float CE marking probability of ECT packets from then on (0-1)
+"""),
+    _table("pfc_events", "PFC pauses, resumes and watchdog storms/restores",
+           "runs with congestion.pfc", """
+    time_ns       int   the sample that decided it, Unix ns
+    port          str   ingress switch port charged
+    class         int   priority (3: lossless)
+    event         str   pause, resume, storm or restore
+    charged_bytes int   bytes charged to the ingress at the decision (-1: not applicable)
+    upstream      str   device paused (switch or host)
+    upstream_port str   its port toward the ingress
+    actuation_us  float time to pause/resume the upstream queue, us
+    pfc_frame     bool  a PFC frame was also sent to a host NIC
+"""),
+    _table("pfc_ports", "per ingress port and class: pauses sent and paused time",
+           "runs with congestion.pfc", """
+    port          str   ingress switch port
+    class         int   priority
+    upstream      str   device paused
+    upstream_port str   its port
+    pauses_sent   int   pauses sent
+    paused_time_s float time paused, s
+"""),
+    _table("faults", "every fault of the scenario and what happened to it",
+           "runs with faults", """
+    fault           int   fault index in the scenario
+    action          str   what the fault does: down, up, gray, ...
+    target          str   link or node named in the scenario
+    loss            float loss probability of a gray fault (0-1)
+    at_s            float planned time after the traffic started, s
+    planned_ns      int   planned time, Unix ns
+    applied_ns      float when the first interface or rule changed, Unix ns
+    apply_us        float time to apply it, us
+    gray_drops_pkts int   packets a gray rule dropped
+    detect_ms       float applied_ns to the controller's detection, ms
+    reroute_ms      float applied_ns to the reroute installed, ms
+    detected_by     str   port_status or gray
+    measured_loss   float loss the gray detector measured (0-1)
+"""),
+)}
+
+
+def table(name: str) -> Table:
+    """The documented table ``name`` (stem, e.g. ``sizes``). Raises KeyError naming the documented tables."""
+    try:
+        return TABLES[name]
+    except KeyError:
+        raise KeyError(f"no table {name!r}; documented tables: {', '.join(TABLES)}") from None
+
+
+def markdown() -> str:
+    """docs/tables.md: one section per table, its columns with type, unit and description."""
+    lines = ["# Tables of a run directory", "",
+             "Generated from `testbed/results/schema.py` (`python -m testbed.results.schema > docs/tables.md`); "
+             "do not edit by hand. Every table is written as `NAME.csv` and `NAME.parquet`; "
+             "`testbed.results.load(run_dir)` reads them (Parquet first) and checks the columns below. "
+             "Every `*_ns` time is Unix-epoch nanoseconds. `<N>` stands for 0, 1, ... (one column each).", ""]
+    for t in TABLES.values():
+        lines += [f"## {t.name}", "", f"{t.description}. Written by: {t.written}.", "",
+                  "| column | type | description |", "|---|---|---|"]
+        for c in t.columns:
+            extra = f" (only in {c.when})" if c.optional else ""
+            lines.append(f"| `{c.name}` | {c.dtype} | {c.description}{extra} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")

@@ -1,0 +1,130 @@
+"""testbed.results.load, the table schema (one source for load() and docs/tables.md) and Parquet beside CSV."""
+import dataclasses
+import json
+import warnings
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from controllers.congestion.loop import EVENT_COLUMNS
+from testbed.emulation.faults import CSV_COLUMNS as FAULT_COLUMNS
+from testbed.patterns.results import FCT_COLUMNS, RATE_COLUMNS, UPLINK_COLUMNS
+from testbed.results import TableError, load, tables
+from testbed.results.parquet import read_csv_table, write_parquet
+from testbed.results.schema import TABLES, markdown
+from traffic.protocol import QpRateRecord
+from traffic.transport.qp import QPCounters
+from traffic.transport.responder import ResponderCounters
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_docs_tables_md_is_generated_from_the_schema():
+    assert (REPO / "docs" / "tables.md").read_text() == markdown(), \
+        "regenerate: .venv/bin/python -m testbed.results.schema > docs/tables.md"
+
+
+@pytest.mark.parametrize("table, columns", [
+    ("ops", tables.OPS_COLUMNS), ("sizes", tables.SIZES_COLUMNS), ("fct", FCT_COLUMNS),
+    ("flow_rates", RATE_COLUMNS), ("uplinks", UPLINK_COLUMNS), ("pfc_events", EVENT_COLUMNS),
+    ("faults", [*FAULT_COLUMNS, "detect_ms", "reroute_ms", "detected_by", "measured_loss"]),
+    ("qp_rates", [f.name for f in dataclasses.fields(QpRateRecord)]),
+    ("qps", ["rank", "peer", "role", "qpn", "udp_sport", "first_psn", "channel",
+             *(f.name for f in dataclasses.fields(QPCounters)), *(f.name for f in dataclasses.fields(ResponderCounters))]),
+])
+def test_schema_matches_the_columns_the_code_writes(table, columns):
+    assert TABLES[table].problems(columns) == []
+    if table in ("qps", "qp_rates"):  # pattern runs add the trial
+        assert TABLES[table].problems(["trial", *columns]) == []
+
+
+def test_every_column_has_a_type_and_a_description():
+    for t in TABLES.values():
+        assert t.description and t.written
+        for c in t.columns:
+            assert c.dtype in ("int", "float", "str", "bool") and c.description, (t.name, c.name)
+            assert not c.optional or c.when, (t.name, c.name)
+
+
+def test_family_columns_match_by_number():
+    cpu = TABLES["cpu"]
+    assert cpu.problems(["time_ns", "idle_pct", "min_cpu_idle_pct", "cpu0_idle_pct", "cpu11_idle_pct"]) == []
+    assert cpu.problems(["time_ns", "idle_pct", "min_cpu_idle_pct", "cpux_idle_pct"]) == \
+        ["undocumented column 'cpux_idle_pct'"]
+
+
+def _run_dir(tmp_path: Path) -> Path:
+    """A run directory as the runner writes it: manifest, summary and tables of two all-reduces."""
+    d = tmp_path / "20261201T000000Z-quickstart-tb0001"
+    d.mkdir()
+    (d / "manifest.json").write_text(json.dumps({"run_id": "tb0001"}))
+    (d / "summary.json").write_text(json.dumps({"faithful": True, "complete": True}))
+    rows = [{"op_id": k, "rank": r, "group_index": 0, "group_size": 2, "t_start_ns": 10**9 * k,
+             "t_end_ns": 10**9 * k + 5 * 10**8, "sent_bytes": 65536, "rx_msgs": 1, "t_rx_done_ns": 10**9 * k + 1}
+            for k in range(2) for r in range(2)]
+    meta = {k: {"size_bytes": 65536, "iteration": k, "warmup": k == 0, "layer": ""} for k in range(2)}
+    tables.write_tables(d, 2, 1e7, rows, meta, [], None, None)
+    pd.DataFrame({"time_ns": [1, 2], "port": ["tb0001l1-eth1"] * 2, "tx_bytes": [0, 4200], "tx_pkts": [0, 1],
+                  "drops_pkts": [0, 0], "backlog_bytes": [0, 0], "backlog_pkts": [0, 0]}).to_csv(d / "ports.csv",
+                                                                                               index=False)
+    return d
+
+
+def test_load_reads_csv_then_parquet_alike(tmp_path):
+    d = _run_dir(tmp_path)
+    from_csv = load(d)
+    assert from_csv.names == ["sizes", "ops", "rank_ops", "ports"]
+    assert from_csv.summary == {"faithful": True, "complete": True} and from_csv.manifest["run_id"] == "tb0001"
+    ops_csv = from_csv.ops
+    assert list(ops_csv.columns) == tables.OPS_COLUMNS and ops_csv["layer"].tolist() == ["", ""]
+    assert write_parquet(d) == ["sizes", "ops", "rank_ops", "ports"]
+    (d / "ops.csv").unlink()  # only the Parquet copy is left: it is read
+    pd.testing.assert_frame_equal(load(d).ops, ops_csv)
+    pd.testing.assert_frame_equal(load(d)["sizes"], from_csv["sizes"])
+    assert load(d).sizes.busbw_bps.iloc[0] == pytest.approx(65536 * 8 / 0.5)
+    assert dict(load(d)).keys() == set(from_csv.names)
+
+
+def test_empty_tables_have_the_documented_columns_and_types(tmp_path):
+    d = _run_dir(tmp_path)
+    (d / "rank_ops.csv").write_text("\n")  # a pattern run writes no rank rows
+    pd.DataFrame(columns=tables.OPS_COLUMNS).to_csv(d / "ops.csv", index=False)
+    r = load(d)
+    assert r.rank_ops.empty and TABLES["rank_ops"].problems(r.rank_ops.columns) == []
+    assert r.ops.empty and r.ops["op_id"].dtype == "int64" and r.ops["time_us"].dtype == "float64"
+
+
+def test_errors_name_the_run_dir_and_the_table(tmp_path):
+    with pytest.raises(TableError, match="no run directory .*nowhere.*does not exist"):
+        load(tmp_path / "nowhere")
+    with pytest.raises(TableError, match="not a run directory .no manifest.json"):
+        load(tmp_path)
+    r = load(_run_dir(tmp_path))
+    with pytest.raises(TableError, match=r"has no table 'qp_rates' .*congestion control.*present: sizes"):
+        r.qp_rates
+    with pytest.raises(TableError, match="'nope' is not a table of a run; documented tables: sizes, ops"):
+        r["nope"]
+    with pytest.raises(AttributeError):
+        r.nope
+
+
+def test_a_missing_column_is_an_error_and_an_extra_one_a_warning(tmp_path):
+    d = _run_dir(tmp_path)
+    pd.read_csv(d / "ports.csv").drop(columns=["backlog_bytes"]).to_csv(d / "ports.csv", index=False)
+    with pytest.raises(TableError, match="ports.csv: missing column 'backlog_bytes'"):
+        load(d).ports
+    pd.read_csv(d / "sizes.csv").assign(extra_bps=1.0).to_csv(d / "sizes.csv", index=False)
+    with pytest.warns(UserWarning, match="undocumented column 'extra_bps'"):
+        assert "extra_bps" in load(d).sizes
+
+
+def test_read_csv_table_text_and_bool_columns(tmp_path):
+    p = tmp_path / "pfc_events.csv"
+    p.write_text("time_ns,port,class,event,charged_bytes,upstream,upstream_port,actuation_us,pfc_frame\n"
+                 "5,s1-eth1,3,pause,100,h1,h1-eth0,12.5,True\n6,s1-eth1,3,storm,-1,,,0.0,False\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        f = read_csv_table(p, TABLES["pfc_events"])
+    assert f["upstream"].tolist() == ["h1", ""] and f["pfc_frame"].tolist() == [True, False]
+    assert f["pfc_frame"].dtype == bool and f["time_ns"].dtype == "int64"
