@@ -49,6 +49,7 @@ from testbed.host import capabilities
 from testbed.host import cleanup
 from testbed.spec import estimate
 from testbed.measure import timing
+from testbed.measure.capture import captures_for
 from testbed.measure.cpu import CpuIdleMonitor
 from testbed.measure.drops import DropSnapshot
 from testbed.measure.send_buffer import RunRefused, check_run_send_buffer
@@ -175,8 +176,9 @@ def _measure(ctx: RunContext, fab: Fabric, agents: AgentGroup, rec: Recording, p
     rec.cpu = CpuIdleMonitor()
     rec.faults = FaultScheduler(fab.layout, ctx.spec.faults, ctx.run_dir)
     rec.phase = "traffic"
+    capture = captures_for(fab, ctx.spec, ctx.run_dir, ctx.quiet)  # output.pcap: tcpdump listening before traffic
     try:  # faults last: at_s counts from the traffic
-        with rec.sampler, rec.cpu, rec.departures, rec.faults:
+        with capture, rec.sampler, rec.cpu, rec.departures, rec.faults:
             if rec.patterns is not None:
                 rec.patterns.run(rec, progress)
                 signals.defer()
