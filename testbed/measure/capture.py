@@ -49,7 +49,11 @@ class CaptureError(RuntimeError):
     """A tcpdump could not start (its own message quoted)."""
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
+def _child_setup() -> None:
+    """In the child between fork and exec: SIGINT/SIGTERM unblocked (the run starts captures with them held
+    back, testbed.lifecycle, and exec keeps the mask: tcpdump would ignore the SIGINT that stops it) and
+    SIGINT on the parent's death."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGINT), 0, 0, 0)
 
@@ -100,7 +104,7 @@ class Captures(StartStop):
             with open(log_path, "wb") as err:
                 proc = subprocess.Popen(tcpdump_argv(port, pid, path, self.spec.snaplen_bytes),
                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                                        start_new_session=True, preexec_fn=_die_with_parent)
+                                        start_new_session=True, preexec_fn=_child_setup)
             self._running.append(_Running(port, path, log_path, proc, cap_bytes))
         self._wait_listening()
         self._watcher = threading.Thread(target=self._watch, name="pcap-cap", daemon=True)
