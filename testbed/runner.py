@@ -82,10 +82,11 @@ def workload_ops(spec: ScenarioSpec) -> list[PlannedOp]:
 
 def run_scenario(spec: ScenarioSpec, scenario_path: Path | None, results_root: Path,
                  quiet: bool = False, run_id: str | None = None,
-                 ops_plan: list[PlannedOp] | None = None) -> dict:
+                 ops_plan: list[PlannedOp] | None = None, cli: bool = False) -> dict:
     """Run a validated scenario; return summary.json's content (also written to the run directory).
 
     ``ops_plan`` defaults to the plan of :func:`testbed.plan.plan_workload` ``(spec)`` (its notes printed).
+    ``cli``: after the workload, open the Mininet CLI on the live fabric (testbed.interactive).
     """
     if ops_plan is None:
         plan = plan_workload(spec)
@@ -98,7 +99,7 @@ def run_scenario(spec: ScenarioSpec, scenario_path: Path | None, results_root: P
     with RunLock(ctx.run_id):  # held from the probe on: a concurrent clean never takes our objects
         ctx, caps = _probe(ctx)
         _open_run_dir(ctx, caps, progress)
-        return _run_fabric(ctx, progress)
+        return _run_fabric(ctx, progress, cli)
 
 
 def _probe(ctx: RunContext) -> tuple[RunContext, "capabilities.Capabilities"]:
@@ -139,7 +140,7 @@ def _open_run_dir(ctx: RunContext, caps, progress: Progress) -> None:
     progress.run_start(ctx)
 
 
-def _run_fabric(ctx: RunContext, progress: Progress) -> dict:
+def _run_fabric(ctx: RunContext, progress: Progress, cli: bool = False) -> dict:
     """Build the fabric, start the agents, measure, tear down; write the results (partial when cut short)."""
     rec = Recording(ops_planned=len(ctx.ops_plan))
     try:
@@ -154,6 +155,9 @@ def _run_fabric(ctx: RunContext, progress: Progress) -> dict:
                 with AgentGroup(fab, ctx.transport, ctx.spec.seed, lambda r: peers.get(r, []),
                                 ctx.spec.workload.channels) as agents:
                     _measure(ctx, fab, agents, rec, progress)
+            if cli:  # --cli: the fabric stays up in the Mininet CLI until the user leaves it
+                from testbed.interactive import run_cli
+                run_cli(ctx, fab)
     except BaseException as e:
         if not rec.measured:  # keep what was measured, marked incomplete, then fail as before
             results_summary.write_partial(ctx, rec, e)
@@ -242,7 +246,7 @@ def run_from_cli(args, build_spec=None) -> int:
         if getattr(removed, "total", 0):
             print(f"testbed: removed leftovers of dead runs: {removed}", file=sys.stderr)
         summary = run_scenario(spec, Path(args.scenario), Path(args.results or "results"), quiet=args.quiet,
-                               ops_plan=ops_plan)
+                               ops_plan=ops_plan, cli=getattr(args, "cli", False))
     except KeyboardInterrupt as e:
         printing.print_interrupted(e)
         return EXIT_INTERRUPTED_BASE + (signals.received() or signal.SIGINT)
