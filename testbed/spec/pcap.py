@@ -91,7 +91,8 @@ def resolve_ports(layout, ports) -> list[CapturePort]:
             raise ValueError(f"output.pcap.ports.{i}: {name!r} is not a port of this fabric; allowed: all, a host "
                              f"({_few(hosts)}), a host or switch interface ({_few(by_intf)}) or a switch port by "
                              f"link ({_few(by_link)})")
-        chosen.setdefault(short, name)
+        if chosen.get(short, "all") == "all":  # an explicit name wins over all
+            chosen[short] = name
     return [CapturePort(port=short, asked=asked, intf=rid + short, host=by_intf[short])
             for short, asked in sorted(chosen.items(), key=lambda kv: _order(kv[0]))]
 
