@@ -106,3 +106,47 @@ def test_captures_decode_as_rocev2_with_cnps_and_pfc_frames(capture_run, decoder
     # PFC frames to h2 from l1: class-based (opcode 0x0101), the lossless class only; pause and resume
     assert set(host["pfc"]) == {(0x0101, PFC_CLASS_VECTOR)} and host["pfc"][(0x0101, PFC_CLASS_VECTOR)] >= 2
     assert not bottleneck["pfc"]  # h1 was never paused: it only receives
+
+
+def test_a_killed_run_leaves_complete_pcaps_and_no_tcpdump(tmp_path):
+    """SIGKILL of the run during the traffic: the kernel stops its tcpdumps (parent-death SIGINT), each file is
+    complete (tshark reads it to the end without a cut-short packet); ``testbed clean`` removes the rest."""
+    import re
+    import signal
+    import sys
+    import time
+
+    from conftest import run_cli
+
+    scenario = tmp_path / "killme.yaml"
+    scenario.write_text("name: killme\nfabric: {spines: 1, leaves: 2, hosts_per_leaf: 1}\n"
+                        "workload: {sizes: {min_bytes: 4MiB, max_bytes: 4MiB}, iterations: 20, max_bytes_per_size: 1GiB}\n"
+                        "output: {pcap: {ports: [h1, l1-s1]}}\n")
+    proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(scenario), "--results", str(tmp_path / "res")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        rid = None
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not rid:
+            m = re.match(r"run (tb[0-9a-f]{4}): ", proc.stderr.readline())
+            rid = m and m.group(1)
+        assert rid, "run never reported its id"
+        pcaps = tmp_path / "res"
+        while time.monotonic() < deadline and sum(p.stat().st_size for p in pcaps.glob("*/pcap/*.pcap")) < 200_000:
+            time.sleep(0.2)  # traffic is being captured
+        dumps = [p for p in psutil.process_iter(["name", "cmdline"])
+                 if p.info["name"] == "tcpdump" and rid in " ".join(p.info["cmdline"] or [])]
+        assert len(dumps) == 2, dumps
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        gone, alive = psutil.wait_procs(dumps, timeout=10)
+        assert not alive, alive
+        for path in pcaps.glob("*/pcap/*.pcap"):
+            res = subprocess.run(["tshark", "-r", str(path)] if shutil.which("tshark") else ["tcpdump", "-r", str(path)],
+                                 capture_output=True, text=True)
+            assert res.returncode == 0 and "cut short" not in res.stderr, (path, res.stderr[-500:])
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        run_cli("clean")
