@@ -35,6 +35,7 @@ def _run(scenario: dict, results: Path, name: str) -> dict:
             "saturated_s": cpu["saturated_s"], "violations": summary["violations"],
             "busbw_ratio_by_size": {r.get("size_bytes"): r.get("busbw_ratio") for r in summary.get("sizes", [])},
             "pcap_files": len(files), "pcap_packets": sum(f["packets"] for f in files),
+            "tcpdump_cpu_s": (manifest.get("pcap") or {}).get("cpu_s"),
             "pcap_dropped_by_kernel": sum(f["dropped_by_kernel"] or 0 for f in files)}
 
 

@@ -76,6 +76,7 @@ class _Running:
     proc: subprocess.Popen
     cap_bytes: int
     capped: bool = False
+    cpu_s: float | None = None  # tcpdump's user + system CPU time, read just before it is stopped
 
 
 @dataclass
@@ -133,6 +134,7 @@ class Captures(StartStop):
                     continue
                 if big and not r.capped and r.proc.poll() is None:
                     r.capped = True
+                    r.cpu_s = _cpu_s(r.proc.pid)
                     r.proc.send_signal(signal.SIGINT)
                     log.info("pcap %s reached its cap of %d bytes: capture stopped", r.port.port, r.cap_bytes)
 
@@ -144,6 +146,7 @@ class Captures(StartStop):
             self._watcher = None
         for r in self._running:
             if r.proc.poll() is None:
+                r.cpu_s = _cpu_s(r.proc.pid)
                 r.proc.send_signal(signal.SIGINT)
         deadline = time.monotonic() + STOP_TIMEOUT_S
         for r in self._running:
@@ -166,9 +169,23 @@ class Captures(StartStop):
                           "namespace": "host" if r.port.host else "root",
                           "file": str(r.path.relative_to(self.run_dir)), "packets": count_packets(r.path),
                           "bytes": r.path.stat().st_size if r.path.exists() else 0,
-                          "dropped_by_kernel": counters.get("dropped by kernel"), "capped": r.capped})
+                          "dropped_by_kernel": counters.get("dropped by kernel"), "capped": r.capped,
+                          "cpu_s": r.cpu_s})
+        cpu = [f["cpu_s"] for f in files if f["cpu_s"] is not None]
         return {"tool": "tcpdump", "snaplen_bytes": self.spec.snaplen_bytes, "max_bytes": self.spec.max_bytes,
-                "cap_bytes_per_port": self._running[0].cap_bytes, "files": files}
+                "cap_bytes_per_port": self._running[0].cap_bytes, "cpu_s": round(sum(cpu), 3) if cpu else None,
+                "files": files}
+
+
+def _cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of process ``pid`` so far (None when it is gone)."""
+    import psutil
+
+    try:
+        t = psutil.Process(pid).cpu_times()
+    except psutil.Error:
+        return None
+    return round(t.user + t.system, 3)
 
 
 def count_packets(path: Path) -> int:

@@ -80,6 +80,7 @@ def test_manifest_lists_each_capture_with_its_packet_count(capture_run):
     for f in block["files"]:
         assert (run_dir / f["file"]).stat().st_size == f["bytes"] and f["packets"] > 0 and not f["capped"]
         assert f["dropped_by_kernel"] == 0, f  # tcpdump stopped by SIGINT printed its counters
+        assert 0 <= f["cpu_s"] < 5, f  # tcpdump's own CPU time
     # the bottleneck port carried every data packet to h1: 1 MiB from each of 4 senders, 4096 B each
     l1 = next(f for f in block["files"] if f["port"] == "l1-eth1")
     assert l1["packets"] >= 4 * 256
