@@ -35,7 +35,7 @@ from testbed import signals
 
 #: tbf rate of a paused lossless class (controllers.congestion.gate: 1 byte/s)
 PAUSED_RATE_BPS = 8
-#: class names of a backend with priority classes, by leaf handle (testbed.emulation.queues.htb_classes)
+#: class names of htb_classes' tbf leaves, by handle (testbed.emulation.queues.htb_classes.leaf_handle)
 CLASS_BY_LEAF = {"10:": "control", "20:": "lossless", "30:": "lossy"}
 TESTBED_COMMANDS = ("queues", "ecmp", "pauses", "collective")
 
@@ -52,6 +52,11 @@ def tc_qdiscs(dev: str, node=None) -> list[dict]:
         return json.loads(out or "[]")
     except json.JSONDecodeError:
         return []
+
+
+def _leaf_name(q: dict) -> str:
+    """A leaf qdisc's class: ``lossless`` etc. for htb_classes' tbf leaves, else its kind (``bfifo``)."""
+    return CLASS_BY_LEAF.get(q["handle"], q["handle"]) if q["kind"] == "tbf" else q["kind"]
 
 
 def _rate_bps(q: dict) -> float | None:
@@ -143,7 +148,7 @@ class TestbedCLI(CLI):
             if root is None:
                 print(f"{self._short(port):<10} (no qdisc)")
                 continue
-            leaves = [f"{CLASS_BY_LEAF.get(q['handle'], q['kind'] + ' ' + q['handle'])} {q.get('backlog', 0)}/"
+            leaves = [f"{_leaf_name(q)} {q.get('backlog', 0)}/"
                       f"{q.get('drops', 0)}" for q in qdiscs if not q.get("root") and q["kind"] in ("tbf", "bfifo")]
             print(f"{self._short(port):<10} {root.get('backlog', 0):>13} {root.get('qlen', 0):>12} "
                   f"{root.get('drops', 0):>10} {root.get('packets', 0):>9}  {', '.join(leaves)}")
