@@ -42,6 +42,8 @@ WATCH_PERIOD_S = 0.1
 #: longest wait for a tcpdump to start listening, and to flush and exit after SIGINT
 START_TIMEOUT_S, STOP_TIMEOUT_S = 10.0, 5.0
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+#: libc loaded in the parent: the forked child only calls into it (no dlopen between fork and exec)
+_LIBC = ctypes.CDLL(None, use_errno=True)
 _COUNTER_RE = re.compile(r"^(\d+) packets? (captured|received by filter|dropped by kernel)", re.M)
 
 
@@ -54,8 +56,7 @@ def _child_setup() -> None:
     back, testbed.lifecycle, and exec keeps the mask: tcpdump would ignore the SIGINT that stops it) and
     SIGINT on the parent's death."""
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGINT), 0, 0, 0)
+    _LIBC.prctl(_PR_SET_PDEATHSIG, int(signal.SIGINT), 0, 0, 0)
 
 
 def tcpdump_argv(port: CapturePort, host_pid: int | None, path: Path, snaplen_bytes: int) -> list[str]:
