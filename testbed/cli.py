@@ -55,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-duration", metavar="SECONDS", type=_duration, default=None,
                      help="refuse runs estimated to take longer (seconds, or 90s/30m/3h; "
                      "default 2h); the estimate is printed before anything is built")
+    from testbed import interactive
+    interactive.add_run_flag(run)
 
     clean = sub.add_parser(
         "clean", help="remove leftovers of dead runs (root)", parents=[common],

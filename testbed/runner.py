@@ -49,6 +49,7 @@ from testbed.host import capabilities
 from testbed.host import cleanup
 from testbed.spec import estimate
 from testbed.measure import timing
+from testbed.measure.capture import captures_for
 from testbed.measure.cpu import CpuIdleMonitor
 from testbed.measure.drops import DropSnapshot
 from testbed.measure.send_buffer import RunRefused, check_run_send_buffer
@@ -81,10 +82,11 @@ def workload_ops(spec: ScenarioSpec) -> list[PlannedOp]:
 
 def run_scenario(spec: ScenarioSpec, scenario_path: Path | None, results_root: Path,
                  quiet: bool = False, run_id: str | None = None,
-                 ops_plan: list[PlannedOp] | None = None) -> dict:
+                 ops_plan: list[PlannedOp] | None = None, cli: bool = False) -> dict:
     """Run a validated scenario; return summary.json's content (also written to the run directory).
 
     ``ops_plan`` defaults to the plan of :func:`testbed.plan.plan_workload` ``(spec)`` (its notes printed).
+    ``cli``: after the workload, open the Mininet CLI on the live fabric (testbed.interactive).
     """
     if ops_plan is None:
         plan = plan_workload(spec)
@@ -97,7 +99,7 @@ def run_scenario(spec: ScenarioSpec, scenario_path: Path | None, results_root: P
     with RunLock(ctx.run_id):  # held from the probe on: a concurrent clean never takes our objects
         ctx, caps = _probe(ctx)
         _open_run_dir(ctx, caps, progress)
-        return _run_fabric(ctx, progress)
+        return _run_fabric(ctx, progress, cli)
 
 
 def _probe(ctx: RunContext) -> tuple[RunContext, "capabilities.Capabilities"]:
@@ -138,7 +140,7 @@ def _open_run_dir(ctx: RunContext, caps, progress: Progress) -> None:
     progress.run_start(ctx)
 
 
-def _run_fabric(ctx: RunContext, progress: Progress) -> dict:
+def _run_fabric(ctx: RunContext, progress: Progress, cli: bool = False) -> dict:
     """Build the fabric, start the agents, measure, tear down; write the results (partial when cut short)."""
     rec = Recording(ops_planned=len(ctx.ops_plan))
     try:
@@ -153,6 +155,9 @@ def _run_fabric(ctx: RunContext, progress: Progress) -> dict:
                 with AgentGroup(fab, ctx.transport, ctx.spec.seed, lambda r: peers.get(r, []),
                                 ctx.spec.workload.channels) as agents:
                     _measure(ctx, fab, agents, rec, progress)
+            if cli:  # --cli: the fabric stays up in the Mininet CLI until the user leaves it
+                from testbed.interactive import run_cli
+                run_cli(ctx, fab)
     except BaseException as e:
         if not rec.measured:  # keep what was measured, marked incomplete, then fail as before
             results_summary.write_partial(ctx, rec, e)
@@ -175,8 +180,9 @@ def _measure(ctx: RunContext, fab: Fabric, agents: AgentGroup, rec: Recording, p
     rec.cpu = CpuIdleMonitor()
     rec.faults = FaultScheduler(fab.layout, ctx.spec.faults, ctx.run_dir, host_pids)
     rec.phase = "traffic"
+    capture = captures_for(fab, ctx.spec, ctx.run_dir, ctx.quiet)  # output.pcap: tcpdump listening before traffic
     try:  # faults last: at_s counts from the traffic
-        with rec.sampler, rec.cpu, rec.departures, rec.faults:
+        with capture, rec.sampler, rec.cpu, rec.departures, rec.faults:
             if rec.patterns is not None:
                 rec.patterns.run(rec, progress)
                 signals.defer()
@@ -243,7 +249,8 @@ def run_from_cli(args, build_spec=None, raise_bad_input: bool = False) -> int:
         if getattr(removed, "total", 0):
             print(f"testbed: removed leftovers of dead runs: {removed}", file=sys.stderr)
         summary = run_scenario(spec, Path(args.scenario) if args.scenario else None, Path(args.results or "results"),
-                               quiet=args.quiet, run_id=getattr(args, "run_id", None), ops_plan=ops_plan)
+                               quiet=args.quiet, run_id=getattr(args, "run_id", None), ops_plan=ops_plan,
+                               cli=getattr(args, "cli", False))
     except KeyboardInterrupt as e:
         printing.print_interrupted(e)
         return EXIT_INTERRUPTED_BASE + (signals.received() or signal.SIGINT)

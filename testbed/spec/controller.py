@@ -1,11 +1,12 @@
 """The ``controller``, ``load_balance`` and ``output`` sections."""
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, Optional
 
 from pydantic import Field, StrictBool, StrictFloat, StrictInt, field_validator, model_validator
 
 from controllers import lb
+from testbed.spec.pcap import PcapSpec
 from testbed.spec.units import _Spec
 
 
@@ -82,7 +83,9 @@ class LoadBalanceSpec(_Spec):
 
 class OutputSpec(_Spec):
     """``sample_period_ms``: switch queue sampling period; ``table``: the printed size table, ``testbed``
-    (ours) or ``nccl`` (nccl-tests' columns, testbed.results.nccl_table; what ``testbed nccl`` prints)."""
+    (ours) or ``nccl`` (nccl-tests' columns, testbed.results.nccl_table; what ``testbed nccl`` prints);
+    ``pcap``: ports to capture with tcpdump (testbed.spec.pcap.PcapSpec; off when absent)."""
 
     sample_period_ms: float = Field(10.0, ge=1.0, le=1000.0)
     table: Literal["testbed", "nccl"] = "testbed"
+    pcap: Optional[PcapSpec] = None

@@ -73,7 +73,7 @@ class ScenarioSpec(_Spec):
                 f"(transport.ack_every_pkts = {self.transport.ack_every_pkts} full frames plus one ACK at "
                 f"fabric.host_link_bps = {self.fabric.host_link_bps:g}): every packet would time out; "
                 f"allowed: auto or >= {min_rto_us(self):.0f}")
-        if self.load_balance.weights or self.faults:  # names checked against this fabric, before anything is built
+        if self.load_balance.weights or self.faults or self.output.pcap:  # names checked against this fabric
             from controllers import lb
             from topology import build
 
@@ -82,6 +82,9 @@ class ScenarioSpec(_Spec):
                 lb.check_weights(layout, self.load_balance.policy, self.load_balance.weights)
             check_faults(layout, self.faults)
             check_storms(self.faults, self.congestion.pfc_on)
+            if self.output.pcap:
+                from testbed.spec.pcap import resolve_ports
+                resolve_ports(layout, self.output.pcap.ports)
         need = self.transport.payload_bytes + ROCEV2_IP_OVERHEAD_BYTES
         if need > self.fabric.mtu_bytes:
             raise ValueError(

@@ -1,0 +1,307 @@
+"""``testbed run SCENARIO --cli``: the Mininet CLI on the live fabric after the workload, with testbed commands.
+
+The run builds the fabric, runs its workload and measures it as usual; then, with the fabric, the
+controller and its congestion loop still up (the run's agents have exited), :func:`run_cli` opens
+:class:`TestbedCLI`, Mininet's CLI (every Mininet command: ``nodes``, ``net``, ``h1 ping h2`` ...; host
+and switch names may be given without the run id) plus:
+
+- ``queues [PORT...]``: every switch port's egress qdiscs now (backlog, drops, packets sent per class);
+- ``ecmp [SWITCH...]``: each switch's select groups, with bucket -> output port (peer) and packet counts;
+- ``pauses``: PFC state now: which lossless classes (switch ports and host NICs) are paused;
+- ``collective KIND SIZE [ALGORITHM]``: run one collective over every host on the live fabric (fresh
+  agents with the queue pairs it needs) and print its time, algbw and busbw;
+- ``help``: lists them.
+
+Leaving the CLI (``exit``, ``quit``, Ctrl-D) returns to the run, which tears the fabric down and writes
+its results exactly as without ``--cli``. The results hold the workload only: collectives run from the
+CLI are printed, not recorded (their agents log into ``<run dir>/cli/``); the controller's own records
+(congestion loop, events) cover the CLI's time too. Ctrl-C at the prompt interrupts the command, not
+the run; SIGTERM ends the CLI and the run as an interruption.
+"""
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from mininet.cli import CLI
+from mininet.log import setLogLevel
+
+from testbed import signals
+
+#: tbf rate of a paused lossless class (controllers.congestion.gate: 1 byte/s)
+PAUSED_RATE_BPS = 8
+#: class names of htb_classes' tbf leaves, by handle (testbed.emulation.queues.htb_classes.leaf_handle)
+CLASS_BY_LEAF = {"10:": "control", "20:": "lossless", "30:": "lossy"}
+TESTBED_COMMANDS = ("queues", "ecmp", "pauses", "collective")
+
+
+class _Terminated(BaseException):
+    """SIGTERM at the prompt (Mininet's CLI swallows KeyboardInterrupt: it must not swallow this)."""
+
+
+def tc_qdiscs(dev: str, node=None) -> list[dict]:
+    """``tc -s -j qdisc show dev DEV`` (in ``node``'s namespace when given): iproute2's JSON list of qdiscs."""
+    cmd = f"tc -s -j qdisc show dev {dev}"
+    out = node.cmd(cmd) if node is not None else subprocess.run(cmd.split(), capture_output=True, text=True).stdout
+    try:
+        return json.loads(out or "[]")
+    except json.JSONDecodeError:
+        return []
+
+
+def _leaf_name(q: dict) -> str:
+    """A leaf qdisc's class: ``lossless`` etc. for htb_classes' tbf leaves, else its kind (``bfifo``)."""
+    return CLASS_BY_LEAF.get(q["handle"], q["handle"]) if q["kind"] == "tbf" else q["kind"]
+
+
+def _rate_bps(q: dict) -> float | None:
+    """A tbf's rate in bit/s from iproute2's JSON (a number of bytes/s, or a string like ``8bit``)."""
+    rate = (q.get("options") or {}).get("rate")
+    if isinstance(rate, (int, float)):
+        return float(rate) * 8
+    from testbed.spec.units import _rate
+    try:
+        return float(_rate(str(rate)))
+    except (ValueError, TypeError):
+        return None
+
+
+def parse_group_stats(text: str) -> dict[int, list[int]]:
+    """``ovs-ofctl dump-group-stats`` output -> group id -> packet count per bucket."""
+    out = {}
+    for line in text.splitlines():
+        m = re.search(r"group_id=(\d+)", line)
+        if m:
+            out[int(m.group(1))] = [int(n) for n in re.findall(r"bucket\d+:packet_count=(\d+)", line)]
+    return out
+
+
+def parse_groups(text: str) -> dict[int, list[str]]:
+    """``ovs-ofctl dump-groups`` output -> group id -> each bucket's actions, in bucket order
+    (``bucket=bucket_id:0,weight:3,actions=output:3,bucket=...``)."""
+    out = {}
+    for line in text.splitlines():
+        m = re.search(r"group_id=(\d+)", line)
+        if m:
+            buckets = line.strip().split(",bucket=")[1:]
+            out[int(m.group(1))] = [b.partition("actions=")[2] for b in buckets]
+    return out
+
+
+class TestbedCLI(CLI):
+    """Mininet's CLI on ``fab`` (a running testbed.emulation.fabric.Fabric) of run ``ctx``
+    (testbed.run_context.RunContext) with the commands of the module docstring."""
+
+    prompt = "testbed> "
+
+    def __init__(self, ctx, fab, stdin=sys.stdin, **kwargs):
+        self.ctx, self.fab = ctx, fab
+        self.rid = fab.run_id
+        self._collectives_run = 0
+        super().__init__(fab.net, stdin=stdin, **kwargs)
+
+    # -- names without the run id ----------------------------------------------
+    def _short(self, name: str) -> str:
+        return name[len(self.rid):] if name.startswith(self.rid) else name
+
+    def _full(self, name: str) -> str:
+        return name if name.startswith(self.rid) else self.rid + name
+
+    def default(self, line: str):
+        """``h1 ping h2``: node names without the run id work too (Mininet's own lookup, run id added)."""
+        words = line.split()
+        if words and words[0] not in self.mn and self._full(words[0]) in self.mn:
+            short = {self._short(n): n for n in self.mn}
+            line = " ".join(short.get(w, w) for w in words)
+        return super().default(line)
+
+    def do_help(self, line: str):
+        """List the testbed's commands, then Mininet's."""
+        if not line:
+            print("testbed commands:\n"
+                  "  queues [PORT...]                   switch egress queues now: backlog, drops, sent (per class)\n"
+                  "  ecmp [SWITCH...]                   select groups: bucket -> port (peer), packets\n"
+                  "  pauses                             PFC: lossless classes paused now (switch ports, host NICs)\n"
+                  "  collective KIND SIZE [ALGORITHM]   run a collective on every host; print algbw/busbw\n"
+                  "  exit | quit | Ctrl-D               leave: the run tears down and writes its results\n"
+                  "host and switch names may omit the run id (h1 ping h2). Mininet's commands:")
+        return super().do_help(line)
+
+    # -- queues ------------------------------------------------------------------
+    def do_queues(self, line: str):
+        """queues [PORT...]: each switch port's egress qdiscs now (root: backlog, drops, sent; per class)."""
+        want = {self._full(p) for p in line.split()}
+        ports = [p for p in self.fab.switch_ports if not want or p in want]
+        if not ports:
+            print(f"no such switch port: {line.strip()}; ports: {', '.join(self._short(p) for p in self.fab.switch_ports)}")
+            return
+        print(f"{'port':<10} {'backlog_bytes':>13} {'backlog_pkts':>12} {'drops_pkts':>10} {'tx_pkts':>9}  classes "
+              f"(backlog_bytes/drops_pkts)")
+        for port in ports:
+            qdiscs = tc_qdiscs(port)
+            root = next((q for q in qdiscs if q.get("root")), None)
+            if root is None:
+                print(f"{self._short(port):<10} (no qdisc)")
+                continue
+            leaves = [f"{_leaf_name(q)} {q.get('backlog', 0)}/"
+                      f"{q.get('drops', 0)}" for q in qdiscs if not q.get("root") and q["kind"] in ("tbf", "bfifo")]
+            print(f"{self._short(port):<10} {root.get('backlog', 0):>13} {root.get('qlen', 0):>12} "
+                  f"{root.get('drops', 0):>10} {root.get('packets', 0):>9}  {', '.join(leaves)}")
+
+    # -- ecmp ----------------------------------------------------------------------
+    def _peer_of(self, switch: str) -> dict[int, str]:
+        peers = {}
+        for ln in self.fab.layout.links:
+            for end, other in ((ln.a, ln.b), (ln.b, ln.a)):
+                if end.node == switch:
+                    peers[end.number] = self._short(other.node)
+        return peers
+
+    def do_ecmp(self, line: str):
+        """ecmp [SWITCH...]: each switch's select groups: bucket -> output port (peer), packets per bucket."""
+        want = {self._full(s) for s in line.split()}
+        switches = [s.name for s in self.fab.layout.switches if not want or s.name in want]
+        if not switches:
+            print(f"no such switch: {line.strip()}; switches: "
+                  f"{', '.join(self._short(s.name) for s in self.fab.layout.switches)}")
+            return
+        for sw in switches:
+            run = lambda what: subprocess.run(["ovs-ofctl", "-O", "OpenFlow15", what, sw], capture_output=True,
+                                              text=True, timeout=10).stdout
+            groups, stats, peers = parse_groups(run("dump-groups")), parse_group_stats(run("dump-group-stats")), \
+                self._peer_of(sw)
+            print(f"{self._short(sw)}: {len(groups)} group(s)")
+            for gid in sorted(groups):
+                counts = stats.get(gid, [])
+                parts = []
+                for i, actions in enumerate(groups[gid]):
+                    m = re.search(r"output:(\d+)", actions)
+                    where = f"port {m.group(1)} ({peers.get(int(m.group(1)), '?')})" if m else actions
+                    parts.append(f"b{i} -> {where}: {counts[i] if i < len(counts) else '?'} pkts")
+                print(f"  group {gid}: " + "; ".join(parts))
+
+    # -- pauses ----------------------------------------------------------------------
+    def do_pauses(self, line: str):
+        """pauses: PFC state now: every lossless class (switch ports, host NICs) paused or running."""
+        if not self.ctx.spec.congestion.pfc_on:
+            print("PFC is off in this scenario (no congestion.pfc): nothing is ever paused")
+            return
+        rows = [(p, None) for p in self.fab.switch_ports]
+        rows += [(intf, self.fab.net.get(h.name)) for h in self.fab.layout.hosts for intf in self.fab.host_intfs(h.name)]
+        paused = 0
+        print(f"{'port':<10} {'lossless':<8} {'backlog_bytes':>13} {'drops_pkts':>10}")
+        for dev, node in rows:
+            q = next((q for q in tc_qdiscs(dev, node) if q.get("handle") == "20:" and q["kind"] == "tbf"), None)
+            if q is None:
+                continue
+            rate = _rate_bps(q)
+            state = "PAUSED" if rate is not None and rate <= PAUSED_RATE_BPS else "running"
+            paused += state == "PAUSED"
+            print(f"{self._short(dev):<10} {state:<8} {q.get('backlog', 0):>13} {q.get('drops', 0):>10}")
+        print(f"{paused} lossless class(es) paused now (the run's pause counts: summary.json congestion block)")
+
+    # -- collective ---------------------------------------------------------------------
+    def do_collective(self, line: str):
+        """collective KIND SIZE [ALGORITHM]: e.g. ``collective allreduce 1MiB ring``; prints time, algbw, busbw."""
+        from testbed.emulation.agents import AgentError
+        from traffic import collectives
+
+        words = line.split()
+        if len(words) not in (2, 3):
+            print(f"usage: collective KIND SIZE [ALGORITHM]; KIND: {', '.join(collectives.collectives())}")
+            return
+        kind, size_text = words[0], words[1]
+        algorithm = words[2] if len(words) == 3 else (
+            collectives.DEFAULT_ALGORITHM if collectives.DEFAULT_ALGORITHM in collectives.names(kind)
+            else (collectives.names(kind) or [""])[0])
+        try:
+            from testbed.spec.units import _size
+            size = int(_size(size_text))
+            if size <= 0:
+                raise ValueError(f"{size_text!r}: a size must be > 0")
+            result = run_collective(self.ctx, self.fab, kind, algorithm, size, self._collectives_run)
+        except (ValueError, AgentError, OSError) as e:
+            print(f"collective: error: {e}")
+            return
+        self._collectives_run += 1
+        print(f"{kind}/{algorithm} {size} B on {result['ranks']} ranks: time {result['time_us']:.0f} us, algbw "
+              f"{result['algbw_bps'] / 1e6:.3f} Mbit/s, busbw {result['busbw_bps'] / 1e6:.3f} Mbit/s "
+              f"(busbw/link {result['busbw_bps'] / self.ctx.spec.fabric.host_link_bps:.3f})")
+
+
+class _AgentFabric:
+    """The fabric as the CLI's agents see it: the same, but their files go into ``<run dir>/cli``."""
+
+    def __init__(self, fab, run_dir: Path):
+        self._fab, self.run_dir = fab, run_dir
+
+    def __getattr__(self, name):
+        return getattr(self._fab, name)
+
+
+def run_collective(ctx, fab, collective: str, algorithm: str, size_bytes: int, k: int = 0) -> dict:
+    """Run one ``collective``/``algorithm`` of ``size_bytes`` over every host of the live ``fab`` with fresh
+    agents (queue pairs to the peers the algorithm names); return ``{ranks, time_us, algbw_bps, busbw_bps}``
+    (algbw = size x 8 / time; busbw = algbw x the algorithm's busbw factor, nccl-tests).
+
+    Raises traffic.collectives.UnknownAlgorithm (a ValueError) or testbed.emulation.agents.AgentError."""
+    from testbed.emulation.agents import AgentGroup, transport_params
+    from testbed.spec.rto import run_rto_us
+    from traffic import collectives
+
+    alg = collectives.get(collective, algorithm)
+    group = tuple(range(ctx.spec.fabric.n_hosts))
+    peers = {r: sorted({group[p] for p in alg.peers(pos, len(group))}) for pos, r in enumerate(group)}
+    transport = transport_params(ctx.spec, run_rto_us(ctx.spec), max(len(p) for p in peers.values()))
+    cli_dir = Path(ctx.run_dir) / "cli" / f"collective-{k}"
+    cli_dir.mkdir(parents=True, exist_ok=True)
+    factor = alg.busbw_factor(len(group))
+    expect_s = factor * size_bytes * 8 / ctx.goodput_bps
+    with AgentGroup(_AgentFabric(fab, cli_dir), transport, ctx.spec.seed + 1 + k, lambda r: peers.get(r, []),
+                    ctx.spec.workload.channels) as agents:
+        recs = agents.run_op(0, size_bytes, [group], timeout_s=10 * expect_s + 20, collective=collective,
+                             algorithm=algorithm)
+    t_s = (max(r.t_end_ns for r in recs) - min(r.t_start_ns for r in recs)) / 1e9
+    algbw = size_bytes * 8 / t_s
+    return {"ranks": len(group), "time_us": t_s * 1e6, "algbw_bps": algbw, "busbw_bps": algbw * factor}
+
+
+def run_cli(ctx, fab, stdin=sys.stdin) -> None:
+    """Open :class:`TestbedCLI` on the live ``fab`` until the user leaves it.
+
+    SIGINT interrupts the command at the prompt (Mininet's handling); SIGTERM leaves the CLI and raises
+    KeyboardInterrupt, so the run tears down as an interrupted run (exit 143)."""
+    def on_term(signum, frame):
+        try:
+            signals.handler(signum, frame)  # records the signal for the exit code
+        except KeyboardInterrupt:
+            pass
+        raise _Terminated()
+
+    old_int = signal.signal(signal.SIGINT, signal.default_int_handler)
+    old_term = signal.signal(signal.SIGTERM, on_term)
+    setLogLevel("output")  # Mininet's commands print at level 'output'
+    print(f"\nworkload done; the fabric of run {fab.run_id} stays up. Testbed commands: queues, ecmp, pauses, "
+          f"collective KIND SIZE; 'help' lists all; exit or Ctrl-D to tear down and write the results.", flush=True)
+    t0 = time.monotonic()
+    try:
+        TestbedCLI(ctx, fab, stdin=stdin)
+    except _Terminated:
+        raise KeyboardInterrupt("signal SIGTERM") from None
+    finally:
+        setLogLevel("warning")
+        signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGTERM, old_term)
+        print(f"left the CLI after {time.monotonic() - t0:.0f} s: tearing down", flush=True)
+
+
+def add_run_flag(run_parser) -> None:
+    """``testbed run --cli`` (the run subcommand's parser)."""
+    run_parser.add_argument("--cli", action="store_true",
+                            help="after the workload, leave the fabric up in the Mininet CLI with testbed commands "
+                            "(queues, ecmp, pauses, collective KIND SIZE); exit tears down and writes the results")
