@@ -147,7 +147,9 @@ def parse_band_options(items: Iterable[str] | None) -> dict[str, Band]:
 def add_parser(sub, parents) -> None:
     """Add ``compare`` to the subcommands ``sub``."""
     p = sub.add_parser("compare", parents=parents, help="compare the headline figures of two runs",
-                       description=__doc__.split("\n\n")[1].replace("\n", " "),
+                       description="RUN_A is the reference, RUN_B the run judged: each headline figure both "
+                       "have is marked ok inside its band, REGRESSED when B is worse by more than the band, "
+                       "improved when better. A run is a run directory, its summary.json or a baseline file.",
                        epilog="exit codes: 0 no figure regressed; 5 a figure REGRESSED; 2 bad input. "
                        "Figures and default bands: " + ", ".join(
                            f"{f.name} ({f.better} is better, {f.band.text()})" for f in FAMILIES.values()))

@@ -2,7 +2,7 @@
 copy (host and fabric links 8 instead of 10 Mbit/s). The baseline is written from a faithful run; then
 the scenario passes against it and the degraded copy fails, exit code 5, naming the figure, the
 measured value, the baseline and the band on the console and in the JUnit XML. Three runs of about
-12 s each."""
+6 s each (21 s in all here)."""
 import json
 import re
 import subprocess
@@ -19,6 +19,9 @@ SCENARIO = {
     "fabric": {"kind": "spine_leaf", "spines": 1, "leaves": 2, "hosts_per_leaf": 2, "host_link_bps": "10M",
                "fabric_link_bps": "10M", "mtu_bytes": 4200},
     "transport": {"payload_bytes": 4096},
+    # the CPU check is off: this test is about bands, and on a machine shared with other jobs a 4 s run
+    # was judged NOT faithful for 2 saturated seconds (the check has its own tests: test_fidelity_verdict)
+    "fidelity": {"min_cpu_idle_pct": "off"},
     "workload": {"collective": "allreduce", "algorithm": "ring", "iterations": 2, "warmup_iterations": 1,
                  "sizes": {"min_bytes": "256KiB", "max_bytes": "512KiB", "factor": 2}},
 }
