@@ -24,6 +24,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -110,7 +111,12 @@ def run_entry(scenario: Path, out_dir: Path, lock: str | None) -> tuple[int, Pat
     Returns (exit code, the run directory or None when none was made)."""
     cmd = [sys.executable, "-m", "testbed.cli", "run", str(scenario), "--results", str(out_dir), "--quiet"]
     with _held(lock), open(out_dir / "run.log", "w") as log:
-        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            rc = proc.wait()
+        except KeyboardInterrupt:  # Ctrl-C: the run tears its fabric down and keeps its results (exit 130)
+            proc.send_signal(signal.SIGINT)  # also when only we were signalled
+            rc = proc.wait()
     if rc < 0:  # killed by a signal before it could map it
         rc = EXIT_INTERRUPTED_BASE - rc
     runs = sorted(p for p in out_dir.iterdir() if (p / "manifest.json").is_file())
