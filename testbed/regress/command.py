@@ -105,22 +105,25 @@ def _held(lock: str | None):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def run_entry(scenario: Path, out_dir: Path, lock: str | None) -> tuple[int, Path | None]:
+def run_entry(scenario: Path, out_dir: Path, lock: str | None) -> tuple[int, Path | None, float]:
     """``testbed run SCENARIO --results OUT_DIR --quiet`` in a child process, output in ``run.log``.
 
-    Returns (exit code, the run directory or None when none was made)."""
+    Returns (exit code, the run directory or None when none was made, seconds the run took: the wait
+    for ``lock`` left out)."""
     cmd = [sys.executable, "-m", "testbed.cli", "run", str(scenario), "--results", str(out_dir), "--quiet"]
     with _held(lock), open(out_dir / "run.log", "w") as log:
+        t0 = time.monotonic()
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         try:
             rc = proc.wait()
         except KeyboardInterrupt:  # Ctrl-C: the run tears its fabric down and keeps its results (exit 130)
             proc.send_signal(signal.SIGINT)  # also when only we were signalled
             rc = proc.wait()
+        took_s = time.monotonic() - t0
     if rc < 0:  # killed by a signal before it could map it
         rc = EXIT_INTERRUPTED_BASE - rc
     runs = sorted(p for p in out_dir.iterdir() if (p / "manifest.json").is_file())
-    return rc, (runs[-1] if runs else None)
+    return rc, (runs[-1] if runs else None), took_s
 
 
 def _tail(path: Path, lines: int = 8) -> str:
@@ -155,17 +158,16 @@ def _entry_case(suite: Suite, e: Entry, data: dict, base: dict | None, session: 
     out = session / e.name
     out.mkdir(parents=True, exist_ok=True)
     scenario = write_scenario(data, out / "scenario.yaml")
-    t0 = time.monotonic()
-    rc, run_dir = run_entry(scenario, out, args.lock)
+    rc, run_dir, took_s = run_entry(scenario, out, args.lock)
     summary_file = run_dir / "summary.json" if run_dir else None
     if rc >= EXIT_INTERRUPTED_BASE:
-        return Case(e.name, time.monotonic() - t0, error=f"interrupted (exit {rc})"), rc
+        return Case(e.name, took_s, error=f"interrupted (exit {rc})"), rc
     if summary_file is None or not summary_file.is_file() or rc not in (0, EXIT_NOT_FAITHFUL):
-        return Case(e.name, time.monotonic() - t0, error=f"run failed (exit {rc}); {out / 'run.log'}:\n"
+        return Case(e.name, took_s, error=f"run failed (exit {rc}); {out / 'run.log'}:\n"
                     f"{_tail(out / 'run.log')}"), rc
     summary = json.loads(summary_file.read_text())
     if args.update_baseline:
-        case = Case(e.name, time.monotonic() - t0)
+        case = Case(e.name, took_s)
         if rc == EXIT_NOT_FAITHFUL:
             case.failures.append("run NOT faithful, baseline not written: " + "; ".join(summary.get("violations") or []))
         else:
@@ -176,7 +178,7 @@ def _entry_case(suite: Suite, e: Entry, data: dict, base: dict | None, session: 
             case.details = f"baseline written: {path} ({len(figures(summary))} figures) from {run_dir}"
         return case, rc
     case = judge_entry(e, base, summary, baselines.machine(run_dir))
-    case.time_s = time.monotonic() - t0
+    case.time_s = took_s
     case.details = f"run: {run_dir}\n{case.details}"
     return case, rc
 
