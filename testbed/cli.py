@@ -1,4 +1,4 @@
-"""Command line: ``testbed run|nccl|report|clean|doctor``.
+"""Command line: ``testbed run|nccl|report|compare|regress|clean|doctor``.
 
 Exit codes: 0 success; 2 usage or setup error (one line ``testbed: error: ...``
 on stderr); 130 on Ctrl-C. ``run``: see :data:`RUN_EXIT_CODES`.
@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help="show the full traceback on errors")
-    sub = parser.add_subparsers(dest="command", metavar="{run,nccl,report,clean,doctor}",
+    sub = parser.add_subparsers(dest="command", metavar="{run,nccl,report,compare,regress,clean,doctor}",
                                 parser_class=_Parser)
 
     run = sub.add_parser("run", help="run a scenario (root)", parents=[common], epilog=RUN_EXIT_CODES,
@@ -72,6 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
     nccl.add_parser(sub, [common])
     from testbed.report import command as report_command
     report_command.add_parser(sub, [common])
+    from testbed.regress import command as regress_command
+    from testbed.results import compare
+    compare.add_parser(sub, [common])
+    regress_command.add_parser(sub, [common])  # compare / regress: README "Comparing runs and regression"
 
     doctor = sub.add_parser("doctor", help="probe what this machine supports (root)", parents=[common])
     doctor.add_argument("--json", action="store_true", help="print the probe as JSON")
@@ -139,6 +143,18 @@ def _cmd_report(args) -> int:
     return command.run(args)
 
 
+def _cmd_compare(args) -> int:
+    from testbed.results import compare
+
+    return compare.run(args)
+
+
+def _cmd_regress(args) -> int:
+    from testbed.regress import command
+
+    return command.run(args)
+
+
 def _cmd_doctor(args) -> int:
     from testbed.measure import capacity
     from testbed.host.capabilities import format_report, probe
@@ -166,7 +182,7 @@ def _cmd_doctor(args) -> int:
 
 
 _COMMANDS = {"run": _cmd_run, "nccl": _cmd_nccl, "perf": _cmd_nccl, "clean": _cmd_clean, "doctor": _cmd_doctor,
-             "report": _cmd_report}
+             "report": _cmd_report, "compare": _cmd_compare, "regress": _cmd_regress}
 
 
 class _ReaderGoneTolerant:

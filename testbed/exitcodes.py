@@ -7,6 +7,7 @@ EXIT_FAITHFUL = 0          # completed, every judged fidelity check passed
 EXIT_BAD_INPUT = 2         # bad scenario or arguments; nothing was built
 EXIT_NOT_FAITHFUL = 3      # completed, but a fidelity check failed: the figures are not trustworthy
 EXIT_FAILED = 4            # the run failed or was refused: an error, or posted/acknowledged/delivered bytes differ
+EXIT_REGRESSED = 5         # testbed compare / regress: a figure is worse than its reference beyond its band
 EXIT_INTERRUPTED_BASE = 128  # + signal number (130 SIGINT, 143 SIGTERM)
 
 

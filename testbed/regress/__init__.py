@@ -1,0 +1,1 @@
+"""Regression suites: scenarios run and judged against stored baselines (``testbed regress``)."""
