@@ -10,6 +10,7 @@ from conftest import EXIT_FAITHFUL, EXIT_NOT_FAITHFUL, run_cli
 from testbed.results.congestion_flows import victim_dip
 
 LABS = Path(__file__).resolve().parents[2] / "labs"
+TREE_SMALL, RING_LARGE = 0.85, 0.85   # lab 4: tree/ring time below 1 and 4 KiB, ring/tree from 64 KiB
 
 
 def run_lab(tmp_path, lab: str, name: str, timeout: float = 240) -> dict:
@@ -84,17 +85,18 @@ def test_lab3_pfc_pauses_the_victim_that_never_goes_to_the_congested_host(tmp_pa
 
 
 def test_lab4_tree_wins_small_ring_wins_large(tmp_path):
-    """All-reduce on 8 hosts: the double binary tree's 2 log2(n) steps beat the ring's 2(n-1) at 4 KiB,
-    where each step's fixed cost dominates; from 64 KiB the ring's bandwidth optimality wins (the tree's
-    inner nodes send 2 S)."""
+    """All-reduce on 8 hosts, the median of 5 timed iterations per size: the double binary tree's
+    2 log2(n) steps beat the ring's 2(n-1) at 1 and 4 KiB, where each step's fixed cost dominates; from
+    64 KiB the ring's bandwidth optimality wins (the tree's inner nodes send 2 S)."""
     ring, tree = ({r["size_bytes"]: r for r in run_lab(tmp_path, "04_ring_tree", n)["sizes"]}
                   for n in ("ring", "tree"))
     for size in sorted(ring):
-        print(size, "ring", round(ring[size]["time_us"]), round(ring[size]["busbw_ratio"], 3),
-              "tree", round(tree[size]["time_us"]), round(tree[size]["busbw_ratio"], 3))
-    assert tree[4096]["time_us"] < 0.7 * ring[4096]["time_us"]
+        print(size, "ring", round(ring[size]["p50_us"]), round(ring[size]["busbw_ratio"], 3),
+              "tree", round(tree[size]["p50_us"]), round(tree[size]["busbw_ratio"], 3))
+    for size in (1024, 4096):
+        assert tree[size]["p50_us"] < TREE_SMALL * ring[size]["p50_us"], size
     for size in (65536, 262144):
-        assert ring[size]["time_us"] < 0.85 * tree[size]["time_us"]
+        assert ring[size]["p50_us"] < RING_LARGE * tree[size]["p50_us"], size
 
 
 def test_lab5_rail_aligned_expert_groups_keep_the_alltoall_off_the_spines(tmp_path):
