@@ -1,0 +1,114 @@
+"""The teaching labs (labs/, issue 10 item 6): each test runs one lab's scenario files as they are, with
+``testbed run`` as the lab's README tells students, and checks the lab's expected observation within a
+band set from runs measured on this machine class (each lab's README gives the numbers)."""
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from conftest import EXIT_FAITHFUL, EXIT_NOT_FAITHFUL, run_cli
+from testbed.results.congestion_flows import victim_dip
+
+LABS = Path(__file__).resolve().parents[2] / "labs"
+TREE_SMALL, RING_LARGE = 0.85, 0.85   # lab 4: tree/ring time below 1 and 4 KiB, ring/tree from 64 KiB
+
+
+def run_lab(tmp_path, lab: str, name: str, timeout: float = 240) -> dict:
+    """``testbed run labs/LAB/NAME.yaml``; summary.json of the completed run (faithful or not) with its
+    ``run_dir``. Every posted byte must be delivered and acknowledged."""
+    results = tmp_path / name
+    res = run_cli("run", LABS / lab / f"{name}.yaml", "--results", results, "--quiet", timeout=timeout)
+    assert res.returncode in (EXIT_FAITHFUL, EXIT_NOT_FAITHFUL), f"{lab}/{name}: {res.returncode}\n{res.stderr}"
+    (path,) = results.glob("*/summary.json")
+    s = json.loads(path.read_text())
+    t = s["transport"]
+    assert t["delivered_bytes"] == t["posted_bytes"] == t["acked_bytes"] > 0 and t["order_errors"] == 0
+    print(f"{lab}/{name}: faithful {s['faithful']} {s.get('violations')}")
+    return s
+
+
+def switch_tx_bytes(run_dir: Path, role: str) -> int:
+    """Bytes the switches of one role (topology.json ``role``: spine, leaf, rail, ...) sent on all their
+    ports during the run: ports.csv's cumulative ``tx_bytes``, last sample less first, summed."""
+    topo = json.loads((run_dir / "topology.json").read_text())
+    names = {s["name"] for s in topo["switches"] if s["role"] == role}
+    ports = pd.read_csv(run_dir / "ports.csv")
+    ports = ports[ports["port"].str.split("-").str[0].isin(names)]
+    per_port = ports.groupby("port")["tx_bytes"]
+    return int((per_port.max() - per_port.min()).sum())
+
+
+def test_lab1_spraying_uses_the_paths_ecmp_leaves_idle(tmp_path):
+    """k = 4 flows on 4 spines: ECMP's per-flow hash collides (balls into bins: 1 - (3/4)^4 = 0.684 of
+    the paths in use on average); spraying every packet over 64 source ports keeps all 4 busy."""
+    ecmp, spray = (run_lab(tmp_path, "01_ecmp_spray", n)["load_balance"] for n in ("ecmp", "spray"))
+    for name, b in (("ecmp", ecmp), ("spray", spray)):
+        print(name, {k: b[k] for k in ("throughput_ratio_mean", "throughput_ratio_p5", "completion_ratio_mean",
+                                       "balance_index", "slowdown_p99", "reorder_pkts")})
+    assert spray["throughput_ratio_mean"] >= ecmp["throughput_ratio_mean"] + 0.10
+    assert spray["balance_index"] >= ecmp["balance_index"] + 0.15
+    assert ecmp["reorder_pkts"] == 0 and spray["reorder_pkts"] > 0
+
+
+def test_lab2_dcqcn_keeps_the_incast_queue_short(tmp_path):
+    """4:1 incast with ECN marking: without congestion control the receiver's port fills its lossless
+    buffer and drops; with DCQCN the queue's p99 stays under half of that, near Kmax."""
+    none, dcqcn = (run_lab(tmp_path, "02_incast_dcqcn", n) for n in ("no_cc", "dcqcn"))
+    for name, s in (("no_cc", none), ("dcqcn", dcqcn)):
+        c = s["congestion"]
+        print(name, {k: c.get(k) for k in ("bottleneck_port", "queue_p99_bytes", "kmax_bytes", "lossless_drops_pkts",
+                                           "ce_marked_pkts", "cnp_sent", "jain_index", "bottleneck_util")},
+              "retx", s["transport"]["retx_pkts"])
+    cn, cd = none["congestion"], dcqcn["congestion"]
+    assert cd["queue_p99_bytes"] < 0.5 * cn["queue_p99_bytes"]
+    assert cn["lossless_drops_pkts"] > 0 and none["transport"]["retx_pkts"] > 0
+    assert cn["cnp_sent"] == 0 and cd["cnp_sent"] > 0
+
+
+def test_lab3_pfc_pauses_the_victim_that_never_goes_to_the_congested_host(tmp_path):
+    """Head-of-line blocking: the burst into h1 makes PFC pause the spine -> leaf 1 lossless class, and the
+    victim h5 -> h2 (h2 idle, its port never congested) dips with it; without PFC the burst drops at h1's
+    port instead and the victim keeps its rate."""
+    pfc = run_lab(tmp_path, "03_pfc_hol", "pfc")
+    lossy = run_lab(tmp_path, "03_pfc_hol", "lossy")
+    c = pfc["congestion"]
+    (vp,) = c["victim"]
+    run_dir = Path(lossy["run_dir"])
+    (vl,) = victim_dip(pd.read_csv(run_dir / "fct.csv"), pd.read_csv(run_dir / "flow_rates.csv"))
+    print("pfc", {k: c.get(k) for k in ("pause_frames", "paused_time_s", "lossless_drops_pkts")}, vp)
+    print("lossy", {"retx_pkts": lossy["transport"]["retx_pkts"]}, vl)
+    assert vp["src"] == vl["src"] == "h5" and vp["dst"] == vl["dst"] == "h2"
+    assert c["pause_frames"] > 0 and c["lossless_drops_pkts"] == 0
+    assert vp["baseline_bps"] > 8e6 and vl["baseline_bps"] > 8e6   # its own receiver's rate before the burst
+    assert vp["dip_depth"] >= 0.8 and vp["dip_duration_s"] >= 0.3
+    assert vl["dip_depth"] <= 0.4 and lossy["transport"]["retx_pkts"] > 0
+
+
+def test_lab4_tree_wins_small_ring_wins_large(tmp_path):
+    """All-reduce on 8 hosts, the median of 5 timed iterations per size: the double binary tree's
+    2 log2(n) steps beat the ring's 2(n-1) at 1 and 4 KiB, where each step's fixed cost dominates; from
+    64 KiB the ring's bandwidth optimality wins (the tree's inner nodes send 2 S)."""
+    ring, tree = ({r["size_bytes"]: r for r in run_lab(tmp_path, "04_ring_tree", n)["sizes"]}
+                  for n in ("ring", "tree"))
+    for size in sorted(ring):
+        print(size, "ring", round(ring[size]["p50_us"]), round(ring[size]["busbw_ratio"], 3),
+              "tree", round(tree[size]["p50_us"]), round(tree[size]["busbw_ratio"], 3))
+    for size in (1024, 4096):
+        assert tree[size]["p50_us"] < TREE_SMALL * ring[size]["p50_us"], size
+    for size in (65536, 262144):
+        assert ring[size]["p50_us"] < RING_LARGE * tree[size]["p50_us"], size
+
+
+def test_lab5_rail_aligned_expert_groups_keep_the_alltoall_off_the_spines(tmp_path):
+    """MoE all-to-all on a rail-optimized fabric with 2:1 spines: expert groups along the rails (TP 2, EP 4:
+    GPU i of every server) never leave their rail leaf and run at the host link rate; groups across rails
+    (TP 1, EP 4) send 2/3 of their bytes through the spines and take over 1.5x as long."""
+    aligned, cross = (run_lab(tmp_path, "05_moe_rail", n) for n in ("rail_aligned", "cross_rail"))
+    (a,), (x,) = aligned["sizes"], cross["sizes"]
+    spine_a, spine_x = (switch_tx_bytes(Path(s["run_dir"]), "spine") for s in (aligned, cross))
+    print("aligned", round(a["time_us"]), round(a["busbw_ratio"], 3), spine_a,
+          "cross", round(x["time_us"]), round(x["busbw_ratio"], 3), spine_x)
+    assert a["collective"] == x["collective"] == "alltoall" and a["count"] == x["count"] == 8
+    assert a["busbw_ratio"] >= 0.9
+    assert x["time_us"] >= 1.5 * a["time_us"]
+    assert spine_a < 0.01 * spine_x
