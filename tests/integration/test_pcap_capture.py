@@ -6,6 +6,7 @@ The incast is scenarios/incast_both.yaml with 1 MiB per sender and h2 (on the re
 senders: when l1's port to h1 passes Xoff, l1 pauses h2 with PFC frames. Captured: h2's NIC (its data
 out, CNPs and PFC frames in) and the bottleneck port l1-h1 (data to h1, CNPs from h1). One run, ~20 s."""
 import json
+import re
 import shutil
 import subprocess
 from collections import Counter
@@ -24,8 +25,8 @@ PFC_CLASS_VECTOR = 0x08  # priority 3 (traffic.wire.pfc.LOSSLESS_PRIORITY)
 
 def _scenario() -> str:
     text = (REPO / "scenarios" / "incast_both.yaml").read_text()
-    text = text.replace("pattern: {kind: incast, senders: 4, receiver: h1, size_bytes: 2MiB, trials: 1}",
-                        "pattern: {kind: incast, senders: [h2, h3, h5, h7], receiver: h1, size_bytes: 1MiB, trials: 1}")
+    text = re.sub(r"pattern: \{kind: incast, senders: 4, receiver: h1, size_bytes: \w+, trials: 1\}",
+                  "pattern: {kind: incast, senders: [h2, h3, h5, h7], receiver: h1, size_bytes: 1MiB, trials: 1}", text)
     assert "senders: [h2" in text
     return text.replace("name: incast_both", "name: incast_pcap") + \
         "output: {pcap: {ports: [h2, l1-h1], snaplen_bytes: 128, max_bytes: 20MB}}\n"
