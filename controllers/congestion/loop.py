@@ -121,12 +121,17 @@ class CongestionLoop:
                 by_ns[ns] = (IPRoute(netns=ns, flags=0) if ns else IPRoute(), Netlink(ns), kick_socket(ns))
                 self._handles += list(by_ns[ns])
             limit = self.conf["host_queue_bytes"] if up.is_host else self.conf["lossless_buffer_bytes"]
-            self.gates[ingress] = ClassGate(*by_ns[ns], up.ifname, LOSSLESS_CLASS, up.rate_bps,
+            self.gates[ingress] = ClassGate(*by_ns[ns], up.ifname, LOSSLESS_CLASS, self._leaf_bps(up.rate_bps, not up.is_host),
                                             self.conf["mtu_bytes"], limit)
             if up.is_host:
                 self.frames[ingress] = PfcSender(ingress, up.rate_bps)
                 self._handles.append(self.frames[ingress])
         self._open_rx(by_ns)
+
+    def _leaf_bps(self, rate_bps: float, switch_port: bool) -> float:
+        """The rate a class leaf of an interface was installed at: a switch port's at the top of its clock
+        wander band (testbed.emulation.clock_wander), a host NIC's at its nominal rate."""
+        return rate_bps * (1 + float(self.conf.get("clock_wander") or 0.0)) if switch_port else rate_bps
 
     def _open_rx(self, by_ns: Dict[Optional[str], tuple]) -> None:
         """Host PFC frames (controllers/congestion/rx_pauses.py): a gate on every host-facing port's own
@@ -141,7 +146,7 @@ class CongestionLoop:
             by_ns[None] = (IPRoute(), Netlink(None), kick_socket(None))
             self._handles += list(by_ns[None])
         ports = {p: (up.rate_bps, up.node, up.ifname) for p, up in self.upstreams.items() if up.is_host}
-        gates = {p: ClassGate(*by_ns[None], p, LOSSLESS_CLASS, bps, self.conf["mtu_bytes"],
+        gates = {p: ClassGate(*by_ns[None], p, LOSSLESS_CLASS, self._leaf_bps(bps, True), self.conf["mtu_bytes"],
                               self.conf["lossless_buffer_bytes"]) for p, (bps, _h, _n) in ports.items()}
         for gate in gates.values():  # a restarted controller may find ports left paused
             gate.resume()  # (their kick frames go to the hosts, not into a switch: not counted as kicks)

@@ -61,7 +61,9 @@ def loop_conf(fab) -> dict:
             "lossless_buffer_bytes": c.class_buffers_bytes(spec.fabric.buffer_bytes)["lossless"],
             "host_queue_bytes": HOST_NIC_QUEUE_BYTES,
             "host_pids": {h.name[len(rid):]: fab.net.get(h.name).pid for h in fab.layout.hosts},
-            "ecn": ecn, "pfc": pfc}
+            "ecn": ecn, "pfc": pfc,
+            # switch ports' shapers wander up to (1 + f) x nominal: their leaves are installed there
+            "clock_wander": spec.fabric.clock_wander or 0.0}
 
 
 def headroom_warning(spec) -> str | None:

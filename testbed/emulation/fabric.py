@@ -43,6 +43,8 @@ from testbed.emulation.controller_supervisor import ControllerSupervisor
 from traffic.clock import unix_ns
 from testbed.lifecycle import StartStop
 from testbed.spec.scenario import ScenarioSpec
+from testbed.emulation.clock_wander import ClockWander, WanderingLink
+from testbed.emulation.switch_tail_drop import SwitchTailDrop
 from testbed.emulation.topo import FabricTopo
 from topology import build as build_layout
 from topology import model, planes
@@ -86,6 +88,13 @@ class Fabric(StartStop):
         #: the queue backend of every egress (fabric.queue_backend)
         self.queues = queues.get(spec.fabric.queue_backend)
         self.readback: dict[str, queues.ShapedLink] = {}
+        #: the switch ports' silent tail drop (testbed.emulation.switch_tail_drop), set once shaped
+        self.tail_drop: SwitchTailDrop | None = None
+        #: every shaper (host NICs, switch ports) as the clock wander redraws it (testbed.emulation.clock_wander)
+        self.wander_links: list[WanderingLink] = []
+        self.wander: ClockWander | None = None
+        #: manifest/summary figures of the wander once stopped: fraction, changes, refused
+        self.wander_report: dict | None = None
 
     # -- lifecycle (StartStop) -----------------------------------------------
     def start(self) -> None:
@@ -112,6 +121,10 @@ class Fabric(StartStop):
         self._set_mtu()
         self._connect_controller()
         self._shape_all()
+        self.tail_drop = SwitchTailDrop(self.run_id, self.switch_ports).__enter__()
+        if self.spec.fabric.clock_wander:
+            self.wander = ClockWander(self.wander_links, self.spec.fabric.clock_wander,
+                                      self.spec.fabric.mtu_bytes + 14, self.spec.seed).__enter__()
         congestion_conf.write_and_wait(self)  # the controller's ECN/PFC loop samples the queues from now on
         self.ready = self.controller.wait_ready()
         self.supervisor = ControllerSupervisor(self.controller, self.spec.controller.restart,
@@ -129,6 +142,17 @@ class Fabric(StartStop):
         if self.supervisor is not None:  # first: tearing down must not look like a death to restart from
             self.controller_report = self.supervisor.stop()
             self.supervisor = None
+        if self.wander is not None:
+            self.wander.stop()
+            self.wander_report = {"fraction": self.wander.fraction, "changes": self.wander.changes,
+                                  "refused": self.wander.errors}
+            self.wander = None
+        if self.tail_drop is not None:
+            try:
+                self.tail_drop.stop()
+            except Exception as e:  # keep tearing down; testbed clean removes the table
+                log.warning("removing the tail-drop rules failed: %s", e)
+            self.tail_drop = None
         if self.net is not None:
             try:
                 self.net.stop()
@@ -250,6 +274,7 @@ class Fabric(StartStop):
                 with IPRoute(netns=f"/proc/{node.pid}/ns/net") as ipr:
                     self.readback[intf] = self.queues.install(
                         ipr, intf, self._queue_config(ln.rate_bps, HOST_NIC_QUEUE_BYTES, switch_port=False))
+                    self.wander_links.append(self._wandering(f"/proc/{node.pid}/ns/net", intf, ln.rate_bps, False))
                     # static neighbours (the peers' addresses in this NIC's plane): host traffic never waits
                     # for (or sends) ARP during a run; the controller still answers ARP (controllers/app.py)
                     idx = ipr.link_lookup(ifname=intf)[0]
@@ -269,14 +294,24 @@ class Fabric(StartStop):
 
     def _queue_config(self, rate_bps: float, buffer_bytes: int, switch_port: bool = True) -> queues.QueueConfig:
         """One class of ``buffer_bytes``, or with a backend of priority classes the ``congestion`` section's
-        three (testbed.spec.congestion)."""
+        three (testbed.spec.congestion). A switch port's leaves sit at the top of its clock wander band."""
         mtu = self.spec.fabric.mtu_bytes
+        peak = rate_bps * (1 + self.spec.fabric.clock_wander) if switch_port and self.spec.fabric.clock_wander \
+            else None
         if self.queues.max_classes < 3:
-            return queues.QueueConfig.single(rate_bps, buffer_bytes, mtu)
+            return queues.QueueConfig.single(rate_bps, buffer_bytes, mtu, peak_rate_bps=peak)
         classes = self.spec.congestion.traffic_classes(buffer_bytes, mtu + 14, switch_port)
-        return queues.QueueConfig(rate_bps=rate_bps, mtu_bytes=mtu, classes=classes)
+        return queues.QueueConfig(rate_bps=rate_bps, mtu_bytes=mtu, classes=classes, peak_rate_bps=peak)
+
+    def _wandering(self, netns: str | None, ifname: str, rate_bps: float, switch_port: bool) -> WanderingLink:
+        """The clock wander's view of a shaper the backend just installed (class 1:1 under root 1:)."""
+        from testbed.emulation.queues.htb_bfifo import CLASS_HANDLE, ROOT_HANDLE, burst_bytes_for
+        mtu = self.spec.fabric.mtu_bytes
+        return WanderingLink(netns, ifname, rate_bps, switch_port, CLASS_HANDLE, ROOT_HANDLE,
+                             burst_bytes_for(rate_bps, mtu), mtu + 14)
 
     def _shape_switch_port(self, ipr: IPRoute, ifname: str, rate_bps: float, buffer_bytes: int) -> None:
         self.readback[ifname] = self.queues.install(ipr, ifname, self._queue_config(rate_bps, buffer_bytes))
         self.port_rate_bps[ifname] = rate_bps
         self.switch_ports.append(ifname)
+        self.wander_links.append(self._wandering(None, ifname, rate_bps, True))

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from testbed.measure import drops, timing
+from testbed.measure import accounting, drops, timing
 from testbed.measure.pfc_paused import mark_paused
 from testbed.measure.thresholds import thresholds_for
 from testbed.measure.send_buffer import judge_send_buffer
+from testbed.results.congestion import watchdog_drops_pkts
 from testbed.measure.verdict import FAILED, PASSED, FidelityVerdict, evaluate, transport_totals
 from testbed.run_context import Recording, RunContext
 
@@ -53,22 +54,36 @@ def judge_run(ctx: RunContext, rec: Recording, qps: pd.DataFrame, ports: pd.Data
     fab = rec.fab
     # switch queue drops from the queue counters read before and after the traffic, not from sampler rows,
     # and the PFC watchdog's drops (a switch feature: testbed.emulation.watchdog_drop)
-    from testbed.results.congestion import watchdog_drops_pkts
     switch_drops = drops.queue_drops_delta(rec.drops_before, rec.drops_after) + watchdog_drops_pkts(ctx.run_dir)
     t = transport_totals(qps, [st.rx_pkts for st in rec.stats], switch_drops, ctx.transport.window_pkts)
     host_tx = host_tx_frame(qps, [h.name for h in fab.layout.hosts], ctx.spec.fabric.host_link_bps)
     counter_drops = discount_kick_frames(drops.delta(rec.drops_before, rec.drops_after), ctx.run_dir)
     if faults is not None:
         counter_drops = charge_faults(ctx, faults, t, counter_drops)
+    other = accounting.elsewhere(counter_drops, retries_by_host(qps, [h.name for h in fab.layout.hosts]))
+    identity = accounting.loss_identity(t, other, watchdog_drops_pkts(ctx.run_dir))
+    t["unexplained_lost_pkts"] = identity.unexplained_pkts
+    t["host_nic_retries"] = sum(other.host_nic_retries.values())
     if rec.patterns is not None:  # judge the CPU while flows ran, not while agents restarted between trials
         cpu = rec.patterns.during_traffic(cpu)
-    verdict = evaluate(cpu, counter_drops, mark_paused(ports, ctx.run_dir), fab.port_rate_bps,
+    verdict = evaluate(cpu, other.losses, mark_paused(ports, ctx.run_dir), fab.port_rate_bps,
                        host_tx, thresholds_for(ctx.spec), transport=t,
-                       departures=timing.write_departures(rec.departures, ctx.run_dir))
+                       departures=timing.write_departures(rec.departures, ctx.run_dir), identity=identity)
+    verdict.figures["drops"]["host_nic_retries"] = other.host_nic_retries
+    verdict.figures["drops"]["merged_counters"] = other.merged
     judge_send_buffer(verdict, ctx.send_buffer)
     controller = fab.controller_report  # deaths, restarts, OpenFlow errors (testbed.emulation.controller_supervisor)
     verdict.add("controller", FAILED if controller["violations"] else PASSED, "\n".join(controller["violations"]))
     return verdict, t
+
+
+def retries_by_host(qps: pd.DataFrame, host_names: list[str]) -> dict[str, int]:
+    """host -> sends its agents retried because the host NIC's queue was full (qps.csv ``nic_full_waits``
+    of requesters and responders; ``host_names[rank]``)."""
+    if qps is None or "nic_full_waits" not in qps:
+        return {}
+    per_rank = qps.groupby("rank")["nic_full_waits"].sum()
+    return {host_names[int(r)]: int(n) for r, n in per_rank.items() if n > 0}
 
 
 def discount_kick_frames(counter_drops: dict[str, int], run_dir) -> dict[str, int]:

@@ -147,12 +147,24 @@ def _check_drops(drops: dict[str, int], th: FidelityThresholds, chk: _Check) -> 
             "reset_counters": dict(sorted(negative.items())), "ignored_nonzero": dict(sorted(ignored.items()))}
 
 
-def _check_transport_loss(t: Optional[dict], th: FidelityThresholds, chk: _Check) -> dict:
-    """Balance: lost = sent - received - switch queue drops - losses charged to injected faults
+def _check_transport_loss(t: Optional[dict], th: FidelityThresholds, chk: _Check, identity=None) -> dict:
+    """With ``identity`` (testbed.measure.accounting.LossIdentity): its unexplained packets, beyond
+    ``max_unexplained_drops`` either way, fail, the message stating every term. Without: the balance
+    lost = sent - received - switch queue drops - losses charged to injected faults
     (``lost_to_faults_pkts``, testbed.measure.judge.charge_faults; all transport packets, both ways)."""
     if t is None:
         chk.skip_reason = "no transport counters"
         return {}
+    if identity is not None:
+        u = identity.unexplained_pkts
+        if u > th.max_unexplained_drops:
+            chk.violations.append(f"transport lost {u} packets that no counter saw ({identity.sentence()}; "
+                                  f"allowed {th.max_unexplained_drops})")
+        elif u < -th.max_unexplained_drops:
+            chk.violations.append(f"counter mismatch: the counters saw {-u} packets more lost than the transport "
+                                  f"lost ({identity.sentence()}): a counter counted something twice, or packets "
+                                  "other than the transport's were dropped")
+        return identity.as_json()
     faults = int(t.get("lost_to_faults_pkts", 0))
     lost = int(t["sent_pkts"]) - int(t["received_pkts"]) - int(t["switch_drops_pkts"]) - faults
     fig = {"sent_pkts": int(t["sent_pkts"]), "received_pkts": int(t["received_pkts"]),
@@ -377,6 +389,7 @@ def evaluate(
     thresholds: FidelityThresholds,
     transport: Optional[dict] = None,
     departures: Optional[pd.DataFrame] = None,
+    identity=None,
 ) -> FidelityVerdict:
     """Judge one run (Handigol et al., CoNEXT 2012, section 3: fidelity monitor).
 
@@ -400,6 +413,8 @@ def evaluate(
             ``acked_bytes``, ``delivered_bytes``.
         departures: :meth:`testbed.measure.timing.DepartureCapture.to_frame`, or None
             (packet_timing: :func:`testbed.measure.timing.check_departures`).
+        identity: the run's :class:`testbed.measure.accounting.LossIdentity`, or None (then
+            transport_loss judges the older balance without the drops elsewhere).
 
     Checks (statuses passed / failed / not_judged, see the module docstring):
         cpu: a second is saturated when the machine or ANY core was idle less
@@ -409,8 +424,9 @@ def evaluate(
             naming each core and its seconds (1-based seconds of the run).
         drops: sum of positive counter deltas (``ignored_drop_counters`` aside)
             > max_unexplained_drops, each counter named; any negative delta.
-        transport_loss: ``sent - received - switch queue drops`` >
-            max_unexplained_drops, or < 0 (a counter mismatch, never absorbed).
+        transport_loss: the identity's unexplained packets beyond +-max_unexplained_drops
+            (testbed.measure.accounting); without an identity ``sent - received - switch queue
+            drops`` > max_unexplained_drops, or < 0 (a counter mismatch, never absorbed).
         spurious_retx: ``spurious_retx_pkts`` > max_spurious_retx_pkts.
         bytes: posted, acknowledged and delivered bytes differ.
         links: per switch port, over sampling intervals with backlog > 0 at
@@ -430,7 +446,7 @@ def evaluate(
     runs = {
         "cpu": lambda c: _check_cpu(cpu, thresholds, c),
         "drops": lambda c: _check_drops(drops, thresholds, c),
-        "transport_loss": lambda c: _check_transport_loss(transport, thresholds, c),
+        "transport_loss": lambda c: _check_transport_loss(transport, thresholds, c, identity),
         "spurious_retx": lambda c: _check_spurious(transport, thresholds, c),
         "bytes": lambda c: _check_bytes(transport, c),
         "links": lambda c: _check_links(port_samples, port_rate_bps, thresholds, c),

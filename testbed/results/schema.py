@@ -160,7 +160,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     tx_busy_ns        float time with a packet ready and the window open, ns (requester)
     tx_work_ns        float time with posted data not yet acknowledged, ns (requester)
     tx_paced_ns       float time a ready packet was held back by congestion-control pacing, ns
-    nic_full_waits    float waits for the host NIC's queue (requester)
+    nic_full_waits    float sends retried because the host NIC's queue was full (ENOBUFS): data (requester), ACK/NAK/CNP (responder)
     posted_bytes      float payload bytes posted (requester)
     acked_bytes       float payload bytes acknowledged (requester)
     cnps_rx           float CNPs received (requester, the reaction point)

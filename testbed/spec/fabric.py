@@ -4,14 +4,18 @@ from __future__ import annotations
 import math
 from typing import Literal, Optional
 
-from pydantic import Field, model_serializer, model_validator
+from pydantic import BeforeValidator, Field, model_serializer, model_validator
+from typing_extensions import Annotated
 
 from testbed.emulation.queues import BACKENDS as QUEUE_BACKENDS, DEFAULT_BACKEND as DEFAULT_QUEUE_BACKEND
 from topology import KIND_PARAMS, KINDS, build as build_layout, scale_up
 from topology.routing import max_switch_hops
 from testbed.spec.units import (
     RateBps, SizeBytes, Count, MAX_BUFFER_BYTES, MIN_LINK_MTU_BYTES, MAX_LINK_MTU_BYTES,
-    MAX_LINK_DELAY_US, _Spec)
+    MAX_LINK_DELAY_US, _Spec, _off_only)
+
+#: default ``fabric.clock_wander`` (testbed.emulation.clock_wander)
+DEFAULT_CLOCK_WANDER = 0.005
 
 
 class ScaleUpSpec(_Spec):
@@ -54,7 +58,10 @@ class FabricSpec(_Spec):
     one-way propagation delay added on every link (netem; refused where the
     kernel has no ``sch_netem``, before anything is built). ``queue_backend``
     picks how every egress queue is built (testbed.emulation.queues.BACKENDS;
-    ``htb_bfifo``: HTB rate limit and a bfifo tail-drop buffer).
+    ``htb_bfifo``: HTB rate limit and a bfifo tail-drop buffer). ``clock_wander`` is the relative
+    width of the band every shaper's rate wanders in (host NICs below their nominal rate, switch
+    ports above it; testbed.emulation.clock_wander), so that no two transmitters keep a fixed
+    phase and tail drop treats symmetric senders alike; ``off`` runs every shaper at its exact rate.
     """
 
     kind: str = "spine_leaf"  # topology builder, a key of topology.KINDS
@@ -75,6 +82,9 @@ class FabricSpec(_Spec):
     mtu_bytes: Count = Field(1500, ge=MIN_LINK_MTU_BYTES, le=MAX_LINK_MTU_BYTES)
     link_delay_us: Count = Field(0, ge=0, le=MAX_LINK_DELAY_US)
     queue_backend: str = DEFAULT_QUEUE_BACKEND  # a key of testbed.emulation.queues.BACKENDS
+    #: relative width of every shaper's rate wander (testbed.emulation.clock_wander); ``off``: exact rates
+    clock_wander: Annotated[Optional[Annotated[float, Field(gt=0, le=0.02, allow_inf_nan=False)]],
+                            BeforeValidator(_off_only)] = DEFAULT_CLOCK_WANDER
 
     @model_validator(mode="after")
     def _fits(self) -> "FabricSpec":

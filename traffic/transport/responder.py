@@ -36,6 +36,7 @@ class ResponderCounters:
     max_reorder_pkts: int = 0  # farthest a packet arrived ahead of the expected PSN (selective repeat)
     ce_pkts: int = 0      # data packets that arrived with ECN CE (0b11)
     cnps_tx: int = 0      # CNPs sent by this QP's notification point
+    nic_full_waits: int = 0  # ACK/NAK/CNP sends retried because the host NIC's queue was full (ENOBUFS)
 
 
 class ResponderQP:
@@ -134,7 +135,7 @@ class ResponderQP:
     def _send_cnp(self) -> bool:
         """Send this QP's CNP (prebuilt: a CNP names only the destination QP); False once closed."""
         try:
-            return send_lossless(self.cnp_sock, self.cnp_pkt, self.peer, None)
+            return send_lossless(self.cnp_sock, self.cnp_pkt, self.peer, self.counters)
         except OSError as e:
             self._send_failed(e)
             return False
@@ -154,7 +155,7 @@ class ResponderQP:
     def _send_ack(self, psn24: int, nak: bool) -> None:
         pkt = self.ack_builder.build(self.requester_qpn, psn24, nak, self.msg_seq & wire.MSN_MAX)
         try:
-            if not send_lossless(self.sock, pkt, self.peer, None):
+            if not send_lossless(self.sock, pkt, self.peer, self.counters):
                 return
         except OSError as e:
             self._send_failed(e)

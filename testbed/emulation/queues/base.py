@@ -51,12 +51,16 @@ class TrafficClass:
 @dataclass(frozen=True)
 class QueueConfig:
     """The egress queue of one interface: line rate ``rate_bps`` (frame bytes x 8), link ``mtu_bytes``
-    (L3), and its ``classes`` (today one). Raises ValueError naming the bad value: rate <= 0 or above
-    the kernel's 64-bit bytes/s, MTU outside [68, 65535], a class buffer below one full frame."""
+    (L3), and its ``classes`` (today one). ``peak_rate_bps``: the highest rate the shaper will be set to
+    during the run (testbed.emulation.clock_wander; None: ``rate_bps``): what sits below the shaper
+    (class ceilings, tbf leaves) is installed at it, so that only the shaper binds. Raises ValueError
+    naming the bad value: rate <= 0 or above the kernel's 64-bit bytes/s, a peak below the rate, MTU
+    outside [68, 65535], a class buffer below one full frame."""
 
     rate_bps: float
     mtu_bytes: int
     classes: tuple[TrafficClass, ...]
+    peak_rate_bps: Optional[float] = None
 
     def __post_init__(self):
         if not isinstance(self.mtu_bytes, numbers.Integral) or not 68 <= self.mtu_bytes <= 65535:
@@ -65,6 +69,8 @@ class QueueConfig:
             raise ValueError(f"rate_bps={self.rate_bps!r} must be > 0")
         if self.rate_bps / 8 >= 1 << 64:
             raise ValueError(f"rate_bps={self.rate_bps!r} exceeds the kernel's 64-bit bytes/s")
+        if self.peak_rate_bps is not None and not self.peak_rate_bps >= self.rate_bps:
+            raise ValueError(f"peak_rate_bps={self.peak_rate_bps!r} is below rate_bps={self.rate_bps!r}")
         if not self.classes:
             raise ValueError("classes is empty: a queue needs at least one class")
         for c in self.classes:
@@ -75,9 +81,16 @@ class QueueConfig:
                     f"full-size frame otherwise")
 
     @classmethod
-    def single(cls, rate_bps: float, buffer_bytes: int, mtu_bytes: int = 1500) -> "QueueConfig":
+    def single(cls, rate_bps: float, buffer_bytes: int, mtu_bytes: int = 1500,
+               peak_rate_bps: Optional[float] = None) -> "QueueConfig":
         """One class taking every packet: today's link."""
-        return cls(rate_bps=rate_bps, mtu_bytes=mtu_bytes, classes=(TrafficClass(buffer_bytes=buffer_bytes),))
+        return cls(rate_bps=rate_bps, mtu_bytes=mtu_bytes, classes=(TrafficClass(buffer_bytes=buffer_bytes),),
+                   peak_rate_bps=peak_rate_bps)
+
+    @property
+    def leaf_rate_bps(self) -> float:
+        """The rate of what sits below the shaper: ``peak_rate_bps``, else ``rate_bps``."""
+        return self.peak_rate_bps if self.peak_rate_bps is not None else self.rate_bps
 
 
 @dataclass(frozen=True)

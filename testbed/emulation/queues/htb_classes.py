@@ -90,6 +90,7 @@ class HtbClasses(QueueBackend):
         """htb 1:, class 1:1, per class an HTB class and tbf leaf, then one u32 filter per DSCP."""
         mtu = int(cfg.mtu_bytes)
         rate_Bps = max(1, round(cfg.rate_bps / 8))
+        leaf_Bps = max(1, round(cfg.leaf_rate_bps / 8))  # only the shaper 1:1 binds (clock wander)
         share_Bps = max(1, round(rate_Bps * GUARANTEED_SHARE))
         burst = burst_bytes_for(cfg.rate_bps, mtu)
         default_i = next(i for i, c in enumerate(cfg.classes) if not c.dscp)
@@ -103,10 +104,10 @@ class HtbClasses(QueueBackend):
         for i, c in enumerate(cfg.classes):
             reqs.append(("add-class", "htb", {
                 "index": ifindex, "handle": class_handle(i), "parent": CLASS_HANDLE, "prio": int(c.priority),
-                "rate": share_Bps, "ceil": rate_Bps, "burst": burst, "cburst": burst,
+                "rate": share_Bps, "ceil": leaf_Bps, "burst": burst, "cburst": burst,
                 "quantum": frame_bytes(mtu), "mtu": mtu}))
             reqs.append(("add", "tbf", {"index": ifindex, "handle": leaf_handle(i), "parent": class_handle(i),
-                                        "rate": rate_Bps, "burst": burst, "limit": int(c.buffer_bytes),
+                                        "rate": leaf_Bps, "burst": burst, "limit": int(c.buffer_bytes),
                                         "mtu": frame_bytes(mtu)}))
         for i, c in enumerate(cfg.classes):
             for d in c.dscp:
