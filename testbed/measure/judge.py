@@ -66,9 +66,22 @@ def judge_run(ctx: RunContext, rec: Recording, qps: pd.DataFrame, ports: pd.Data
                        host_tx, thresholds_for(ctx.spec), transport=t,
                        departures=timing.write_departures(rec.departures, ctx.run_dir))
     judge_send_buffer(verdict, ctx.send_buffer)
-    controller = fab.controller_report  # deaths, restarts, OpenFlow errors (testbed.emulation.controller_supervisor)
-    verdict.add("controller", FAILED if controller["violations"] else PASSED, "\n".join(controller["violations"]))
+    judge_controller(verdict, rec.controller, rec.t_measured_ns)
     return verdict, t
+
+
+def judge_controller(verdict: FidelityVerdict, report: dict, measured_until_ns: int | None) -> None:
+    """Set (or replace) the ``controller`` check from summary.json's ``controller`` block ``report``
+    (testbed.emulation.controller_supervisor: deaths, restarts, OpenFlow errors).
+
+    Failed: any OpenFlow error, or a failed or partial restart after a death while measuring (at or
+    before ``measured_until_ns``, Unix ns). A death after every measurement was in (the teardown) is
+    named in the check's reason but does not fail it (:func:`controller_supervisor.violations`).
+    """
+    from testbed.emulation.controller_supervisor import violations
+
+    failed, later = violations(report, measured_until_ns)
+    verdict.replace("controller", FAILED if failed else PASSED, "\n".join(failed or later))
 
 
 def discount_kick_frames(counter_drops: dict[str, int], run_dir) -> dict[str, int]:
