@@ -12,8 +12,8 @@ and switch names may be given without the run id) plus:
   agents with the queue pairs it needs) and print its time, algbw and busbw;
 - ``help``: lists them.
 
-Leaving the CLI (``exit``, ``quit``, Ctrl-D) returns to the run, which tears the fabric down and writes
-its results exactly as without ``--cli``. The results hold the workload only: collectives run from the
+Leaving the CLI (``exit``, ``quit``, Ctrl-D) returns to the run, which writes its results, then tears
+the fabric down, exactly as without ``--cli``. The results hold the workload only: collectives run from the
 CLI are printed, not recorded (their agents log into ``<run dir>/cli/``); the controller's own records
 (congestion loop, events) cover the CLI's time too. Ctrl-C at the prompt interrupts the command, not
 the run; SIGTERM ends the CLI and the run as an interruption.
@@ -128,7 +128,7 @@ class TestbedCLI(CLI):
                   "  ecmp [SWITCH...]                   select groups: bucket -> port (peer), packets\n"
                   "  pauses                             PFC: lossless classes paused now (switch ports, host NICs)\n"
                   "  collective KIND SIZE [ALGORITHM]   run a collective on every host; print algbw/busbw\n"
-                  "  exit | quit | Ctrl-D               leave: the run tears down and writes its results\n"
+                  "  exit | quit | Ctrl-D               leave: the run writes its results and tears down\n"
                   "host and switch names may omit the run id (h1 ping h2). Mininet's commands:")
         return super().do_help(line)
 
@@ -287,7 +287,7 @@ def run_cli(ctx, fab, stdin=sys.stdin) -> None:
     old_term = signal.signal(signal.SIGTERM, on_term)
     setLogLevel("output")  # Mininet's commands print at level 'output'
     print(f"\nworkload done; the fabric of run {fab.run_id} stays up. Testbed commands: queues, ecmp, pauses, "
-          f"collective KIND SIZE; 'help' lists all; exit or Ctrl-D to tear down and write the results.", flush=True)
+          f"collective KIND SIZE; 'help' lists all; exit or Ctrl-D to write the results and tear down.", flush=True)
     t0 = time.monotonic()
     try:
         TestbedCLI(ctx, fab, stdin=stdin)
@@ -297,11 +297,11 @@ def run_cli(ctx, fab, stdin=sys.stdin) -> None:
         setLogLevel("warning")
         signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGTERM, old_term)
-        print(f"left the CLI after {time.monotonic() - t0:.0f} s: tearing down", flush=True)
+        print(f"left the CLI after {time.monotonic() - t0:.0f} s: writing the results, then tearing down", flush=True)
 
 
 def add_run_flag(run_parser) -> None:
     """``testbed run --cli`` (the run subcommand's parser)."""
     run_parser.add_argument("--cli", action="store_true",
                             help="after the workload, leave the fabric up in the Mininet CLI with testbed commands "
-                            "(queues, ecmp, pauses, collective KIND SIZE); exit tears down and writes the results")
+                            "(queues, ecmp, pauses, collective KIND SIZE); exit writes the results and tears down")

@@ -89,7 +89,10 @@ class Recording:
     collective; stats: the agents' final statistics; drops_before/after:
     testbed.measure.drops.DropSnapshot around the traffic; faults: the fault
     scheduler (started with the traffic); patterns: the pattern's trials (or None); measured: every
-    measurement is in (the teardown may still fail).
+    measurement is in (the teardown may still fail); t_measured_ns: when (Unix ns, the drop counters
+    read after the traffic); controller: summary.json's ``controller`` block the verdict judged (the
+    supervisor's report at the end of the measurement, then its final one after the teardown);
+    results: testbed.results.summary.Written once the complete results are on disk.
     """
 
     ops_planned: int
@@ -107,3 +110,6 @@ class Recording:
     patterns: object = None  # testbed.patterns.driver.PatternRun with workload.pattern
     replay: Optional[dict] = None  # summary.json ``replay`` of a SimAI replay (testbed.replay_run)
     measured: bool = False
+    t_measured_ns: Optional[int] = None
+    controller: Optional[dict] = None
+    results: object = None

@@ -15,10 +15,15 @@ The steps of a run, in order, each a call into its room:
    (testbed.emulation.agents);
 6. run the workload while sampling switch queues, CPU and departures
    (testbed.measure), reading the drop counters before and after;
-7. tear everything down (context managers);
-8. write the tables and summary.json, judge fidelity, print
-   (testbed.results.summary, testbed.measure.judge, testbed.results.printing);
-   a run cut short writes what it has, marked INCOMPLETE.
+7. with the fabric and agents still up: stop the controller's congestion loop
+   (its tables), write every table and summary.json with the fidelity verdict
+   (testbed.results.summary.write_results, testbed.measure.judge), remove
+   ``INCOMPLETE`` and say ``results written ...; tearing down``;
+8. tear everything down (context managers);
+9. update summary.json with what only the teardown knows (the controller's
+   final report and its check), print (testbed.results.summary.finish,
+   testbed.results.printing); a run cut short writes what it has, marked
+   INCOMPLETE.
 
 One :class:`testbed.run_context.RunContext` carries the run's identity and
 set-up from step to step; a :class:`testbed.run_context.Recording` what it
@@ -30,7 +35,9 @@ message: FCT), qps.csv (per queue pair counters), ports.csv (switch queue
 samples), cpu.csv, sizes.csv (the printed table), summary.json, report.html
 (testbed.report), the controller's and agents' logs. Every ``*_ns`` column is Unix-epoch ns of
 :func:`traffic.clock.unix_ns`. ``INCOMPLETE`` (the reason) is there from the
-start and removed once a run with every measurement in wrote summary.json; a
+start and removed once a run with every measurement in wrote summary.json
+(before the teardown: a SIGKILL from then on leaves complete results, and
+``testbed clean`` removes what the teardown did not); a
 run cut short during traffic writes the tables of the collectives that
 finished and a summary.json with ``"complete": false``.
 """
@@ -55,7 +62,7 @@ from testbed.measure.drops import DropSnapshot
 from testbed.measure.send_buffer import RunRefused, check_run_send_buffer
 from testbed.measure.telemetry import QdiscSampler
 from testbed.emulation.agents import AgentGroup, transport_params
-from testbed.emulation import controller_proc
+from testbed.emulation import congestion_conf, controller_proc
 from testbed.emulation.fabric import Fabric
 from testbed.emulation.faults import FaultScheduler
 from testbed.naming import new_run_id
@@ -71,6 +78,7 @@ from testbed.results.rundir import check_results_root
 from testbed.run_context import Recording, RunContext
 from testbed.spec.rto import run_rto_us
 from testbed.spec.scenario import ScenarioError, ScenarioSpec, load_scenario
+from traffic.clock import unix_ns
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +149,8 @@ def _open_run_dir(ctx: RunContext, caps, progress: Progress) -> None:
 
 
 def _run_fabric(ctx: RunContext, progress: Progress, cli: bool = False) -> dict:
-    """Build the fabric, start the agents, measure, tear down; write the results (partial when cut short)."""
+    """Build the fabric, start the agents, measure, write the results, tear down, then update the results
+    with what the teardown knows (partial results when cut short before every measurement was in)."""
     rec = Recording(ops_planned=len(ctx.ops_plan))
     try:
         with Fabric(ctx.spec, ctx.run_id, ctx.run_dir, ctx.datapath) as fab:
@@ -149,28 +158,49 @@ def _run_fabric(ctx: RunContext, progress: Progress, cli: bool = False) -> dict:
             progress.fabric_up(fab)
             if ctx.spec.workload.pattern is not None:  # flows: fresh agents per trial (testbed.patterns)
                 rec.patterns = PatternRun(ctx, fab)
-                _measure(ctx, fab, None, rec, progress)
+                _measure(ctx, fab, None, rec, progress, write=not cli)
             else:
                 peers = plan_peers(ctx.ops_plan)
                 with AgentGroup(fab, ctx.transport, ctx.spec.seed, lambda r: peers.get(r, []),
                                 ctx.spec.workload.channels) as agents:
-                    _measure(ctx, fab, agents, rec, progress)
-            if cli:  # --cli: the fabric stays up in the Mininet CLI until the user leaves it
+                    _measure(ctx, fab, agents, rec, progress, write=not cli)
+            if cli:  # --cli: the fabric stays up in the Mininet CLI until the user leaves it, then the results
                 from testbed.interactive import run_cli
                 run_cli(ctx, fab)
+                _write_before_teardown(ctx, rec, progress)
     except BaseException as e:
         if not rec.measured:  # keep what was measured, marked incomplete, then fail as before
             results_summary.write_partial(ctx, rec, e)
             raise
-        note = f"{results_summary.what_stopped(e)} during the teardown, after every measurement was in; results complete"
-        results_summary.write_complete(ctx, rec, note=note)
-        e.results_note = f"complete results kept in {ctx.run_dir}"
+        if rec.results is None and getattr(e, "results_note", None) is None:  # left the CLI by a signal
+            results_summary.write_results(ctx, rec)
+        if rec.results is not None:
+            note = (f"{results_summary.what_stopped(e)} during the teardown, after every measurement was in; "
+                    f"results complete")
+            results_summary.finish(ctx, rec, note=note)
+            e.results_note = f"complete results kept in {ctx.run_dir}"
         raise
-    return results_summary.write_complete(ctx, rec)
+    return results_summary.finish(ctx, rec)
 
 
-def _measure(ctx: RunContext, fab: Fabric, agents: AgentGroup, rec: Recording, progress: Progress) -> None:
-    """Run the workload while sampling switch queues, CPU and departures; read the counters around it."""
+def _write_before_teardown(ctx: RunContext, rec: Recording, progress: Progress) -> None:
+    """Every measurement is in, the fabric and agents still up: stop the controller's congestion loop (its
+    tables), write every table and summary.json (testbed.results.summary.write_results), then say
+    ``results written to DIR; tearing down`` (the line a watcher can wait for). Raises what
+    write_results raises, KeyboardInterrupt for a signal held back meanwhile (unless the caller holds
+    signals back)."""
+    warning = congestion_conf.stop_loop(rec.fab)
+    if warning:
+        log.warning("%s", warning)
+    results_summary.write_results(ctx, rec)
+    progress.say(f"results written to {ctx.run_dir}; tearing down")
+
+
+def _measure(ctx: RunContext, fab: Fabric, agents: AgentGroup, rec: Recording, progress: Progress,
+             write: bool = True) -> None:
+    """Run the workload while sampling switch queues, CPU and departures; read the counters around it;
+    with ``write``, write the results before returning (:func:`_write_before_teardown`), signals still
+    held back."""
     host_pids = {h.name: fab.net.get(h.name).pid for h in fab.layout.hosts}
     host_ifs = {h.name: fab.host_intfs(h.name) for h in fab.layout.hosts}
     rec.drops_before = DropSnapshot.take(host_pids, fab.switch_ports, host_ifs)
@@ -191,8 +221,11 @@ def _measure(ctx: RunContext, fab: Fabric, agents: AgentGroup, rec: Recording, p
                 time.sleep(0.2)  # let the last ACKs land before counting
                 rec.stats = agents.stats()
         rec.drops_after = DropSnapshot.take(host_pids, fab.switch_ports, host_ifs)
+        rec.t_measured_ns = unix_ns()
         rec.measured = True
         rec.phase = "teardown"
+        if write:
+            _write_before_teardown(ctx, rec, progress)
     finally:
         pending = signals.release()
     if pending:

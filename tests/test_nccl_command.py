@@ -10,8 +10,10 @@ from testbed.cli import build_parser, main
 from testbed import nccl
 from testbed.plan import plan_workload
 from testbed.results.nccl_table import format_nccl_table
-from testbed.results.tables import ops_table, size_table
+from testbed.emulation.agents import taking_part
+from testbed.results.tables import OPS_COLUMNS, ops_table, size_table
 from testbed.spec.scenario import ScenarioError, parse_scenario
+from traffic.protocol import OpDone
 
 
 def _spec(*argv):
@@ -87,3 +89,50 @@ def test_nccl_table_worked_values():
     assert lines[-1].startswith("# Avg bus bandwidth    : 6.291 Mbit/s (31.46 GB/s")
     bc = sizes.assign(collective="broadcast", algorithm="ring")
     assert format_nccl_table(pd.DataFrame(bc), 1).splitlines()[3].split()[3:5] == ["none", "0"]
+
+
+def _op_records(n_hosts: int, ranks: int, rank_s: float = 1.0) -> list:
+    """op 0 as the agents answer it with ``-g ranks`` on ``n_hosts``: ranks 0..ranks-1 ran ``rank_s`` each
+    (rank r starting r ms late), the other hosts answered at once with an idle record (group_size 0)."""
+    t0 = 1_700_000_000 * 10**9
+    out = []
+    for r in range(n_hosts):
+        start = t0 + r * 1_000_000
+        if r < ranks:
+            out.append(OpDone(op_id=0, rank=r, group_index=0, group_size=ranks, t_start_ns=start,
+                              t_end_ns=start + int(rank_s * 1e9), sent_bytes=1, rx_msgs=1, t_rx_done_ns=start))
+        else:
+            out.append(OpDone(op_id=0, rank=r, group_index=None, group_size=0, t_start_ns=start, t_end_ns=start,
+                              sent_bytes=0, rx_msgs=0, t_rx_done_ns=start))
+    return out
+
+
+@pytest.mark.parametrize("ranks", [2, 4, 8])
+def test_ranks_below_the_host_count_report_over_those_ranks_only(ranks):
+    """``-g N`` on 8 hosts, 1 MiB all-reduce, each of the N ranks took 1.0 s: nccl-tests' time is 1.0 s (the
+    mean over the N ranks; the idle hosts' 0 s records are no ranks), algbw = 8.389 Mbit/s, busbw = algbw x
+    2(N-1)/N (N = 2: 8.389, 4: 12.583, 8: 14.680 Mbit/s). Counting the 8 - N idle hosts as 0 s (the bug) would
+    have made the time N/8 s and busbw 8/N times too high (19.7 Mbit/s on a 10 Mbit/s link at N = 4)."""
+    meta = {0: {"size_bytes": 1 << 20, "iteration": 0, "warmup": False, "group_size": ranks}}
+    recs = _op_records(8, ranks)
+    kept = taking_part(recs, [tuple(range(ranks))])
+    assert [r.rank for r in kept] == list(range(ranks))
+    want_busbw = (1 << 20) * 8 / 1.0 * 2 * (ranks - 1) / ranks
+    for rows in (kept, recs):  # at the source, and the table's own guard against idle records
+        ops = ops_table(rows, meta, 8)
+        r = ops.iloc[0]
+        assert r["group_size"] == ranks and r["time_rank_avg_us"] == pytest.approx(1e6)
+        assert r["busbw_rank_avg_bps"] == pytest.approx(want_busbw)
+        # span: first rank's start to the last rank's end, ranks only (rank N-1 started N-1 ms late)
+        assert r["time_us"] == pytest.approx(1e6 + (ranks - 1) * 1e3)
+    sizes = size_table(ops_table(kept, meta, 8), 8, 10e6)
+    lines = format_nccl_table(sizes, 40000).splitlines()
+    assert lines[0].startswith(f"# ring all-reduce, {ranks} ranks: ") and "busbw = algbw x 2(n-1)/n" in lines[0]
+    row = lines[3].split()
+    assert row[5:8] == ["1000000", "8.389", f"{want_busbw / 1e6:.3f}"]
+
+
+def test_an_op_of_idle_records_only_is_left_out():
+    idle = [r for r in _op_records(8, 2) if r.group_size == 0]
+    ops = ops_table(idle, {0: {"size_bytes": 4096, "iteration": 0, "warmup": False}}, 8)
+    assert ops.empty and list(ops.columns) == OPS_COLUMNS

@@ -121,7 +121,8 @@ class Ready:
 @dataclass(frozen=True)
 class OpDone:
     """One rank's record of one collective (a row of rank_ops.csv). ``group_index`` is None and
-    ``group_size`` 0 for a rank in no group of the op (idle). ``sent_bytes``: payload bytes posted;
+    ``group_size`` 0 for a rank in no group of the op (idle: its answer ends the barrier, and the testbed
+    drops it, testbed.emulation.agents.taking_part). ``sent_bytes``: payload bytes posted;
     ``rx_msgs``: messages received; ``t_rx_done_ns``: when the last expected chunk arrived."""
 
     op_id: int

@@ -24,9 +24,13 @@ Loop time = from the sample's clock reading to the end of the tick's actions.
 
 Configuration: a JSON file the testbed writes once the fabric's queues are
 installed (``[testbed] congestion_file``; testbed.emulation.congestion_conf);
-the loop waits for it, then writes ``congestion_loop.started``. At stop
-(SIGTERM: :func:`stop_all` from controllers.run) it resumes everything it
-paused and writes into ``results_dir``: ``lossless_queues.csv`` (every
+the loop waits for it, then writes ``congestion_loop.started``. It stops
+when the testbed asks (the file ``congestion_loop.stop`` appears in
+``results_dir``: the measurement is over and the testbed writes its results
+before tearing the fabric down) or at the latest when the controller stops
+(SIGTERM: :func:`stop_all` from controllers.run). At stop it resumes everything it
+paused, writes into ``results_dir`` the files below, then ``congestion_loop.stopped``
+(its tables are final): ``lossless_queues.csv`` (every
 sample), ``ecn_marking.csv``, ``pfc_events.csv`` (time_ns, port, class,
 event pause|resume|rx_pause|rx_resume|storm|restore, charged_bytes, upstream, upstream_port, actuation_us,
 pfc_frame) and
@@ -44,6 +48,10 @@ from typing import Any, Dict, List, Optional
 LOG = logging.getLogger(__name__)
 
 STARTED_FILE = "congestion_loop.started"
+#: the testbed's request to stop now (testbed.emulation.congestion_conf.stop_loop), and the loop's answer
+STOP_REQUEST_FILE, STOPPED_FILE = "congestion_loop.stop", "congestion_loop.stopped"
+#: how often the loop's starter thread looks for the stop request (seconds)
+STOP_POLL_S = 0.05
 RESULT_FILE = "congestion_loop.json"
 #: the lossless class: index in htb_classes, IEEE 802.1p priority (RoCE: DSCP 26 -> priority 3)
 LOSSLESS_CLASS, LOSSLESS_PRIORITY = 1, 3
@@ -80,6 +88,8 @@ class CongestionLoop:
         self.loop_ns: List[int] = []
         self.watchdog = self._watchdog()
         self.rx = None  # controllers.congestion.rx_pauses.RxPauses (PFC on)
+        self._stop_lock = threading.Lock()
+        self._stopped = False
 
     def _watchdog(self):
         """The PFC watchdog (controllers/congestion/watchdog.py: storm after a pause longer than
@@ -173,7 +183,19 @@ class CongestionLoop:
         return self
 
     def stop(self) -> None:
-        """Stop sampling, resume every paused upstream, remove the marker, write the results."""
+        """Stop sampling, resume every paused upstream, remove the marker, write the results, then
+        :data:`STOPPED_FILE`. Once only: a second call (the stop request and SIGTERM at once) waits for the
+        first and returns."""
+        with self._stop_lock:
+            if self._stopped:
+                return
+            self._stopped = True
+            try:
+                self._stop_now()
+            finally:  # also after a failed stop: the testbed waits for this file, not for a timeout
+                (self.results_dir / STOPPED_FILE).write_text(json.dumps({"time_ns": time.time_ns()}))
+
+    def _stop_now(self) -> None:
         if self in _RUNNING:
             _RUNNING.remove(self)
         try:
@@ -316,7 +338,8 @@ def _loop_ms(loop_ns: List[int]) -> dict:
 
 def start_when_configured(conf_file: Optional[str], layout) -> Optional[threading.Thread]:
     """The app's entry: a daemon thread that waits for ``conf_file`` (written once the queues exist),
-    then starts the loop. None when ``conf_file`` is unset (no ECN, no PFC)."""
+    starts the loop, then stops it when the testbed asks (:data:`STOP_REQUEST_FILE` in the results
+    directory). None when ``conf_file`` is unset (no ECN, no PFC)."""
     if not conf_file:
         return None
 
@@ -325,9 +348,20 @@ def start_when_configured(conf_file: Optional[str], layout) -> Optional[threadin
         while not path.exists():
             time.sleep(0.02)
         try:
-            CongestionLoop(json.loads(path.read_text()), layout).start()
+            loop = CongestionLoop(json.loads(path.read_text()), layout).start()
         except Exception:
             LOG.exception("congestion loop failed to start")
+            return
+        request = loop.results_dir / STOP_REQUEST_FILE
+        while loop in _RUNNING:
+            if request.exists():
+                LOG.info("congestion loop: the testbed asked it to stop (the measurement is over)")
+                try:
+                    loop.stop()
+                except Exception:
+                    LOG.exception("congestion loop failed to stop cleanly")
+                return
+            time.sleep(STOP_POLL_S)
 
     thread = threading.Thread(target=run, name="congestion-loop", daemon=True)
     thread.start()

@@ -27,6 +27,17 @@ from traffic.transport.entropy import ENTROPY_POLICIES, MULTI_PORT_POLICIES
 from traffic.transport.selective import GO_BACK_N, SELECTIVE_REPEAT
 
 
+def taking_part(records: list[OpDone], groups) -> list[OpDone]:
+    """The records of ``records`` (one per agent) whose rank is in one of ``groups`` (lists of ranks).
+
+    The agent of a rank in no group answers a RunOp with an idle record (t_start_ns = t_end_ns,
+    group_size 0); it is no rank of the collective, so it must not be in the op's per-rank rows or
+    in the per-rank average time (nccl-tests' time over the ranks that run the op, e.g. ``-g N``).
+    """
+    members = {int(r) for g in groups for r in g}
+    return [r for r in records if r.rank in members]
+
+
 def transport_params(spec, rto_us: int, peers_per_rank: int = 2) -> TransportParams:
     """The agents' TransportParams from a ScenarioSpec (the one place they are built).
 
@@ -177,18 +188,20 @@ class AgentGroup(StartStop):
 
     def run_op(self, op_id: int, size_bytes: int, groups, timeout_s: float,
                collective: str = "allreduce", algorithm: str = "ring") -> list[OpDone]:
-        """Run one collective in every rank group at once; return each rank's op_done record.
+        """Run one collective in every rank group at once; return the op_done record of each rank that took
+        part (a rank in one of ``groups``), in rank order.
 
         ``groups``: lists of ranks, each in the algorithm's position order, run
         concurrently (every agent is told all groups and runs the one holding its
-        rank; a rank in none records an idle op). Each agent needs queue pairs with
+        rank; a rank in none answers with an idle record, which ends the barrier and is
+        then dropped: :func:`taking_part`). Each agent needs queue pairs with
         the peers the algorithm names in every group it will be given (``peers_of``;
         testbed.plan.plan_peers). ``collective``/``algorithm``: a key of
-        traffic.collectives.ALGORITHMS.
+        traffic.collectives.ALGORITHMS. Raises AgentError on an error event, an agent's death or a timeout.
         """
         self._send_all(RunOp(op_id=op_id, collective=collective, algorithm=algorithm, size_bytes=int(size_bytes),
                              groups=[list(g) for g in groups], timeout_s=float(timeout_s)))
-        return self._collect(OpDone, timeout_s + 10)
+        return taking_part(self._collect(OpDone, timeout_s + 10), groups)
 
     def command(self, cmd, reply: type, timeout_s: float) -> list:
         """Send ``cmd`` (a traffic.protocol command) to every agent; return each one's ``reply`` event in

@@ -5,6 +5,9 @@ only sample queues that exist: the controller's configuration names a JSON file
 (``[testbed] congestion_file``, :func:`controller_keys`), which the fabric
 writes once every queue is installed and the hosts' namespaces are known
 (:func:`write_and_wait`), then waits for the loop's ``congestion_loop.started``.
+Once the measurement is over, :func:`stop_loop` asks the loop to stop and waits
+until its tables are final (``congestion_loop.stopped``), so the results are
+written before the fabric is torn down.
 
 The file (all sizes in bytes)::
 
@@ -19,7 +22,7 @@ import json
 import time
 from pathlib import Path
 
-from controllers.congestion.loop import LOSSLESS_CLASS, STARTED_FILE
+from controllers.congestion.loop import LOSSLESS_CLASS, STARTED_FILE, STOP_REQUEST_FILE, STOPPED_FILE
 
 CONF_FILE = "congestion_loop.conf.json"
 #: the loop's sampling period, s (DESIGN.md: about 10 % of a core for 24 ports)
@@ -105,3 +108,30 @@ def write_and_wait(fab, timeout_s: float = 20.0) -> None:
             raise RuntimeError(f"the controller's congestion loop did not start within {timeout_s:.0f} s; see "
                                f"{fab.run_dir / 'controller.log'}")
         time.sleep(0.02)
+
+
+#: longest wait for the loop to stop and write its tables (s; as the controller's SIGTERM allows)
+STOP_TIMEOUT_S = 30.0
+
+
+def stop_loop(fab, timeout_s: float = STOP_TIMEOUT_S) -> str | None:
+    """Ask the running fabric's congestion loop to stop now and wait until it wrote its tables.
+
+    Returns None when they are final (or the scenario has no loop, or it already stopped), else why
+    not (the controller is gone, or no answer within ``timeout_s``): a warning for the caller, whose
+    results then lack the loop's tables or get them when the controller stops. Never raises.
+    """
+    run_dir = Path(fab.run_dir)
+    if not wanted(fab.spec) or not (run_dir / STARTED_FILE).exists() or (run_dir / STOPPED_FILE).exists():
+        return None
+    (run_dir / STOP_REQUEST_FILE).write_text("")
+    deadline = time.monotonic() + timeout_s
+    while not (run_dir / STOPPED_FILE).exists():
+        proc = fab.controller.proc if fab.controller is not None else None
+        if proc is None or proc.poll() is not None:
+            return "the controller is not running: its congestion loop could not write its tables"
+        if time.monotonic() > deadline:
+            return (f"the congestion loop did not stop within {timeout_s:.0f} s (see "
+                    f"{run_dir / 'controller.log'}): its tables come when the controller stops")
+        time.sleep(0.02)
+    return None

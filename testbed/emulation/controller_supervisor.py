@@ -108,6 +108,16 @@ class ControllerSupervisor:
         self._thread.start()
         return self
 
+    def snapshot(self) -> dict:
+        """The report as of now, still watching (the results written before the teardown judge it):
+        the live app's OpenFlow errors collected first. After :meth:`stop`, the final report."""
+        if self._final is not None:
+            return self._final
+        proc = self.controller.proc
+        if proc is not None and proc.poll() is None:
+            self._collect_errors()
+        return self.report()
+
     def stop(self) -> dict:
         """Stop watching (the controller keeps running) and return the report. Safe to call twice."""
         self._stopping.set()
@@ -212,21 +222,39 @@ class ControllerSupervisor:
         events = [dict(d) for d in self.deaths]
         restarts = [d["restart"] for d in events if d.get("restart") and "failed" not in d["restart"]]
         n_errors = max(len(self.openflow_errors), self.openflow_error_log_lines())
-        violations = []
-        if n_errors:
-            violations.append(f"controller: {n_errors} OpenFlow error message(s) from the switches "
-                              f"(see {self.controller.log_path})")
-        for d in events:
-            r = d.get("restart")
-            if r and "failed" in r:
-                violations.append(f"controller: restart after the death at {d['after_start_s']:.3f} s failed: "
-                                  f"{r['failed']}")
-            elif r and r["switches"] != len(self.dpids):
-                violations.append(f"controller: restart reconnected {r['switches']} of {len(self.dpids)} switches")
-        return {"framework": self.controller.framework, "conf": self.controller.conf,
-                "restart": self.restart, "deaths": len(events), "restarts": len(restarts),
-                "switches": len(self.dpids), "reconnect_target_s": RECONNECT_TARGET_S, "events": events,
-                "openflow_errors": n_errors, "errors": self.openflow_errors[:10], "violations": violations}
+        report = {"framework": self.controller.framework, "conf": self.controller.conf,
+                  "restart": self.restart, "deaths": len(events), "restarts": len(restarts),
+                  "switches": len(self.dpids), "reconnect_target_s": RECONNECT_TARGET_S, "events": events,
+                  "openflow_errors": n_errors, "errors": self.openflow_errors[:10],
+                  "log": str(self.controller.log_path)}
+        report["violations"], _ = violations(report)
+        return report
+
+
+def violations(report: dict, until_ns: int | None = None) -> tuple[list[str], list[str]]:
+    """(violations, later) of a :meth:`ControllerSupervisor.report` ``report`` (README "Controller").
+
+    violations: any OpenFlow error (the count covers the whole report: an error carries no time, and
+    may answer a message sent while measuring), and a failed or partial restart after a death at or
+    before ``until_ns`` (Unix ns; None: every death). later: one sentence per death after
+    ``until_ns`` (e.g. during the teardown, once every measurement was in: it cannot have changed a
+    figure, so it is named, not judged).
+    """
+    out, later = [], []
+    if report["openflow_errors"]:
+        out.append(f"controller: {report['openflow_errors']} OpenFlow error message(s) from the switches "
+                   f"(see {report.get('log', 'controller.log')})")
+    for d in report["events"]:
+        if until_ns is not None and d["time_ns"] > until_ns:
+            later.append(f"controller: died ({_how(d)}) at {d['after_start_s']:.3f} s, after every measurement "
+                         f"was in (not judged: no figure was measured after it)")
+            continue
+        r = d.get("restart")
+        if r and "failed" in r:
+            out.append(f"controller: restart after the death at {d['after_start_s']:.3f} s failed: {r['failed']}")
+        elif r and r["switches"] != report["switches"]:
+            out.append(f"controller: restart reconnected {r['switches']} of {report['switches']} switches")
+    return out, later
 
 
 def _how(death: dict) -> str:

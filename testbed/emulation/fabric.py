@@ -168,6 +168,14 @@ class Fabric(StartStop):
             log.info("removed what Mininet left of run %s: %s", self.run_id, report)
 
     # -- access --------------------------------------------------------------
+    def controller_health(self) -> dict | None:
+        """summary.json's ``controller`` block as of now: the supervisor's report while the fabric runs
+        (it keeps watching), ``controller_report`` (the final one) once the fabric stopped; None before
+        the supervisor started (testbed.emulation.controller_supervisor.ControllerSupervisor.report)."""
+        if self.controller_report is not None:
+            return self.controller_report
+        return self.supervisor.snapshot() if self.supervisor is not None else None
+
     @property
     def hosts(self) -> list[Host]:
         return [self.net.get(h.name) for h in self.layout.hosts]

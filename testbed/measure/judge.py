@@ -72,8 +72,7 @@ def judge_run(ctx: RunContext, rec: Recording, qps: pd.DataFrame, ports: pd.Data
     verdict.figures["drops"]["host_nic_retries"] = other.host_nic_retries
     verdict.figures["drops"]["merged_counters"] = other.merged
     judge_send_buffer(verdict, ctx.send_buffer)
-    controller = fab.controller_report  # deaths, restarts, OpenFlow errors (testbed.emulation.controller_supervisor)
-    verdict.add("controller", FAILED if controller["violations"] else PASSED, "\n".join(controller["violations"]))
+    judge_controller(verdict, rec.controller, rec.t_measured_ns)
     return verdict, t
 
 
@@ -84,6 +83,20 @@ def retries_by_host(qps: pd.DataFrame, host_names: list[str]) -> dict[str, int]:
         return {}
     per_rank = qps.groupby("rank")["nic_full_waits"].sum()
     return {host_names[int(r)]: int(n) for r, n in per_rank.items() if n > 0}
+
+
+def judge_controller(verdict: FidelityVerdict, report: dict, measured_until_ns: int | None) -> None:
+    """Set (or replace) the ``controller`` check from summary.json's ``controller`` block ``report``
+    (testbed.emulation.controller_supervisor: deaths, restarts, OpenFlow errors).
+
+    Failed: any OpenFlow error, or a failed or partial restart after a death while measuring (at or
+    before ``measured_until_ns``, Unix ns). A death after every measurement was in (the teardown) is
+    named in the check's reason but does not fail it (:func:`controller_supervisor.violations`).
+    """
+    from testbed.emulation.controller_supervisor import violations
+
+    failed, later = violations(report, measured_until_ns)
+    verdict.replace("controller", FAILED if failed else PASSED, "\n".join(failed or later))
 
 
 def discount_kick_frames(counter_drops: dict[str, int], run_dir) -> dict[str, int]:

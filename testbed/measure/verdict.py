@@ -55,6 +55,20 @@ class FidelityVerdict:
             self.not_judged.append(f"{name}: {reason}")
         self.faithful = not any(c["status"] == FAILED for c in self.checks.values())
 
+    def replace(self, name: str, status: str, reason: str = "", figures: Optional[dict] = None) -> None:
+        """Like :meth:`add`, after taking back the check's earlier outcome (its violations and not-judged
+        line): a check judged again with more information (the controller's final report)."""
+        old = self.checks.pop(name, None)
+        if old is not None and old["status"] == FAILED and old["reason"]:
+            for line in old["reason"].split("\n"):
+                if line in self.violations:
+                    self.violations.remove(line)
+        if old is not None and old["status"] == NOT_JUDGED:
+            entry = f"{name}: {old['reason']}"
+            if entry in self.not_judged:
+                self.not_judged.remove(entry)
+        self.add(name, status, reason, figures)
+
     def lines(self) -> list[str]:
         """The printed verdict: ``# fidelity: ...`` then one line per failed or not-judged check."""
         head = "# fidelity: faithful" if self.faithful else "# fidelity: NOT faithful:"

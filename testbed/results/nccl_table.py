@@ -7,8 +7,9 @@ redop ``sum`` for the reducing collectives, ``none`` otherwise; root 0 for
 broadcast, -1 otherwise, as nccl-tests prints), then
 
 - ``time(us)``: nccl-tests' own time, each rank's time averaged over the
-  ranks (``time_rank_avg_us``), and algbw/busbw from it, in Mbit/s (the
-  emulated link's units);
+  ranks that run the op (``time_rank_avg_us``: the n ranks of the header, not
+  the fabric's idle hosts), and algbw/busbw from it (busbw factor for those n),
+  in Mbit/s (the emulated link's units);
 - ``busbw(GB/s eq.)``: that busbw times the run's scale factor
   (reference_link_bps / host_link_bps), in GB/s as nccl-tests prints it:
   what the figure stands for on the real fabric;

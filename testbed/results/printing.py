@@ -115,9 +115,9 @@ def print_results(ctx: RunContext, sizes, t: dict, controller: dict, verdict, op
         pass
     elif spec.output.table == "nccl":
         print(f"# nccl-tests table: {titles} on {ctx.n_ranks} hosts, host link {spec.fabric.host_link_bps / 1e6:g} "
-              f"Mbit/s, payload efficiency {ctx.efficiency:.3f}; time = per-rank time averaged over ranks "
-              f"(nccl-tests), span = first rank's start to last rank's end, busbw/link = span busbw / (link x "
-              f"efficiency)")
+              f"Mbit/s, payload efficiency {ctx.efficiency:.3f}; time = per-rank time averaged over the ranks "
+              f"of each op (nccl-tests), span = first rank's start to last rank's end, busbw/link = span busbw / "
+              f"(link x efficiency)")
         print(format_nccl_table(sizes, spec.scale_factor))
     else:
         print(f"# {titles}, {ctx.n_ranks} hosts (ranks: per group), host link "

@@ -129,12 +129,13 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     busbw_bps          float algbw_bps x busbw_factor, bit/s
     busbw_rank_avg_bps float bus bandwidth from time_rank_avg_us, bit/s
 """),
-    _table("rank_ops", "one row per rank and operation",
+    _table("rank_ops", "one row per operation and rank taking part in it (a host in none of the op's groups has "
+           "no row)",
            "collective runs (an empty file for pattern runs)", """
     op_id        int   operation index
     rank         int   rank (host index) of the agent that recorded the row
-    group_index  float index of the rank's group in the op; NaN for an idle rank
-    group_size   int   ranks in that group (0: idle)
+    group_index  int   index of the rank's group in the op
+    group_size   int   ranks in that group
     t_start_ns   int   the rank's start, Unix ns
     t_end_ns     int   the rank's end, Unix ns
     sent_bytes   int   payload bytes the rank posted

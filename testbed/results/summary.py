@@ -1,21 +1,34 @@
 """summary.json and the end of a run's directory: complete results, or what there is of a run cut short.
 
-:func:`write_complete` (every measurement in): write the tables, judge
-fidelity, write summary.json, remove ``INCOMPLETE``, print the results.
+A run with every measurement in writes its results in two steps, so that they
+are on disk before anything is torn down (a SIGKILL during the teardown keeps
+them):
+
+1. :func:`write_results`, the fabric and agents still up: write every table,
+   judge fidelity (the controller check on the supervisor's report as of now),
+   write summary.json (``"complete": true``, ``"teardown": "pending"``) and
+   remove ``INCOMPLETE``;
+2. :func:`finish`, after the teardown: update summary.json with what only the
+   teardown knows (the controller's final report, the controller check judged
+   again on it, ``"teardown": "done"``, an interrupt during the teardown),
+   atomically, then print the results and make report.html.
+
 :func:`write_partial` (the run stopped before every measurement was in):
 write the tables of the collectives that finished and a summary.json with
 ``"complete": false``; ``INCOMPLETE`` holds the reason. Signals are held back
-while either writes, so the directory is never left half-written by a Ctrl-C.
+while any of them writes, so the directory is never left half-written by a Ctrl-C.
 """
 from __future__ import annotations
 
 import logging
 import sys
+from dataclasses import dataclass
 
 from testbed.results.congestion import congestion_block
 from testbed import signals
 from testbed.measure import timing
-from testbed.measure.judge import judge_run
+from testbed.measure.judge import judge_controller, judge_run
+from testbed.measure.verdict import FidelityVerdict
 from testbed.results import fit, printing
 from testbed.results.replay_table import format_replay_table
 from testbed.results.adaptive import summary_adaptive
@@ -91,35 +104,106 @@ def write_partial(ctx: RunContext, rec: Recording, exc: BaseException) -> None:
             exc.results_note += "; interrupted while writing them"
 
 
-def write_complete(ctx: RunContext, rec: Recording, note: str | None = None) -> dict:
-    """Every measurement is in: write the tables, judge fidelity, write summary.json, clear INCOMPLETE, print.
+@dataclass
+class Written:
+    """What :func:`write_results` put on disk, for :func:`finish`: summary.json's content, the size table
+    (DataFrame, testbed.results.tables.SIZES_COLUMNS), the transport totals, the verdict and the fit rows."""
 
-    ``note``: what happened after the measurements (e.g. an interrupt during the teardown), kept in
-    summary.json as ``interrupted``. Returns summary.json's content. On an error the directory is
-    marked INCOMPLETE, ``results_note`` set on the error, and the error raised.
+    summary: dict
+    sizes: object
+    transport: dict
+    verdict: FidelityVerdict
+    fits: list | None
+
+
+def write_results(ctx: RunContext, rec: Recording) -> dict:
+    """Every measurement is in, the fabric still up: write every table and summary.json, clear INCOMPLETE.
+
+    The controller check judges the supervisor's report as of now (``rec.fab.controller_health()``).
+    Sets ``rec.results`` (:class:`Written`) and returns summary.json's content; prints nothing
+    (:func:`finish` does, after the teardown). On an error the directory is marked INCOMPLETE,
+    ``results_note`` set on the error, and the error raised. SIGINT/SIGTERM are held back meanwhile;
+    one that arrived is raised (KeyboardInterrupt) once the results are written, unless the caller
+    holds signals back too (testbed.signals.defer).
     """
     signals.defer()
     try:
-        return _write_complete_now(ctx, rec, note)
+        rec.controller = rec.fab.controller_health()
+        rec.results = _write_results_now(ctx, rec)
     except Exception as e:
         tables.mark_incomplete(ctx.run_dir, f"every measurement was in, but writing the results failed: {e}"[:500])
         e.results_note = f"{ctx.run_dir} is marked INCOMPLETE"
         raise
     finally:
+        pending = signals.release()
+    if pending:
+        raise KeyboardInterrupt(f"signal {pending}")
+    return rec.results.summary
+
+
+def finish(ctx: RunContext, rec: Recording, note: str | None = None) -> dict:
+    """After the teardown: update summary.json with the controller's final report and print the results.
+
+    The controller block becomes ``rec.fab.controller_report`` (taken when the fabric stopped) and the
+    controller check is judged again on it (testbed.measure.judge.judge_controller: an OpenFlow error
+    logged during the teardown fails it; a death after the measurement is named, not failed);
+    ``teardown`` becomes ``done``; ``note`` (what happened after the measurements, e.g. an interrupt
+    during the teardown) is kept as ``interrupted``. summary.json is replaced atomically; if that
+    fails, the one written before the teardown stays (a warning says so). Returns summary.json's
+    content. Needs :func:`write_results` to have succeeded (``rec.results``).
+    """
+    w: Written = rec.results
+    signals.defer()
+    try:
+        summary = dict(w.summary)
+        final = rec.fab.controller_report if rec.fab is not None else None
+        if final is not None:
+            rec.controller = final
+            judge_controller(w.verdict, final, rec.t_measured_ns)
+        summary.update({"interrupted": note, "controller": rec.controller, "faithful": w.verdict.faithful,
+                        "violations": w.verdict.violations, "not_judged": w.verdict.not_judged,
+                        "checks": w.verdict.checks,
+                        "teardown": "done" if final is not None else
+                        "done, without the controller's final report (the controller block is from the end of "
+                        "the measurement)"})
+        try:
+            tables.write_json(ctx.run_dir / "summary.json", summary)
+        except Exception as e:  # noqa: BLE001  the complete results written before the teardown stay
+            log.warning("could not update %s after the teardown (%s); it holds the results as of the end of "
+                        "the measurement", ctx.run_dir / "summary.json", e)
+        w.summary = summary
+        _print_results(ctx, rec, w)
+        return summary
+    finally:
         if signals.release():
             print("testbed: interrupted while writing the results; they were written first", file=sys.stderr)
 
 
-def _write_complete_now(ctx: RunContext, rec: Recording, note: str | None) -> dict:
+def _print_results(ctx: RunContext, rec: Recording, w: Written) -> None:
+    summary = w.summary
+    if rec.patterns is not None:
+        from testbed.patterns.results import format_load_balance
+        print(format_load_balance(summary["load_balance"]))
+    printing.print_results(ctx, w.sizes, w.transport, summary["controller"], w.verdict, rec.op_meta)
+    printing.print_blocks(summary)
+    if rec.replay is not None:
+        for block in ([rec.replay["off"], rec.replay["on"]] if rec.replay["overlap"] == "compare" else [rec.replay]):
+            print(format_replay_table(block, ctx.spec.scale_factor, ctx.spec.workload.simai.size_scale))
+    for row in w.fits or ():
+        print(fit.fit_line(row))
+    print(report_command.after_run(ctx.run_dir))  # report.html from the tables just written (testbed.report)
+
+
+def _write_results_now(ctx: RunContext, rec: Recording) -> Written:
     ops, sizes, qps, msgs, ports, cpu = _write_tables(ctx, rec)
     faults = faults_block(rec.faults, ctx.run_dir, ctx.run_id)
     verdict, t = judge_run(ctx, rec, qps, ports, cpu, faults)
-    controller = rec.fab.controller_report
     summary = {
         "run_id": ctx.run_id, "run_dir": str(ctx.run_dir), "scenario": ctx.spec.name, "n_ranks": ctx.n_ranks,
-        "complete": True, "interrupted": note, "ops_done": len(rec.op_meta), "ops_planned": len(rec.op_meta),
+        "complete": True, "interrupted": None, "teardown": "pending",
+        "ops_done": len(rec.op_meta), "ops_planned": len(rec.op_meta),
         "faithful": verdict.faithful, "violations": verdict.violations, "not_judged": verdict.not_judged,
-        "checks": verdict.checks, "fidelity": verdict.figures, "controller": controller,
+        "checks": verdict.checks, "fidelity": verdict.figures, "controller": rec.controller,
         **_common(ctx), "transport": t,
         "percentile_method": tables.PERCENTILE_METHOD, "sizes": tables.size_rows_json(sizes),
         "congestion": congestion_block(ctx.run_dir),  # the controller's ECN/PFC loop (None when off)
@@ -156,15 +240,4 @@ def _write_complete_now(ctx: RunContext, rec: Recording, note: str | None) -> di
     write_parquet_or_warn(ctx.run_dir)  # every table is in: NAME.parquet beside NAME.csv
     tables.write_json(ctx.run_dir / "summary.json", summary)
     tables.mark_complete(ctx.run_dir)
-    if rec.patterns is not None:
-        from testbed.patterns.results import format_load_balance
-        print(format_load_balance(summary["load_balance"]))
-    printing.print_results(ctx, sizes, t, controller, verdict, rec.op_meta)
-    printing.print_blocks(summary)
-    if rec.replay is not None:
-        for block in ([rec.replay["off"], rec.replay["on"]] if rec.replay["overlap"] == "compare" else [rec.replay]):
-            print(format_replay_table(block, ctx.spec.scale_factor, ctx.spec.workload.simai.size_scale))
-    for row in fits or ():
-        print(fit.fit_line(row))
-    print(report_command.after_run(ctx.run_dir))  # report.html from the tables just written (testbed.report)
-    return summary
+    return Written(summary, sizes, t, verdict, fits)

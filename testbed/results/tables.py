@@ -15,7 +15,9 @@ Time of one collective, two ways (both in ``ops.csv`` and ``sizes.csv``):
   is told to start at once; the operation is over for the job when the last
   rank is done). ``algbw_bps``/``busbw_bps`` come from it.
 - ``time_rank_avg_us``: each rank's own time (its end minus its start),
-  averaged over the ranks, as nccl-tests reports by default (src/common.cu:
+  averaged over the ranks that take part in the op (its groups: with
+  ``testbed nccl -g N`` the N ranks, never the idle hosts), as nccl-tests
+  reports by default (src/common.cu:
   every rank times its own iterations, then ``Allreduce(args, &deltaSec,
   average)`` with ``-a 1``, the mean over ranks). ``busbw_rank_avg_bps``
   comes from it. It is never above the span.
@@ -80,20 +82,27 @@ def percentile_us(values, q: float, min_samples: int = 1) -> float:
 def ops_table(rank_rows: list, op_meta: dict[int, dict], n_ranks: int) -> pd.DataFrame:
     """One row per collective operation, columns :data:`OPS_COLUMNS`.
 
-    ``rank_rows``: every rank's record of each op (traffic.protocol.OpDone, or
-    mappings with its fields: op_id, rank, t_start_ns, t_end_ns, ...); ``op_meta[op_id]``: size_bytes, iteration, warmup, layer, and
+    ``rank_rows``: the record of each rank that took part in each op
+    (traffic.protocol.OpDone, or mappings with its fields: op_id, rank,
+    t_start_ns, t_end_ns, ..., group_size optional); a record with
+    ``group_size`` 0 (an agent in none of the op's groups: idle) is no rank
+    of the op and is left out. ``op_meta[op_id]``: size_bytes, iteration, warmup, layer, and
     (testbed.plan.PlannedOp.meta) collective, algorithm, group, group_size,
     n_groups (defaults: allreduce, ring, all, ``n_ranks``, 1). busbw's factor
     is the algorithm's for ``group_size`` g, the ranks of each concurrent
-    group (a SimAI TP or DP group).
+    group (a SimAI TP or DP group, or nccl-tests' ``-g``).
     ``t_start_ns``/``t_end_ns``: first rank's start, last rank's end (Unix ns);
-    ``time_us`` is their difference; ``time_rank_avg_us`` the mean over ranks
-    of each rank's own end minus start. Operations without rank records are
+    ``time_us`` is their difference; ``time_rank_avg_us`` the mean over the
+    ranks that took part of each rank's own end minus start. Operations without rank records are
     left out; no records gives an empty table with the same columns.
     """
     if not rank_rows or not op_meta:
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in OPS_COLUMNS})
     df = pd.DataFrame(rank_rows)
+    if "group_size" in df:  # idle agents' records: not ranks of the op (nccl-tests averages over its ranks)
+        df = df[df["group_size"].fillna(1).astype(int) != 0]
+        if df.empty:
+            return pd.DataFrame({c: pd.Series(dtype="float64") for c in OPS_COLUMNS})
     df["rank_time_ns"] = df["t_end_ns"] - df["t_start_ns"]
     g = df.groupby("op_id").agg(t_start_ns=("t_start_ns", "min"), t_end_ns=("t_end_ns", "max"),
                                 rank_time_ns=("rank_time_ns", "mean")).reset_index()

@@ -97,6 +97,7 @@ def test_sigint_after_the_last_collective_keeps_full_results(tmp_path):
     s = json.loads((run_dir / "summary.json").read_text())
     assert s["complete"] is True and s["ops_done"] == 3
     assert s["interrupted"].startswith("interrupted by SIGINT during the teardown")
+    assert s["teardown"] == "done" and s["controller"]["deaths"] == 0   # updated after the teardown
     t = s["transport"]
     assert t["delivered_bytes"] == t["posted_bytes"] == t["acked_bytes"] > 0
     ops = pd.read_csv(run_dir / "ops.csv")
