@@ -3,13 +3,15 @@
 Gathers what :func:`testbed.measure.verdict.evaluate` needs from a run
 (switch-queue drops from the counters read before and after the traffic, the
 transport's totals, one row per host NIC), then adds the checks judged
-outside it: Open vSwitch's send socket and the controller's health.
+outside it: Open vSwitch's send socket, the controller's health and, with
+DCQCN, the notification points' CNP intervals (testbed.measure.cnp_audit).
 """
 from __future__ import annotations
 
 import pandas as pd
 
 from testbed.measure import drops, timing
+from testbed.measure.cnp_audit import judge_cnp_interval
 from testbed.measure.pfc_paused import mark_paused
 from testbed.measure.thresholds import thresholds_for
 from testbed.measure.send_buffer import judge_send_buffer
@@ -66,6 +68,7 @@ def judge_run(ctx: RunContext, rec: Recording, qps: pd.DataFrame, ports: pd.Data
                        host_tx, thresholds_for(ctx.spec), transport=t,
                        departures=timing.write_departures(rec.departures, ctx.run_dir))
     judge_send_buffer(verdict, ctx.send_buffer)
+    judge_cnp_interval(verdict, ctx.run_dir, rec.stats, ctx.transport)  # DCQCN only: NP intervals >= N
     controller = fab.controller_report  # deaths, restarts, OpenFlow errors (testbed.emulation.controller_supervisor)
     verdict.add("controller", FAILED if controller["violations"] else PASSED, "\n".join(controller["violations"]))
     return verdict, t
