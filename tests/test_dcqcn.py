@@ -9,6 +9,9 @@ import pytest
 
 from traffic.transport import Endpoint, RequesterQP, ResponderQP, TransportParams
 from traffic.transport.cc import Dcqcn, DcqcnSettings, cnp_interval_ns, for_transport
+from traffic.transport.cc.base import RateChange, RateLog
+from traffic.transport.cc.dcqcn import ALPHA_LOG_FLOOR
+from traffic.transport.eventlog import TimeLog
 from traffic.transport.cc.dcqcn_params import PUBLISHED, manifest_block, settings_for
 from traffic.transport.np import CNP_TOS, NotificationPoint
 from traffic.wire import TOS_DATA, ECN_CE
@@ -42,7 +45,44 @@ def test_a_cnp_that_could_not_leave_is_not_counted():
     assert not np_.on_ce(0) and np_.cnps_tx == 0
 
 
+def test_the_np_records_each_cnp_send_time_and_counts_what_its_cap_leaves_out():
+    sent = []
+    np_ = NotificationPoint(50 * US, lambda: sent.append(1) or len(sent) != 3, log_cap=4)  # the 3rd send fails
+    for t in range(0, 1_000 * US, 10 * US):     # a CE-marked packet every 10 us for 1 ms
+        np_.on_ce(t)
+    times, unrecorded = np_.sent.snapshot()
+    # sends at 0, 50, 100 (failed: not a CNP), 110, 160, ... 960 us: 20 CNPs, the first 4 kept
+    assert times == [0, 50 * US, 110 * US, 160 * US] and unrecorded == np_.cnps_tx - 4 == 16
+    assert all(b - a >= np_.interval_ns for a, b in zip(times, times[1:]))
+
+
+def test_time_log_keeps_the_first_events_and_counts_the_rest():
+    log = TimeLog(cap=2)
+    for t in (5, 7, 9, 11):
+        log.add(t)
+    assert log.snapshot() == ([5, 7], 2) and len(log) == 2
+    with pytest.raises(ValueError, match="cap=-1"):
+        TimeLog(cap=-1)
+
+
 # -- reaction point: cut, alpha, increases --------------------------------------------------------
+
+def test_rate_log_is_columnar_bounded_and_reads_as_rate_changes():
+    log = RateLog(cap=2)
+    log.add(10, "cnp", 5e6, 10e6, 1.0)
+    log.add(20, "timer", 7.5e6, 10e6, 1.0, "fast_recovery")
+    log.add(30, "timer", 8.75e6, 10e6, 1.0, "fast_recovery")   # past the cap: counted, not kept
+    assert len(log) == 2 and log.unrecorded == 1
+    assert list(log) == [RateChange(10, "cnp", 5e6, 10e6, 1.0, ""), RateChange(20, "timer", 7.5e6, 10e6, 1.0,
+                                                                                "fast_recovery")]
+    assert log[-1].stage == "fast_recovery"
+    assert log.columns() == {"time_ns": [10, 20], "event": ["cnp", "timer"], "stage": ["", "fast_recovery"],
+                             "rate_bps": [5e6, 7.5e6], "target_rate_bps": [10e6, 10e6], "alpha": [1.0, 1.0],
+                             "unrecorded": 1}
+    with pytest.raises(ValueError, match=r"rate change \('cut', ''\): events start, cnp, alpha_timer, timer, bytes"):
+        RateLog().add(0, "cut", 1.0, 1.0, 1.0)
+
+
 
 def _rp(line=100e6, **kw):
     s = DcqcnSettings(**{"rate_timer_us": 100.0, "alpha_timer_us": 55.0, "rai_bps": 1e6, "rhai_bps": 5e6,
@@ -65,7 +105,13 @@ def test_rate_cut_and_alpha_worked_values():
     rc_before = rp.rt  # RT was set to RC before the cut; RC had risen by one timer event (FR) at 110 us
     assert rc_before == pytest.approx((50e6 + 25e6) / 2)
     assert rp.rc == pytest.approx(rc_before * (1 - a3 / 2), rel=1e-12)
-    assert [r.event for r in rp.rate_log] == ["start", "cnp", "cnp", "timer", "cnp"]
+    # every state change at its own time, in time order: alpha decays at 65, 120, 175 us (K after the cut at
+    # 10 us), the rate timer's fast-recovery step at 110 us (T after it), the cut at 175 us (alpha first on a tie)
+    assert [(r.event, r.time_ns // US, r.stage) for r in rp.rate_log] == [
+        ("start", 0, ""), ("cnp", 0, ""), ("cnp", 10, ""), ("alpha_timer", 65, ""), ("timer", 110, "fast_recovery"),
+        ("alpha_timer", 120, ""), ("alpha_timer", 175, ""), ("cnp", 175, "")]
+    decays = [r.alpha for r in rp.rate_log if r.event == "alpha_timer"]
+    assert decays == pytest.approx([(255 / 256) ** k for k in (1, 2, 3)], rel=1e-12)
 
 
 def test_cuts_stop_at_the_minimum_rate():
@@ -102,6 +148,11 @@ def test_hyper_increase_once_both_counters_pass_f():
     timer = [r for r in rp.rate_log if r.event == "timer"]
     # t = 1..5: RT += R_AI; t = 6, 7: min(t, b) = 6 > F: RT += (6 - F) x R_HAI = 5 Mbit/s each
     assert [r.target_rate_bps for r in timer] == [52e6, 53e6, 54e6, 55e6, 56e6, 61e6, 66e6]
+    # the rate log names each increase's cause and stage
+    assert [r.stage for r in rp.rate_log if r.event == "bytes"] == ["fast_recovery"] * 5 + ["additive"]
+    assert [r.stage for r in timer] == ["additive"] * 5 + ["hyper"] * 2
+    times = [r.time_ns for r in rp.rate_log]
+    assert times == sorted(times)               # in time order, however late the QP asked
 
 
 def test_without_target_clamping_rt_moves_only_after_a_timer_increase():
@@ -129,9 +180,22 @@ def test_back_at_line_rate_the_timers_stop_and_pacing_ends():
     rp.on_cnp(0)                                # RC 5, RT 10 (Mbit/s)
     rp.next_send_ns(100 * 100 * US)
     assert rp.rc == rp.rt == 10e6               # snapped at the line rate after fast recovery
-    n = len(rp.rate_log)
-    assert rp.rate_log[-1].rate_bps == 10e6 and rp.next_send_ns(10**12) == 10**12
-    assert len(rp.rate_log) == n                # no further timer events once back at line rate
+    increases = [r for r in rp.rate_log if r.event in ("timer", "bytes")]
+    assert increases[-1].rate_bps == 10e6 and rp.next_send_ns(10**12) == 10**12
+    assert len([r for r in rp.rate_log if r.event in ("timer", "bytes")]) == len(increases)  # no more increases
+
+
+def test_alpha_decays_are_logged_one_row_per_k_down_to_the_floor_then_applied_without_rows():
+    rp = _rp(line=10e6, rai_bps=5e6)
+    rp.on_cnp(0)                                # alpha (1 - g) 1 + g = 1; the alpha timer runs from 0
+    rp.next_send_ns(10**9)                      # 1 s later: 18,181 expiries of K = 55 us
+    rows = [r for r in rp.rate_log if r.event == "alpha_timer"]
+    keep = 255 / 256
+    n_logged = next(k for k in range(10**4) if keep ** k < ALPHA_LOG_FLOOR)  # decays that start at alpha >= floor
+    assert len(rows) == n_logged == 1765
+    assert [r.time_ns for r in rows[:3]] == [55 * US, 110 * US, 165 * US] and rows[-1].time_ns == 1765 * 55 * US
+    assert rows[-1].alpha == pytest.approx(keep ** n_logged, rel=1e-9) and rows[-1].alpha < ALPHA_LOG_FLOOR
+    assert rp.alpha == pytest.approx(keep ** (10**9 // (55 * US)), rel=1e-9)  # the rest in closed form
 
 
 def test_pacing_gaps_follow_the_current_rate():
@@ -201,6 +265,14 @@ def test_ce_marked_data_makes_the_responder_send_paced_cnps():
         assert c.cnps_rx == rc.cnps_tx == resp.np.cnps_tx
         cuts = [r for r in req.cc.rate_log if r.event == "cnp"]
         assert len(cuts) == c.cnps_rx and cuts[0].rate_bps == 5e6 and req.cc.rc < 10e6
+        # the audit record: each CNP's send at the NP, >= N apart, and its arrival at the RP, the cut's time
+        sent, sent_unrecorded = resp.np.sent.snapshot()
+        got, got_unrecorded = req.cnp_rx.snapshot()
+        assert len(sent) == len(got) == c.cnps_rx and sent_unrecorded == got_unrecorded == 0
+        assert min((b - a for a, b in zip(sent, sent[1:])), default=20_000 * US) >= 20_000 * US
+        assert got == [r.time_ns for r in cuts]
+        delays = [g - s_ for s_, g in zip(sent, got)]
+        assert all(0 < d < 0.5e9 for d in delays), delays   # over loopback: sent before it arrived
         assert c.tx_paced_ns > 0.2e9  # 500 kB at <= 5 Mbit/s: mostly waiting on the pacing
         assert resp.cnp_sock.getsockopt(socket.IPPROTO_IP, socket.IP_TOS) == CNP_TOS == 0xC0
     finally:

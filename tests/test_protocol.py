@@ -6,8 +6,8 @@ import json
 import pytest
 
 from traffic.protocol import (MESSAGES, AgentConfig, ErrorEvent, Exit, GetStats, MessageRecord, OpDone,
-                              ProtocolError, RankAddress, Ready, RequesterQpStats, ResponderQpStats, RunOp, Stats,
-                              decode, encode)
+                              ProtocolError, QpCnpLog, QpRateLog, RankAddress, Ready, RequesterQpStats,
+                              ResponderQpStats, RunOp, Stats, decode, encode)
 from traffic.protocol import FlowOrder, FlowReceived, FlowsDone, RunFlows
 from traffic.transport import QPCounters, ResponderCounters, TransportParams
 
@@ -23,7 +23,13 @@ STATS = Stats(rank=1,
                                                                       acks_tx=3, messages=1))],
               msgs=[MessageRecord(rank=1, peer=0, msg_seq=0, size_bytes=20_000, t_post_ns=1_764_000_000_000_000_000,
                                   t_acked_ns=0)],
-              rx_pkts=23, rx_unknown_pkts=0)
+              rx_pkts=23, rx_unknown_pkts=0,
+              rates=[QpRateLog(rank=1, peer=0, qpn=0x10000, channel=0, time_ns=[100, 200, 300],
+                               event=["start", "cnp", "timer"], stage=["", "", "fast_recovery"],
+                               rate_bps=[20e6, 10e6, 15e6], target_rate_bps=[20e6, 20e6, 20e6],
+                               alpha=[1.0, 1.0, 1.0], unrecorded=0)],
+              cnps=[QpCnpLog(rank=1, peer=0, qpn=0x10000, channel=0, role="rp", time_ns=[200], unrecorded=0),
+                    QpCnpLog(rank=1, peer=0, qpn=0x20000, channel=0, role="np", time_ns=[150, 5150], unrecorded=3)])
 EXAMPLES = [
     CONFIG,
     RunOp(op_id=3, collective="allreduce", algorithm="ring", size_bytes=65_536, groups=[[0, 1], [2, 3]],
@@ -64,6 +70,23 @@ def test_stats_rows_are_the_qps_and_msgs_tables():
     assert rows[1]["delivered_bytes"] == 20_000
     assert STATS.msg_rows() == [{"rank": 1, "peer": 0, "msg_seq": 0, "size_bytes": 20_000,
                                  "t_post_ns": 1_764_000_000_000_000_000, "t_acked_ns": 0}]
+
+
+def test_stats_rows_are_the_qp_rates_and_cnp_events_tables():
+    assert STATS.rate_rows()[2] == {"rank": 1, "peer": 0, "qpn": 0x10000, "channel": 0, "time_ns": 300,
+                                    "event": "timer", "stage": "fast_recovery", "rate_bps": 15e6,
+                                    "target_rate_bps": 20e6, "alpha": 1.0}
+    assert [(r["role"], r["qpn"], r["time_ns"]) for r in STATS.cnp_rows()] == \
+        [("rp", 0x10000, 200), ("np", 0x20000, 150), ("np", 0x20000, 5150)]
+    assert STATS.unrecorded() == {"np_cnps": 3, "rp_cnps": 0, "rate_changes": 0}
+    o = _obj(STATS)
+    o["cnps"][0]["time_ns"] = [1.5]
+    with pytest.raises(ProtocolError, match=r"^stats\.cnps\[0\]\.time_ns\[0\]: expected int, got float"):
+        decode(json.dumps(o))
+    o = _obj(STATS)
+    o["cnps"][0]["role"] = "sender"
+    with pytest.raises(ProtocolError, match=r"QpCnpLog.role 'sender': allowed np, rp"):
+        decode(json.dumps(o))
 
 
 def _obj(msg) -> dict:

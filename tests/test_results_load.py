@@ -13,7 +13,7 @@ from testbed.patterns.results import FCT_COLUMNS, RATE_COLUMNS, UPLINK_COLUMNS
 from testbed.results import TableError, load, tables
 from testbed.results.parquet import read_csv_table, write_parquet
 from testbed.results.schema import TABLES, markdown
-from traffic.protocol import QpRateRecord
+from traffic.protocol import QpCnpLog, QpRateLog
 from traffic.transport.qp import QPCounters
 from traffic.transport.responder import ResponderCounters
 
@@ -29,13 +29,15 @@ def test_docs_tables_md_is_generated_from_the_schema():
     ("ops", tables.OPS_COLUMNS), ("sizes", tables.SIZES_COLUMNS), ("fct", FCT_COLUMNS),
     ("flow_rates", RATE_COLUMNS), ("uplinks", UPLINK_COLUMNS), ("pfc_events", EVENT_COLUMNS),
     ("faults", [*FAULT_COLUMNS, "detect_ms", "reroute_ms", "detected_by", "measured_loss"]),
-    ("qp_rates", [f.name for f in dataclasses.fields(QpRateRecord)]),
+    ("qp_rates", list(QpRateLog(rank=1, peer=0, qpn=0x10000, channel=0, time_ns=[5], event=["cnp"], stage=[""],
+                                rate_bps=[5e6], target_rate_bps=[1e7], alpha=[1.0]).rows()[0])),
+    ("cnp_events", list(QpCnpLog(rank=1, peer=0, qpn=0x20000, channel=0, role="np", time_ns=[5]).rows()[0])),
     ("qps", ["rank", "peer", "role", "qpn", "udp_sport", "first_psn", "channel",
              *(f.name for f in dataclasses.fields(QPCounters)), *(f.name for f in dataclasses.fields(ResponderCounters))]),
 ])
 def test_schema_matches_the_columns_the_code_writes(table, columns):
     assert TABLES[table].problems(columns) == []
-    if table in ("qps", "qp_rates"):  # pattern runs add the trial
+    if table in ("qps", "qp_rates", "cnp_events"):  # pattern runs add the trial
         assert TABLES[table].problems(["trial", *columns]) == []
 
 

@@ -37,8 +37,8 @@ from traffic import collectives, protocol
 from traffic.collectives.channels import execute_channels
 from traffic.clock import from_monotonic_ns, unix_ns
 from traffic.patterns.executor import run_flows
-from traffic.protocol import (AgentConfig, ErrorEvent, Exit, GetStats, MessageRecord, OpDone, PfcRxStats, QpRateRecord,
-                              Ready, RequesterQpStats, ResponderQpStats, RunOp, Stats)
+from traffic.protocol import (AgentConfig, ErrorEvent, Exit, GetStats, MessageRecord, OpDone, PfcRxStats, QpCnpLog,
+                              QpRateLog, Ready, RequesterQpStats, ResponderQpStats, RunOp, Stats)
 from traffic.transport import Endpoint, RequesterQP, ResponderQP, initial_psn
 from traffic.transport.cc import cnp_interval_ns
 from traffic.transport.entropy import entropy_policy
@@ -159,7 +159,9 @@ class Agent:
                       t_rx_done_ns=res["t_rx_done_ns"])
 
     def stats(self) -> Stats:
-        """A snapshot of every QP's counters (copies: the QPs keep counting) and message records."""
+        """A snapshot of every QP's counters (copies: the QPs keep counting), message records, rate changes
+        (requester QPs whose congestion control logged one) and CNP times (each notification point's sends,
+        each reaction point's arrivals; QP ends with none are left out), times on the run's clock."""
         send = [(c, q, qp) for c, qps in enumerate(self.send_qps) for q, qp in qps.items()]
         reqs = [RequesterQpStats(rank=self.rank, peer=q, qpn=qp.qpn, udp_sport=qp.udp_sport,
                                  first_psn=qp.first_psn, counters=replace(qp.counters), channel=c)
@@ -170,16 +172,33 @@ class Agent:
         msgs = [MessageRecord(rank=self.rank, peer=q, msg_seq=m.seq, size_bytes=m.size_bytes,
                               t_post_ns=m.t_post_ns, t_acked_ns=m.t_acked_ns)
                 for _, q, qp in send for m in qp.messages]
-        rates = [QpRateRecord(rank=self.rank, peer=q, time_ns=from_monotonic_ns(r.time_ns), event=r.event,
-                              rate_bps=r.rate_bps, target_rate_bps=r.target_rate_bps, alpha=r.alpha)
-                 for _, q, qp in send for r in list(qp.cc.rate_log)]
+        rates, cnps = [], []
+        for c, q, qp in send:
+            with qp.cond:  # the QP's hooks write its logs under this lock
+                cols = qp.cc.rate_log.columns()
+                rx_ns, rx_unrecorded = qp.cnp_rx.snapshot()
+            if cols["time_ns"] or cols["unrecorded"]:
+                cols["time_ns"] = [from_monotonic_ns(t) for t in cols["time_ns"]]
+                rates.append(QpRateLog(rank=self.rank, peer=q, qpn=qp.qpn, channel=c, **cols))
+            if rx_ns or rx_unrecorded:
+                cnps.append(QpCnpLog(rank=self.rank, peer=q, qpn=qp.qpn, channel=c, role="rp",
+                                     time_ns=[from_monotonic_ns(t) for t in rx_ns], unrecorded=rx_unrecorded))
+        for c, qps in enumerate(self.recv_qps):
+            for q, qp in qps.items():
+                if qp.np is None:
+                    continue
+                tx_ns, tx_unrecorded = qp.np.sent.snapshot()
+                if tx_ns or tx_unrecorded:
+                    cnps.append(QpCnpLog(rank=self.rank, peer=q, qpn=qp.qpn, channel=c, role="np",
+                                         time_ns=[from_monotonic_ns(t) for t in tx_ns], unrecorded=tx_unrecorded))
         pfc = PfcRxStats()
         if self.pfc is not None:
             with self.pfc.lock:
                 frames = [[f.time_ns, f.class_enable_vector, f.lossless_quanta] for f in self.pfc.frames]
             pfc = PfcRxStats(**self.pfc.counters(), frames=frames)
         return Stats(rank=self.rank, requesters=reqs, responders=resps, msgs=msgs,
-                     rx_pkts=self.ep.rx_pkts, rx_unknown_pkts=self.ep.rx_unknown_pkts, rates=rates, pfc=pfc)
+                     rx_pkts=self.ep.rx_pkts, rx_unknown_pkts=self.ep.rx_unknown_pkts, rates=rates, pfc=pfc,
+                     cnps=cnps)
 
     def close(self) -> None:
         if self.pfc is not None:

@@ -175,18 +175,61 @@ class MessageRecord:
 
 
 @dataclass(frozen=True)
-class QpRateRecord:
-    """One rate change of the requester QP of ``rank`` towards ``peer`` (a row of qp_rates.csv):
-    ``time_ns`` on the run's clock, ``event`` (start, cnp, timer, bytes), the current and target
-    rates after it, bit/s, and alpha (traffic.transport.cc.base.RateChange)."""
+class QpRateLog:
+    """The rate changes of the requester QP ``qpn`` of ``rank`` towards ``peer`` on ``channel``, column by
+    column (rows of qp_rates.csv; traffic.transport.cc.base.RateLog): ``time_ns`` on the run's clock,
+    ``event`` (start, cnp, alpha_timer, timer, bytes), ``stage`` (fast_recovery, additive, hyper for an
+    increase, else ""), the current rate RC (``rate_bps``) and target rate RT (``target_rate_bps``)
+    after it, bit/s, and alpha. The columns have one length; ``unrecorded``: changes past the QP's
+    cap, not shipped."""
 
     rank: int
     peer: int
-    time_ns: int
-    event: str
-    rate_bps: float
-    target_rate_bps: float
-    alpha: float
+    qpn: int
+    channel: int
+    time_ns: list[int]
+    event: list[str]
+    stage: list[str]
+    rate_bps: list[float]
+    target_rate_bps: list[float]
+    alpha: list[float]
+    unrecorded: int = 0
+
+    def rows(self) -> list[dict]:
+        """Rows of qp_rates.csv."""
+        key = {"rank": self.rank, "peer": self.peer, "qpn": self.qpn, "channel": self.channel}
+        return [{**key, "time_ns": t, "event": e, "stage": st, "rate_bps": rc, "target_rate_bps": rt, "alpha": a}
+                for t, e, st, rc, rt, a in zip(self.time_ns, self.event, self.stage, self.rate_bps,
+                                               self.target_rate_bps, self.alpha)]
+
+
+#: the two ends of DCQCN's CNP path (cnp_events.csv ``role``)
+CNP_ROLES = ("np", "rp")
+
+
+@dataclass(frozen=True)
+class QpCnpLog:
+    """The CNPs of one QP end (rows of cnp_events.csv): ``role`` ``np``, the responder QP ``qpn`` of
+    ``rank`` for the requester at ``peer`` (its notification point: each CNP's send time), or ``rp``,
+    the requester QP ``qpn`` of ``rank`` towards ``peer`` (its reaction point: each CNP's arrival);
+    ``time_ns`` on the run's clock, in order. ``unrecorded``: CNPs past the QP's cap, not shipped."""
+
+    rank: int
+    peer: int
+    qpn: int
+    channel: int
+    role: str
+    time_ns: list[int]
+    unrecorded: int = 0
+
+    def __post_init__(self):
+        if self.role not in CNP_ROLES:
+            raise ProtocolError(f"QpCnpLog.role {self.role!r}: allowed {', '.join(CNP_ROLES)}")
+
+    def rows(self) -> list[dict]:
+        """Rows of cnp_events.csv."""
+        return [{"rank": self.rank, "peer": self.peer, "qpn": self.qpn, "channel": self.channel, "role": self.role,
+                 "time_ns": t} for t in self.time_ns]
 
 
 @dataclass(frozen=True)
@@ -205,8 +248,9 @@ class PfcRxStats:
 @dataclass(frozen=True)
 class Stats:
     """Everything one agent counted: per-QP counters, per-message records, its endpoint's
-    received packets (``rx_pkts``; ``rx_unknown_pkts``: too short or for no known QP) and its
-    requester QPs' rate changes (``rates``; empty when the congestion control never changes one)."""
+    received packets (``rx_pkts``; ``rx_unknown_pkts``: too short or for no known QP), its
+    requester QPs' rate changes (``rates``; empty when the congestion control never changes one) and
+    the CNPs its QPs sent and received (``cnps``: one log per QP end with at least one; DCQCN)."""
 
     rank: int
     requesters: list[RequesterQpStats]
@@ -214,8 +258,9 @@ class Stats:
     msgs: list[MessageRecord]
     rx_pkts: int
     rx_unknown_pkts: int
-    rates: list[QpRateRecord] = dataclasses.field(default_factory=list)
+    rates: list[QpRateLog] = dataclasses.field(default_factory=list)
     pfc: PfcRxStats = PfcRxStats()
+    cnps: list[QpCnpLog] = dataclasses.field(default_factory=list)
 
     def qp_rows(self) -> list[dict]:
         """Rows of qps.csv: requesters then responders, ``role`` naming which, counters flattened."""
@@ -231,7 +276,17 @@ class Stats:
 
     def rate_rows(self) -> list[dict]:
         """Rows of qp_rates.csv."""
-        return [asdict(r) for r in self.rates]
+        return [row for log in self.rates for row in log.rows()]
+
+    def cnp_rows(self) -> list[dict]:
+        """Rows of cnp_events.csv."""
+        return [row for log in self.cnps for row in log.rows()]
+
+    def unrecorded(self) -> dict:
+        """Events past the per-QP caps, not shipped: ``np_cnps``, ``rp_cnps``, ``rate_changes``."""
+        return {"np_cnps": sum(c.unrecorded for c in self.cnps if c.role == "np"),
+                "rp_cnps": sum(c.unrecorded for c in self.cnps if c.role == "rp"),
+                "rate_changes": sum(r.unrecorded for r in self.rates)}
 
     def pfc_rows(self) -> list[dict]:
         """Rows of pfc_rx.csv: one per PFC frame this host received."""
@@ -383,6 +438,6 @@ def _value(t, v, path: str):
     return float(v) if t is float else v
 
 
-__all__ = ["AgentConfig", "Command", "ErrorEvent", "Event", "Exit", "FlowOrder", "FlowReceived", "FlowsDone", "GetStats",
-           "MESSAGES", "MessageRecord", "OpDone", "PathPorts", "PfcRxStats", "ProtocolError", "QpRateRecord", "RankAddress", "Ready",
+__all__ = ["AgentConfig", "CNP_ROLES", "Command", "ErrorEvent", "Event", "Exit", "FlowOrder", "FlowReceived", "FlowsDone", "GetStats",
+           "MESSAGES", "MessageRecord", "OpDone", "PathPorts", "PfcRxStats", "ProtocolError", "QpCnpLog", "QpRateLog", "RankAddress", "Ready",
            "RequesterQpStats", "ResponderQpStats", "RunFlows", "RunOp", "Stats", "decode", "encode"]

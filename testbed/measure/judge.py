@@ -3,13 +3,15 @@
 Gathers what :func:`testbed.measure.verdict.evaluate` needs from a run
 (switch-queue drops from the counters read before and after the traffic, the
 transport's totals, one row per host NIC), then adds the checks judged
-outside it: Open vSwitch's send socket and the controller's health.
+outside it: Open vSwitch's send socket, the controller's health and, with
+DCQCN, the notification points' CNP intervals (testbed.measure.cnp_audit).
 """
 from __future__ import annotations
 
 import pandas as pd
 
 from testbed.measure import accounting, drops, timing
+from testbed.measure.cnp_audit import judge_cnp_interval
 from testbed.measure.pfc_paused import mark_paused
 from testbed.measure.thresholds import thresholds_for
 from testbed.measure.send_buffer import judge_send_buffer
@@ -72,6 +74,7 @@ def judge_run(ctx: RunContext, rec: Recording, qps: pd.DataFrame, ports: pd.Data
     verdict.figures["drops"]["host_nic_retries"] = other.host_nic_retries
     verdict.figures["drops"]["merged_counters"] = other.merged
     judge_send_buffer(verdict, ctx.send_buffer)
+    judge_cnp_interval(verdict, ctx.run_dir, rec.stats, ctx.transport)  # DCQCN only: NP intervals >= N
     judge_controller(verdict, rec.controller, rec.t_measured_ns)
     return verdict, t
 

@@ -24,7 +24,8 @@ START_AHEAD_S = 0.3
 
 @dataclass(frozen=True)
 class TrialStats(Stats):
-    """An agent's statistics of one trial: its qps.csv, msgs.csv and qp_rates.csv rows carry ``trial``."""
+    """An agent's statistics of one trial: its qps.csv, msgs.csv, qp_rates.csv and cnp_events.csv rows carry
+    ``trial``."""
 
     trial: int = 0
 
@@ -40,6 +41,9 @@ class TrialStats(Stats):
 
     def rate_rows(self) -> list[dict]:
         return [{"trial": self.trial, **r} for r in super().rate_rows()]
+
+    def cnp_rows(self) -> list[dict]:
+        return [{"trial": self.trial, **r} for r in super().cnp_rows()]
 
 
 @dataclass(frozen=True)

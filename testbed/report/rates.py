@@ -1,8 +1,8 @@
 """Per-QP rate over time, from the best table the run has:
 
 1. ``qp_rates.csv`` (a rate-changing congestion control, DCQCN): each
-   requester QP's current rate RC after every change (start, cnp, timer,
-   bytes events), drawn as steps;
+   requester QP's current rate RC after every change (start, cnp, alpha_timer,
+   timer, bytes events), drawn as steps;
 2. ``flow_rates.csv`` (traffic patterns): each flow's receiver goodput per
    bin (one flow is one QP);
 3. ``msgs.csv`` (every run with agents): each message's size over its

@@ -132,7 +132,15 @@ def print_results(ctx: RunContext, sizes, t: dict, controller: dict, verdict, op
     if spec.transport.congestion_control != "none":
         print(f"# congestion control {spec.transport.congestion_control}: {t['ce_marked_rx_pkts']} data packets "
               f"arrived CE-marked, {t['cnps_tx']} CNPs sent, {t['cnps_rx']} received (per QP: qps.csv; rate "
-              f"changes: qp_rates.csv)")
+              f"changes: qp_rates.csv; CNP times: cnp_events.csv)")
+    audit = verdict.figures.get("cnp_interval")
+    if audit and audit["np"]["cnps"]:  # DCQCN's CNP audit (testbed.measure.cnp_audit; cnp_events.csv)
+        npf, rpf = audit["np"], audit["rp"]
+        ms = lambda v: "n/a" if v is None else f"{v:g} ms"  # noqa: E731
+        print(f"# CNP audit (N = {audit['interval_us'] / 1e3:g} ms): shortest NP interval {ms(npf['min_interval_ms'])}, "
+              f"{npf['below_n']} below N on {npf['qps']} QPs; shortest RP arrival gap {ms(rpf['min_gap_ms'])}, "
+              f"{rpf['below_n']} below N ({rpf['below_n_after_paced_np']} after NP intervals >= N), "
+              f"{rpf['cnps_not_received']} not received; CNP delay {ms(rpf['delay_min_ms'])} to {ms(rpf['delay_max_ms'])}")
     print(f"# {controller_verdict_line(controller)}")
     if spec.fidelity.switched_off():
         print(f"# fidelity: switched off by the scenario: {', '.join(spec.fidelity.switched_off())}")

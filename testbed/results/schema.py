@@ -205,16 +205,32 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     time_ns     int   departure time, Unix ns
     frame_bytes int   frame length, bytes
 """),
-    _table("qp_rates", "every rate change of a requester QP's congestion control (DCQCN)",
+    _table("qp_rates", "every change of a requester QP's congestion-control state (DCQCN's reaction point: "
+           "RC, RT, alpha), at the change's own time; at most 65,536 per QP (the rest counted in summary.json "
+           "fidelity.cnp_interval.unrecorded)",
            "runs with a rate-changing congestion control", """
     trial?          int   pattern trial (0, 1, ...)
     rank            int   rank (host index) of the agent that recorded the row
     peer            int   rank at the other end of the queue pair
+    qpn             int   requester queue pair number
+    channel         int   channel (ring) the QP carries
     time_ns         int   time of the change, Unix ns
-    event           str   what changed it: start, cnp, timer, bytes
-    rate_bps        float current rate after it, bit/s
-    target_rate_bps float target rate after it, bit/s
+    event           str   what changed it: start, cnp (the cut), alpha_timer (alpha decay, logged while alpha >= 0.001), timer (rate-increase timer T), bytes (byte counter B)
+    stage           str   the increase a timer or bytes event applied: fast_recovery, additive, hyper; empty for other events
+    rate_bps        float current rate RC after it, bit/s
+    target_rate_bps float target rate RT after it, bit/s
     alpha           float DCQCN alpha after it (0-1)
+"""),
+    _table("cnp_events", "every CNP a notification point sent and a reaction point received (DCQCN), per QP; "
+           "at most 65,536 per QP end (the rest counted in summary.json fidelity.cnp_interval.unrecorded)",
+           "runs in which a CNP was sent", """
+    trial?   int   pattern trial (0, 1, ...)
+    rank     int   rank (host index) of the agent that recorded the row
+    peer     int   rank at the other end of the queue pair
+    qpn      int   queue pair number: the responder QP for np, the requester QP for rp
+    channel  int   channel (ring) the QP carries
+    role     str   np (the responder QP's notification point sent it) or rp (the requester QP's reaction point received it)
+    time_ns  int   send time (np) or arrival time (rp), Unix ns
 """),
     _table("pfc_rx", "one row per PFC frame a host NIC received",
            "runs with PFC frames to hosts", """

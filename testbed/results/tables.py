@@ -218,9 +218,10 @@ def write_csv(df: pd.DataFrame, path: Path) -> None:
 
 def write_tables(run_dir: Path, n: int, goodput_bps: float, rank_rows: list, op_meta: dict[int, dict],
                  stats: list, ports: pd.DataFrame | None, cpu: pd.DataFrame | None):
-    """Write rank_ops, ops, sizes (always), qps and msgs (when agent ``stats`` are in), ports and cpu (when
-    sampled: not None) into ``run_dir``; return (ops, sizes, qps, msgs, ports, cpu) as DataFrames.
-    ``stats``: each agent's traffic.protocol.Stats (``qp_rows()``, ``msg_rows()``).
+    """Write rank_ops, ops, sizes (always), qps and msgs (when agent ``stats`` are in; with them qp_rates,
+    cnp_events and pfc_rx when they have rows), ports and cpu (when sampled: not None) into ``run_dir``;
+    return (ops, sizes, qps, msgs, ports, cpu) as DataFrames. ``stats``: each agent's
+    traffic.protocol.Stats (``qp_rows()``, ``msg_rows()``, ``rate_rows()``, ``cnp_rows()``, ``pfc_rows()``).
 
     ``msgs.fct_us`` = t_acked_ns - t_post_ns in us, NaN for a message never acknowledged.
     """
@@ -240,6 +241,9 @@ def write_tables(run_dir: Path, n: int, goodput_bps: float, rank_rows: list, op_
         rates = [r for s in stats for r in s.rate_rows()]
         if rates:  # congestion controls that change a QP's rate (DCQCN): every change
             write_csv(pd.DataFrame(rates), run_dir / "qp_rates.csv")
+        cnps = [r for s in stats for r in s.cnp_rows()]
+        if cnps:  # DCQCN: every CNP's send at its notification point and arrival at its reaction point
+            write_csv(pd.DataFrame(cnps), run_dir / "cnp_events.csv")
         pfc_rx = [r for s in stats for r in s.pfc_rows()]
         if pfc_rx:  # PFC frames the hosts' NICs received (traffic.transport.pfc_rx)
             write_csv(pd.DataFrame(pfc_rx), run_dir / "pfc_rx.csv")

@@ -106,4 +106,4 @@ def test_real_tables_match_their_documented_columns(ran):
                 assert r.tables[table].shape == frame.shape
             seen.update(csvs)
     assert seen >= {"sizes", "ops", "rank_ops", "qps", "msgs", "ports", "cpu", "fct", "flow_rates", "uplinks",
-                    "lossless_queues", "ecn_marking", "pfc_events", "pfc_ports", "qp_rates"}
+                    "lossless_queues", "ecn_marking", "pfc_events", "pfc_ports", "qp_rates", "cnp_events"}

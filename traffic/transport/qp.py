@@ -45,6 +45,7 @@ from traffic import wire
 from traffic.clock import unix_ns
 from traffic.transport.cc import CongestionControl, for_transport
 from traffic.transport.entropy import QpEntropy
+from traffic.transport.eventlog import TimeLog
 from traffic.transport.nic import (TransportError, rdma_raw_socket, rdma_socket, send_error_text,  # noqa: F401
                                    send_lossless)
 from traffic.transport.params import TransportParams, wire_bytes
@@ -116,6 +117,10 @@ class RequesterQP:
     (:class:`traffic.transport.pfc_rx.PfcReceiver`, ``paused_until_ns(now_ns)``), asked before
     each packet: while the lossless class is paused the QP sends nothing (its owner notifies
     ``cond`` when a frame changes the pause).
+
+    :attr:`cnp_rx`: the arrival time of every CNP for this QP (its reaction point's record,
+    ``time.monotonic_ns()`` read as the QP takes the CNP, the time its congestion control is
+    told; bounded: :class:`~traffic.transport.eventlog.TimeLog`).
     """
 
     #: set AckReq on every resent packet (selective repeat resends single packets, which must be answered)
@@ -134,6 +139,7 @@ class RequesterQP:
         self.dst = (dst_ip, wire.ROCEV2_UDP_PORT)
         self.params = params
         self.counters = QPCounters()
+        self.cnp_rx = TimeLog()
         self.cc = cc if cc is not None else for_transport(params)
         self.entropy = entropy if entropy is not None else QpEntropy([sport])
         self.pause = pause
@@ -210,10 +216,12 @@ class RequesterQP:
 
     # -- called by the Endpoint's receive thread ------------------------------
     def on_cnp(self) -> None:
-        """A CNP for this QP arrived: count it and tell the congestion control."""
+        """A CNP for this QP arrived: count it, record its arrival and tell the congestion control."""
         with self.cond:
+            now_ns = time.monotonic_ns()
             self.counters.cnps_rx += 1
-            self.cc.on_cnp(time.monotonic_ns())
+            self.cnp_rx.add(now_ns)
+            self.cc.on_cnp(now_ns)
             self.cond.notify_all()
 
     def on_ack(self, psn24: int, nak: bool) -> None:

@@ -43,7 +43,8 @@ class ResponderQP:
     """Receive side of one RC queue pair (see module docstring); ``first_psn`` is the requester's.
 
     When ``params``' congestion control reacts to ECN, :attr:`np` is its notification point
-    (CNPs to ``requester_qpn`` from a socket of their own, DSCP 48, Not-ECT); else None."""
+    (CNPs to ``requester_qpn`` from a socket of their own, DSCP 48, Not-ECT; ``np.sent`` the send
+    time of each, the audit record of cnp_events.csv); else None."""
 
     def __init__(self, qpn: int, requester_qpn: int, src_ip: str, peer_ip: str, sport: int,
                  params: TransportParams, first_psn: int = 0, on_error=None):

@@ -24,7 +24,15 @@ rate event. With the settings of :class:`~traffic.transport.cc.dcqcn_params.Dcqc
 CNP on and stop once RC and RT are back at the line rate; a rate within 0.1 % of the line rate
 snaps to it (the RNIC's rate granularity: a pacing sleep that short would cost more CPU than it
 shapes). Timers are evaluated lazily: every hook first applies the expiries due up to its
-``now_ns`` at their own times, so the rate log is exact however late the QP asks.
+``now_ns`` at their own times, in time order (alpha first on a tie), so the rate log is exact
+however late the QP asks.
+
+Rate log (:attr:`Dcqcn.rate_log`, qp_rates.csv): one row per state change with its cause
+(``event``: ``start``, ``cnp`` the cut, ``alpha_timer`` a decay, ``timer`` / ``bytes`` a rate
+increase, whose ``stage`` is ``fast_recovery``, ``additive`` or ``hyper``) and RC, RT and alpha
+after it, at the change's own time. Alpha decays are logged one row each while alpha >=
+:data:`ALPHA_LOG_FLOOR`; below it they are applied without a row (a cut then moves RC by less than
+the line-rate snap, and an idle QP's alpha timer would otherwise add a row every K forever).
 
 Pacing: below the line rate, a packet may leave ``frame bits / RC`` after the previous one
 (:meth:`Dcqcn.next_send_ns`); at the line rate the host link's HTB paces, as with ``none``.
@@ -33,11 +41,13 @@ from __future__ import annotations
 
 import time
 
-from traffic.transport.cc.base import CongestionControl, RateChange
+from traffic.transport.cc.base import CongestionControl
 from traffic.transport.cc.dcqcn_params import DcqcnSettings
 
 #: a rate within this fraction of the line rate counts as the line rate
 LINE_RATE_SNAP = 1e-3
+#: alpha-timer decays of an alpha below this are applied but not logged (module docstring)
+ALPHA_LOG_FLOOR = 1e-3
 
 
 class Dcqcn(CongestionControl):
@@ -118,33 +128,55 @@ class Dcqcn(CongestionControl):
 
     # -- the algorithm -------------------------------------------------------------------------
     def _advance(self, now_ns: int) -> None:
-        """Apply the alpha-timer and rate-timer expiries due up to ``now_ns``, each at its own time."""
-        if self._alpha_timer_ns is not None and self._alpha_timer_ns <= now_ns:
-            k = (now_ns - self._alpha_timer_ns) // self._k_ns + 1
-            self.alpha *= (1 - self.settings.g) ** k
+        """Apply the alpha-timer and rate-timer expiries due up to ``now_ns``, each at its own time, in time
+        order (alpha first on a tie)."""
+        a, r = self._alpha_timer_ns, self._rate_timer_ns
+        if (a is None or a > now_ns) and (r is None or r > now_ns):
+            return  # nothing due: the per-packet path
+        while True:
+            a, r = self._alpha_timer_ns, self._rate_timer_ns
+            a_due, r_due = a is not None and a <= now_ns, r is not None and r <= now_ns
+            if a_due and (not r_due or a <= r):
+                self._decay_alpha(now_ns if not r_due else r)
+            elif r_due:
+                self._rate_timer_ns = r + self._t_ns
+                self.timer_stage += 1
+                self._increase(r, "timer")
+            else:
+                return
+
+    def _decay_alpha(self, until_ns: int) -> None:
+        """Every alpha-timer expiry up to ``until_ns``: alpha <- (1 - g) alpha, one row each while alpha >=
+        ALPHA_LOG_FLOOR, the rest at once (closed form)."""
+        k = (until_ns - self._alpha_timer_ns) // self._k_ns + 1
+        keep = 1 - self.settings.g
+        while k and self.alpha >= ALPHA_LOG_FLOOR:
+            self.alpha *= keep
+            self._log(self._alpha_timer_ns, "alpha_timer")
+            self._alpha_timer_ns += self._k_ns
+            k -= 1
+        if k:
+            self.alpha *= keep ** k
             self._alpha_timer_ns += k * self._k_ns
-        while self._rate_timer_ns is not None and self._rate_timer_ns <= now_ns:
-            t = self._rate_timer_ns
-            self._rate_timer_ns = t + self._t_ns
-            self.timer_stage += 1
-            self._increase(t, "timer")
 
     def _increase(self, t_ns: int, event: str) -> None:
         s, line = self.settings, self.line_rate_bps
         lo, hi = min(self.timer_stage, self.byte_stage), max(self.timer_stage, self.byte_stage)
         if hi <= s.fast_recovery_stages:
-            pass                                                       # fast recovery
+            stage = "fast_recovery"
         elif lo > s.fast_recovery_stages:
-            self.rt += (lo - s.fast_recovery_stages) * s.rhai_bps        # hyper increase
+            stage = "hyper"
+            self.rt += (lo - s.fast_recovery_stages) * s.rhai_bps
         else:
-            self.rt += s.rai_bps                                       # additive increase
+            stage = "additive"
+            self.rt += s.rai_bps
         self.rt = min(self.rt, line)
         self.rc = min((self.rt + self.rc) / 2, line)
         if self.rc >= line * (1 - LINE_RATE_SNAP):
             self.rc = self.rt = line
         if self.rc >= line and self.rt >= line:
             self._rate_timer_ns = None  # back at line rate: nothing left to increase
-        self._log(t_ns, event)
+        self._log(t_ns, event, stage)
 
-    def _log(self, t_ns: int, event: str) -> None:
-        self.rate_log.append(RateChange(t_ns, event, self.rc, self.rt, self.alpha))
+    def _log(self, t_ns: int, event: str, stage: str = "") -> None:
+        self.rate_log.add(t_ns, event, self.rc, self.rt, self.alpha, stage)
