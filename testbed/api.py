@@ -30,13 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
-from testbed.exitcodes import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_FAITHFUL, EXIT_INTERRUPTED_BASE, EXIT_NOT_FAITHFUL
+from testbed.exitcodes import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_FAITHFUL, EXIT_INTERRUPTED_BASE, EXIT_NOT_FAITHFUL,
+                               EXIT_NOT_JUDGED)
 from testbed.spec.scenario import ScenarioError, ScenarioSpec, load_scenario, parse_scenario
 from testbed.spec.yaml_loader import load_yaml
 
 SCENARIOS_DIR = Path(__file__).resolve().parents[1] / "scenarios"
-_VERDICTS = {EXIT_FAITHFUL: "faithful", EXIT_NOT_FAITHFUL: "NOT faithful", EXIT_FAILED: "failed",
-             EXIT_BAD_INPUT: "bad input"}
+_VERDICTS = {EXIT_FAITHFUL: "faithful", EXIT_NOT_FAITHFUL: "NOT faithful", EXIT_NOT_JUDGED: "NOT judged",
+             EXIT_FAILED: "failed", EXIT_BAD_INPUT: "bad input"}
 
 
 def shipped() -> list[str]:

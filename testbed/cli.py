@@ -15,6 +15,7 @@ PROG = "testbed"
 RUN_EXIT_CODES = """exit codes:
   0        completed and faithful (every judged fidelity check passed)
   3        completed but NOT faithful (summary.json lists the failed checks)
+  6        completed but NOT JUDGED: no link or host rate could be measured
   2        bad input (scenario or arguments); nothing was built
   4        failed run: an error, a refused run (e.g. Open vSwitch's send buffer
            smaller than the emulated buffers), or posted/acknowledged/delivered

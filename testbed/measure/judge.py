@@ -21,25 +21,27 @@ from testbed.run_context import Recording, RunContext
 
 
 def host_tx_frame(qps: pd.DataFrame, host_names: list[str], link_bps: float) -> pd.DataFrame:
-    """One row per host NIC: bytes of all its requester QPs over the longest time one of them had work.
+    """One row per host NIC: bytes of all its requester QPs over the longest time one of them had a
+    packet ready to send with its window open (``tx_busy_ns``).
 
-    Columns host, tx_wire_bytes, tx_busy_s, link_bps (an approximation when
-    several QPs of a host overlap only partly). ``host_names[rank]``: the
-    host of each rank. A QP's work time leaves out the time its congestion control held
-    ready packets back (``tx_paced_ns``, DCQCN pacing) and the time a PFC pause held them
-    (``pfc_paused_ns``): then the QP or the fabric, not the CPU, set the pace.
+    Columns host, tx_wire_bytes, tx_busy_s, link_bps. ``host_names[rank]``: the host of each rank.
+    Time a QP's congestion control held a ready packet back (``tx_paced_ns``, DCQCN pacing) or a PFC
+    pause held it (``pfc_paused_ns``) is taken out: then the QP or the fabric, not the CPU, set the
+    pace. The longest QP's time (not the union of the QPs') errs toward a higher rate when a host's QPs
+    were busy at different times (testbed.measure.verdict._check_hosts).
     """
     req = qps[qps["role"] == "requester"].copy()
+    req["ready_ns"] = req["tx_busy_ns"]
     for held in ("tx_paced_ns", "pfc_paused_ns"):
         if held in req:
-            req["tx_work_ns"] = (req["tx_work_ns"] - req[held]).clip(lower=0)
+            req["ready_ns"] = (req["ready_ns"] - req[held].fillna(0)).clip(lower=0)
     active = req[req["tx_pkts"] > 0]
     keys = ["rank", "trial"] if "trial" in active else ["rank"]  # pattern trials: fresh QPs each, times add up
-    per_host = active.groupby(keys).agg(tx_wire_bytes=("tx_wire_bytes", "sum"), tx_work_ns=("tx_work_ns", "max"))
+    per_host = active.groupby(keys).agg(tx_wire_bytes=("tx_wire_bytes", "sum"), ready_ns=("ready_ns", "max"))
     per_host = per_host.groupby(level="rank").sum()
     return pd.DataFrame({"host": [host_names[int(r)] for r in per_host.index],
                          "tx_wire_bytes": per_host["tx_wire_bytes"].to_numpy(),
-                         "tx_busy_s": per_host["tx_work_ns"].to_numpy() / 1e9,
+                         "tx_busy_s": per_host["ready_ns"].to_numpy() / 1e9,
                          "link_bps": link_bps})
 
 

@@ -25,9 +25,8 @@ class FidelityThresholds:
         end of a run of backlogged intervals the byte counter can be off by up
         to one frame in flight, so the links check allows one frame per run
         (at 2.5 Mbit/s one 1514-byte frame lasts 4.8 ms, half a 10 ms sample).
-    min_host_busy_s: busy seconds a host NIC needs before its rate is judged.
-    max_congested_fraction: host rates are judged only when switch queues were
-        backlogged (>= 2 packets somewhere) in at most this fraction of samples.
+    min_host_busy_s: seconds a host's QPs must have had packets ready to send before
+        its rate is judged.
     ignored_drop_counters: drop-counter key prefixes reported in figures but not
         judged (e.g. ``"ovs_coverage_drop_action_of_pipeline"`` when the
         controller drops on purpose).
@@ -40,8 +39,7 @@ class FidelityThresholds:
     min_link_rate_ratio: float = 0.9
     min_backlogged_intervals: int = 10
     max_frame_bytes: int = 1514
-    min_host_busy_s: float = 0.5
-    max_congested_fraction: float = 0.1
+    min_host_busy_s: float = 0.1
     ignored_drop_counters: tuple[str, ...] = ()
 
     def __post_init__(self):
@@ -56,7 +54,6 @@ class FidelityThresholds:
             "min_link_rate_ratio": 0 < self.min_link_rate_ratio <= 1,
             "min_backlogged_intervals": isinstance(self.min_backlogged_intervals, int) and self.min_backlogged_intervals >= 1,
             "min_host_busy_s": self.min_host_busy_s > 0,
-            "max_congested_fraction": 0 <= self.max_congested_fraction <= 1,
             "ignored_drop_counters": isinstance(self.ignored_drop_counters, tuple),
         }
         for name, ok in checks.items():

@@ -364,18 +364,23 @@ def judged_gaps(departures: pd.DataFrame, samples: pd.DataFrame, rate_bps: float
 
     Returns: DataFrame(gap_ns, serialization_ns, frame_bytes, error) for gaps whose two
     departures fall in sampling intervals (the same or adjacent ones) with
-    backlog >= BACKLOGGED_PKTS at both ends, leaving out a gap that follows
-    one longer than ``(1 + idle_tolerance)`` times its frame time (the port was
-    idle just before: the sampler's backlog is coarser than a frame time, so
-    a port running at its input rate looks backlogged while it empties and
-    refills); ``serialization_ns`` is the
+    backlog >= BACKLOGGED_PKTS at both ends during which the queue never emptied
+    (with ``tx_pkts`` in ``samples``: more packets queued at the interval's start
+    than left during it, so a gap there is not the port waiting for a frame), leaving out the gaps after which
+    HTB's bucket still held tokens (:func:`paced_gaps`: after an idle moment
+    the port may send up to its burst back to back; the sampler's backlog is
+    coarser than a frame time, so a port running at its input rate looks
+    backlogged while it empties and refills); ``serialization_ns`` is the
     earlier frame's ``frame_bytes * 8 / rate_bps`` and ``error`` =
-    gap / serialization - 1.
+    gap / serialization - 1. ``idle_tolerance``: a bucket holding less than
+    this fraction of the frame's serialization time counts as empty.
     """
     s = samples.sort_values("time_ns")
     st = s["time_ns"].to_numpy(dtype=np.int64)
     bl = s["backlog_pkts"].to_numpy(dtype=np.int64)
     busy = (bl[:-1] >= BACKLOGGED_PKTS) & (bl[1:] >= BACKLOGGED_PKTS)
+    if "tx_pkts" in s:  # the queue never emptied in the interval: it held more than what left during it
+        busy &= bl[:-1] > np.diff(s["tx_pkts"].to_numpy(dtype=np.int64))
     if "paused" in s:  # PFC held the port (testbed.measure.pfc_paused): its gaps are pause time, not timing
         paused = s["paused"].to_numpy(dtype=bool)
         busy &= ~paused[:-1] & ~paused[1:]
@@ -393,16 +398,47 @@ def judged_gaps(departures: pd.DataFrame, samples: pd.DataFrame, rate_bps: float
         size = d["frame_bytes"].to_numpy(dtype=np.int64)[:-1]
         ser = size * 8e9 / rate_bps
         gap = np.diff(t).astype(np.float64)
-        # a gap right after an idle one (the port waited for a frame to arrive) starts from a bucket holding
-        # up to burst_bytes of tokens: that frame was not queued behind a backlog, so it is not judged
-        after_idle = np.concatenate([[False], gap[:-1] > (1 + idle_tolerance) * ser[:-1]])
-        pair &= ~after_idle
+        # after an idle moment the bucket holds up to burst_bytes of tokens and the next frames may leave
+        # back to back: only gaps the bucket did not shorten are the link's timing
+        pair &= paced_gaps(gap, ser, _burst_ns(size, rate_bps), idle_tolerance)
         out.append(pd.DataFrame({"gap_ns": gap[pair], "serialization_ns": ser[pair], "frame_bytes": size[pair]}))
     if not out:
         return pd.DataFrame({"gap_ns": [], "serialization_ns": [], "frame_bytes": [], "error": []})
     g = pd.concat(out, ignore_index=True)
     g["error"] = g["gap_ns"] / g["serialization_ns"] - 1
     return g
+
+
+def _burst_ns(frame_bytes: np.ndarray, rate_bps: float) -> float:
+    """HTB's bucket depth in ns at ``rate_bps`` for the largest of ``frame_bytes``
+    (testbed.emulation.queues.htb_bfifo.burst_bytes_for)."""
+    from testbed.emulation.queues.htb_bfifo import burst_bytes_for
+    mtu = int(frame_bytes.max()) - 14 if len(frame_bytes) else 1500
+    return burst_bytes_for(rate_bps, max(mtu, 68)) * 8e9 / rate_bps
+
+
+def paced_gaps(gap_ns: np.ndarray, ser_ns: np.ndarray, burst_ns: float, tolerance: float) -> np.ndarray:
+    """Which gaps (``gap_ns[k]``: departure k to k+1, ``ser_ns[k]``: frame k's serialization time) were
+    set by the rate, not shortened by tokens left in HTB's bucket.
+
+    HTB lets a frame go while its class holds non-negative tokens and charges the frame's serialization
+    time after it (net/sched/sch_htb.c); idle time refills the bucket up to ``burst_ns``. Replayed over the
+    departures: the bucket is unknown until a gap of one serialization time (within ``tolerance``) shows
+    it empty; from there, tokens ``T`` before frame k, ``T - ser_k`` after it, then ``+ gap_k``, at most
+    ``burst_ns`` and at least one frame's debt. Gap k is paced when the bucket was empty before frame k
+    (``T <= tolerance x ser_k``): frame k+1 had to wait for its tokens. A late departure (the CPU held
+    the qdisc) is a long paced gap; the frames it lets go early after it are not judged again.
+    """
+    out = np.zeros(len(gap_ns), dtype=bool)
+    tokens = None
+    for k in range(len(gap_ns)):
+        if tokens is None:
+            if abs(gap_ns[k] / ser_ns[k] - 1) <= tolerance:
+                tokens = 0.0  # a frame paced by the rate: the bucket was empty
+            continue
+        out[k] = tokens <= tolerance * ser_ns[k]
+        tokens = min(burst_ns, max(-ser_ns[k], tokens - ser_ns[k]) + gap_ns[k])
+    return out
 
 
 def fold_small_frames(departures: pd.DataFrame, min_frame_bytes: int) -> pd.DataFrame:

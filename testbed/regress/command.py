@@ -31,7 +31,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from testbed.exitcodes import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED_BASE, EXIT_NOT_FAITHFUL,
+from testbed.exitcodes import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED_BASE, EXIT_NOT_FAITHFUL, EXIT_NOT_JUDGED,
                                EXIT_REGRESSED)
 from testbed.regress import baseline as baselines
 from testbed.regress.junit import Case, write as write_junit
@@ -162,14 +162,15 @@ def _entry_case(suite: Suite, e: Entry, data: dict, base: dict | None, session: 
     summary_file = run_dir / "summary.json" if run_dir else None
     if rc >= EXIT_INTERRUPTED_BASE:
         return Case(e.name, took_s, error=f"interrupted (exit {rc})"), rc
-    if summary_file is None or not summary_file.is_file() or rc not in (0, EXIT_NOT_FAITHFUL):
+    if summary_file is None or not summary_file.is_file() or rc not in (0, EXIT_NOT_FAITHFUL, EXIT_NOT_JUDGED):
         return Case(e.name, took_s, error=f"run failed (exit {rc}); {out / 'run.log'}:\n"
                     f"{_tail(out / 'run.log')}"), rc
     summary = json.loads(summary_file.read_text())
     if args.update_baseline:
         case = Case(e.name, took_s)
-        if rc == EXIT_NOT_FAITHFUL:
-            case.failures.append("run NOT faithful, baseline not written: " + "; ".join(summary.get("violations") or []))
+        if rc in (EXIT_NOT_FAITHFUL, EXIT_NOT_JUDGED):
+            case.failures.append("run NOT faithful, baseline not written: " + "; ".join(
+                summary.get("violations") or summary.get("not_judged") or []))
         else:
             where = suite.baseline_path(e)
             made = baselines.make(e.name, os.path.relpath(suite.scenario_path(e), where.parent),
@@ -189,7 +190,8 @@ def exit_code(cases: list[Case], codes: list[int]) -> int:
         return EXIT_FAILED
     if any(f for c in cases for f in c.failures if not f.startswith("run NOT faithful")):
         return EXIT_REGRESSED
-    return EXIT_NOT_FAITHFUL if any(c.failures for c in cases) or EXIT_NOT_FAITHFUL in codes else 0
+    return EXIT_NOT_FAITHFUL if any(c.failures for c in cases) or {EXIT_NOT_FAITHFUL, EXIT_NOT_JUDGED} & set(codes) \
+        else 0
 
 
 def run(args) -> int:

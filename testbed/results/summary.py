@@ -161,6 +161,7 @@ def finish(ctx: RunContext, rec: Recording, note: str | None = None) -> dict:
             rec.controller = final
             judge_controller(w.verdict, final, rec.t_measured_ns)
         summary.update({"interrupted": note, "controller": rec.controller, "faithful": w.verdict.faithful,
+                        "verdict": w.verdict.status,
                         "violations": w.verdict.violations, "not_judged": w.verdict.not_judged,
                         "checks": w.verdict.checks,
                         "teardown": "done" if final is not None else
@@ -202,8 +203,9 @@ def _write_results_now(ctx: RunContext, rec: Recording) -> Written:
         "run_id": ctx.run_id, "run_dir": str(ctx.run_dir), "scenario": ctx.spec.name, "n_ranks": ctx.n_ranks,
         "complete": True, "interrupted": None, "teardown": "pending",
         "ops_done": len(rec.op_meta), "ops_planned": len(rec.op_meta),
-        "faithful": verdict.faithful, "violations": verdict.violations, "not_judged": verdict.not_judged,
-        "checks": verdict.checks, "fidelity": verdict.figures, "controller": rec.controller,
+        "faithful": verdict.faithful, "verdict": verdict.status, "violations": verdict.violations,
+        "not_judged": verdict.not_judged, "checks": verdict.checks, "fidelity": verdict.figures,
+        "controller": rec.controller,
         **_common(ctx), "transport": t,
         "percentile_method": tables.PERCENTILE_METHOD, "sizes": tables.size_rows_json(sizes),
         "congestion": congestion_block(ctx.run_dir),  # the controller's ECN/PFC loop (None when off)
