@@ -61,11 +61,13 @@ def healthy(**over):
 
 def test_faithful_run_has_no_violations_and_reports_figures():
     v = healthy()
-    # healthy() passes no departure capture: packet timing (testbed.measure.timing) is the one check not judged
-    assert v.faithful and v.violations == [] and v.not_judged == ["packet_timing: no departures captured"]
+    # healthy() passes no departure capture and no sizes: packet timing (testbed.measure.timing) and
+    # throughput are the checks not judged
+    no_sizes = "throughput: no collective sizes (patterns and replays are judged by the other checks)"
+    assert v.faithful and v.violations == [] and v.not_judged == [no_sizes, "packet_timing: no departures captured"]
     assert v.checks["cpu"] == {"status": "passed", "reason": ""}
     assert set(v.checks) == set(CHECKS)
-    assert v.lines() == ["# fidelity: faithful (7 of 8 checks judged)",
+    assert v.lines() == ["# fidelity: faithful (7 of 9 checks judged)", f"#   not judged: {no_sizes}",
                          "#   not judged: packet_timing: no departures captured"]
     assert v.figures["cpu"]["seconds"] == 40 and v.figures["cpu"]["saturated_s"] == 0
     assert v.figures["drops"]["unexplained_drops_pkts"] == 0
@@ -116,7 +118,8 @@ def test_one_pegged_core_is_saturation_even_when_the_average_is_idle():
 def test_missing_cpu_samples_are_not_judged():
     v = healthy(cpu=cpu_frame([]))
     assert v.faithful and v.checks["cpu"]["status"] == "not_judged"
-    assert v.not_judged == ["cpu: CPU idle was not sampled (run shorter than one sample)", "packet_timing: no departures captured"]
+    assert v.not_judged == ["cpu: CPU idle was not sampled (run shorter than one sample)", "throughput: no collective sizes (patterns and replays are judged by the other checks)",
+                            "packet_timing: no departures captured"]
     assert "#   not judged: cpu: CPU idle was not sampled" in "\n".join(v.lines())
 
 
@@ -209,14 +212,16 @@ def test_byte_mismatch_fails():
 def test_no_transport_counters_are_not_judged():
     v = healthy(transport=None)
     assert v.faithful
-    assert {k for k, c in v.checks.items() if c["status"] == "not_judged"} == {"transport_loss", "spurious_retx", "bytes", "packet_timing"}
+    assert {k for k, c in v.checks.items() if c["status"] == "not_judged"} == {"transport_loss", "spurious_retx", "bytes",
+                                                                                     "throughput", "packet_timing"}
 
 
 def test_added_check_and_printed_lines():
     v = healthy()
     v.add("ovs_send_buffer", FAILED, "Open vSwitch's send socket holds 212992 bytes")
-    assert not v.faithful and v.lines() == ["# fidelity: NOT faithful: (8 of 9 checks judged)",
+    assert not v.faithful and v.lines() == ["# fidelity: NOT faithful: (8 of 10 checks judged)",
                                             "#   - Open vSwitch's send socket holds 212992 bytes",
+                                            "#   not judged: " + "throughput: no collective sizes (patterns and replays are judged by the other checks)",
                                             "#   not judged: packet_timing: no departures captured"]
     with pytest.raises(ValueError, match="allowed passed"):
         v.add("x", "ok")
@@ -294,6 +299,29 @@ def test_slow_host_is_judged_behind_a_congested_fabric_too():
     assert v.figures["hosts"]["tb12abh2"]["ratio"] == pytest.approx(0.5)
 
 
+def _sizes(ratio, size=4 * 2**20):
+    return pd.DataFrame({"size_bytes": [65536, size], "busbw_ratio": [0.2, ratio], "busbw_factor": [1.5, 1.5]})
+
+
+def test_a_slow_collective_on_an_uncontended_fabric_fails_throughput():
+    # the 500 Mbit/s ring of issue 16: busbw/link 0.12-0.17, no queue, no drop
+    idle = port_frame(PORT, 50, 1.0, backlog_bytes=0)
+    no_drop = transport(received_pkts=1000, switch_drops_pkts=0)
+    v = healthy(sizes=_sizes(0.15), frame_bytes=4154, port_samples=idle, transport=no_drop)
+    assert v.checks["throughput"]["status"] == "failed" and not v.faithful
+    (msg,) = [x for x in v.violations if x.startswith("the largest collective")]
+    assert "busbw/link 0.150" in msg and "did not keep up" in msg
+    assert healthy(sizes=_sizes(0.95), frame_bytes=4154, port_samples=idle,
+                   transport=no_drop).checks["throughput"]["status"] == "passed"
+    assert healthy(sizes=_sizes(0.15), frame_bytes=4154, port_samples=idle).checks["throughput"]["status"] == \
+        "not_judged"  # TRANSPORT_OK's 10 switch-queue drops: contended
+    busy = port_frame(PORT, 50, 1.0, backlog_bytes=20_000)
+    assert healthy(sizes=_sizes(0.15), port_samples=busy).checks["throughput"]["status"] == "not_judged"
+    tiny = healthy(sizes=_sizes(0.15, size=8192), frame_bytes=4154, port_samples=idle, transport=no_drop)
+    assert tiny.checks["throughput"]["status"] == "not_judged"
+    assert "frames per rank" in tiny.checks["throughput"]["reason"]
+
+
 def test_no_rate_judged_is_not_judged_not_faithful():
     # the 500 Mbit/s case of issue 16: no queue built up (links not judged) and no host had 0.1 s of packets
     # ready (hosts not judged): nothing measured the rate, so the run is not called faithful
@@ -322,7 +350,8 @@ def test_all_violation_kinds_together():
                 port_samples=port_frame(PORT, 50, 0.5),
                 transport=transport(received_pkts=980, spurious_retx_pkts=1, acked_bytes=0))
     assert not v.faithful and len(v.violations) == 6
-    assert all(c["status"] == "failed" for k, c in v.checks.items() if k not in ("hosts", "packet_timing"))
+    assert all(c["status"] == "failed" for k, c in v.checks.items()
+               if k not in ("hosts", "throughput", "packet_timing"))
 
 
 @pytest.mark.parametrize("field,value", [

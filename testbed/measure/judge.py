@@ -46,7 +46,8 @@ def host_tx_frame(qps: pd.DataFrame, host_names: list[str], link_bps: float) -> 
 
 
 def judge_run(ctx: RunContext, rec: Recording, qps: pd.DataFrame, ports: pd.DataFrame,
-              cpu: pd.DataFrame, faults: dict | None = None) -> tuple[FidelityVerdict, dict]:
+              cpu: pd.DataFrame, faults: dict | None = None,
+              sizes: pd.DataFrame | None = None) -> tuple[FidelityVerdict, dict]:
     """The verdict of a run with every measurement in, and summary.json's ``transport`` totals.
 
     ``qps``, ``ports``, ``cpu``: the tables written to the run directory
@@ -72,7 +73,9 @@ def judge_run(ctx: RunContext, rec: Recording, qps: pd.DataFrame, ports: pd.Data
         cpu = rec.patterns.during_traffic(cpu)
     verdict = evaluate(cpu, other.losses, mark_paused(ports, ctx.run_dir), fab.port_rate_bps,
                        host_tx, thresholds_for(ctx.spec), transport=t,
-                       departures=timing.write_departures(rec.departures, ctx.run_dir), identity=identity)
+                       departures=timing.write_departures(rec.departures, ctx.run_dir), identity=identity,
+                       sizes=sizes, frame_bytes=ctx.spec.transport.payload_bytes + 58,
+                       window_pkts=ctx.transport.window_pkts, link_delay_us=ctx.spec.fabric.link_delay_us)
     verdict.figures["drops"]["host_nic_retries"] = other.host_nic_retries
     verdict.figures["drops"]["merged_counters"] = other.merged
     judge_send_buffer(verdict, ctx.send_buffer)

@@ -26,10 +26,17 @@ from testbed.measure.thresholds import FidelityThresholds
 
 PASSED, FAILED, NOT_JUDGED = "passed", "failed", "not_judged"
 #: The checks in the order they are printed.
-CHECKS = ("cpu", "drops", "transport_loss", "spurious_retx", "bytes", "links", "hosts", "packet_timing")
+CHECKS = ("cpu", "drops", "transport_loss", "spurious_retx", "bytes", "links", "hosts", "throughput",
+          "packet_timing")
 #: checks that measure whether the emulated links and NICs delivered their rate: a run is faithful only
 #: when at least one of them was judged (and none failed); else its verdict is ``not_judged``
-RATE_CHECKS = ("links", "hosts")
+RATE_CHECKS = ("links", "hosts", "throughput")
+#: busbw/link the largest collective of an uncontended run must reach (:func:`_check_throughput`)
+MIN_UNCONTENDED_BUSBW_RATIO = 0.7
+#: frames each rank must send in that collective for it to be judged (below, per-op latency dominates)
+MIN_THROUGHPUT_FRAMES = 100
+#: a fabric whose switch queues held >= 2 packets in at most this fraction of samples is uncontended
+MAX_UNCONTENDED_FRACTION = 0.1
 #: the run verdicts (summary.json ``verdict``)
 FAITHFUL, NOT_FAITHFUL = "faithful", "not_faithful"
 
@@ -377,6 +384,46 @@ def _check_hosts(host_tx, port_rate_bps, th, chk: _Check, port_samples=None) -> 
     return figs
 
 
+def _check_throughput(sizes, port_samples, switch_drops_pkts: int, frame_bytes: int, chk: _Check,
+                      window_pkts: int = 16, link_delay_us: float = 0) -> dict:
+    """The network cannot explain a slow collective when nothing in it was congested.
+
+    Judged on the largest size of the run's collectives (``sizes``: sizes.csv rows with size_bytes,
+    group_size, busbw_ratio, busbw_factor) when no switch queue held 2 packets in more than
+    :data:`MAX_UNCONTENDED_FRACTION` of the samples (HTB bursts and late timers make brief ones) and no
+    switch queue dropped: then every bandwidth-optimal algorithm runs at the link rate
+    (busbw/link near 1; nccl-tests' busbw is defined so, doc/PERFORMANCE.md), and a busbw/link below
+    :data:`MIN_UNCONTENDED_BUSBW_RATIO` means the emulation (the CPU: agents, Open vSwitch, softirqs)
+    did not keep up, whatever the other checks saw (issue 16: a 500 Mbit/s ring at 0.12-0.17 was
+    called faithful). Not judged: no collectives, a largest size under :data:`MIN_THROUGHPUT_FRAMES`
+    frames per rank, a contended fabric, a window under 4 packets or a link delay (then the window,
+    not the link, may bound the rate)."""
+    if sizes is None or len(sizes) == 0 or "busbw_ratio" not in sizes:
+        chk.skip_reason = "no collective sizes (patterns and replays are judged by the other checks)"
+        return {}
+    top = sizes.sort_values("size_bytes").iloc[-1]
+    factor = float(top.get("busbw_factor", 1.0) or 1.0)
+    frames = factor * float(top["size_bytes"]) / frame_bytes
+    congested = fabric_congested_fraction(port_samples)
+    fig = {"size_bytes": int(top["size_bytes"]), "busbw_ratio": float(top["busbw_ratio"]),
+           "frames_per_rank": frames, "fabric_congested_fraction": congested,
+           "switch_drops_pkts": int(switch_drops_pkts), "minimum": MIN_UNCONTENDED_BUSBW_RATIO}
+    if frames < MIN_THROUGHPUT_FRAMES:
+        chk.skip_reason = (f"the largest collective moves {frames:.0f} frames per rank (judged from "
+                           f"{MIN_THROUGHPUT_FRAMES}): per-operation latency, not the links, sets its busbw")
+    elif congested > MAX_UNCONTENDED_FRACTION or switch_drops_pkts:
+        chk.skip_reason = (f"the fabric was contended (queues backlogged in {congested:.0%} of samples, "
+                           f"{switch_drops_pkts} switch-queue drops): the network may explain a lower busbw")
+    elif window_pkts < 4 or link_delay_us:
+        chk.skip_reason = "a window under 4 packets or a link delay may bound the rate below the link's"
+    elif fig["busbw_ratio"] < MIN_UNCONTENDED_BUSBW_RATIO:
+        chk.violations.append(
+            f"the largest collective ({fig['size_bytes']} B) ran at busbw/link {fig['busbw_ratio']:.3f} while no "
+            f"switch queue was backlogged and none dropped (minimum {MIN_UNCONTENDED_BUSBW_RATIO}): nothing in the "
+            "network explains it; the emulation (CPU) did not keep up with the link rate")
+    return fig
+
+
 def transport_totals(qps: pd.DataFrame, rx_pkts: list[int], switch_drops: int, window_pkts: int) -> dict:
     """Transport totals of a run for :func:`evaluate` and summary.json.
 
@@ -423,6 +470,10 @@ def evaluate(
     transport: Optional[dict] = None,
     departures: Optional[pd.DataFrame] = None,
     identity=None,
+    sizes: Optional[pd.DataFrame] = None,
+    frame_bytes: int = 1514,
+    window_pkts: int = 16,
+    link_delay_us: float = 0,
 ) -> FidelityVerdict:
     """Judge one run (Handigol et al., CoNEXT 2012, section 3: fidelity monitor).
 
@@ -448,6 +499,8 @@ def evaluate(
             (packet_timing: :func:`testbed.measure.timing.check_departures`).
         identity: the run's :class:`testbed.measure.accounting.LossIdentity`, or None (then
             transport_loss judges the older balance without the drops elsewhere).
+        sizes: sizes.csv rows (size_bytes, busbw_ratio, busbw_factor), or None; ``frame_bytes``
+            (a full data frame), ``window_pkts``, ``link_delay_us``: for :func:`_check_throughput`.
 
     Checks (statuses passed / failed / not_judged, see the module docstring):
         cpu: a second is saturated when the machine or ANY core was idle less
@@ -468,6 +521,7 @@ def evaluate(
             intervals; not judged when no port had that many.
         hosts: ``8 * tx_wire_bytes / tx_busy_s / rate`` < min_link_rate_ratio
             for hosts whose QPs had packets ready for >= min_host_busy_s (:func:`_check_hosts`).
+        throughput: :func:`_check_throughput` (a slow collective on an uncontended fabric).
         packet_timing: :func:`testbed.measure.timing.check_departures` (inter-departure
             gaps on backlogged links against the serialization time).
 
@@ -483,6 +537,9 @@ def evaluate(
         "bytes": lambda c: _check_bytes(transport, c),
         "links": lambda c: _check_links(port_samples, port_rate_bps, thresholds, c),
         "hosts": lambda c: _check_hosts(host_tx, port_rate_bps, thresholds, c, port_samples),
+        "throughput": lambda c: _check_throughput(
+            sizes, port_samples, int((transport or {}).get("switch_drops_pkts", 0)), frame_bytes, c, window_pkts,
+            link_delay_us),
         "packet_timing": lambda c: _check_timing(departures, port_samples, port_rate_bps, c),
     }
     for name in CHECKS:

@@ -198,7 +198,7 @@ def _print_results(ctx: RunContext, rec: Recording, w: Written) -> None:
 def _write_results_now(ctx: RunContext, rec: Recording) -> Written:
     ops, sizes, qps, msgs, ports, cpu = _write_tables(ctx, rec)
     faults = faults_block(rec.faults, ctx.run_dir, ctx.run_id)
-    verdict, t = judge_run(ctx, rec, qps, ports, cpu, faults)
+    verdict, t = judge_run(ctx, rec, qps, ports, cpu, faults, sizes)
     summary = {
         "run_id": ctx.run_id, "run_dir": str(ctx.run_dir), "scenario": ctx.spec.name, "n_ranks": ctx.n_ranks,
         "complete": True, "interrupted": None, "teardown": "pending",
