@@ -63,9 +63,10 @@ def judge_run(ctx: RunContext, rec: Recording, qps: pd.DataFrame, ports: pd.Data
     t = transport_totals(qps, [st.rx_pkts for st in rec.stats], switch_drops, ctx.transport.window_pkts)
     host_tx = host_tx_frame(qps, [h.name for h in fab.layout.hosts], ctx.spec.fabric.host_link_bps)
     counter_drops = discount_kick_frames(drops.delta(rec.drops_before, rec.drops_after), ctx.run_dir)
+    retries = retries_by_host(qps, [h.name for h in fab.layout.hosts])
     if faults is not None:
-        counter_drops = charge_faults(ctx, faults, t, counter_drops)
-    other = accounting.elsewhere(counter_drops, retries_by_host(qps, [h.name for h in fab.layout.hosts]))
+        counter_drops = charge_faults(ctx, faults, t, counter_drops, retries)
+    other = accounting.elsewhere(counter_drops, retries)
     identity = accounting.loss_identity(t, other, watchdog_drops_pkts(ctx.run_dir))
     t["unexplained_lost_pkts"] = identity.unexplained_pkts
     t["host_nic_retries"] = sum(other.host_nic_retries.values())
@@ -121,16 +122,19 @@ def discount_kick_frames(counter_drops: dict[str, int], run_dir) -> dict[str, in
     return out
 
 
-def charge_faults(ctx: RunContext, faults: dict, t: dict, counter_drops: dict[str, int]) -> dict[str, int]:
+def charge_faults(ctx: RunContext, faults: dict, t: dict, counter_drops: dict[str, int],
+                  retries: dict[str, int] | None = None) -> dict[str, int]:
     """Charge the injected faults with the losses they caused; return the drop counters left to judge.
 
-    Sets in ``t`` (transport totals): ``lost_to_faults_pkts`` = gray drops (nftables counters) + transport
-    loss beyond them up to the downed links' bound (testbed.results.faults.fault_loss_bound_pkts), and
-    lowers ``unexplained_lost_pkts`` by it. Interface drop counters of the faulted links' interfaces
-    (a veth whose peer is down drops what it is handed) move to ``faults["interface_drops_pkts"]``; Open
-    vSwitch's pipeline drops (frames already on their way to a switch whose route the re-plan removed)
-    move to ``faults["pipeline_drops_pkts"]`` when a down or gray fault was rerouted and they stay within
-    the bound.
+    Interface drop counters of the faulted links' interfaces (a veth whose peer is down drops what it is
+    handed) move to ``faults["interface_drops_pkts"]``; Open vSwitch's pipeline drops (frames already on
+    their way to a switch whose route the re-plan removed) move to ``faults["pipeline_drops_pkts"]`` when a
+    down or gray fault was rerouted and they stay within the bound. Then sets in ``t`` (transport totals)
+    ``lost_to_faults_pkts`` = gray drops (nftables counters) + the transport's loss beyond them, beyond the
+    switch queues' and beyond what the counters left to judge saw elsewhere (testbed.measure.accounting,
+    ``retries``: host -> NIC retries), up to the downed links' bound
+    (testbed.results.faults.fault_loss_bound_pkts), and lowers ``unexplained_lost_pkts`` by it: a loss
+    is charged once, to the fault or to the counter that saw it.
     """
     from testbed.results.faults import REROUTING_ACTIONS, fault_loss_bound_pkts
     from traffic.transport import wire_bytes
@@ -139,13 +143,6 @@ def charge_faults(ctx: RunContext, faults: dict, t: dict, counter_drops: dict[st
     spec = ctx.spec
     frame = wire_bytes(wire.BTH_BYTES + spec.transport.payload_bytes + wire.ICRC_BYTES)
     bound = fault_loss_bound_pkts(faults["list"], spec.fabric.fabric_link_bps, spec.fabric.buffer_bytes, frame)
-    gray = int(faults["gray_drops_pkts"])
-    lost = int(t["unexplained_lost_pkts"])
-    charged = gray + min(max(lost - gray, 0), bound)
-    t["lost_to_faults_pkts"] = charged
-    t["unexplained_lost_pkts"] = lost - charged
-    faults["lost_to_faults_pkts"] = charged
-    faults["down_loss_bound_pkts"] = bound
     rid = ctx.run_id
     ifnames = {f"{rid}{a}-" for r in faults["list"] for link in r["links"] for a in link}
     hit = {k: v for k, v in counter_drops.items() if "[" in k and any(k.split("[", 1)[1].startswith(n) and
@@ -156,4 +153,12 @@ def charge_faults(ctx: RunContext, faults: dict, t: dict, counter_drops: dict[st
     if rerouted and sum(pipeline.values()) <= bound:
         faults["pipeline_drops_pkts"] = sum(pipeline.values())
         hit.update(pipeline)
-    return {k: v for k, v in counter_drops.items() if k not in hit}
+    left = {k: v for k, v in counter_drops.items() if k not in hit}
+    gray = int(faults["gray_drops_pkts"])
+    lost = int(t["unexplained_lost_pkts"]) - accounting.elsewhere(left, retries or {}).total_pkts
+    charged = gray + min(max(lost - gray, 0), bound)
+    t["lost_to_faults_pkts"] = charged
+    t["unexplained_lost_pkts"] = int(t["unexplained_lost_pkts"]) - charged
+    faults["lost_to_faults_pkts"] = charged
+    faults["down_loss_bound_pkts"] = bound
+    return left

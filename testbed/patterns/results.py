@@ -11,6 +11,11 @@ Definitions (ideal: testbed.patterns.ideal, a perfectly balanced fluid fabric wi
   efficiency deliver in that window; null when the window is shorter than two rate bins (flows that
   never all overlap). For k flows on k equal paths this is the share of the paths in use (balls
   into bins: 1 - (1 - 1/k)^k on average with random hashing).
+- ``overlap_jain`` of a trial: Jain's fairness index (below) of the payload bytes each flow's receiver
+  got in the window of ``throughput_ratio`` (every flow sending): 1 when the flows shared evenly; the
+  block gives the mean and the minimum over trials. ``lost_pkts`` (fct.csv): the data packets a flow's
+  sender put on the wire that its receiver never got (qps.csv: requester ``tx_pkts`` - responder
+  ``rx_pkts``), so a flow's share of a trial's losses is its ``lost_pkts`` over their sum.
 - ``completion_ratio`` of a trial: ideal time from the trial's start to its last flow's end over the
   measured one (1 = ideal).
 - uplink shares (uplinks.csv): the bytes each inter-switch port of a switch with flows to other
@@ -37,7 +42,7 @@ from testbed.patterns.plan import short
 from testbed.results.tables import percentile_us, write_csv
 
 FCT_COLUMNS = ["trial", "flow", "src", "dst", "size_bytes", "start_ns", "end_ns", "fct_us", "ideal_fct_us",
-               "slowdown"]
+               "slowdown", "lost_pkts"]
 RATE_COLUMNS = ["trial", "flow", "src", "dst", "bin_start_ns", "rx_bytes", "goodput_bps"]
 UPLINK_COLUMNS = ["trial", "switch", "port", "peer", "tx_bytes", "share"]
 
@@ -59,8 +64,19 @@ def _pct(values, q: float, need: int = 1):
     return None if math.isnan(v) else float(v)
 
 
-def fct_table(run, names: list[str]) -> pd.DataFrame:
-    """fct.csv: one row per trial and flow (module docstring)."""
+def lost_pkts(qps: pd.DataFrame | None) -> dict[tuple[int, int, int], int]:
+    """(trial, sender rank, receiver rank) -> data packets sent and never received (module docstring)."""
+    if qps is None or len(qps) == 0 or "trial" not in qps:
+        return {}
+    keys = ["trial", "rank", "peer"]
+    tx = qps[qps["role"] == "requester"].groupby(keys)["tx_pkts"].sum()
+    rx = qps[qps["role"] == "responder"].groupby(keys)["rx_pkts"].sum()
+    rx.index = rx.index.set_names(["trial", "peer", "rank"]).reorder_levels(keys)
+    return {k: int(v - rx.get(k, 0)) for k, v in tx.items()}
+
+
+def fct_table(run, names: list[str], lost: dict | None = None) -> pd.DataFrame:
+    """fct.csv: one row per trial and flow (module docstring); ``lost``: :func:`lost_pkts`."""
     flows = {f.flow: f for f in run.flows}
     rows = []
     for tr in run.trials:
@@ -70,7 +86,8 @@ def fct_table(run, names: list[str]) -> pd.DataFrame:
             ideal = run.ideal_fct_s[f.flow] * 1e6
             rows.append({"trial": tr.trial, "flow": f.flow, "src": names[f.src], "dst": names[f.dst],
                          "size_bytes": f.size_bytes, "start_ns": s.t_post_ns, "end_ns": s.t_acked_ns,
-                         "fct_us": fct, "ideal_fct_us": ideal, "slowdown": fct / ideal})
+                         "fct_us": fct, "ideal_fct_us": ideal, "slowdown": fct / ideal,
+                         "lost_pkts": (lost or {}).get((tr.trial, f.src, f.dst))})
     return pd.DataFrame(rows, columns=FCT_COLUMNS).sort_values(["trial", "flow"]).reset_index(drop=True)
 
 
@@ -94,17 +111,32 @@ def rate_table(run, names: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=RATE_COLUMNS)
 
 
-def throughput_ratio(run, tr, efficiency: float) -> float | None:
-    """The trial's throughput ratio (module docstring), or None without a window of two bins."""
+def _overlap(run, tr) -> tuple[list[float], float] | None:
+    """(payload bytes each receiver got, seconds) in the window where every flow of trial ``tr`` sends
+    (module docstring, ``throughput_ratio``), or None without a window of two bins."""
     sent = [s for d in tr.done for s in d.sent]
     recv = [r for d in tr.done for r in d.received]
     t_lo = max(s.t_post_ns for s in sent) + 0.1 * min(run.ideal_fct_s.values()) * 1e9
     t_hi = min(r.t_done_ns for r in recv)
     if t_hi - t_lo < 2 * run.pattern.rate_bin_ms * 1e6:
         return None
-    got = sum(float(np.interp(t_hi, r.time_ns, r.rx_bytes) - np.interp(t_lo, r.time_ns, r.rx_bytes)) for r in recv)
-    ideal_bps = sum(run.ideal_rates.values()) * efficiency
-    return got * 8 / ((t_hi - t_lo) / 1e9) / ideal_bps
+    got = [float(np.interp(t_hi, r.time_ns, r.rx_bytes) - np.interp(t_lo, r.time_ns, r.rx_bytes)) for r in recv]
+    return got, (t_hi - t_lo) / 1e9
+
+
+def throughput_ratio(run, tr, efficiency: float) -> float | None:
+    """The trial's throughput ratio (module docstring), or None without a window of two bins."""
+    o = _overlap(run, tr)
+    if o is None:
+        return None
+    got, seconds = o
+    return sum(got) * 8 / seconds / (sum(run.ideal_rates.values()) * efficiency)
+
+
+def overlap_jain(run, tr) -> float | None:
+    """Jain's index of the flows' goodput while every flow of trial ``tr`` sends (module docstring), or None."""
+    o = _overlap(run, tr)
+    return None if o is None or len(o[0]) < 2 else jain_index(o[0])
 
 
 def _uplinks(layout) -> dict[str, list[tuple[str, str, float]]]:
@@ -179,12 +211,13 @@ def write_pattern_results(ctx, run, qps: pd.DataFrame, ports: pd.DataFrame, faul
     layout = run.fab.layout
     names = [short(layout, h.name) for h in layout.hosts]
     run.ideal_rates = ideal_rates(run.flows, layout)
-    fct = fct_table(run, names)
+    fct = fct_table(run, names, lost_pkts(qps))
     write_csv(fct, ctx.run_dir / "fct.csv")
     write_csv(rate_table(run, names), ctx.run_dir / "flow_rates.csv")
     uplinks, jains, idle = uplink_figures(run, ports)
     write_csv(uplinks, ctx.run_dir / "uplinks.csv")
     ratios = [r for r in (throughput_ratio(run, tr, ctx.efficiency) for tr in run.trials) if r is not None]
+    fair = [j for j in (overlap_jain(run, tr) for tr in run.trials) if j is not None and not math.isnan(j)]
     completion = []
     for tr in run.trials:
         end = max(s.t_acked_ns for d in tr.done for s in d.sent)
@@ -197,6 +230,8 @@ def write_pattern_results(ctx, run, qps: pd.DataFrame, ports: pd.DataFrame, faul
         "trials": len(run.trials), "flows_per_trial": len(run.flows), "seeds": [tr.seed for tr in run.trials],
         "throughput_ratio_mean": float(np.mean(ratios)) if ratios else None,
         "throughput_ratio_p5": _pct(ratios, 5.0), "throughput_ratio_trials": len(ratios),
+        "overlap_jain_mean": float(np.mean(fair)) if fair else None,
+        "overlap_jain_min": float(np.min(fair)) if fair else None,
         "completion_ratio_mean": float(np.mean(completion)) if completion else None,
         "completion_ratio_p5": _pct(completion, 5.0),
         "idle_capacity_fraction": idle,
@@ -222,7 +257,8 @@ def format_load_balance(b: dict) -> str:
         f"# pattern {b['pattern']}: {b['flows_per_trial']} flows x {b['trials']} trials, policy {b['policy']}, "
         f"entropy {b['entropy']}",
         f"# throughput/ideal mean {f(b['throughput_ratio_mean'])} p5 {f(b['throughput_ratio_p5'])} "
-        f"({b['throughput_ratio_trials']} trials with all flows overlapping); completion ideal/measured mean "
+        f"({b['throughput_ratio_trials']} trials with all flows overlapping); goodput Jain while all send mean "
+        f"{f(b.get('overlap_jain_mean'))} min {f(b.get('overlap_jain_min'))}; completion ideal/measured mean "
         f"{f(b['completion_ratio_mean'])} p5 {f(b['completion_ratio_p5'])}",
         f"# FCT p50 {f(b['fct_p50_us'], '.0f')} us p99 {f(b['fct_p99_us'], '.0f')} us; slowdown p50 "
         f"{f(b['slowdown_p50'])} p99 {f(b['slowdown_p99'])}; idle uplink capacity under excess demand "

@@ -251,6 +251,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     fct_us       float flow completion time end_ns - start_ns, us
     ideal_fct_us float FCT under the ideal max-min rates, us
     slowdown     float fct_us / ideal_fct_us
+    lost_pkts    float data packets the flow's sender put on the wire that its receiver never got
 """),
     _table("flow_rates", "each pattern flow's received payload per time bin",
            "pattern runs", """

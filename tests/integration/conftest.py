@@ -101,3 +101,20 @@ def running_scenario(tmp_path, text: str, name: str = "scenario", ready_timeout_
         if run.poll() is None:
             run.send_signal(signal.SIGINT)
             run.communicate(timeout=60)
+
+
+def assert_losses_accounted(summary: dict, elsewhere_allowed: int = 0) -> dict:
+    """The loss identity of a run holds (testbed.measure.accounting; issue 16 item 1): every packet the
+    agents sent was received, tail-dropped by an emulated queue, taken by the PFC watchdog or a fault, or
+    dropped somewhere named, each event counted once, and nothing is unexplained. At most
+    ``elsewhere_allowed`` packets may have been dropped outside the emulation. Returns the identity."""
+    i = summary["fidelity"]["transport_loss"]
+    assert i.get("identity", "").startswith("sent = received"), f"no loss identity in summary.json: {i}"
+    terms = (i["received_pkts"] + i["switch_queue_drops_pkts"] + i["watchdog_drops_pkts"]
+             + i["lost_to_faults_pkts"] + i["elsewhere_pkts"] + i["unexplained_pkts"])
+    assert i["sent_pkts"] == terms, f"the identity's terms do not add up: {i}"
+    assert i["elsewhere_pkts"] == sum(v for v in i["elsewhere"].values() if v > 0), i
+    assert i["unexplained_pkts"] == 0, f"packets no counter saw: {i}"
+    assert i["elsewhere_pkts"] <= elsewhere_allowed, f"dropped outside the emulation: {i['elsewhere']}"
+    assert summary["transport"]["unexplained_lost_pkts"] == 0
+    return i

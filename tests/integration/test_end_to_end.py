@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from conftest import EXIT_NOT_FAITHFUL, REPO, run_scenario_file
+from conftest import assert_losses_accounted, EXIT_NOT_FAITHFUL, REPO, run_scenario_file
 
 
 def test_quickstart_busbw_and_faithful(tmp_path):
@@ -51,10 +51,10 @@ def test_tiny_buffer_drops_but_every_byte_arrives_once(tmp_path):
     qps, msgs = pd.read_csv(run_dir / "qps.csv"), pd.read_csv(run_dir / "msgs.csv")
     req = qps[qps["role"] == "requester"]
     assert (req["tx_pkts"] - req["retx_pkts"]).sum() == (-(-msgs["size_bytes"] // 1024)).sum()
-    # any imbalance between transport losses and switch-queue drops is reported, never absorbed
-    if t["unexplained_lost_pkts"] != 0:
-        assert s["checks"]["transport_loss"]["status"] == "failed" and s["faithful"] is False
-        assert res.returncode == 3
+    # every loss is a switch-queue tail drop, counted once (issue 16: before, the counters over- and
+    # under-counted under heavy loss)
+    assert_losses_accounted(s)
+    assert s["checks"]["transport_loss"]["status"] == "passed"
 
 
 FAST = """

@@ -9,7 +9,7 @@ import json
 
 import pandas as pd
 
-from conftest import run_scenario_file
+from conftest import assert_losses_accounted, run_scenario_file
 
 FABRIC = """
 seed: 1
@@ -34,6 +34,7 @@ def _loss_free(s: dict) -> None:
     assert s["checks"]["bytes"]["status"] == "passed"
     assert s["checks"]["transport_loss"]["status"] == "passed", s["violations"]
     assert t["unexplained_lost_pkts"] == 0
+    assert_losses_accounted(s)
     assert s["ops_done"] == s["ops_planned"]
 
 

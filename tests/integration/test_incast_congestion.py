@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import run_scenario_file
+from conftest import assert_losses_accounted, run_scenario_file
 
 pytestmark = pytest.mark.integration
 
@@ -22,6 +22,7 @@ def _run(tmp_path, name: str) -> dict:
                              name=name)
     t = s["transport"]
     assert t["delivered_bytes"] == t["posted_bytes"] == t["acked_bytes"] and t["order_errors"] == 0
+    assert_losses_accounted(s)
     c = s["congestion"]
     print(name, {k: c.get(k) for k in ("lossless_drops_pkts", "pause_frames", "paused_time_s", "ce_marked_pkts",
                                        "cnp_sent", "cnp_per_interval_max", "jain_index", "bottleneck_util",

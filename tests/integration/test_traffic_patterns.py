@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from conftest import run_scenario_file
+from conftest import assert_losses_accounted, run_scenario_file
 
 def scenario(name: str, shape: str, buffer: str, pattern: str) -> str:
     """A scenario at 10 Mbit/s with path MTU 4096 and no congestion control: ``shape`` the spine-leaf
@@ -72,6 +72,7 @@ def test_incast_4_to_1_completes_with_every_byte_delivered(tmp_path):
     t = s["transport"]
     assert s["complete"] and t["delivered_bytes"] == t["posted_bytes"] == t["acked_bytes"] == 4 * 256 * 1024
     assert t["order_errors"] == 0
+    assert t["switch_drops_pkts"] > 0 and assert_losses_accounted(s)  # the receiver's port drops: counted once
     fct = pd.read_csv(run_dir / "fct.csv")
     assert sorted(fct["src"]) == ["h3", "h4", "h5", "h6"] and set(fct["dst"]) == {"h1"}
     rates = pd.read_csv(run_dir / "flow_rates.csv")
