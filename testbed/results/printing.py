@@ -128,7 +128,13 @@ def print_results(ctx: RunContext, sizes, t: dict, controller: dict, verdict, op
     print(f"# transport: {t['delivered_bytes']} of {t['posted_bytes']} posted bytes delivered exactly once, "
           f"{t['acked_bytes']} acknowledged (order errors {t['order_errors']}); {t['retx_pkts']} retransmitted "
           f"packets ({t['spurious_retx_pkts']} spurious); {t['switch_drops_pkts']} switch-queue drops, "
-          f"{t['unexplained_lost_pkts']} packets lost elsewhere")
+          f"{t['unexplained_lost_pkts']} packets lost elsewhere"
+          + (f"; {t['host_nic_retries']} sends retried on a full host NIC queue (backpressure, not loss)"
+             if t.get("host_nic_retries") else ""))
+    loss = verdict.figures.get("transport_loss") or {}
+    if loss.get("identity") and (loss["elsewhere_pkts"] or loss["unexplained_pkts"]):
+        from testbed.measure.accounting import LossIdentity
+        print("# losses: " + LossIdentity(**{k: v for k, v in loss.items() if k != "identity"}).sentence())
     if spec.transport.congestion_control != "none":
         print(f"# congestion control {spec.transport.congestion_control}: {t['ce_marked_rx_pkts']} data packets "
               f"arrived CE-marked, {t['cnps_tx']} CNPs sent, {t['cnps_rx']} received (per QP: qps.csv; rate "
