@@ -423,21 +423,23 @@ def paced_gaps(gap_ns: np.ndarray, ser_ns: np.ndarray, burst_ns: float, toleranc
 
     HTB lets a frame go while its class holds non-negative tokens and charges the frame's serialization
     time after it (net/sched/sch_htb.c); idle time refills the bucket up to ``burst_ns``. Replayed over the
-    departures: the bucket is unknown until a gap of one serialization time (within ``tolerance``) shows
-    it empty; from there, tokens ``T`` before frame k, ``T - ser_k`` after it, then ``+ gap_k``, at most
-    ``burst_ns`` and at least one frame's debt. Gap k is paced when the bucket was empty before frame k
-    (``T <= tolerance x ser_k``): frame k+1 had to wait for its tokens. A late departure (the CPU held
-    the qdisc) is a long paced gap; the frames it lets go early after it are not judged again.
+    departures: a gap of one serialization time (within ``tolerance``) shows the bucket empty; a longer
+    one (idle, or a late departure) adds the excess to it, at most ``burst_ns``; a shorter one spends
+    tokens, at most one frame's debt. Gap k is paced when the bucket was empty before frame k (``T <=
+    tolerance x ser_k``; unknown, so not judged, until the first paced gap): frame k+1 had to wait for
+    its tokens. A late departure (the CPU held the qdisc) is a long paced gap; the frames it lets go
+    early after it are not judged again.
     """
     out = np.zeros(len(gap_ns), dtype=bool)
     tokens = None
     for k in range(len(gap_ns)):
-        if tokens is None:
-            if abs(gap_ns[k] / ser_ns[k] - 1) <= tolerance:
-                tokens = 0.0  # a frame paced by the rate: the bucket was empty
-            continue
-        out[k] = tokens <= tolerance * ser_ns[k]
-        tokens = min(burst_ns, max(-ser_ns[k], tokens - ser_ns[k]) + gap_ns[k])
+        paced = abs(gap_ns[k] / ser_ns[k] - 1) <= tolerance
+        if tokens is not None:
+            out[k] = tokens <= tolerance * ser_ns[k]
+        if paced:
+            tokens = 0.0  # a frame that waited for its tokens: the bucket was empty
+        elif tokens is not None:
+            tokens = min(burst_ns, max(-ser_ns[k], tokens - ser_ns[k] + gap_ns[k]))
     return out
 
 
