@@ -6,7 +6,11 @@ OVS), so an AF_PACKET socket bound to the port sends the frame straight onto the
 NIC, where the host agent (:mod:`traffic.transport.pfc_rx`) obeys it. The socket sets
 PACKET_QDISC_BYPASS: a MAC control frame is made by the MAC, not queued behind data in the port's
 egress classes (a pause waiting behind a full lossy queue would come too late). Nothing of it enters
-Open vSwitch (its receive socket on the port skips outgoing frames).
+Open vSwitch (its receive socket on the port skips outgoing frames). The bypass still runs the netdev
+egress hook, where the run's silent-tail-drop rule (:mod:`testbed.emulation.switch_tail_drop`) would
+steal the frame into the qdisc and the send would fail with ENOBUFS (seen: the congestion loop died on
+the first pause toward a host); the socket's mark (SO_MARK) is that rule's second-pass mark, so it lets
+the frame by.
 
 - :func:`send_pfc`: one frame, e.g. ``send_pfc("tb12abl1-eth1", 0x08, [0, 0, 0, 0xFFFF, 0, 0, 0, 0])``;
 - :class:`PfcSender`: the long-lived sender a pause loop keeps per port: :meth:`PfcSender.pause`
@@ -22,6 +26,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from testbed.emulation.switch_tail_drop import SECOND_PASS_MARK
 from traffic.clock import unix_ns
 from traffic.wire.pfc import (LOSSLESS_PRIORITY, MAX_QUANTA, PRIORITIES, class_vector, pfc_frame, parse_pfc,  # noqa: F401
                               quanta_s)
@@ -43,6 +48,7 @@ def _port_socket(ifname: str, netns: str | None = None) -> tuple[socket.socket, 
     try:
         s.bind((ifname, 0))
         s.setsockopt(SOL_PACKET, PACKET_QDISC_BYPASS, 1)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_MARK, SECOND_PASS_MARK)  # past the tail-drop rule
         mac = s.getsockname()[4]
     except OSError:
         s.close()
