@@ -61,20 +61,21 @@ def run_cli(*args, timeout=600, **kw):
                           timeout=timeout, **kw)
 
 
-#: ``testbed run`` exit codes (testbed.runner.EXIT_*): faithful, completed but not faithful
-EXIT_FAITHFUL, EXIT_NOT_FAITHFUL = 0, 3
+#: ``testbed run`` exit codes (testbed.exitcodes): faithful, completed but not faithful, completed but not judged
+EXIT_FAITHFUL, EXIT_NOT_FAITHFUL, EXIT_NOT_JUDGED = 0, 3, 6
 
 
 def run_scenario_file(tmp_path, text: str, timeout=600, expect_rc=EXIT_FAITHFUL, name="scenario"
                       ) -> tuple[subprocess.CompletedProcess, dict]:
     """Write a scenario, run it with ``testbed run``, check the exit code, return (process, summary.json).
 
-    ``expect_rc``: the exit code the run must end with (None: 0 or 3, i.e. completed)."""
+    ``expect_rc``: the exit code the run must end with (None: 0, 3 or 6, i.e. completed)."""
     p = tmp_path / f"{name}.yaml"
     p.write_text(text)
     res = run_cli("run", p, "--results", tmp_path / name, timeout=timeout)
     summaries = list((tmp_path / name).glob("*/summary.json"))
-    ok = res.returncode in (EXIT_FAITHFUL, EXIT_NOT_FAITHFUL) if expect_rc is None else res.returncode == expect_rc
+    ok = res.returncode in (EXIT_FAITHFUL, EXIT_NOT_FAITHFUL, EXIT_NOT_JUDGED) if expect_rc is None \
+        else res.returncode == expect_rc
     assert ok, f"testbed run exited {res.returncode}, expected {expect_rc}:\n{res.stdout}\n{res.stderr}"
     assert len(summaries) == 1, res.stderr
     return res, json.loads(summaries[0].read_text())

@@ -31,13 +31,15 @@ def test_window1_goodput_matches_the_stated_cut_through_model(tmp_path):
     assert model["window1_busbw_ratio"] == expect
     # the software's own latency (OVS, Python) adds to every round trip; on a busy machine it grows and the
     # fidelity monitor reports the hosts as CPU-limited: rerun once, then judge the model on a faithful run
-    if not s["faithful"] or abs(ratio / expect - 1) > 0.10:
+    # a window of one packet builds no queue and keeps no host busy: the run is "not judged" (no rate check
+    # could be made), which is honest; the model is judged on it unless a check failed
+    if s["verdict"] == "not_faithful" or abs(ratio / expect - 1) > 0.10:
         s, manifest, ratio = _run(tmp_path / "b")
     print(f"window-1 busbw/link {ratio:.3f}, cut-through model {expect:.3f}, "
           f"store-and-forward {timing.window1_busbw_ratio(1024, 'store_and_forward'):.3f}, "
-          f"faithful {s['faithful']}")
-    if s["faithful"]:
-        assert abs(ratio / expect - 1) <= 0.10, f"faithful run: window-1 busbw/link {ratio:.3f} vs model {expect:.3f}"
+          f"verdict {s['verdict']}")
+    if s["verdict"] != "not_faithful":
+        assert abs(ratio / expect - 1) <= 0.10, f"window-1 busbw/link {ratio:.3f} vs model {expect:.3f}"
     else:  # off the model only with the reason named: the hosts' CPU, not the emulated links, set the pace
         assert any("CPU" in v for v in s["violations"]), s["violations"]
     assert ratio > 1.6 * timing.window1_busbw_ratio(1024, "store_and_forward")
