@@ -12,7 +12,8 @@ The host's :class:`~traffic.transport.endpoint.Endpoint` receives for every QP a
   go-back-N (IBA vol. 1, 9.7.5.1.1 "PSN sequence error NAK" and 9.7.6.1.3
   "retry on transport timer"): on a NAK the requester resends from the NAK's
   PSN, on a timeout (``rto_us`` without ACK progress since the last
-  transmission) from the oldest unacknowledged PSN. Each requester QP sends from the UDP source
+  transmission) from the oldest unacknowledged PSN (``transport.loss_recovery: go_back_n``; selective
+  repeat: :mod:`traffic.transport.selective`). Each requester QP sends from the UDP source
   port(s) its entropy policy gives (:mod:`traffic.transport.entropy`), at the pace its congestion
   control allows (:mod:`traffic.transport.cc`). Data packets carry DSCP 26 with ECT(0).
 - :class:`ResponderQP` (receive side): accepts only the expected PSN, sends one
