@@ -320,6 +320,6 @@ def _validate(args, build_spec) -> tuple[ScenarioSpec, list[PlannedOp]]:
         est_s += len(plan.replay.modes) * (plan.replay.compute_s_per_iteration + plan.replay.scale_up_s_per_iteration)
     cap_s = getattr(args, "max_duration", None) or estimate.MAX_DURATION_S
     if not args.quiet:
-        printing.print_estimate(est_s, len(ops_plan), cap_s)
+        printing.print_estimate(est_s, len(ops_plan), cap_s, estimate.loss_note(spec, ops_plan))
     estimate.check_duration(spec, est_s, cap_s)
     return spec, ops_plan

@@ -40,6 +40,10 @@ BAD = {
                                    ["transport.congestion_control", "'timely'", "registered: dcqcn, none"]),
     "unknown_entropy": ("transport: {entropy: letflow}\n" + OK_WORKLOAD,
                         ["transport.entropy", "'letflow'", "registered: flowlet, per_flow, spray"]),
+    "unknown_loss_recovery": ("transport: {loss_recovery: irn}\n" + OK_WORKLOAD,
+                              ["transport.loss_recovery", "'irn'", "allowed: go_back_n, selective_repeat"]),
+    "spray_with_go_back_n": ("transport: {entropy: spray, loss_recovery: go_back_n}\n" + OK_WORKLOAD,
+                             ["transport.loss_recovery: go_back_n", "entropy: spray", "selective_repeat"]),
     "reference_slower_than_link": ("reference_link_bps: 1M\n" + OK_WORKLOAD, ["reference_link_bps", "below"]),
     # C08: YAML 1.1 number traps, named by key path and the literal as written
     "octal_buffer": ("fabric: {buffer_bytes: 0100000}\n" + OK_WORKLOAD,

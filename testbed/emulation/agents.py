@@ -24,7 +24,7 @@ from testbed.spec.transport import dcqcn_settings
 from traffic.transport import TransportParams
 from testbed.spec.transport import DEFAULT_ENTROPY_PORTS
 from traffic.transport.entropy import ENTROPY_POLICIES, MULTI_PORT_POLICIES
-from traffic.transport.selective import GO_BACK_N, SELECTIVE_REPEAT
+from traffic.transport.selective import SELECTIVE_REPEAT
 
 
 def taking_part(records: list[OpDone], groups) -> list[OpDone]:
@@ -43,10 +43,12 @@ def transport_params(spec, rto_us: int, peers_per_rank: int = 2) -> TransportPar
 
     ``rto_us``: the retransmission timeout, ``transport.rto_us`` or derived when that is ``auto``;
     the line rate is ``fabric.host_link_bps``; DCQCN's settings are scaled by the run's dilation
-    (testbed.spec.transport.dcqcn_settings). With an entropy policy whose packets overtake each
-    other (``spray``), the QPs use selective repeat with a reorder window of half the retransmission
-    timeout, and ``flowlet``'s gap defaults to the same (the auto timeout is twice the longest
-    queueing a packet can meet, testbed.spec.rto: no overtaken packet is later than that).
+    (testbed.spec.transport.dcqcn_settings). Loss recovery is ``transport.loss_recovery``; with
+    selective repeat the reorder window is half the retransmission timeout under an entropy policy
+    whose packets overtake each other (``spray``), else 0 (nothing overtakes: a gap is a loss at
+    once, as in IRN), and IRN's RTO_low and BDP cap apply (testbed.spec.rto.rto_low, bdp_cap). ``flowlet``'s gap
+    defaults to half the timeout too (the auto timeout is twice the longest queueing a packet can
+    meet, testbed.spec.rto: no overtaken packet is later than that).
     ``peers_per_rank``: the most queue pairs one rank has (testbed.plan.plan_peers): the data
     sockets of a host share its NIC queue (HOST_NIC_QUEUE_BYTES), so each socket's send buffer is
     at most that / (peers + 1), or sends of a rank talking to many peers at once (all-to-all,
@@ -54,8 +56,12 @@ def transport_params(spec, rto_us: int, peers_per_rank: int = 2) -> TransportPar
     C on P planes each NIC serves peers x ceil(C/P) QPs. A ring (2 peers, 1 channel) keeps the
     default.
     """
+    from testbed.spec.rto import bdp_cap, rto_low
+
     t = spec.transport
+    selective = t.loss_recovery == SELECTIVE_REPEAT
     reorders = ENTROPY_POLICIES[t.entropy].reorders
+    low_us, low_pkts = rto_low(spec, int(rto_us))
     ports = (t.entropy_ports or DEFAULT_ENTROPY_PORTS[t.entropy]) if t.entropy in MULTI_PORT_POLICIES else 1
     gap_us = (t.flowlet_gap_us or int(rto_us) // 2) if t.entropy == "flowlet" else 0
     # channels share a NIC's queue too, spread over the planes' NICs (traffic.transport.planes)
@@ -67,8 +73,9 @@ def transport_params(spec, rto_us: int, peers_per_rank: int = 2) -> TransportPar
                            line_rate_bps=float(spec.fabric.host_link_bps), sndbuf_bytes=sndbuf,
                            congestion_control=t.congestion_control, entropy=t.entropy,
                            entropy_ports=ports, flowlet_gap_us=gap_us,
-                           loss_recovery=SELECTIVE_REPEAT if reorders else GO_BACK_N,
-                           reorder_window_us=int(rto_us) // 2 if reorders else 0,
+                           loss_recovery=t.loss_recovery,
+                           reorder_window_us=int(rto_us) // 2 if selective and reorders else 0,
+                           rto_low_us=low_us, rto_low_pkts=low_pkts, bdp_cap_pkts=bdp_cap(spec)["cap_pkts"],
                            dcqcn=dcqcn_settings(spec))
 
 

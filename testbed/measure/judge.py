@@ -61,6 +61,7 @@ def judge_run(ctx: RunContext, rec: Recording, qps: pd.DataFrame, ports: pd.Data
     # and the PFC watchdog's drops (a switch feature: testbed.emulation.watchdog_drop)
     switch_drops = drops.queue_drops_delta(rec.drops_before, rec.drops_after) + watchdog_drops_pkts(ctx.run_dir)
     t = transport_totals(qps, [st.rx_pkts for st in rec.stats], switch_drops, ctx.transport.window_pkts)
+    t["loss_recovery"] = ctx.transport.loss_recovery
     host_tx = host_tx_frame(qps, [h.name for h in fab.layout.hosts], ctx.spec.fabric.host_link_bps)
     counter_drops = discount_kick_frames(drops.delta(rec.drops_before, rec.drops_after), ctx.run_dir)
     retries = retries_by_host(qps, [h.name for h in fab.layout.hosts])

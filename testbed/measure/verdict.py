@@ -430,17 +430,22 @@ def transport_totals(qps: pd.DataFrame, rx_pkts: list[int], switch_drops: int, w
     ``qps``: qps.csv rows; ``rx_pkts``: packets each host's endpoint received;
     ``switch_drops``: emulated queue tail drops during the traffic. Sent packets
     are data (requester tx_pkts) plus ACKs, NAKs and CNPs (responder acks_tx, naks_tx, cnps_tx).
+    ``retx_bytes``: payload bytes retransmitted; ``resent_share``: retx_bytes / posted_bytes.
     ``ce_marked_rx_pkts``: data packets that arrived CE-marked; ``cnps_tx``/``cnps_rx``: CNPs
     the notification points sent and the requesters received.
     """
     req, resp = qps[qps["role"] == "requester"], qps[qps["role"] == "responder"]
     cnps_tx = int(resp["cnps_tx"].sum()) if "cnps_tx" in resp else 0
+    posted = int(req["posted_bytes"].sum())
+    retx_bytes = int(req["retx_bytes"].sum()) if "retx_bytes" in req else 0
     sent_pkts = int(req["tx_pkts"].sum() + resp["acks_tx"].sum() + resp["naks_tx"].sum()) + cnps_tx
     recv_pkts = int(sum(rx_pkts))
     return {
-        "posted_bytes": int(req["posted_bytes"].sum()), "acked_bytes": int(req["acked_bytes"].sum()),
+        "posted_bytes": posted, "acked_bytes": int(req["acked_bytes"].sum()),
         "delivered_bytes": int(resp["delivered_bytes"].sum()), "order_errors": int(resp["order_errors"].sum()),
         "dup_pkts": int(resp["dup_pkts"].sum()), "retx_pkts": int(req["retx_pkts"].sum()),
+        # payload bytes resent, and their share of the posted bytes (the data moved is 1 + share times the posted)
+        "retx_bytes": retx_bytes, "resent_share": round(retx_bytes / posted, 4) if posted else 0.0,
         "spurious_retx_pkts": spurious_retx_pkts(qps, window_pkts),
         "timeouts": int(req["timeouts"].sum()), "naks": int(req["naks_rx"].sum()),
         "ce_marked_rx_pkts": int(resp["ce_pkts"].sum()) if "ce_pkts" in resp else 0, "cnps_tx": cnps_tx,

@@ -79,6 +79,8 @@ def build(ctx: RunContext, caps) -> dict:
         "rto": manifest_rto(spec),
         "congestion_control": congestion_control_manifest(spec),  # DCQCN: dilation, every value and its source
         "estimated_duration_s": round(estimate.estimate_for_spec(spec, list(ctx.ops_plan)), 1),
+        # why the estimate may be short: the scenario can drop packets (None: it holds)
+        "estimate_loss_note": estimate.loss_note(spec, list(ctx.ops_plan)),
         "fidelity_checks_switched_off": spec.fidelity.switched_off(),
         "rank_groups": {op.group: [list(g) for g in op.groups] for op in ctx.ops_plan},  # scope -> concurrent groups
         "collectives": plan_algorithms(list(ctx.ops_plan)),  # collective, algorithm, busbw factor, size convention

@@ -64,10 +64,11 @@ def print_notes(notes) -> None:
         print(f"testbed: note: {note}", file=sys.stderr)
 
 
-def print_estimate(est_s: float, n_ops: int, cap_s: float) -> None:
-    """The estimated duration of a run of ``n_ops`` operations and the cap it must stay under, stderr."""
+def print_estimate(est_s: float, n_ops: int, cap_s: float, loss_note: str | None = None) -> None:
+    """The estimated duration of a run of ``n_ops`` operations and the cap it must stay under, stderr;
+    ``loss_note``: why the estimate may be short (testbed.spec.estimate.loss_note)."""
     print(f"testbed: estimated duration {format_duration(est_s)} ({n_ops} operations; "
-          f"cap {format_duration(cap_s)})", file=sys.stderr)
+          f"cap {format_duration(cap_s)}){'; ' + loss_note if loss_note else ''}", file=sys.stderr)
 
 
 def print_interrupted(e: BaseException) -> None:
@@ -135,6 +136,9 @@ def print_results(ctx: RunContext, sizes, t: dict, controller: dict, verdict, op
     if loss.get("identity") and (loss["elsewhere_pkts"] or loss["unexplained_pkts"]):
         from testbed.measure.accounting import LossIdentity
         print("# losses: " + LossIdentity(**{k: v for k, v in loss.items() if k != "identity"}).sentence())
+    if t.get("retx_pkts"):
+        print(f"# loss recovery {t.get('loss_recovery', '?')}: {t.get('retx_bytes', 0)} payload bytes resent "
+              f"({t.get('resent_share', 0):.1%} of the posted bytes), {t['timeouts']} timeouts, {t['naks']} NAKs")
     if spec.transport.congestion_control != "none":
         print(f"# congestion control {spec.transport.congestion_control}: {t['ce_marked_rx_pkts']} data packets "
               f"arrived CE-marked, {t['cnps_tx']} CNPs sent, {t['cnps_rx']} received (per QP: qps.csv; rate "

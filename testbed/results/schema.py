@@ -155,9 +155,10 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     tx_pkts           float data packets sent, retransmissions included (requester)
     tx_wire_bytes     float bytes sent on the wire (requester)
     retx_pkts         float packets retransmitted (requester)
+    retx_bytes        float payload bytes retransmitted (requester)
     naks_rx           float NAKs received (requester)
     acks_rx           float ACKs received (requester)
-    timeouts          float retransmission timeouts (requester)
+    timeouts          float retransmission timeouts (requester; with selective repeat RTO_low's included)
     tx_busy_ns        float time with a packet ready and the window open, ns (requester)
     tx_work_ns        float time with posted data not yet acknowledged, ns (requester)
     tx_paced_ns       float time a ready packet was held back by congestion-control pacing, ns

@@ -21,6 +21,16 @@ quickstart scenario (2 cores, userspace OVS, 2026-11-30): 41 operations whose
 ideal times add to 67.7 s took 69.2 s from the first rank's start to the last
 rank's end (0.037 s more per op), and the whole command 77.2 s (8 s of
 set-up and teardown); this estimate says 79.3 s.
+
+The estimate assumes no loss. Where the scenario can drop packets in its
+switch queues (:func:`loss_regime`: no PFC, and a window's worth of data
+from one QP, or from several converging on one port, does not fit the
+buffer in front of a slower link), the printed estimate says so, and names
+the loss recovery: a loss costs go-back-N up to a window of resends and
+often a timeout, selective repeat about one resend (measured on the
+quickstart with 5 Mbit/s fabric links and 8 KB buffers, README "Loss
+recovery": go-back-N took several times the estimate). The loss rate
+depends on burst timing the estimate does not model, so it is not added.
 """
 from __future__ import annotations
 
@@ -88,6 +98,75 @@ def estimate_for_spec(spec, ops: Iterable[Mapping]) -> float:
         return SETUP_S + estimate_s(spec)
     return estimate_run_s(ops, f.n_hosts, f.host_link_bps, f.fabric_link_bps, f.ranks_per_switch,
                           spec.transport.payload_bytes)
+
+
+#: senders that can converge on one receiver's port, per (collective, algorithm); others: 1 (a ring's
+#: rank receives from one neighbour). ``None``: the group size - 1 (every other rank at once).
+_FAN_IN = {("alltoall", "direct"): None, ("allreduce", "tree"): 2, ("reduce", "tree"): 2}
+
+
+def _fan_in(spec, ops: Iterable[Mapping]) -> int:
+    """Most QPs that can send into one switch port at once (pattern flows per receiver; a collective's
+    senders per receiver, :data:`_FAN_IN`); per-flow ECMP can put 2 flows on one uplink when flows
+    cross leaves."""
+    if spec.workload.pattern is not None:
+        from testbed.patterns.plan import pattern_flows
+        from topology import build
+        flows = pattern_flows(spec, build(spec.fabric.kind, spec.fabric, "tb0000"))
+        per_dst: dict = {}
+        for f in flows:
+            per_dst[f.dst] = per_dst.get(f.dst, 0) + 1
+        fan = max(per_dst.values(), default=1)
+        hashed = spec.transport.entropy != "spray" and spec.fabric.leaves > 1 and len(flows) > 1
+        return max(fan, 2 if hashed else 1)
+    fan = 1
+    for op in ops:
+        op = op.meta() if hasattr(op, "meta") else op
+        key = (op.get("collective", collectives.DEFAULT_COLLECTIVE), op.get("algorithm", collectives.DEFAULT_ALGORITHM))
+        if key in _FAN_IN:
+            n = int(op.get("group_size") or spec.fabric.n_hosts)
+            fan = max(fan, _FAN_IN[key] or n - 1)
+    return fan
+
+
+def loss_regime(spec, ops: Iterable[Mapping] = ()) -> str | None:
+    """Why the scenario's switch queues can drop its packets, or None (the estimate then holds).
+
+    Lossless with PFC on: None. Otherwise a drop is possible when the data a port may have to hold
+    does not fit its buffer (the lossless class's buffer under ``congestion.buffers``, else
+    ``fabric.buffer_bytes``): one QP's window (``window_pkts`` full frames) in front of a fabric link
+    slower than the host link, or (fan-in - 1) windows where several QPs converge on one port
+    (:func:`_fan_in`). A rule of thumb, not a queue model: it names the cause in one clause.
+    """
+    from traffic import wire
+    from traffic.transport import wire_bytes
+
+    if spec.congestion.pfc_on:
+        return None
+    f, t = spec.fabric, spec.transport
+    frame = wire_bytes(wire.BTH_BYTES + t.payload_bytes + wire.ICRC_BYTES)
+    window = t.window_pkts * frame
+    buf = spec.congestion.buffers.lossless_bytes or f.buffer_bytes
+    if f.fabric_link_bps < f.host_link_bps and buf < window and f.leaves > 1:
+        return (f"a QP's window ({t.window_pkts} x {frame} B) does not fit the {buf} B switch buffer in front of "
+                f"{f.fabric_link_bps / 1e6:g} Mbit/s fabric links, slower than the {f.host_link_bps / 1e6:g} Mbit/s "
+                f"host links")
+    fan = _fan_in(spec, ops)
+    if fan >= 2 and buf < (fan - 1) * window:
+        return (f"up to {fan} QPs converge on one port and {fan - 1} windows ({t.window_pkts} x {frame} B each) do "
+                f"not fit its {buf} B buffer")
+    return None
+
+
+def loss_note(spec, ops: Iterable[Mapping] = ()) -> str | None:
+    """The clause the printed estimate carries when :func:`loss_regime` finds the scenario lossy, else None."""
+    why = loss_regime(spec, ops)
+    if why is None:
+        return None
+    rec = spec.transport.loss_recovery
+    cost = ("each loss can cost go-back-N a window of resends and a timeout: expect it to take several times "
+            "longer" if rec == "go_back_n" else "selective repeat resends about one packet per loss")
+    return f"assumes no loss, but packets can be dropped: {why}; {cost} (transport.loss_recovery: {rec})"
 
 
 def scaling_keys(spec) -> str:

@@ -48,6 +48,8 @@ class DcqcnSpec(_Spec):
 #: paths (testbed.emulation.entropy_paths; k paths need k, more spread a path's datapath flows), a flowlet
 #: needs a few choices
 DEFAULT_ENTROPY_PORTS = {"spray": 128, "flowlet": 8}
+#: ``transport.loss_recovery`` values (traffic.transport.selective)
+LOSS_RECOVERIES = ("go_back_n", "selective_repeat")
 
 
 class TransportSpec(_Spec):
@@ -66,7 +68,15 @@ class TransportSpec(_Spec):
     ``flowlet_gap_us``, default half the retransmission timeout, longer than any path's extra
     queueing, so no packet overtakes another). ``entropy_ports`` defaults per policy:
     :data:`DEFAULT_ENTROPY_PORTS`. ``dcqcn`` overrides DCQCN's settings (:class:`DcqcnSpec`; only with
-    ``congestion_control: dcqcn``).
+    ``congestion_control: dcqcn``). ``loss_recovery`` (:data:`LOSS_RECOVERIES`): ``go_back_n``, RoCEv2's
+    recovery (IBA vol. 1 9.7.5.1.1: one NAK per PSN sequence error, resend from it; timeouts for the
+    rest), or ``selective_repeat``, IRN-style (Mittal et al., SIGCOMM 2018; NVIDIA ConnectX's selective
+    repeat, the UEC transport): every out-of-order arrival NACKed with a SACK, only the holes resent
+    (:mod:`traffic.transport.selective`). Default: ``selective_repeat`` for a policy whose packets
+    overtake each other (``spray``, which go-back-N cannot serve: refused), else ``go_back_n``.
+    ``bdp_cap_pkts`` (selective repeat only): IRN's BDP-FC, the most packets past the cumulative ACK
+    (besides ``window_pkts``): ``auto`` derives it from the fabric (:func:`testbed.spec.rto.bdp_cap`),
+    a count sets it, ``off`` leaves the window alone.
     """
 
     payload_bytes: Literal[256, 512, 1024, 2048, 4096] = 1024
@@ -78,6 +88,28 @@ class TransportSpec(_Spec):
     entropy_ports: Optional[Annotated[Count, Field(ge=2, le=1024)]] = None  # ports per QP: spray, flowlet
     flowlet_gap_us: Optional[Annotated[int, Field(ge=1, le=10_000_000)]] = None  # flowlet only
     dcqcn: Optional[DcqcnSpec] = None
+    loss_recovery: str = "go_back_n"
+    #: selective repeat's BDP cap (IRN's BDP-FC): ``auto`` (testbed.spec.rto.bdp_cap), a packet count, or ``off``
+    bdp_cap_pkts: Union[Literal["auto", "off"], Annotated[int, BeforeValidator(_no_bool), Field(ge=1, le=4096)]] = "auto"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_loss_recovery(cls, data):
+        """Unset ``loss_recovery``: ``selective_repeat`` under a policy whose packets overtake each other."""
+        if isinstance(data, dict) and data.get("loss_recovery") is None:
+            from traffic.transport.entropy import ENTROPY_POLICIES
+            entropy = data.get("entropy", "per_flow")
+            policy = ENTROPY_POLICIES.get(entropy) if isinstance(entropy, str) else None
+            data = {**data, "loss_recovery": "selective_repeat" if policy is not None and policy.reorders
+                    else "go_back_n"}
+        return data
+
+    @field_validator("loss_recovery")
+    @classmethod
+    def _known_recovery(cls, v: str) -> str:
+        if v not in LOSS_RECOVERIES:
+            raise ValueError(f"unknown loss recovery {v!r}; allowed: {', '.join(LOSS_RECOVERIES)}")
+        return v
 
     @field_validator("congestion_control", "entropy")
     @classmethod
@@ -101,6 +133,15 @@ class TransportSpec(_Spec):
         if self.ack_every_pkts > self.window_pkts:
             raise ValueError(f"transport.ack_every_pkts = {self.ack_every_pkts} exceeds transport.window_pkts = "
                              f"{self.window_pkts}: a full window would never be acknowledged")
+        from traffic.transport.entropy import ENTROPY_POLICIES
+        if self.loss_recovery == "go_back_n" and ENTROPY_POLICIES[self.entropy].reorders:
+            raise ValueError(f"transport.loss_recovery: go_back_n cannot serve transport.entropy: {self.entropy}: its "
+                             "packets overtake each other on different paths, and go-back-N would NAK and resend a "
+                             "window for every overtaken packet; use loss_recovery: selective_repeat (the default "
+                             f"with {self.entropy})")
+        if self.bdp_cap_pkts != "auto" and self.loss_recovery != "selective_repeat":
+            raise ValueError(f"transport.bdp_cap_pkts = {self.bdp_cap_pkts!r} applies only with transport.loss_recovery: "
+                             f"selective_repeat (here {self.loss_recovery}): go-back-N is limited by window_pkts alone")
         if self.dcqcn is not None and self.congestion_control != "dcqcn":
             raise ValueError(f"transport.dcqcn applies only with transport.congestion_control: dcqcn (here "
                              f"{self.congestion_control!r}): remove the block or choose dcqcn")

@@ -2,7 +2,7 @@
 
 Rooms: :mod:`~traffic.transport.params` (TransportParams, frame sizes), :mod:`~traffic.transport.qp`
 (requester QP), :mod:`~traffic.transport.responder` (responder QP),
-:mod:`~traffic.transport.selective` (selective repeat for spraying), :mod:`~traffic.transport.endpoint` (the host's receive socket),
+:mod:`~traffic.transport.selective` (IRN-style selective repeat, by ``transport.loss_recovery``), :mod:`~traffic.transport.endpoint` (the host's receive socket),
 :mod:`~traffic.transport.nic` (sockets as an RNIC sends), :mod:`~traffic.transport.cc`
 (congestion controls, by ``transport.congestion_control``), :mod:`~traffic.transport.entropy`
 (UDP source port policies, by ``transport.entropy``).

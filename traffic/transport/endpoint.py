@@ -2,7 +2,9 @@
 
 As in RoCEv2, the destination QP in the BTH, not the UDP port, selects the QP: ACK/NAK and CNP
 go to the requester QP named, everything else to the responder QP named; packets for no known
-QP are counted in ``rx_unknown_pkts``. With ``read_ecn`` (the run's congestion control reacts
+QP are counted in ``rx_unknown_pkts``. A NAK longer than plain RoCEv2's (24 bytes instead of 20) carries
+IRN's extension (selective repeat; :data:`traffic.wire.IRN_SACK_BYTES`): its SACKed PSN goes to the
+requester with the NAK. With ``read_ecn`` (the run's congestion control reacts
 to ECN) the endpoint reads each packet's IP TOS byte too (IP_RECVTOS) and tells the responder QP
 whether a data packet arrived CE-marked; otherwise it receives with plain ``recv_into``.
 """
@@ -56,6 +58,7 @@ class Endpoint:
         recv_into, recvmsg_into, bufs = self.sock.recv_into, self.sock.recvmsg_into, [buf]
         read_ecn, anc_bytes = self.read_ecn, socket.CMSG_SPACE(4)
         ack_op, cnp_op = wire.Opcode.RC_ACKNOWLEDGE, wire.Opcode.CNP
+        sack_at, nak_sack_bytes = wire.BTH_BYTES + wire.AETH_BYTES, wire.NAK_SACK_BYTES
         ce = False
         while not self._stop:
             try:
@@ -82,8 +85,12 @@ class Endpoint:
                 if qp is None:
                     self.rx_unknown_pkts += 1
                     continue
-                syndrome = buf[wire.BTH_BYTES]
-                qp.on_ack(psn24, nak=(syndrome & 0xE0) == 0x60)
+                if (buf[wire.BTH_BYTES] & 0xE0) != 0x60:
+                    qp.on_ack(psn24, False)
+                elif n >= nak_sack_bytes:  # IRN's NACK: cumulative ACK + the PSN that triggered it
+                    qp.on_ack(psn24, True, int.from_bytes(buf[sack_at + 1:sack_at + 4], "big"))
+                else:
+                    qp.on_ack(psn24, True)
             elif opcode == cnp_op:  # to the requester QP whose packets were CE-marked (Annex A17.9.3)
                 qp = self.requesters.get(dqp)
                 if qp is None:

@@ -39,10 +39,17 @@ class TransportParams:
     - ``entropy``: name in :data:`traffic.transport.entropy.ENTROPY_POLICIES`;
     - ``entropy_ports``: UDP source ports per QP of a policy that uses several (``spray``, ``flowlet``);
     - ``flowlet_gap_us``: with ``flowlet``, the idle gap after which a QP may change its port;
-    - ``loss_recovery``: ``go_back_n``, or ``selective_repeat`` for a policy whose packets
-      overtake each other (:mod:`traffic.transport.selective`);
+    - ``loss_recovery``: ``go_back_n`` (RoCEv2, IBA vol. 1 9.7.5.1.1) or ``selective_repeat``
+      (IRN-style, :mod:`traffic.transport.selective`; always for a policy whose packets overtake
+      each other);
     - ``reorder_window_us``: with selective repeat, how long a gap may last before the
-      responder reports it lost (longer than any path's extra queueing delay).
+      responder reports it lost (longer than any path's extra queueing delay); 0: a gap is a
+      loss at once (a policy that does not reorder);
+    - ``rto_low_us``, ``rto_low_pkts``: with selective repeat, IRN's RTO_low: the timeout when
+      ``rto_low_pkts`` or fewer packets are in flight (sent, neither acknowledged nor SACKed);
+      0: ``rto_us`` always (go-back-N);
+    - ``bdp_cap_pkts``: with selective repeat, IRN's BDP-FC: at most this many packets past the
+      cumulative ACK (and at most ``window_pkts``); 0: the window alone.
     - ``dcqcn``: DCQCN's settings in the run's dilated units (traffic.transport.cc.dcqcn_params),
       set when ``congestion_control`` is ``dcqcn`` (None there: the published values undilated).
     """
@@ -59,4 +66,7 @@ class TransportParams:
     flowlet_gap_us: int = 0
     loss_recovery: str = "go_back_n"
     reorder_window_us: int = 0
+    rto_low_us: int = 0
+    rto_low_pkts: int = 0
+    bdp_cap_pkts: int = 0
     dcqcn: Optional[DcqcnSettings] = None

@@ -12,7 +12,8 @@ The host's :class:`~traffic.transport.endpoint.Endpoint` receives for every QP a
   go-back-N (IBA vol. 1, 9.7.5.1.1 "PSN sequence error NAK" and 9.7.6.1.3
   "retry on transport timer"): on a NAK the requester resends from the NAK's
   PSN, on a timeout (``rto_us`` without ACK progress since the last
-  transmission) from the oldest unacknowledged PSN. Each requester QP sends from the UDP source
+  transmission) from the oldest unacknowledged PSN (``transport.loss_recovery: go_back_n``; selective
+  repeat: :mod:`traffic.transport.selective`). Each requester QP sends from the UDP source
   port(s) its entropy policy gives (:mod:`traffic.transport.entropy`), at the pace its congestion
   control allows (:mod:`traffic.transport.cc`). Data packets carry DSCP 26 with ECT(0).
 - :class:`ResponderQP` (receive side): accepts only the expected PSN, sends one
@@ -88,9 +89,10 @@ class QPCounters:
     tx_pkts: int = 0
     tx_wire_bytes: int = 0
     retx_pkts: int = 0
+    retx_bytes: int = 0   # payload bytes retransmitted
     naks_rx: int = 0
     acks_rx: int = 0
-    timeouts: int = 0
+    timeouts: int = 0     # retransmission timer expiries (with selective repeat, RTO_low's included)
     tx_busy_ns: int = 0   # time with a packet ready to send and the window open
     tx_work_ns: int = 0   # time with posted data not yet acknowledged (an RNIC with work to do)
     tx_paced_ns: int = 0  # time a ready packet was held back by the congestion control's pacing
@@ -163,6 +165,9 @@ class RequesterQP:
         self.tail_psn = first_psn  # one past the last posted PSN
         self.high_psn = first_psn  # one past the highest PSN ever sent
         self.done_msgs = 0    # messages fully acknowledged
+        self._low_fired = False  # RTO_low expired since the last ACK progress (selective repeat)
+        self._rtt_sent: dict[int, int] = {}  # selective repeat: PSN -> send ns of first transmissions asking for an ACK
+        self._rto_low_s = params.rto_low_us / 1e6  # selective repeat adapts it to the measured RTT
         self._work_since_ns = 0
         self._last_progress = time.monotonic()
         self._stop = False
@@ -224,7 +229,9 @@ class RequesterQP:
             self.cc.on_cnp(now_ns)
             self.cond.notify_all()
 
-    def on_ack(self, psn24: int, nak: bool) -> None:
+    def on_ack(self, psn24: int, nak: bool, sack24: int = -1) -> None:
+        """An ACK of ``psn24`` (and everything before it) or a NAK whose PSN is the responder's
+        expected one. ``sack24``: the PSN of IRN's NACK extension (selective repeat only), else -1."""
         with self.cond:
             psn = self._unwrap(psn24)
             # an ACK acknowledges psn and all before; a NAK's PSN is the responder's
@@ -252,6 +259,11 @@ class RequesterQP:
         if self.una <= psn < self.next_psn:
             self.next_psn = psn
 
+    @staticmethod
+    def ack_interval(params: TransportParams) -> int:
+        """AckReq on every this-many-th packet (counted from the initial PSN): ``ack_every_pkts``."""
+        return params.ack_every_pkts
+
     def _recover_timeout(self) -> None:
         """No ACK progress for ``rto_us``: resend from the oldest unacknowledged PSN. Under ``cond``."""
         self.next_psn = self.una
@@ -265,6 +277,10 @@ class RequesterQP:
         psn = self.next_psn
         self.next_psn += 1
         return psn
+
+    def _in_flight(self) -> int:
+        """Packets sent and not yet acknowledged. Under ``cond``."""
+        return self.high_psn - self.una
 
     def _unwrap(self, psn24: int) -> int:
         """The unbounded PSN nearest to ``una`` whose low 24 bits are ``psn24``."""
@@ -296,8 +312,11 @@ class RequesterQP:
     def _run(self) -> None:
         p = self.params
         rto_s = p.rto_us / 1e6
+        # IRN's RTO_low (selective repeat): with few packets in flight, a shorter timeout, once per ACK progress
+        use_low, low_pkts = p.rto_low_us > 0, p.rto_low_pkts
         busy_since = None
         c, cc, ent, pause = self.counters, self.cc, self.entropy, self.pause
+        ack_every = self.ack_interval(p)
         port_choice = len(self.builders) > 1
         while True:
             with self.cond:
@@ -306,8 +325,11 @@ class RequesterQP:
                         return
                     now = time.monotonic()
                     outstanding = self.una < self.high_psn
-                    if outstanding and now - self._last_progress > rto_s:
+                    low = use_low and not self._low_fired and self._in_flight() <= low_pkts
+                    rto = self._rto_low_s if low else rto_s
+                    if outstanding and now - self._last_progress > rto:
                         c.timeouts += 1
+                        self._low_fired = low
                         self._recover_timeout()
                         self._last_progress = now
                         cc.on_timeout(time.monotonic_ns())
@@ -330,7 +352,7 @@ class RequesterQP:
                     if busy_since is not None:
                         c.tx_busy_ns += time.monotonic_ns() - busy_since
                         busy_since = None
-                    self.cond.wait(rto_s if outstanding else 1.0)
+                    self.cond.wait(rto if outstanding else 1.0)
                 if busy_since is None:
                     busy_since = time.monotonic_ns()
                 psn = self._take_psn()
@@ -344,6 +366,8 @@ class RequesterQP:
             idx = psn - m.first_psn
             last = idx == m.npkts - 1
             plen = m.size_bytes - idx * p.payload_bytes if last else p.payload_bytes
+            if retx:
+                c.retx_bytes += plen
             if m.npkts == 1:
                 opcode = wire.Opcode.RC_SEND_ONLY
             elif idx == 0:
@@ -352,8 +376,10 @@ class RequesterQP:
                 opcode = wire.Opcode.RC_SEND_LAST
             else:
                 opcode = wire.Opcode.RC_SEND_MIDDLE
-            ack_req = (last or (psn - self.first_psn) % p.ack_every_pkts == p.ack_every_pkts - 1
+            ack_req = (last or (psn - self.first_psn) % ack_every == ack_every - 1
                        or (retx and self.ACK_EVERY_RETRANSMISSION))
+            if ack_req and use_low and not retx:  # an RTT sample when its ACK comes (never a resend: Karn)
+                self._rtt_sent[psn] = now_ns
             # payload tag = (message sequence, packet index): what the responder checks
             if port_choice:  # the entropy policy picks this packet's source port; whole IP packet, raw socket
                 builder = self.builders[ent.port_index(now_ns)]

@@ -153,8 +153,12 @@ class ResponderQP:
             if self.on_error is not None:
                 self.on_error(self.error)
 
-    def _send_ack(self, psn24: int, nak: bool) -> None:
-        pkt = self.ack_builder.build(self.requester_qpn, psn24, nak, self.msg_seq & wire.MSN_MAX)
+    def _send_ack(self, psn24: int, nak: bool, sack24: int = -1) -> None:
+        """ACK ``psn24`` or NAK it (expected PSN); ``sack24`` >= 0 adds IRN's NACK extension (selective repeat)."""
+        if sack24 < 0:
+            pkt = self.ack_builder.build(self.requester_qpn, psn24, nak, self.msg_seq & wire.MSN_MAX)
+        else:
+            pkt = self.ack_builder.build_nak_sack(self.requester_qpn, psn24, self.msg_seq & wire.MSN_MAX, sack24)
         try:
             if not send_lossless(self.sock, pkt, self.peer, self.counters):
                 return

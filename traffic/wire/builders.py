@@ -172,7 +172,8 @@ class DataPacketBuilder(_Builder):
 class AckPacketBuilder(_Builder):
     """Builds RC ACKNOWLEDGE packets (BTH + AETH, IBA 9.7.5) of one flow.
 
-    :meth:`build` returns the 20-byte UDP payload view (BTH, AETH, ICRC);
+    :meth:`build` returns the 20-byte UDP payload view (BTH, AETH, ICRC); :meth:`build_nak_sack`
+    the 24 bytes of a selective-repeat NAK with IRN's extension (:data:`IRN_SACK_BYTES`);
     constructor arguments as for :class:`DataPacketBuilder`.
     """
 
@@ -180,7 +181,7 @@ class AckPacketBuilder(_Builder):
                  dport: int = ROCEV2_UDP_PORT, tos: int = TOS_DATA,
                  ttl: int = TTL_DEFAULT, ip_id: int = 0, df: bool = True,
                  pkey: int = PKEY_DEFAULT):
-        super().__init__(src_ip, dst_ip, sport, AETH_BYTES, dport, tos, ttl, ip_id, df, pkey)
+        super().__init__(src_ip, dst_ip, sport, AETH_BYTES + IRN_SACK_BYTES, dport, tos, ttl, ip_id, df, pkey)
 
     def build(self, dest_qp: int, psn: int, nak: bool = False, msn: int = 0,
               syndrome: Optional[int] = None) -> memoryview:
@@ -203,6 +204,24 @@ class AckPacketBuilder(_Builder):
         _U32.pack_into(buf, bth + 8, psn)
         _U32.pack_into(buf, p, (syndrome << 24) | msn)
         return self._finish(bth, 0, p + AETH_BYTES)
+
+    def build_nak_sack(self, dest_qp: int, psn: int, msn: int, sack_psn: int) -> memoryview:
+        """Selective repeat's NAK (PSN sequence error) for expected PSN ``psn`` with IRN's extension: the
+        PSN ``sack_psn`` whose out-of-order arrival triggered it (:data:`IRN_SACK_BYTES` after the AETH).
+        All values 0..2**24-1; ValueError naming a bad one."""
+        if not (0 <= psn <= PSN_MAX and 0 <= dest_qp <= QPN_MAX and 0 <= msn <= MSN_MAX
+                and 0 <= sack_psn <= PSN_MAX):
+            _check_range("psn", psn, 0, PSN_MAX)
+            _check_range("dest_qp", dest_qp, 0, QPN_MAX)
+            _check_range("msn", msn, 0, MSN_MAX)
+            _check_range("sack_psn", sack_psn, 0, PSN_MAX)
+        buf, p = self.buf, self._pay
+        bth = p - BTH_BYTES
+        _BTH_HEAD.pack_into(buf, bth, Opcode.RC_ACKNOWLEDGE, 0, self.pkey, 0xFF000000 | dest_qp)
+        _U32.pack_into(buf, bth + 8, psn)
+        _U32.pack_into(buf, p, (SYNDROME_NAK_PSN_SEQUENCE_ERROR << 24) | msn)
+        _U32.pack_into(buf, p + AETH_BYTES, sack_psn)
+        return self._finish(bth, 0, p + AETH_BYTES + IRN_SACK_BYTES)
 
 
 class CnpPacketBuilder(_Builder):

@@ -36,6 +36,13 @@ RETH_BYTES = 16                 #: RDMA Extended Transport Header, IBA 9.3.3
 AETH_BYTES = 4                  #: ACK Extended Transport Header, IBA 9.3.5
 ICRC_BYTES = 4                  #: invariant CRC, IBA 7.8.1 / Annex A17.4.1
 CNP_RESERVED_BYTES = 16         #: CNP body after the BTH (Annex A17.9.3)
+#: IRN's NACK extension (ours, selective repeat only; Mittal et al., SIGCOMM 2018, section 3.1):
+#: one 32-bit word after the AETH of a PSN-sequence-error NAK, resv8 | the PSN whose out-of-order
+#: arrival triggered the NAK (a simplified SACK). Go-back-N NAKs never carry it (plain RoCEv2).
+IRN_SACK_BYTES = 4
+#: UDP payload of an ACK/NAK without (BTH + AETH + ICRC) and with the IRN extension
+ACK_BYTES = BTH_BYTES + AETH_BYTES + ICRC_BYTES
+NAK_SACK_BYTES = ACK_BYTES + IRN_SACK_BYTES
 
 #: Pseudo-LRH that starts the ICRC input for RoCEv2 (Annex A17.4.1).
 ICRC_LRH_STANDIN = b"\xff" * 8
@@ -271,6 +278,22 @@ def unpack_aeth(buf: Buffer, offset: int = 0) -> AETH:
                          f"an AETH needs {AETH_BYTES}")
     (word,) = _AETH.unpack_from(buf, offset)
     return AETH(word >> 24, word & MSN_MAX)
+
+
+# --- IRN NACK extension (selective repeat) ------------------------------------
+
+def pack_irn_sack_into(buf: Union[bytearray, memoryview], offset: int, sack_psn: int) -> None:
+    """Write IRN's NACK extension (:data:`IRN_SACK_BYTES`: 8 reserved zero bits, 24-bit SACKed PSN)."""
+    _check_range("sack_psn", sack_psn, 0, PSN_MAX)
+    _AETH.pack_into(buf, offset, sack_psn)
+
+
+def unpack_irn_sack(buf: Buffer, offset: int = 0) -> int:
+    """The SACKed PSN of IRN's NACK extension at ``buf[offset:]``; ValueError if too short."""
+    if len(buf) - offset < IRN_SACK_BYTES:
+        raise ValueError(f"buffer has {len(buf) - offset} bytes at offset {offset}: "
+                         f"IRN's NACK extension needs {IRN_SACK_BYTES}")
+    return _AETH.unpack_from(buf, offset)[0] & PSN_MAX
 
 
 # --- RETH --------------------------------------------------------------------
