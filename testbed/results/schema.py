@@ -1,7 +1,7 @@
 """The tables of a run directory: every table's columns, types and units, in one place.
 
 This is the single source of truth for the columns of the CSV/Parquet tables a
-run writes: :func:`testbed.results.load.load` checks every table it reads
+run writes: :class:`testbed.results.rundir.RunDir` checks every table it reads
 against it, ``docs/tables.md`` is generated from it (``python -m
 testbed.results.schema > docs/tables.md``; a unit test keeps the two equal)
 and an integration test checks the tables of real runs against it.
