@@ -335,7 +335,7 @@ def markdown() -> str:
     lines = ["# Tables of a run directory", "",
              "Generated from `testbed/results/schema.py` (`python -m testbed.results.schema > docs/tables.md`); "
              "do not edit by hand. Every table is written as `NAME.csv` and `NAME.parquet`; "
-             "`testbed.results.load(run_dir)` reads them (Parquet first) and checks the columns below. "
+             "`testbed.results.rundir.RunDir` reads them (Parquet first) and checks the columns below. "
              "Every `*_ns` time is Unix-epoch nanoseconds. `<N>` stands for 0, 1, ... (one column each).", ""]
     for t in TABLES.values():
         lines += [f"## {t.name}", "", f"{t.description}. Written by: {t.written}.", "",
