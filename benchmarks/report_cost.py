@@ -22,7 +22,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     from testbed.report.build import PLOTS
-    from testbed.report.data import RunData
+    from testbed.results.rundir import RunDir
 
     for d in args.run_dirs:
         cold = []
@@ -30,7 +30,7 @@ def main() -> None:
             t0 = time.perf_counter()
             subprocess.run([sys.executable, "-m", "testbed.cli", "report", str(d)], check=True, capture_output=True)
             cold.append(time.perf_counter() - t0)
-        run = RunData(d)
+        run = RunDir.open(d)
         ports = run.table("ports")
         per_plot = []
         for make in PLOTS:

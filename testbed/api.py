@@ -135,8 +135,9 @@ class Scenario:
 @dataclass
 class RunResult:
     """One run: ``scenario``, ``exit_code`` (testbed.exitcodes; ``testbed run``'s), ``run_dir`` (None when
-    no directory was made). ``summary`` (summary.json), ``tables`` (testbed.results.load) and every table
-    by name (``r.sizes``, ``r.qps``, ...: pandas DataFrames, docs/tables.md)."""
+    no directory was made). ``summary`` (summary.json), ``tables`` (the run directory,
+    testbed.results.rundir.RunDir) and every table by name (``r.sizes``, ``r.qps``, ...: pandas DataFrames,
+    docs/tables.md; a table the run did not record raises TableError)."""
 
     scenario: Scenario
     exit_code: int
@@ -159,11 +160,11 @@ class RunResult:
 
     @property
     def tables(self):
-        from testbed.results.loader import TableError, load
+        from testbed.results.rundir import RunDir, TableError
 
         if self.run_dir is None:
             raise TableError(f"the run of {self.scenario.name!r} made no run directory ({self.verdict})")
-        return load(self.run_dir)
+        return RunDir.open(self.run_dir)
 
     @property
     def summary(self) -> dict:

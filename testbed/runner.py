@@ -71,10 +71,10 @@ from testbed.plan import PlannedOp, plan_peers, plan_workload
 from testbed.replay_run import run_replay
 from testbed.simai_plan import replay_plan
 from testbed.host.runlock import RunLock
-from testbed.results import manifest, summary as results_summary, tables
+from testbed.results import manifest, summary as results_summary
 from testbed.results import printing
 from testbed.results.printing import Progress, print_notes
-from testbed.results.rundir import check_results_root
+from testbed.results.rundir import RunDir, check_results_root
 from testbed.run_context import Recording, RunContext
 from testbed.spec.rto import run_rto_us
 from testbed.spec.scenario import ScenarioError, ScenarioSpec, load_scenario
@@ -142,7 +142,7 @@ def _run_peers(ctx: RunContext) -> dict[int, list[int]]:
 def _open_run_dir(ctx: RunContext, caps, progress: Progress) -> None:
     """Make the run directory, marked INCOMPLETE until summary.json of a complete run is in; write the manifest."""
     ctx.run_dir.mkdir(parents=True)
-    tables.mark_incomplete(ctx.run_dir, "running (still here after the run ended: it was killed before it "
+    RunDir(ctx.run_dir).mark_incomplete("running (still here after the run ended: it was killed before it "
                                         "could write its results)")
     manifest.write(ctx, caps)
     progress.run_start(ctx)

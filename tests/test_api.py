@@ -10,6 +10,7 @@ import pytest
 import testbed
 from testbed import RunResult, Scenario, run, shipped, sweep
 from testbed.results import TableError, tables
+from testbed.results.rundir import RunDir
 from testbed.spec.scenario import ScenarioError, load_scenario
 
 REPO = Path(__file__).resolve().parents[1]
@@ -94,7 +95,7 @@ def test_run_result_reads_its_run_directory(tmp_path):
     (d / "summary.json").write_text(json.dumps({"faithful": False, "complete": True}))
     rows = [{"op_id": 0, "rank": r, "group_index": 0, "group_size": 2, "t_start_ns": 0, "t_end_ns": 10**9,
              "sent_bytes": 1, "rx_msgs": 1, "t_rx_done_ns": 1} for r in range(2)]
-    tables.write_tables(d, 2, 1e7, rows, {0: {"size_bytes": 1 << 20, "iteration": 0, "warmup": False}}, [], None, None)
+    tables.write_tables(RunDir(d), 2, 1e7, rows, {0: {"size_bytes": 1 << 20, "iteration": 0, "warmup": False}}, [], None, None)
     r = RunResult(Scenario.from_yaml("quickstart"), 3, d)
     assert r.verdict == "NOT faithful" and not r.ok and r.faithful is False
     assert r.sizes.busbw_bps.iloc[0] == pytest.approx((1 << 20) * 8)

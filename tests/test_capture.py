@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from testbed.results.rundir import RunDir
 from testbed.spec.pcap import PcapSpec, resolve_ports
 from testbed.spec.scenario import ScenarioError, parse_scenario
 from topology import build
@@ -74,7 +75,7 @@ def test_packets_are_counted_and_listed_in_the_manifest(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps({"run_id": "tb12ab"}))
     block = {"files": [{"file": "pcap/a.pcap", "packets": 7, "capped": True}]}
     add_to_manifest(tmp_path, block)
-    assert json.loads((tmp_path / "manifest.json").read_text()) == {"run_id": "tb12ab", "pcap": block}
+    assert RunDir(tmp_path).manifest == {"run_id": "tb12ab", "pcap": block}
     assert format_report(block) == "pcap: 1 files, 7 packets (pcap/a.pcap 7 (capped))"
 
 

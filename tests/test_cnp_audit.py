@@ -8,8 +8,8 @@ import pytest
 from testbed.measure.cnp_audit import CNP_INTERVAL_TOLERANCE_NS, audit_cnps, judge_cnp_interval
 from testbed.measure.verdict import FidelityVerdict
 from testbed.patterns.driver import TrialStats
-from testbed.results import load, tables
-from testbed.results.parquet import write_parquet
+from testbed.results import tables
+from testbed.results.rundir import RunDir
 from traffic.protocol import QpCnpLog, QpRateLog, Stats
 from traffic.transport import TransportParams
 from traffic.transport.cc import DcqcnSettings
@@ -96,7 +96,7 @@ def _run_dir(path, cnp_interval_us=5000.0, stats=()):
     path.mkdir(exist_ok=True)
     (path / "manifest.json").write_text(json.dumps(
         {"congestion_control": {"name": "dcqcn", "parameters": {"cnp_interval_us": {"value": cnp_interval_us}}}}))
-    tables.write_tables(path, 2, 9.5e6, [], {}, list(stats), None, None)
+    tables.write_tables(RunDir(path), 2, 9.5e6, [], {}, list(stats), None, None)
     return path
 
 
@@ -120,8 +120,8 @@ DCQCN = TransportParams(congestion_control="dcqcn", dcqcn=DcqcnSettings(cnp_inte
 def test_the_agents_logs_become_cnp_events_and_qp_rates_tables_in_csv_and_parquet(tmp_path):
     stats = [_stats(0, 1, rp_ms=[2.2, 7.4]), _stats(1, 0, np_ms=[0, 5])]
     d = _run_dir(tmp_path, stats=stats)
-    assert write_parquet(d).count("cnp_events") == 1
-    run = load(d)
+    assert RunDir(d).write_parquet().count("cnp_events") == 1
+    run = RunDir.open(d)
     ev = run.cnp_events
     assert list(ev.columns) == ["rank", "peer", "qpn", "channel", "role", "time_ns"]
     assert ev["role"].tolist() == ["rp", "rp", "np", "np"] and ev["time_ns"].iloc[-1] == T0 + 5 * MS

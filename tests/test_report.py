@@ -11,19 +11,30 @@ import pandas as pd
 import pytest
 
 from testbed.cli import main
-from testbed.report import NotARunDir, write_report
+from testbed.report import write_report
 from testbed.report.congestion import paused_time_s
-from testbed.report.data import RunData
 from testbed.report.figure import NOT_RECORDED
 from testbed.report.portgrid import port_grid
+from testbed.results.rundir import NotARunDir, RunDir
+from testbed.results.schema import TABLES
 
 T0 = 1_796_000_000_000_000_000  # Unix ns
 MS = 1_000_000
 RID = "tb1234"
 
 
+#: a documented column this test leaves out: its value in every row
+_FILL = {"int": 0, "float": 0.0, "str": "", "bool": False}
+
+
 def _write(d, name, rows):
-    pd.DataFrame(rows).to_csv(d / name, index=False)
+    """Table ``name`` (``NAME.csv``) of ``rows``; the documented columns they leave out filled with 0 / ""."""
+    table = name.removesuffix(".csv")
+    df = pd.DataFrame(rows)
+    for c in TABLES[table].required():
+        if c not in df:
+            df[c] = _FILL[TABLES[table].column(c).dtype]
+    RunDir(d).write_table(table, df)
 
 
 def _run_dir(tmp_path, name="run"):
@@ -81,9 +92,8 @@ def _congestion_tables(d):
          "upstream": f"{RID}l1", "upstream_port": f"{RID}l1-eth3"},
         {"time_ns": T0 + 600 * MS, "port": f"{RID}s1-eth1", "class": 3, "event": "pause",
          "upstream": f"{RID}l1", "upstream_port": f"{RID}l1-eth3"}])
-    (d / "summary.json").write_text(json.dumps({**json.loads((d / "summary.json").read_text()),
-                                                "congestion": {"ce_marked_pkts": 12, "ect_pkts": 300,
-                                                               "kmin_bytes": 5000, "kmax_bytes": 20000}}))
+    RunDir(d).write_summary({**RunDir(d).summary, "congestion": {"ce_marked_pkts": 12, "ect_pkts": 300,
+                                                                 "kmin_bytes": 5000, "kmax_bytes": 20000}})
 
 
 def _sections(html):
@@ -147,13 +157,13 @@ def test_pause_intervals_never_resumed_last_to_the_end(tmp_path):
     from testbed.report.congestion import _intervals
     d = _run_dir(tmp_path)
     _congestion_tables(d)
-    spans = _intervals(RunData(d), 0.8)
+    spans = _intervals(RunDir.open(d), 0.8)
     assert list(spans) == ["l1-eth3 > s1"]
     assert np.allclose(spans["l1-eth3 > s1"], [(0.1, 0.2), (0.6, 0.2)])
 
 
 def test_port_grid_utilization_and_queue_values(tmp_path):
-    run = RunData(_run_dir(tmp_path))
+    run = RunDir.open(_run_dir(tmp_path))
     util = port_grid(run, "tx_bytes", "rate")
     assert util.labels == ["l1-eth1 > h1", "l1-eth2", "l1-eth3 > s1", "s1-eth1 > l1"]
     bps = util.values[:, 1:] * 8

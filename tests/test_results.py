@@ -1,5 +1,4 @@
 """Results tables: busbw factors, percentiles (C09), the two ways to time a collective, the run directory."""
-import json
 import math
 from fractions import Fraction
 
@@ -8,6 +7,7 @@ import pandas as pd
 import pytest
 
 from testbed.results import tables as results
+from testbed.results.rundir import RunDir
 from traffic import collectives
 
 
@@ -72,11 +72,12 @@ def test_p99_needs_100_and_p999_1000_samples(n, p99, p999):
 def test_blank_percentiles_alike_in_csv_json_and_printed_table(tmp_path):
     sizes = pd.concat([results.size_table(_ops(C09, size=65536), 8, 10e6),
                        results.size_table(_ops(np.arange(1, 101, dtype=float), size=1 << 20), 8, 10e6)])
-    results.write_csv(sizes, tmp_path / "sizes.csv")
-    csv = pd.read_csv(tmp_path / "sizes.csv")
+    run = RunDir(tmp_path)
+    run.write_table("sizes", sizes)
+    csv = RunDir(tmp_path).sizes
     assert csv["p99_us"].isna().tolist() == [True, False] and csv["p999_us"].isna().all()
-    results.write_json(tmp_path / "summary.json", {"sizes": results.size_rows_json(sizes)})
-    js = json.loads((tmp_path / "summary.json").read_text())["sizes"]
+    run.write_summary({"sizes": results.size_rows_json(sizes)})
+    js = RunDir(tmp_path).summary["sizes"]
     assert [(r["count"], r["p50_us"], r["p99_us"], r["p999_us"]) for r in js] == [(5, 102.0, None, None),
                                                                                   (100, 50.0, 99.0, None)]
     lines = results.format_size_table(sizes).splitlines()
@@ -109,8 +110,8 @@ def test_empty_tables_keep_their_columns():
 
 
 def test_incomplete_marker(tmp_path):
-    results.mark_incomplete(tmp_path, "interrupted by SIGINT")
+    RunDir(tmp_path).mark_incomplete("interrupted by SIGINT")
     assert (tmp_path / "INCOMPLETE").read_text() == "interrupted by SIGINT\n"
-    results.mark_complete(tmp_path)
+    RunDir(tmp_path).mark_complete()
     assert not (tmp_path / "INCOMPLETE").exists()
-    results.mark_complete(tmp_path)  # twice is fine
+    RunDir(tmp_path).mark_complete()  # twice is fine

@@ -16,6 +16,7 @@ from testbed.measure.judge import judge_controller
 from testbed.measure.verdict import FAILED, PASSED, FidelityVerdict
 from testbed.results import summary as results_summary
 from testbed.results.summary import Written
+from testbed.results.rundir import RunDir
 
 T_MEASURED_NS = 1_800_000_000 * 10**9
 
@@ -92,7 +93,7 @@ def test_finish_updates_summary_json_with_the_final_controller_report(tmp_path, 
     rec = SimpleNamespace(results=w, fab=SimpleNamespace(controller_report=final), controller=before["controller"],
                           t_measured_ns=T_MEASURED_NS)
     out = results_summary.finish(SimpleNamespace(run_dir=tmp_path), rec, note=None)
-    on_disk = json.loads((tmp_path / "summary.json").read_text())
+    on_disk = RunDir(tmp_path).summary
     assert on_disk == out == printed[0]
     assert on_disk["teardown"] == "done" and on_disk["controller"]["openflow_errors"] == final_errors
     assert on_disk["faithful"] is faithful and on_disk["complete"] is True and on_disk["sizes"] == before["sizes"]

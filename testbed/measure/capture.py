@@ -20,7 +20,6 @@ share, so a file may pass its share by what the port carries in that time (at mo
 from __future__ import annotations
 
 import ctypes
-import json
 import logging
 import re
 import signal
@@ -31,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from testbed.lifecycle import StartStop, raise_if_interrupted
-from testbed.results.tables import write_json
+from testbed.results.rundir import RunDir
 from testbed.spec.pcap import CapturePort, PcapSpec, resolve_ports
 
 log = logging.getLogger(__name__)
@@ -204,10 +203,8 @@ def count_packets(path: Path) -> int:
 
 def add_to_manifest(run_dir: Path, block: dict) -> None:
     """Add ``block`` as manifest.json's ``pcap`` key (the manifest is written before the fabric is built)."""
-    path = run_dir / "manifest.json"
-    manifest = json.loads(path.read_text()) if path.exists() else {}
-    manifest["pcap"] = block
-    write_json(path, manifest)
+    run = RunDir(run_dir)
+    run.write_manifest({**run.manifest, "pcap": block})
 
 
 def format_report(block: dict) -> str:

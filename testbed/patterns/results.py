@@ -39,7 +39,8 @@ import pandas as pd
 
 from testbed.patterns.ideal import ideal_rates, resources, max_min_rates
 from testbed.patterns.plan import short
-from testbed.results.tables import percentile_us, write_csv
+from testbed.results.rundir import RunDir
+from testbed.results.tables import percentile_us
 
 FCT_COLUMNS = ["trial", "flow", "src", "dst", "size_bytes", "start_ns", "end_ns", "fct_us", "ideal_fct_us",
                "slowdown", "lost_pkts"]
@@ -212,10 +213,11 @@ def write_pattern_results(ctx, run, qps: pd.DataFrame, ports: pd.DataFrame, faul
     names = [short(layout, h.name) for h in layout.hosts]
     run.ideal_rates = ideal_rates(run.flows, layout)
     fct = fct_table(run, names, lost_pkts(qps))
-    write_csv(fct, ctx.run_dir / "fct.csv")
-    write_csv(rate_table(run, names), ctx.run_dir / "flow_rates.csv")
+    out = RunDir(ctx.run_dir)
+    out.write_table("fct", fct)
+    out.write_table("flow_rates", rate_table(run, names))
     uplinks, jains, idle = uplink_figures(run, ports)
-    write_csv(uplinks, ctx.run_dir / "uplinks.csv")
+    out.write_table("uplinks", uplinks)
     ratios = [r for r in (throughput_ratio(run, tr, ctx.efficiency) for tr in run.trials) if r is not None]
     fair = [j for j in (overlap_jain(run, tr) for tr in run.trials) if j is not None and not math.isnan(j)]
     completion = []

@@ -19,6 +19,7 @@ import json
 from pathlib import Path
 
 from testbed.results.figures import figures
+from testbed.results.rundir import RunDir
 
 #: the machine facts that make a class (kernel is recorded, not compared)
 CLASS_KEYS = ("cores", "cpu_model", "datapath")
@@ -28,7 +29,7 @@ def machine(run_dir: Path) -> dict:
     """This machine's class as the run in ``run_dir`` used it (datapath from its manifest.json)."""
     from testbed.measure.capacity import machine_facts
 
-    manifest = json.loads((Path(run_dir) / "manifest.json").read_text())
+    manifest = RunDir(run_dir).manifest
     datapath = (manifest.get("backends") or {}).get("datapath", "unknown")
     return machine_facts(datapath)
 
@@ -42,7 +43,7 @@ def machine_mismatch(baseline: dict, now: dict) -> str | None:
 
 def make(name: str, scenario: str, overrides: dict, summary: dict, run_dir: Path) -> dict:
     """The baseline of a run: its figures, where it came from and the machine class."""
-    manifest = json.loads((Path(run_dir) / "manifest.json").read_text())
+    manifest = RunDir(run_dir).manifest
     return {"name": name, "scenario": scenario, "overrides": overrides,
             "made_utc": manifest.get("started_utc"), "run_id": summary.get("run_id"),
             "git_commit": (manifest.get("versions") or {}).get("git_commit"),

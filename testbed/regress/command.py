@@ -22,7 +22,6 @@ scenario, baseline, option); 128+N interrupted by signal N.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import signal
 import subprocess
@@ -38,6 +37,7 @@ from testbed.regress.junit import Case, write as write_junit
 from testbed.regress.suite import Entry, Suite, SuiteError, load_suite, parse_set, scenario_data, write_scenario
 from testbed.results.compare import compare_figures, format_comparison
 from testbed.results.figures import figures, matches, select
+from testbed.results.rundir import MANIFEST_FILE, SUMMARY_FILE, RunDir
 
 
 def add_parser(sub, parents) -> None:
@@ -122,7 +122,7 @@ def run_entry(scenario: Path, out_dir: Path, lock: str | None) -> tuple[int, Pat
         took_s = time.monotonic() - t0
     if rc < 0:  # killed by a signal before it could map it
         rc = EXIT_INTERRUPTED_BASE - rc
-    runs = sorted(p for p in out_dir.iterdir() if (p / "manifest.json").is_file())
+    runs = sorted(p for p in out_dir.iterdir() if (p / MANIFEST_FILE).is_file())
     return rc, (runs[-1] if runs else None), took_s
 
 
@@ -159,13 +159,13 @@ def _entry_case(suite: Suite, e: Entry, data: dict, base: dict | None, session: 
     out.mkdir(parents=True, exist_ok=True)
     scenario = write_scenario(data, out / "scenario.yaml")
     rc, run_dir, took_s = run_entry(scenario, out, args.lock)
-    summary_file = run_dir / "summary.json" if run_dir else None
+    summary_file = run_dir / SUMMARY_FILE if run_dir else None
     if rc >= EXIT_INTERRUPTED_BASE:
         return Case(e.name, took_s, error=f"interrupted (exit {rc})"), rc
     if summary_file is None or not summary_file.is_file() or rc not in (0, EXIT_NOT_FAITHFUL, EXIT_NOT_JUDGED):
         return Case(e.name, took_s, error=f"run failed (exit {rc}); {out / 'run.log'}:\n"
                     f"{_tail(out / 'run.log')}"), rc
-    summary = json.loads(summary_file.read_text())
+    summary = RunDir(run_dir).summary
     if args.update_baseline:
         case = Case(e.name, took_s)
         if rc in (EXIT_NOT_FAITHFUL, EXIT_NOT_JUDGED):

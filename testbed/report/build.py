@@ -8,16 +8,16 @@ from typing import Callable
 
 from testbed.report import REPORT_FILE
 from testbed.report.congestion import congestion_plot
-from testbed.report.data import RunData
 from testbed.report.figure import Plot
 from testbed.report.links import utilization_plot
 from testbed.report.page import page_html
 from testbed.report.perf import busbw_plot, latency_cdf_plot
 from testbed.report.queues import busiest_ports_plot, queue_heatmap_plot
 from testbed.report.rates import qp_rate_plot
+from testbed.results.rundir import RunDir
 
 #: the report's plots, in page order
-PLOTS: tuple[Callable[[RunData], Plot], ...] = (
+PLOTS: tuple[Callable[[RunDir], Plot], ...] = (
     busbw_plot, latency_cdf_plot, queue_heatmap_plot, busiest_ports_plot, utilization_plot, congestion_plot,
     qp_rate_plot,
 )
@@ -30,16 +30,16 @@ def write_report(run_dir: Path) -> tuple[Path, float]:
     replaced by a line naming the error (the rest of the report is still written).
     """
     t0 = time.perf_counter()
-    run = RunData(Path(run_dir))
+    run = RunDir.open(run_dir)
     plots = [_make(f, run) for f in PLOTS]
-    out = run.run_dir / REPORT_FILE
+    out = run.path / REPORT_FILE
     tmp = out.with_name(f".{out.name}.tmp")
     tmp.write_text(page_html(run, plots, time.perf_counter() - t0), encoding="utf-8")
     os.replace(tmp, out)
     return out, time.perf_counter() - t0
 
 
-def _make(make: Callable[[RunData], Plot], run: RunData) -> Plot:
+def _make(make: Callable[[RunDir], Plot], run: RunDir) -> Plot:
     try:
         return make(run)
     except Exception as e:  # noqa: BLE001  one odd table must not cost the whole report

@@ -36,13 +36,14 @@ def after_run(run_dir) -> str:
 
 def run(args) -> int:
     """Entry of ``testbed report``; returns the exit code."""
-    from testbed.report import NotARunDir, write_report
+    from testbed.report import write_report
+    from testbed.results.rundir import NotARunDir
 
     t0 = time.perf_counter()
     try:
         path, _ = write_report(args.run_dir)
     except NotARunDir as e:
-        print(f"testbed: error: {e}", file=sys.stderr)
+        print(f"testbed: error: RUN_DIR {e}", file=sys.stderr)
         return 2
     print(f"report: {path} ({time.perf_counter() - t0:.2f} s)")
     return 0

@@ -14,17 +14,18 @@ import numpy as np
 import pandas as pd
 
 from testbed.measure.pfc_paused import paused_windows
-from testbed.report.data import RunData
 from testbed.report.figure import NOT_RECORDED, Plot, absent, new_figure, rendered
+from testbed.report.data import rows, t_s, port_label, host_name
+from testbed.results.rundir import RunDir
 
 #: most ports drawn with their own marking-probability line
 MARK_PORTS = 6
 
 
-def congestion_plot(run: RunData) -> Plot:
+def congestion_plot(run: RunDir) -> Plot:
     """Up to four panels sharing the time axis: marking probability, CNPs, pause intervals, paused time."""
     key, title = "congestion", "ECN marks, CNPs, PFC pauses and paused time"
-    marks, rates, pfc = run.table("ecn_marking"), run.table("qp_rates"), run.table("pfc_events")
+    marks, rates, pfc = rows(run, "ecn_marking"), rows(run, "qp_rates"), rows(run, "pfc_events")
     cnps = rates[rates["event"] == "cnp"] if rates is not None and "event" in rates else None
     pauses = pfc[pfc["event"].isin(["pause", "resume"])] if pfc is not None and "event" in pfc else None
     panels, lacking = [], []
@@ -54,24 +55,24 @@ def congestion_plot(run: RunData) -> Plot:
     return rendered(key, title, fig, caption)
 
 
-def _end_s(run: RunData) -> float | None:
+def _end_s(run: RunDir) -> float | None:
     ends = []
     for name, col in (("ops", "t_end_ns"), ("msgs", "t_acked_ns"), ("fct", "end_ns")):
-        df = run.table(name)
+        df = rows(run, name)
         if df is not None and col in df and df[col].notna().any():
             ends.append(df[col].max())
-    return float(run.t_s([max(ends)]).iloc[0]) if ends else None
+    return float(t_s(run, [max(ends)]).iloc[0]) if ends else None
 
 
-def _marks(ax, run: RunData, df: pd.DataFrame, end_s) -> None:
-    df = df.assign(t_s=run.t_s(df["time_ns"]).to_numpy())
+def _marks(ax, run: RunDir, df: pd.DataFrame, end_s) -> None:
+    df = df.assign(t_s=t_s(run, df["time_ns"]).to_numpy())
     mean = df.groupby("port")["probability"].mean().sort_values(ascending=False)
     for port in [p for p in mean.index[:MARK_PORTS] if mean[p] > 0]:
         d = df[df["port"] == port].sort_values("t_s")
         t, p = d["t_s"].to_numpy(), d["probability"].to_numpy()
         if end_s is not None and t[-1] < end_s:
             t, p = np.r_[t, end_s], np.r_[p, p[-1]]
-        ax.step(t, p, where="post", linewidth=1, label=run.port_label(port))
+        ax.step(t, p, where="post", linewidth=1, label=port_label(run, port))
     c = run.summary.get("congestion") or {}
     total = f": {c['ce_marked_pkts']} CE-marked of {c.get('ect_pkts', '?')} ECT packets" if "ce_marked_pkts" in c else ""
     ax.set_title(f"ECN marking probability per port{total}", fontsize="medium", loc="left")
@@ -81,25 +82,25 @@ def _marks(ax, run: RunData, df: pd.DataFrame, end_s) -> None:
         ax.legend(fontsize="x-small", loc="upper right", ncol=2)
 
 
-def _cnps(ax, run: RunData, df: pd.DataFrame, end_s) -> None:
+def _cnps(ax, run: RunDir, df: pd.DataFrame, end_s) -> None:
     for (rank, peer), d in df.groupby(["rank", "peer"]):
-        t = np.sort(run.t_s(d["time_ns"]).to_numpy())
+        t = np.sort(t_s(run, d["time_ns"]).to_numpy())
         ax.step(np.r_[t[0], t], np.r_[0, np.arange(1, len(t) + 1)], where="post", linewidth=1,
-                label=f"{run.host_name(rank)} > {run.host_name(peer)}")
+                label=f"{host_name(run, rank)} > {host_name(run, peer)}")
     ax.set_title(f"CNPs received by the senders (reaction points): {len(df)} in all", fontsize="medium", loc="left")
     ax.set_ylabel("CNPs\n(cumulative)")
     ax.legend(fontsize="x-small", loc="upper left", ncol=4, title="QP", title_fontsize="x-small")
 
 
-def _intervals(run: RunData, end_s) -> dict[str, list[tuple[float, float]]]:
+def _intervals(run: RunDir, end_s) -> dict[str, list[tuple[float, float]]]:
     """Paused egress port label -> [(start_s, duration_s)] of each pause (testbed.measure.pfc_paused: the
     port PFC gated, from pause/resume pairs); a pause never resumed lasts to the end of the traffic."""
     t0, never = float(run.t0_ns or 0), np.iinfo(np.int64).max
     out = {}
-    for port, spans in sorted(paused_windows(run.run_dir).items()):
+    for port, spans in sorted(paused_windows(run.path).items()):
         secs = [((a - t0) / 1e9, None if b == never else (b - t0) / 1e9) for a, b in spans]
         last = max([end_s or 0.0] + [a for a, _ in secs])
-        out[run.port_label(port)] = [(a, (last if b is None else b) - a) for a, b in secs]
+        out[port_label(run, port)] = [(a, (last if b is None else b) - a) for a, b in secs]
     return out
 
 
@@ -116,7 +117,7 @@ def paused_time_s(spans: list[tuple[float, float]]) -> tuple[np.ndarray, np.ndar
     return t, total
 
 
-def _pauses(ax, run: RunData, df: pd.DataFrame, end_s) -> None:
+def _pauses(ax, run: RunDir, df: pd.DataFrame, end_s) -> None:
     spans = _intervals(run, end_s)
     for i, (label, s) in enumerate(spans.items()):
         ax.broken_barh(s, (i - 0.4, 0.8), color="tab:red")
@@ -126,7 +127,7 @@ def _pauses(ax, run: RunData, df: pd.DataFrame, end_s) -> None:
     ax.set_title(f"PFC pauses per paused egress port (red: paused): {n} pauses", fontsize="medium", loc="left")
 
 
-def _paused_time(ax, run: RunData, df: pd.DataFrame, end_s) -> None:
+def _paused_time(ax, run: RunDir, df: pd.DataFrame, end_s) -> None:
     t, total = paused_time_s([x for s in _intervals(run, end_s).values() for x in s])
     if len(t) and end_s is not None and end_s > t[-1]:  # flat to the end of the traffic
         t, total = np.r_[t, end_s], np.r_[total, total[-1]]

@@ -5,18 +5,18 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from testbed.report.data import RunData
 from testbed.report.figure import Plot, absent, new_figure, rendered
 from testbed.report.portgrid import heatmap, port_grid
+from testbed.results.rundir import RunDir
 
 
-def utilization_plot(run: RunData) -> Plot:
+def utilization_plot(run: RunDir) -> Plot:
     """Heatmap of utilization (0..1) per switch egress port and time bin, with each port's mean beside it."""
     key, title = "link_utilization", "Link utilization per switch egress port"
     grid = port_grid(run, "tx_bytes", "rate")
     if grid is None:
         return absent(key, title, "no switch port counters (ports.csv absent: the sampler did not run)")
-    rates = np.array([run.port_rates_bps.get(p, 0.0) for p in grid.ports])
+    rates = np.array([run.port_links.get(p, ("", 0.0))[1] for p in grid.ports])
     if not (rates > 0).any():
         return absent(key, title, "no link rates (topology.json absent or without links)")
     util = grid.values * 8 / np.where(rates > 0, rates, np.nan)[:, None]

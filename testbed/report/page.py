@@ -8,9 +8,9 @@ from __future__ import annotations
 import html
 import time
 
-from testbed.report.data import RunData
 from testbed.report.figure import Plot
 from testbed.report.tables import manifest_html, sizes_html, verdict_html
+from testbed.results.rundir import RunDir
 
 _CSS = """
 body{font-family:sans-serif;margin:1.5em auto;max-width:1100px;color:#222}
@@ -34,13 +34,13 @@ def plot_html(p: Plot) -> str:
             f'</figure></section>')
 
 
-def page_html(run: RunData, plots: list[Plot], build_s: float) -> str:
+def page_html(run: RunDir, plots: list[Plot], build_s: float) -> str:
     """The whole page for ``run`` with ``plots`` in order."""
     s, m = run.summary, run.manifest
-    name = s.get("scenario") or (m.get("scenario") or {}).get("name") or run.run_dir.name
+    name = s.get("scenario") or (m.get("scenario") or {}).get("name") or run.path.name
     status = (f'<p class="bad">INCOMPLETE: {html.escape(run.incomplete)}</p>' if run.incomplete else "")
     nav = "".join(f'<a href="#plot-{p.key}">{html.escape(p.title)}</a>' for p in plots)
-    meta = (f"run {html.escape(run.run_id)} &middot; {html.escape(str(run.run_dir))} &middot; started "
+    meta = (f"run {html.escape(run.run_id)} &middot; {html.escape(str(run.path))} &middot; started "
             f"{html.escape(str(m.get('started_utc', '?')))} UTC &middot; scale factor "
             f"{html.escape(str(s.get('scale_factor', m.get('scale_factor', '?'))))} &middot; report made in "
             f"{build_s:.2f} s on {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC")

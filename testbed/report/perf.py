@@ -11,8 +11,9 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.ticker import NullFormatter
 
-from testbed.report.data import RunData
 from testbed.report.figure import Plot, absent, new_figure, rendered
+from testbed.report.data import rows
+from testbed.results.rundir import RunDir
 
 
 def human_size(n: float) -> str:
@@ -24,12 +25,12 @@ def human_size(n: float) -> str:
     return f"{int(n)} B"
 
 
-def busbw_plot(run: RunData) -> Plot:
+def busbw_plot(run: RunDir) -> Plot:
     """busbw (Mbit/s) against message size, one line per collective/algorithm/group size."""
     key, title = "busbw", "Bus bandwidth against message size"
-    sizes = run.table("sizes")
+    sizes = rows(run, "sizes")
     if sizes is None:
-        why = ("this run sends flows (workload.pattern), not collectives" if run.table("fct") is not None
+        why = ("this run sends flows (workload.pattern), not collectives" if rows(run, "fct") is not None
                else "no timed collective finished (sizes.csv is empty)")
         return absent(key, title, why)
     fig = new_figure(10, 4.2)
@@ -53,17 +54,17 @@ def busbw_plot(run: RunData) -> Plot:
                     "algorithm's factor); dashed: host link rate x payload efficiency.")
 
 
-def _goodput_bps(run: RunData) -> float | None:
+def _goodput_bps(run: RunDir) -> float | None:
     s = run.summary
     if s.get("host_link_bps") and s.get("payload_efficiency"):
         return float(s["host_link_bps"]) * float(s["payload_efficiency"])
     return None
 
 
-def latency_cdf_plot(run: RunData) -> Plot:
+def latency_cdf_plot(run: RunDir) -> Plot:
     """Empirical CDF of each size's operation times (collectives) or flow completion times (patterns)."""
     key, title = "latency_cdf", "Latency CDF per size"
-    ops, fct = run.table("ops"), run.table("fct")
+    ops, fct = rows(run, "ops"), rows(run, "fct")
     if ops is not None and "warmup" in ops:
         ops = ops[~ops["warmup"].astype(bool)]
     if ops is not None and len(ops):

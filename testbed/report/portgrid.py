@@ -6,8 +6,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from testbed.report.data import RunData, port_sort_key
 from testbed.report.figure import time_bins
+from testbed.report.data import rows, t_s, port_label, port_sort_key
+from testbed.results.rundir import RunDir
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,7 @@ class PortGrid:
     values: np.ndarray
 
 
-def port_grid(run: RunData, column: str, how: str, max_bins: int = 400) -> PortGrid | None:
+def port_grid(run: RunDir, column: str, how: str, max_bins: int = 400) -> PortGrid | None:
     """ports.csv's ``column`` per port and time bin: ``how`` = ``max`` (the largest sample in each bin) or
     ``rate`` (the growth of a counter over each bin, per second; empty bins share the next one's growth).
 
@@ -31,16 +32,16 @@ def port_grid(run: RunData, column: str, how: str, max_bins: int = 400) -> PortG
     """
     if how not in ("max", "rate"):
         raise ValueError(f"how={how!r}: allowed max, rate")
-    df = run.table("ports")
+    df = rows(run, "ports")
     if df is None or column not in df or "port" not in df:
         return None
-    t = run.t_s(df["time_ns"]).to_numpy()
+    t = t_s(run, df["time_ns"]).to_numpy()
     edges = time_bins(t, max_bins)
     n = len(edges) - 1
     b = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, n - 1)
     g = pd.DataFrame({"port": df["port"].to_numpy(), "bin": b, "v": df[column].to_numpy(float)})
     wide = g.groupby(["port", "bin"])["v"].max().unstack("bin").reindex(columns=range(n))
-    labels = {p: run.port_label(p) for p in wide.index}
+    labels = {p: port_label(run, p) for p in wide.index}
     order = sorted(wide.index, key=lambda p: port_sort_key(labels[p]))
     wide = wide.loc[order]
     if how == "max":

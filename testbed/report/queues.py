@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from testbed.report.data import RunData
 from testbed.report.figure import Plot, absent, new_figure, rendered
 from testbed.report.portgrid import heatmap, port_grid
+from testbed.results.rundir import RunDir
 
 #: how many of the busiest ports get their own line
 BUSIEST_PORTS = 6
 _NO_SAMPLES = "no switch queue samples (ports.csv absent: the sampler did not run)"
 
 
-def queue_heatmap_plot(run: RunData) -> Plot:
+def queue_heatmap_plot(run: RunDir) -> Plot:
     """Backlog (KB) of every switch egress port over time."""
     key, title = "queue_heatmap", "Queue depth per switch port (whole fabric)"
     grid = port_grid(run, "backlog_bytes", "max")
@@ -34,7 +34,7 @@ def queue_heatmap_plot(run: RunData) -> Plot:
                     f"{np.diff(grid.edges).mean() * 1e3:.0f} ms; largest backlog {peak / 1e3:.1f} KB.")
 
 
-def busiest_ports_plot(run: RunData) -> Plot:
+def busiest_ports_plot(run: RunDir) -> Plot:
     """Backlog (KB) over time of the :data:`BUSIEST_PORTS` ports with the largest mean backlog."""
     key, title = "queue_busiest", f"Queue depth of the {BUSIEST_PORTS} busiest ports"
     grid = port_grid(run, "backlog_bytes", "max", max_bins=1000)
@@ -60,7 +60,7 @@ def busiest_ports_plot(run: RunData) -> Plot:
                     "congestion thresholds of the run where it has them (summary.json congestion).")
 
 
-def _thresholds(ax, run: RunData) -> None:
+def _thresholds(ax, run: RunDir) -> None:
     c = run.summary.get("congestion") or {}
     for name, style in (("kmin_bytes", ":"), ("kmax_bytes", ":"), ("xoff_bytes", "-."), ("xon_bytes", "-.")):
         v = c.get(name) or (c.get("pfc") or {}).get(name)

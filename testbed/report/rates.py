@@ -17,17 +17,18 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from testbed.report.data import RunData
 from testbed.report.figure import Plot, absent, new_figure, rendered
+from testbed.report.data import rows, t_s, host_name
+from testbed.results.rundir import RunDir
 
 #: most QPs drawn as their own line (the rest are summarised in the caption)
 MAX_QPS = 16
 
 
-def qp_rate_plot(run: RunData) -> Plot:
+def qp_rate_plot(run: RunDir) -> Plot:
     """Rate (Mbit/s) per QP over time."""
     key, title = "qp_rates", "Per-QP rate over time"
-    rates, flows, msgs = run.table("qp_rates"), run.table("flow_rates"), run.table("msgs")
+    rates, flows, msgs = rows(run, "qp_rates"), rows(run, "flow_rates"), rows(run, "msgs")
     if rates is not None and "event" in rates:
         rates = rates[rates.groupby(_qp_keys(rates))["event"].transform(lambda e: (e != "start").any())]
     if rates is not None and len(rates):
@@ -51,13 +52,13 @@ def qp_rate_plot(run: RunData) -> Plot:
     fig = new_figure(10, 4.4)
     ax = fig.add_subplot()
     for n, (k, t_ns, v, end) in enumerate(series[:MAX_QPS]):
-        t, mbps, label = run.t_s(t_ns).to_numpy(), v.to_numpy(float) / 1e6, _label(run, keys, k)
+        t, mbps, label = t_s(run, t_ns).to_numpy(), v.to_numpy(float) / 1e6, _label(run, keys, k)
         if end is None:  # a rate holding until its next change
             ax.step(t, mbps, where="post", linewidth=1, label=label)
         elif end is False:  # one value per bin
             ax.plot(t, mbps, linewidth=1, label=label)
         else:  # one segment per message
-            ax.hlines(mbps, t, run.t_s(end).to_numpy(), colors=f"C{n % 10}", linewidth=1.5, label=label)
+            ax.hlines(mbps, t, t_s(run, end).to_numpy(), colors=f"C{n % 10}", linewidth=1.5, label=label)
     ax.set_xlabel("time since the first traffic (s)")
     ax.set_ylabel(ylabel)
     ax.set_ylim(bottom=0)
@@ -98,9 +99,9 @@ def _qp_keys(df, a: str = "rank", b: str = "peer") -> list[str]:
     return keys
 
 
-def _label(run: RunData, keys: list[str], values) -> str:
+def _label(run: RunDir, keys: list[str], values) -> str:
     """``h3 > h1`` (ranks as host names), then ``(trial 1, channel 0)`` when those tell QPs apart."""
     v = dict(zip(keys, values if isinstance(values, tuple) else (values,)))
-    ends = [v[k] if isinstance(v[k], str) else run.host_name(v[k]) for k in keys if k not in ("trial", "channel")]
+    ends = [v[k] if isinstance(v[k], str) else host_name(run, v[k]) for k in keys if k not in ("trial", "channel")]
     extra = ", ".join(f"{k} {v[k]}" for k in ("trial", "channel") if k in v)
     return " > ".join(ends) + (f" ({extra})" if extra else "")

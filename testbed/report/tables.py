@@ -5,8 +5,9 @@ from __future__ import annotations
 import html
 import json
 
-from testbed.report.data import RunData
 from testbed.report.perf import human_size
+from testbed.report.data import rows
+from testbed.results.rundir import RunDir
 
 
 def _cell(value) -> str:
@@ -25,7 +26,7 @@ def _rows(pairs) -> str:
     return "".join(f"<tr><th>{html.escape(str(k))}</th><td>{_cell(v)}</td></tr>" for k, v in pairs)
 
 
-def verdict_html(run: RunData) -> str:
+def verdict_html(run: RunDir) -> str:
     """The fidelity verdict: faithful or not, each check's status and reason, violations, not judged."""
     s = run.summary
     if not s:
@@ -57,9 +58,9 @@ def _status_cls(status) -> str:
     return {"passed": "ok", "failed": "bad"}.get(status, "warn")
 
 
-def sizes_html(run: RunData) -> str:
+def sizes_html(run: RunDir) -> str:
     """sizes.csv as nccl-tests reads it (Mbit/s, us); empty string when the run has no sizes."""
-    sizes = run.table("sizes")
+    sizes = rows(run, "sizes")
     if sizes is None:
         return ""
     cols = [("size", lambda r: human_size(r["size_bytes"])), ("ranks", lambda r: r["group_size"]),
@@ -78,7 +79,7 @@ def _num(v) -> str:
     return "-" if v is None or v != v else f"{v:.0f}"
 
 
-def manifest_html(run: RunData) -> str:
+def manifest_html(run: RunDir) -> str:
     """Every top-level key of manifest.json with its value (nested values as JSON, long ones folded)."""
     m = run.manifest
     if not m:

@@ -12,13 +12,13 @@ at least one did; 2 bad input (no summary.json, a bad ``--band``).
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Optional
 
 from testbed.exitcodes import EXIT_BAD_INPUT, EXIT_REGRESSED
 from testbed.results.figures import FAMILIES, Band, band_for, check_pattern, family_of, figures, parse_band, select
+from testbed.results.rundir import SUMMARY_FILE, RunDir, TableError
 
 OK, REGRESSED, IMPROVED = "ok", "REGRESSED", "improved"
 
@@ -85,14 +85,15 @@ def load_figures(path: Path) -> tuple[dict, str]:
 
     Raises FileNotFoundError or ValueError naming the path."""
     path = Path(path)
-    file = path / "summary.json" if path.is_dir() else path
+    run = RunDir(path if path.is_dir() else path.parent)
+    file = run.path / SUMMARY_FILE if path.is_dir() else path
     if not file.is_file():
         raise FileNotFoundError(f"{path}: no summary.json (give a run directory, its summary.json or a "
                                 f"baseline file)")
     try:
-        doc = json.loads(file.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{file}: not JSON: {e}") from None
+        doc = run.read_json(file.name)
+    except TableError as e:
+        raise ValueError(str(e)) from None
     if isinstance(doc, dict) and isinstance(doc.get("figures"), dict):  # a baseline
         return {k: float(v) for k, v in doc["figures"].items()}, str(file)
     if not isinstance(doc, dict):

@@ -14,19 +14,15 @@ still standing at the end runs to the last event of the loop's stop).
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
-from testbed.results.tables import write_csv
-
-RESULT_FILE = "congestion_loop.json"  # controllers.congestion.loop.RESULT_FILE
+from testbed.results.rundir import RunDir
 
 
 def _pfc_doc(run_dir: Path) -> dict:
-    path = Path(run_dir) / RESULT_FILE
-    return (json.loads(path.read_text()).get("pfc") or {}) if path.exists() else {}
+    return RunDir(run_dir).congestion_loop.get("pfc") or {}
 
 
 def kick_frames(run_dir: Path) -> int:
@@ -71,10 +67,9 @@ def congestion_block(run_dir: Path) -> dict | None:
     with PFC ``pause_frames``, ``paused_time_s``, ``storms`` (the watchdog's), ``pfc`` (Xoff, Xon, kick frames, actuation times).
     """
     run_dir = Path(run_dir)
-    path = run_dir / RESULT_FILE
-    if not path.exists():
+    doc = RunDir(run_dir).congestion_loop
+    if not doc:
         return None
-    doc = json.loads(path.read_text())
     block = {"controller_loop_p50_ms": doc["loop_p50_ms"], "controller_loop_p99_ms": doc["loop_p99_ms"],
              "controller_loop_max_ms": doc.get("loop_max_ms"),
              "loop_ticks": doc["ticks"], "loop_missed_ticks": doc["missed_ticks"],
@@ -89,7 +84,7 @@ def congestion_block(run_dir: Path) -> dict | None:
                       "ecn_loop_ticks": doc["ticks"], "ecn_loop_missed_ticks": doc["missed_ticks"]})
     if doc.get("pfc"):
         ports = pfc_ports(pd.read_csv(run_dir / "pfc_events.csv"))
-        write_csv(ports, run_dir / "pfc_ports.csv")
+        RunDir(run_dir).write_table("pfc_ports", ports)
         block.update({"pause_frames": int(ports["pauses_sent"].sum()),
                       "paused_time_s": round(float(ports["paused_time_s"].sum()), 6),
                       "storms": doc["pfc"].get("storms", 0), "pfc": doc["pfc"]})

@@ -29,26 +29,16 @@ frames plus the frames the link carries at its rate during ``reroute_ms`` +
 from __future__ import annotations
 
 import csv
-import json
 import math
 from pathlib import Path
 from typing import Optional
 
-from testbed.emulation.controller_proc import EVENTS_FILE
+from testbed.results.rundir import RunDir
 
 
 def read_events(run_dir: Path) -> list[dict]:
-    """The controller's failover events in file order ([] without a file); a torn last line is skipped."""
-    path = Path(run_dir) / EVENTS_FILE
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return out
+    """The controller's failover events in file order ([] without a file; testbed.results.rundir.RunDir.events)."""
+    return RunDir(run_dir).events()
 
 
 def _key(names) -> frozenset:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from testbed.measure import timing
 from testbed.plan import plan_algorithms
-from testbed.results.tables import write_json
+from testbed.results.rundir import RunDir
 from testbed.run_context import RunContext
 from testbed.spec import estimate
 from testbed.spec.rto import manifest_rto
@@ -93,5 +93,5 @@ def build(ctx: RunContext, caps) -> dict:
 def write(ctx: RunContext, caps) -> dict:
     """Build the manifest (:func:`build`) and write it to ``ctx.run_dir/manifest.json``; return it."""
     manifest = build(ctx, caps)
-    write_json(ctx.run_dir / "manifest.json", manifest)
+    RunDir(ctx.run_dir).write_manifest(manifest)
     return manifest

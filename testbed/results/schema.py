@@ -1,7 +1,7 @@
 """The tables of a run directory: every table's columns, types and units, in one place.
 
 This is the single source of truth for the columns of the CSV/Parquet tables a
-run writes: :func:`testbed.results.load.load` checks every table it reads
+run writes: :class:`testbed.results.rundir.RunDir` checks every table it reads
 against it, ``docs/tables.md`` is generated from it (``python -m
 testbed.results.schema > docs/tables.md``; a unit test keeps the two equal)
 and an integration test checks the tables of real runs against it.
@@ -335,7 +335,7 @@ def markdown() -> str:
     lines = ["# Tables of a run directory", "",
              "Generated from `testbed/results/schema.py` (`python -m testbed.results.schema > docs/tables.md`); "
              "do not edit by hand. Every table is written as `NAME.csv` and `NAME.parquet`; "
-             "`testbed.results.load(run_dir)` reads them (Parquet first) and checks the columns below. "
+             "`testbed.results.rundir.RunDir` reads them (Parquet first) and checks the columns below. "
              "Every `*_ns` time is Unix-epoch nanoseconds. `<N>` stands for 0, 1, ... (one column each).", ""]
     for t in TABLES.values():
         lines += [f"## {t.name}", "", f"{t.description}. Written by: {t.written}.", "",

@@ -33,8 +33,8 @@ from testbed.results import fit, printing
 from testbed.results.replay_table import format_replay_table
 from testbed.results.adaptive import summary_adaptive
 from testbed.results.faults import faults_block
-from testbed.results.parquet import write_parquet_or_warn
 from testbed.results.pfc_hosts import pfc_hosts_block
+from testbed.results.rundir import RunDir
 from testbed.results import tables
 from testbed.report import command as report_command
 from testbed.run_context import Recording, RunContext
@@ -58,7 +58,7 @@ def _frame(sampler):
 
 
 def _write_tables(ctx: RunContext, rec: Recording):
-    return tables.write_tables(ctx.run_dir, ctx.n_ranks, ctx.goodput_bps, rec.rank_rows, rec.op_meta, rec.stats,
+    return tables.write_tables(RunDir(ctx.run_dir), ctx.n_ranks, ctx.goodput_bps, rec.rank_rows, rec.op_meta, rec.stats,
                                _frame(rec.sampler), _frame(rec.cpu))
 
 
@@ -76,9 +76,10 @@ def write_partial(ctx: RunContext, rec: Recording, exc: BaseException) -> None:
     """
     done = len(rec.op_meta)
     reason = f"{what_stopped(exc)} during {rec.phase} after {done} of {rec.ops_planned} collectives"
+    run = RunDir(ctx.run_dir)
     signals.defer()
     try:
-        tables.mark_incomplete(ctx.run_dir, reason)
+        run.mark_incomplete(reason)
         ops, sizes, *_ = _write_tables(ctx, rec)
         summary = {
             "run_id": ctx.run_id, "run_dir": str(ctx.run_dir), "scenario": ctx.spec.name, "n_ranks": ctx.n_ranks,
@@ -88,8 +89,8 @@ def write_partial(ctx: RunContext, rec: Recording, exc: BaseException) -> None:
             **_common(ctx), "transport": None,
             "percentile_method": tables.PERCENTILE_METHOD, "sizes": tables.size_rows_json(sizes),
         }
-        write_parquet_or_warn(ctx.run_dir)
-        tables.write_json(ctx.run_dir / "summary.json", summary)
+        run.write_parquet_or_warn()
+        run.write_summary(summary)
         if done:
             printing.print_partial(reason, sizes)
         print(report_command.after_run(ctx.run_dir), file=sys.stderr)
@@ -131,7 +132,7 @@ def write_results(ctx: RunContext, rec: Recording) -> dict:
         rec.controller = rec.fab.controller_health()
         rec.results = _write_results_now(ctx, rec)
     except Exception as e:
-        tables.mark_incomplete(ctx.run_dir, f"every measurement was in, but writing the results failed: {e}"[:500])
+        RunDir(ctx.run_dir).mark_incomplete(f"every measurement was in, but writing the results failed: {e}"[:500])
         e.results_note = f"{ctx.run_dir} is marked INCOMPLETE"
         raise
     finally:
@@ -168,7 +169,7 @@ def finish(ctx: RunContext, rec: Recording, note: str | None = None) -> dict:
                         "done, without the controller's final report (the controller block is from the end of "
                         "the measurement)"})
         try:
-            tables.write_json(ctx.run_dir / "summary.json", summary)
+            RunDir(ctx.run_dir).write_summary(summary)
         except Exception as e:  # noqa: BLE001  the complete results written before the teardown stay
             log.warning("could not update %s after the teardown (%s); it holds the results as of the end of "
                         "the measurement", ctx.run_dir / "summary.json", e)
@@ -239,7 +240,8 @@ def _write_results_now(ctx: RunContext, rec: Recording) -> Written:
     if fits is not None:
         summary["fit"] = fits
     timing.add_busbw_error_bounds(summary["sizes"], ctx.spec, ctx.efficiency)
-    write_parquet_or_warn(ctx.run_dir)  # every table is in: NAME.parquet beside NAME.csv
-    tables.write_json(ctx.run_dir / "summary.json", summary)
-    tables.mark_complete(ctx.run_dir)
+    run = RunDir(ctx.run_dir)
+    run.write_parquet_or_warn()  # every table is in: NAME.parquet beside NAME.csv
+    run.write_summary(summary)
+    run.mark_complete()
     return Written(summary, sizes, t, verdict, fits)

@@ -216,40 +216,40 @@ def write_csv(df: pd.DataFrame, path: Path) -> None:
     _atomic_write(Path(path), df.to_csv(index=False))
 
 
-def write_tables(run_dir: Path, n: int, goodput_bps: float, rank_rows: list, op_meta: dict[int, dict],
+def write_tables(run, n: int, goodput_bps: float, rank_rows: list, op_meta: dict[int, dict],
                  stats: list, ports: pd.DataFrame | None, cpu: pd.DataFrame | None):
     """Write rank_ops, ops, sizes (always), qps and msgs (when agent ``stats`` are in; with them qp_rates,
-    cnp_events and pfc_rx when they have rows), ports and cpu (when sampled: not None) into ``run_dir``;
-    return (ops, sizes, qps, msgs, ports, cpu) as DataFrames. ``stats``: each agent's
-    traffic.protocol.Stats (``qp_rows()``, ``msg_rows()``, ``rate_rows()``, ``cnp_rows()``, ``pfc_rows()``).
+    cnp_events and pfc_rx when they have rows), ports and cpu (when sampled: not None) into ``run``
+    (testbed.results.rundir.RunDir); return (ops, sizes, qps, msgs, ports, cpu) as DataFrames. ``stats``:
+    each agent's traffic.protocol.Stats (``qp_rows()``, ``msg_rows()``, ``rate_rows()``, ``cnp_rows()``,
+    ``pfc_rows()``).
 
     ``msgs.fct_us`` = t_acked_ns - t_post_ns in us, NaN for a message never acknowledged.
     """
-    run_dir = Path(run_dir)
     ops = ops_table(rank_rows, op_meta, n)
     sizes = size_table(ops, n, goodput_bps)
-    write_csv(pd.DataFrame(rank_rows).drop(columns=["event"], errors="ignore"), run_dir / "rank_ops.csv")
-    write_csv(ops, run_dir / "ops.csv")
-    write_csv(sizes, run_dir / "sizes.csv")
+    run.write_table("rank_ops", pd.DataFrame(rank_rows).drop(columns=["event"], errors="ignore"))
+    run.write_table("ops", ops)
+    run.write_table("sizes", sizes)
     qps = pd.DataFrame([q for s in stats for q in s.qp_rows()]).convert_dtypes()
     msgs = pd.DataFrame([m for s in stats for m in s.msg_rows()])
     if not msgs.empty:
         msgs["fct_us"] = ((msgs["t_acked_ns"] - msgs["t_post_ns"]) / 1e3).where(msgs["t_acked_ns"] > 0)
     if stats:
-        write_csv(qps, run_dir / "qps.csv")
-        write_csv(msgs, run_dir / "msgs.csv")
+        run.write_table("qps", qps)
+        run.write_table("msgs", msgs)
         rates = [r for s in stats for r in s.rate_rows()]
         if rates:  # congestion controls that change a QP's rate (DCQCN): every change
-            write_csv(pd.DataFrame(rates), run_dir / "qp_rates.csv")
+            run.write_table("qp_rates", pd.DataFrame(rates))
         cnps = [r for s in stats for r in s.cnp_rows()]
         if cnps:  # DCQCN: every CNP's send at its notification point and arrival at its reaction point
-            write_csv(pd.DataFrame(cnps), run_dir / "cnp_events.csv")
+            run.write_table("cnp_events", pd.DataFrame(cnps))
         pfc_rx = [r for s in stats for r in s.pfc_rows()]
         if pfc_rx:  # PFC frames the hosts' NICs received (traffic.transport.pfc_rx)
-            write_csv(pd.DataFrame(pfc_rx), run_dir / "pfc_rx.csv")
-    for name, frame in (("ports.csv", ports), ("cpu.csv", cpu)):
+            run.write_table("pfc_rx", pd.DataFrame(pfc_rx))
+    for name, frame in (("ports", ports), ("cpu", cpu)):
         if frame is not None:
-            write_csv(frame, run_dir / name)
+            run.write_table(name, frame)
     return (ops, sizes, qps, msgs, ports if ports is not None else pd.DataFrame(),
             cpu if cpu is not None else pd.DataFrame())
 

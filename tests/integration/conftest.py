@@ -1,6 +1,5 @@
 """Fixtures for integration tests: real Mininet fabrics with real OVS and a real controller (root)."""
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -13,6 +12,7 @@ import pytest
 from testbed.emulation.fabric import Fabric
 from testbed.naming import new_run_id
 from testbed.host.runlock import RunLock
+from testbed.results.rundir import RunDir
 from testbed.spec.scenario import parse_scenario
 
 REPO = Path(__file__).resolve().parents[2]
@@ -78,7 +78,7 @@ def run_scenario_file(tmp_path, text: str, timeout=600, expect_rc=EXIT_FAITHFUL,
         else res.returncode == expect_rc
     assert ok, f"testbed run exited {res.returncode}, expected {expect_rc}:\n{res.stdout}\n{res.stderr}"
     assert len(summaries) == 1, res.stderr
-    return res, json.loads(summaries[0].read_text())
+    return res, RunDir(summaries[0].parent).summary
 
 
 @contextlib.contextmanager

@@ -2,14 +2,13 @@
 every CNP's send at its notification point and arrival at its reaction point, and every rate change with
 its cause, land in cnp_events / qp_rates; the verdict's cnp_interval check passes. 4 hosts, 10 Mbit/s links
 standing for 1 Gbit/s (dilation 100: N = 5 ms, K = T = 5.5 ms)."""
-import json
 from pathlib import Path
 
 import numpy as np
 
 from conftest import run_scenario_file
 from testbed.measure.cnp_audit import CNP_INTERVAL_TOLERANCE_NS
-from testbed.results import load
+from testbed.results.rundir import RunDir
 
 SCENARIO = """
 name: cnp_audit
@@ -30,11 +29,11 @@ def test_every_cnp_and_rate_change_is_recorded_and_np_intervals_keep_n(tmp_path)
     res, s = run_scenario_file(tmp_path, SCENARIO, timeout=300, expect_rc=None, name="cnp_audit")
     print(res.stdout)
     run_dir = Path(s["run_dir"])
-    n_ns = json.loads((run_dir / "manifest.json").read_text())["congestion_control"]["parameters"][
+    run = RunDir.open(run_dir)
+    n_ns = run.manifest["congestion_control"]["parameters"][
         "cnp_interval_us"]["value"] * 1000
     assert n_ns == 5_000_000 and "# CNP audit (N = 5 ms): shortest NP interval " in res.stdout
     assert (run_dir / "cnp_events.parquet").is_file() and (run_dir / "qp_rates.parquet").is_file()
-    run = load(run_dir)
     ev, rates, qps = run.cnp_events, run.qp_rates, run.qps.set_index(["rank", "qpn"])
     for (rank, peer, qpn, role), g in ev.groupby(["rank", "peer", "qpn", "role"]):
         t = np.sort(g["time_ns"].to_numpy())

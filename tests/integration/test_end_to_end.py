@@ -1,10 +1,7 @@
 """End to end through ``testbed run``: quickstart busbw, go-back-N under drops, the fidelity monitor."""
-import json
-from pathlib import Path
-
-import pandas as pd
 
 from conftest import assert_losses_accounted, EXIT_NOT_FAITHFUL, REPO, run_scenario_file
+from testbed.results.rundir import RunDir
 
 
 def test_quickstart_busbw_and_faithful(tmp_path):
@@ -17,14 +14,14 @@ def test_quickstart_busbw_and_faithful(tmp_path):
     assert s["complete"] is True and s["ops_done"] == s["ops_planned"]
     t = s["transport"]
     assert t["delivered_bytes"] == t["posted_bytes"] and t["order_errors"] == 0
-    run_dir = Path(s["run_dir"])
-    assert not (run_dir / "INCOMPLETE").exists()
-    manifest = json.loads((run_dir / "manifest.json").read_text())
+    run = RunDir.open(s["run_dir"])
+    assert run.incomplete is None
+    manifest = run.manifest
     assert manifest["scale_factor"] == 400e9 / 10e6 and manifest["seed"] == 1
     assert {"datapath", "ecn_marker"} <= set(manifest["backends"])
-    for table in ("ops.csv", "rank_ops.csv", "qps.csv", "msgs.csv", "ports.csv", "cpu.csv", "sizes.csv"):
-        assert len(pd.read_csv(run_dir / table)) > 0, table
-    ports = pd.read_csv(run_dir / "ports.csv")
+    for table in ("ops", "rank_ops", "qps", "msgs", "ports", "cpu", "sizes"):
+        assert len(run[table]) > 0, table
+    ports = run.ports
     assert {"time_ns", "port", "tx_bytes", "drops_pkts", "backlog_bytes"} <= set(ports.columns)
     assert "busbw(Mb/s)" in res.stdout and "faithful" in res.stdout
 
@@ -47,8 +44,8 @@ def test_tiny_buffer_drops_but_every_byte_arrives_once(tmp_path):
     assert t["order_errors"] == 0
     assert t["dup_pkts"] <= t["retx_pkts"]  # the network never duplicates: every duplicate was resent
     # counters against the message records: first transmissions = the packets of every posted message
-    run_dir = Path(s["run_dir"])
-    qps, msgs = pd.read_csv(run_dir / "qps.csv"), pd.read_csv(run_dir / "msgs.csv")
+    run = RunDir.open(s["run_dir"])
+    qps, msgs = run.qps, run.msgs
     req = qps[qps["role"] == "requester"]
     assert (req["tx_pkts"] - req["retx_pkts"]).sum() == (-(-msgs["size_bytes"] // 1024)).sum()
     # every loss is a switch-queue tail drop, counted once (issue 16: before, the counters over- and
@@ -79,7 +76,7 @@ def test_simai_replay(tmp_path):
     text = (REPO / "scenarios" / "simai_replay.yaml").read_text().replace(
         "workloads/tiny_allreduce.txt", str(REPO / "scenarios" / "workloads" / "tiny_allreduce.txt"))
     res, s = run_scenario_file(tmp_path, text)
-    ops = pd.read_csv(Path(s["run_dir"]) / "ops.csv")
+    ops = RunDir.open(s["run_dir"]).ops
     # tiny_allreduce.txt: weight-gradient ALLREDUCEs of 1, 2, 1 MiB, backward order, scaled by 0.25
     assert ops["size_bytes"].tolist() == [262144, 524288, 262144] * 2
     assert ops["layer"].tolist()[:3] == ["mlp_layer:wg", "attention_layer:wg", "embedding_layer:wg"]

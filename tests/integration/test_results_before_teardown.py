@@ -5,18 +5,16 @@ results, as a complete run writes them: summary.json with ``"complete": true`` a
 verdict, every table readable with its documented columns, no INCOMPLETE; the controller's congestion
 loop (ECN on) stopped and wrote its tables before too. The kill caught the teardown (the run's
 objects were still there); ``testbed clean RUN_ID`` then removes them all."""
-import json
 import re
 import signal
 import subprocess
 import sys
 import time
 
-import pandas as pd
 
 from conftest import REPO, run_cli
 from test_c06_cleanup import _leftovers
-from testbed.results.loader import load
+from testbed.results.rundir import RunDir
 
 #: scenarios/ecn_marking.yaml (4 hosts, 2 leaves, ECN on the lossless class) at 10 Mbit/s everywhere,
 #: 3 small sizes, 1 iteration each
@@ -62,7 +60,8 @@ def test_sigkill_in_teardown_keeps_complete_results(tmp_path):
 
         (run_dir,) = (tmp_path / "res").iterdir()
         assert not (run_dir / "INCOMPLETE").exists()
-        s = json.loads((run_dir / "summary.json").read_text())
+        r = RunDir.open(run_dir)
+        s = r.summary
         assert s["complete"] is True and s["teardown"] == "pending" and s["interrupted"] is None
         assert s["ops_done"] == s["ops_planned"] == len(SIZES)
         assert isinstance(s["faithful"], bool) and s["checks"]["controller"]["status"] == "passed", s["checks"]
@@ -75,7 +74,6 @@ def test_sigkill_in_teardown_keeps_complete_results(tmp_path):
         assert c is not None and c["ect_pkts"] > 0 and c["ecn_loop_ticks"] > 100, c
         assert (run_dir / "congestion_loop.stopped").exists()
         # every table a complete collective run writes, readable with its documented columns
-        r = load(run_dir)
         want = {"ops", "rank_ops", "sizes", "qps", "msgs", "ports", "cpu", "lossless_queues", "ecn_marking"}
         assert want <= set(r.names), r.names
         for name in want:  # ecn_marking.csv may hold no row: at 10 Mbit/s spines no queue reaches Kmin
@@ -83,7 +81,7 @@ def test_sigkill_in_teardown_keeps_complete_results(tmp_path):
             assert (run_dir / f"{name}.parquet").exists(), name
         assert r.ops["size_bytes"].tolist() == SIZES and (r.ops["time_us"] > 0).all()
         assert len(r.rank_ops) == 4 * len(SIZES)
-        sizes = pd.read_csv(run_dir / "sizes.csv")
+        sizes = r.sizes
         assert sizes["size_bytes"].tolist() == SIZES and (sizes["busbw_ratio"] > 0.5).all()
         assert (r.msgs["fct_us"].notna()).all()
         assert r.ports["time_ns"].max() >= r.ops["t_end_ns"].max() - 1e6   # sampled to the last collective

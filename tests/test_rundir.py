@@ -1,6 +1,6 @@
-"""testbed.results.load, the table schema (one source for load() and docs/tables.md) and Parquet beside CSV."""
+"""RunDir (one reader and writer of a run directory: CSV or Parquet, the rule for a table not recorded, the
+JSON files), the table schema (one source for RunDir and docs/tables.md) and Parquet beside CSV."""
 import dataclasses
-import json
 import warnings
 from pathlib import Path
 
@@ -10,8 +10,8 @@ import pytest
 from controllers.congestion.loop import EVENT_COLUMNS
 from testbed.emulation.faults import CSV_COLUMNS as FAULT_COLUMNS
 from testbed.patterns.results import FCT_COLUMNS, RATE_COLUMNS, UPLINK_COLUMNS
-from testbed.results import TableError, load, tables
-from testbed.results.parquet import read_csv_table, write_parquet
+from testbed.results import tables
+from testbed.results.rundir import NotARunDir, RunDir, TableError, read_csv_table
 from testbed.results.schema import TABLES, markdown
 from traffic.protocol import QpCnpLog, QpRateLog
 from traffic.transport.qp import QPCounters
@@ -60,65 +60,113 @@ def _run_dir(tmp_path: Path) -> Path:
     """A run directory as the runner writes it: manifest, summary and tables of two all-reduces."""
     d = tmp_path / "20261201T000000Z-quickstart-tb0001"
     d.mkdir()
-    (d / "manifest.json").write_text(json.dumps({"run_id": "tb0001"}))
-    (d / "summary.json").write_text(json.dumps({"faithful": True, "complete": True}))
+    run = RunDir(d)
+    run.write_manifest({"run_id": "tb0001"})
+    run.write_summary({"faithful": True, "complete": True})
     rows = [{"op_id": k, "rank": r, "group_index": 0, "group_size": 2, "t_start_ns": 10**9 * k,
              "t_end_ns": 10**9 * k + 5 * 10**8, "sent_bytes": 65536, "rx_msgs": 1, "t_rx_done_ns": 10**9 * k + 1}
             for k in range(2) for r in range(2)]
     meta = {k: {"size_bytes": 65536, "iteration": k, "warmup": k == 0, "layer": ""} for k in range(2)}
-    tables.write_tables(d, 2, 1e7, rows, meta, [], None, None)
-    pd.DataFrame({"time_ns": [1, 2], "port": ["tb0001l1-eth1"] * 2, "tx_bytes": [0, 4200], "tx_pkts": [0, 1],
-                  "drops_pkts": [0, 0], "backlog_bytes": [0, 0], "backlog_pkts": [0, 0]}).to_csv(d / "ports.csv",
-                                                                                               index=False)
+    tables.write_tables(run, 2, 1e7, rows, meta, [], None, None)
+    run.write_table("ports", pd.DataFrame({"time_ns": [1, 2], "port": ["tb0001l1-eth1"] * 2, "tx_bytes": [0, 4200],
+                                           "tx_pkts": [0, 1], "drops_pkts": [0, 0], "backlog_bytes": [0, 0],
+                                           "backlog_pkts": [0, 0]}))
     return d
 
 
-def test_load_reads_csv_then_parquet_alike(tmp_path):
+def test_csv_run_and_parquet_run_read_alike(tmp_path):
     d = _run_dir(tmp_path)
-    from_csv = load(d)
+    from_csv = RunDir.open(d)
     assert from_csv.names == ["sizes", "ops", "rank_ops", "ports"]
     assert from_csv.summary == {"faithful": True, "complete": True} and from_csv.manifest["run_id"] == "tb0001"
+    assert from_csv.run_id == "tb0001" and from_csv.incomplete is None and from_csv.t0_ns == 0
     ops_csv = from_csv.ops
     assert list(ops_csv.columns) == tables.OPS_COLUMNS and ops_csv["layer"].tolist() == ["", ""]
-    assert write_parquet(d) == ["sizes", "ops", "rank_ops", "ports"]
-    (d / "ops.csv").unlink()  # only the Parquet copy is left: it is read
-    pd.testing.assert_frame_equal(load(d).ops, ops_csv)
-    pd.testing.assert_frame_equal(load(d)["sizes"], from_csv["sizes"])
-    assert load(d).sizes.busbw_bps.iloc[0] == pytest.approx(65536 * 8 / 0.5)
-    assert dict(load(d)).keys() == set(from_csv.names)
+    assert from_csv.write_parquet() == ["sizes", "ops", "rank_ops", "ports"]
+    for name in from_csv.names:  # only the Parquet copies are left: they are read, with the same frames
+        (d / f"{name}.csv").unlink()
+    from_parquet = RunDir.open(d)
+    assert from_parquet.names == from_csv.names
+    for name in from_csv.names:
+        pd.testing.assert_frame_equal(from_parquet[name], from_csv[name])
+    assert from_parquet.sizes.busbw_bps.iloc[0] == pytest.approx(65536 * 8 / 0.5)
+    assert dict(from_parquet).keys() == set(from_csv.names)
+
+
+def test_a_table_the_run_did_not_record_is_absent(tmp_path):
+    r = RunDir.open(_run_dir(tmp_path))
+    assert r.table("qp_rates") is None and "qp_rates" not in r and r.get("qp_rates") is None
+    with pytest.raises(TableError, match=r"has no table 'qp_rates' .*congestion control.*present: sizes"):
+        r.qp_rates
+    with pytest.raises(TableError, match=r"has no table 'fct'"):
+        r["fct"]
+
+
+def test_an_unknown_table_name_is_refused_naming_it(tmp_path):
+    r = RunDir.open(_run_dir(tmp_path))
+    for read in (lambda: r.table("nope"), lambda: r["nope"], lambda: r.write_table("nope", pd.DataFrame())):
+        with pytest.raises(TableError, match="'nope' is not a table of a run; documented tables: sizes, ops"):
+            read()
+    with pytest.raises(AttributeError):
+        r.nope
+    assert not (r.path / "nope.csv").exists()
 
 
 def test_empty_tables_have_the_documented_columns_and_types(tmp_path):
     d = _run_dir(tmp_path)
     (d / "rank_ops.csv").write_text("\n")  # a pattern run writes no rank rows
-    pd.DataFrame(columns=tables.OPS_COLUMNS).to_csv(d / "ops.csv", index=False)
-    r = load(d)
+    RunDir(d).write_table("ops", pd.DataFrame(columns=tables.OPS_COLUMNS))
+    r = RunDir.open(d)
     assert r.rank_ops.empty and TABLES["rank_ops"].problems(r.rank_ops.columns) == []
     assert r.ops.empty and r.ops["op_id"].dtype == "int64" and r.ops["time_us"].dtype == "float64"
 
 
-def test_errors_name_the_run_dir_and_the_table(tmp_path):
-    with pytest.raises(TableError, match="no run directory .*nowhere.*does not exist"):
-        load(tmp_path / "nowhere")
-    with pytest.raises(TableError, match="not a run directory .no manifest.json"):
-        load(tmp_path)
-    r = load(_run_dir(tmp_path))
-    with pytest.raises(TableError, match=r"has no table 'qp_rates' .*congestion control.*present: sizes"):
-        r.qp_rates
-    with pytest.raises(TableError, match="'nope' is not a table of a run; documented tables: sizes, ops"):
-        r["nope"]
-    with pytest.raises(AttributeError):
-        r.nope
+def test_not_a_run_directory_is_refused_naming_it(tmp_path):
+    with pytest.raises(NotARunDir, match="'.*nowhere': no such directory"):
+        RunDir.open(tmp_path / "nowhere")
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(NotARunDir, match="not a directory"):
+        RunDir.open(tmp_path / "f")
+    with pytest.raises(TableError, match=r"not a run directory \(no manifest.json"):
+        RunDir.open(tmp_path)
 
 
 def test_a_missing_column_is_an_error_and_an_extra_one_a_warning(tmp_path):
     d = _run_dir(tmp_path)
-    pd.read_csv(d / "ports.csv").drop(columns=["backlog_bytes"]).to_csv(d / "ports.csv", index=False)
+    RunDir(d).write_table("ports", RunDir(d).ports.drop(columns=["backlog_bytes"]))
     with pytest.raises(TableError, match="ports.csv: missing column 'backlog_bytes'"):
-        load(d).ports
-    pd.read_csv(d / "sizes.csv").assign(extra_bps=1.0).to_csv(d / "sizes.csv", index=False)
+        RunDir.open(d).ports
+    RunDir(d).write_table("sizes", RunDir(d).sizes.assign(extra_bps=1.0))
     with pytest.warns(UserWarning, match="undocumented column 'extra_bps'"):
-        assert "extra_bps" in load(d).sizes
+        assert "extra_bps" in RunDir.open(d).sizes
+
+
+def test_json_files_events_and_writes_are_atomic(tmp_path):
+    d = _run_dir(tmp_path)
+    r = RunDir.open(d)
+    assert r.topology == {} and r.congestion_loop == {} and r.events() == []
+    (d / "controller.events.jsonl").write_text('{"event": "link_down", "time_ns": 5}\n{"event": "rer')
+    assert r.events() == [{"event": "link_down", "time_ns": 5}]  # a torn last line is skipped
+    r.summary  # cached, then replaced by a write
+    r.write_summary({"faithful": False})
+    assert r.summary == {"faithful": False} and RunDir(d).summary == {"faithful": False}
+    assert not list(d.glob(".*.tmp"))
+    r.mark_incomplete("SIGINT during the traffic")
+    assert RunDir(d).incomplete == "SIGINT during the traffic"
+    r.mark_complete()
+    assert RunDir(d).incomplete is None
+    (d / "topology.json").write_text("{not json")
+    with pytest.raises(TableError, match="topology.json: not JSON"):
+        RunDir(d).topology
+
+
+def test_topology_facts(tmp_path):
+    d = _run_dir(tmp_path)
+    RunDir(d).write_json("topology.json", {
+        "switches": [{"name": "tb0001l1"}], "hosts": [{"name": "tb0001h1", "rank": 0}],
+        "links": [{"a": "tb0001h1", "a_port": 0, "b": "tb0001l1", "b_port": 1, "rate_bps": 1e7}]})
+    r = RunDir.open(d)
+    assert r.port_links == {"tb0001l1-eth1": ("tb0001h1", 1e7)} and r.host_names == {0: "tb0001h1"}
 
 
 def test_read_csv_table_text_and_bool_columns(tmp_path):
