@@ -2,7 +2,7 @@
 
 The steps of a run, in order, each a call into its room:
 
-1. validate the scenario and the op plan (testbed.spec, testbed.plan; nothing
+1. validate the scenario and the op plan (testbed.spec, testbed.workloads; nothing
    touches the kernel before this passes) and the results root
    (testbed.results.rundir);
 2. remove leftovers of dead runs (testbed.host.cleanup);
@@ -14,7 +14,10 @@ The steps of a run, in order, each a call into its room:
    installed and read back) and start one agent per host
    (testbed.emulation.agents);
 6. run the workload while sampling switch queues, CPU and departures
-   (testbed.measure), reading the drop counters before and after;
+   (testbed.measure), reading the drop counters before and after; the
+   workload's mode (testbed.workloads: size sweep, SimAI replay or pattern
+   trials) plans it, names the queue pairs, drives the agents and adds its
+   own tables and summary blocks;
 7. with the fabric and agents still up: stop the controller's congestion loop
    (its tables), write every table and summary.json with the fidelity verdict
    (testbed.results.summary.write_results, testbed.measure.judge), remove
