@@ -15,10 +15,13 @@ every bad key path). ``with_`` returns a changed copy: dotted keys
 
 :func:`run` is ``testbed run``: the same validation of the results root and
 duration cap (raising ScenarioError / DurationError before anything is
-built), then testbed.runner.run_from_cli with the same cleanup of leftovers,
-teardown on errors and signals, results directory, printed table and exit
-code (testbed.exitcodes). It returns a :class:`RunResult`; an interrupted run
-(exit code 128+N) is torn down and then raises KeyboardInterrupt.
+built), then the runner (testbed.runner.run) with the same cleanup of
+leftovers, teardown on errors and signals, results directory, printed table
+and exit code (testbed.exitcodes). It returns a :class:`RunResult` with the
+run directory the runner made; an interrupted run (exit code 128+N) is torn
+down and then raises KeyboardInterrupt. :func:`run_spec` runs a ScenarioSpec
+and returns the exit code instead of raising on an interrupt: the command
+line (testbed.cli) is a thin adapter over it.
 """
 from __future__ import annotations
 
@@ -32,10 +35,13 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from testbed.exitcodes import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_FAITHFUL, EXIT_INTERRUPTED_BASE, EXIT_NOT_FAITHFUL,
                                EXIT_NOT_JUDGED)
+from testbed.spec.estimate import DurationError
 from testbed.spec.scenario import ScenarioError, ScenarioSpec, load_scenario, parse_scenario
 from testbed.spec.yaml_loader import load_yaml
 
 SCENARIOS_DIR = Path(__file__).resolve().parents[1] / "scenarios"
+#: errors that mean bad input (exit code 2, nothing built): :func:`run_spec` raises them
+BAD_INPUT_ERRORS = (ScenarioError, FileNotFoundError, IsADirectoryError, DurationError)
 _VERDICTS = {EXIT_FAITHFUL: "faithful", EXIT_NOT_FAITHFUL: "NOT faithful", EXIT_NOT_JUDGED: "NOT judged",
              EXIT_FAILED: "failed", EXIT_BAD_INPUT: "bad input"}
 
@@ -123,10 +129,10 @@ class Scenario:
 
     def estimate_s(self) -> float:
         """The duration ``testbed run`` prints before a run, s (testbed.spec.estimate)."""
-        from testbed.plan import plan_workload
-        from testbed.spec import estimate
+        from testbed.workloads import workload_for
 
-        return estimate.estimate_for_spec(self.spec, list(plan_workload(self.spec).ops))
+        workload = workload_for(self.spec)
+        return workload.estimate_s(workload.plan().ops)
 
     def __repr__(self) -> str:
         return f"Scenario({self.name!r}, source={self.source!r})"
@@ -189,25 +195,38 @@ def run(scenario: Scenario, results: str | os.PathLike = "results", quiet: bool 
     ScenarioError / estimate.DurationError on bad input (nothing built), KeyboardInterrupt after an
     interrupted run was torn down.
     """
-    from testbed import runner
-    from testbed.naming import new_run_id
-
     if os.geteuid() != 0:
         raise PermissionError("testbed.run needs root (it builds network namespaces, veths, OVS bridges); "
                               "run the script with sudo")
-    args = argparse.Namespace(scenario=str(scenario.path) if scenario.path else None, results=str(results),
-                              quiet=quiet, max_duration=max_duration_s, debug=False, run_id=new_run_id())
+    outcome = run_spec(scenario.spec, results, scenario_path=scenario.path, quiet=quiet,
+                       max_duration_s=max_duration_s)
+    if outcome.exit_code >= EXIT_INTERRUPTED_BASE:
+        raise KeyboardInterrupt(f"run of {scenario.name!r} interrupted (exit code {outcome.exit_code}); "
+                                f"results in {outcome.run_dir or 'none'}")
+    return RunResult(scenario, outcome.exit_code, outcome.run_dir)
+
+
+def run_spec(spec: ScenarioSpec, results: str | os.PathLike = "results", *, scenario_path: Path | None = None,
+             quiet: bool = False, max_duration_s: float | None = None, debug: bool = False, cli: bool = False):
+    """Run a validated ScenarioSpec (testbed.runner.run: same checks, cleanup, teardown, printed lines);
+    return its testbed.runner.RunOutcome (exit code, run directory or None). The entry of ``testbed run``
+    and ``testbed nccl``; :func:`run` for scripts.
+
+    ``scenario_path``: the scenario file the manifest names (None: built in code); ``debug``: a failed run
+    prints its traceback; ``cli``: the Mininet CLI on the live fabric after the workload. The caller's
+    SIGINT/SIGTERM handlers are restored afterwards (the runner routes them to its teardown meanwhile).
+    Raises :data:`BAD_INPUT_ERRORS` on bad input (nothing built); an interrupted run is exit code
+    128+N, not an exception.
+    """
+    from testbed import runner
+
     saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:  # the runner routes SIGINT/SIGTERM to its teardown during the run; the script's own come back after
-        code = runner.run_from_cli(args, build_spec=lambda a: scenario.spec, raise_bad_input=True)
+    try:
+        return runner.run(spec, results, scenario_path=scenario_path, quiet=quiet, max_duration_s=max_duration_s,
+                          debug=debug, cli=cli)
     finally:
         for sig, handler in saved.items():
             signal.signal(sig, handler)
-    dirs = sorted(Path(results).glob(f"*-{args.run_id}"))
-    if code >= EXIT_INTERRUPTED_BASE:
-        raise KeyboardInterrupt(f"run of {scenario.name!r} interrupted (exit code {code}); "
-                                f"results in {dirs[0] if dirs else 'none'}")
-    return RunResult(scenario, code, dirs[0] if dirs else None)
 
 
 def sweep(scenario: Scenario, key: str | Iterable[str], values: Iterable[Any],

@@ -10,6 +10,7 @@ import json
 import os
 import sys
 import traceback
+from pathlib import Path
 
 PROG = "testbed"
 RUN_EXIT_CODES = """exit codes:
@@ -105,9 +106,9 @@ def _require_root(command: str) -> None:
 
 def _cmd_run(args) -> int:
     _require_root("run")
-    from testbed.runner import run_from_cli
+    from testbed.spec.scenario import load_scenario
 
-    return run_from_cli(args)
+    return _run(args, lambda: load_scenario(args.scenario))
 
 
 def _cmd_nccl(args) -> int:
@@ -115,9 +116,27 @@ def _cmd_nccl(args) -> int:
     from testbed import nccl
 
     try:
-        return nccl.run(args)
+        nccl.prepare(args)
     except argparse.ArgumentTypeError as exc:
         raise CliError(str(exc)) from None
+    return _run(args, lambda: nccl.build_spec(args))
+
+
+def _run(args, build_spec) -> int:
+    """``testbed run``/``nccl``: the spec (``build_spec()``), then testbed.api.run_spec with the options;
+    its exit code (``testbed run --help``). Bad input: one line ``testbed: error: ...``, exit code 2."""
+    from testbed.api import BAD_INPUT_ERRORS, run_spec
+    from testbed.exitcodes import EXIT_BAD_INPUT
+
+    try:
+        spec = build_spec()
+        return run_spec(spec, args.results or "results", scenario_path=Path(args.scenario) if args.scenario else None,
+                        quiet=args.quiet, max_duration_s=args.max_duration, debug=args.debug,
+                        cli=getattr(args, "cli", False)).exit_code
+    except BAD_INPUT_ERRORS as e:
+        what = f"no such file: {e.filename}" if isinstance(e, FileNotFoundError) and e.filename else e
+        print(f"{PROG}: error: {what}", file=sys.stderr)
+        return EXIT_BAD_INPUT
 
 
 def _cmd_clean(args) -> int:

@@ -14,7 +14,7 @@ The fabric, transport, fidelity and controller come from the scenario file
 size sweep of the options (every size runs exactly ``-n`` timed
 iterations: ``max_bytes_per_size`` off) and ``output.table`` set to ``nccl``,
 and the result is validated like any scenario and run by the same runner
-(:func:`testbed.runner.run_from_cli`) with the same exit codes, results
+(testbed.api.run_spec, as ``testbed run``) with the same exit codes, results
 directory and fidelity verdict.
 """
 from __future__ import annotations
@@ -85,10 +85,9 @@ def build_spec(args) -> ScenarioSpec:
         raise ScenarioError(f"{e}\n  (options: {keys})") from None
 
 
-def run(args) -> int:
-    """Entry of ``testbed nccl``: build the spec, then :func:`testbed.runner.run_from_cli` with it."""
-    from testbed.runner import run_from_cli
-
+def prepare(args) -> None:
+    """``testbed nccl``'s options made ready for :func:`build_spec` and the run: ``--max-duration`` in
+    seconds, the scenario defaulting to quickstart. Raises argparse.ArgumentTypeError naming the option."""
     if args.max_duration is not None:
         from testbed.spec.estimate import parse_duration_s
         try:
@@ -96,4 +95,3 @@ def run(args) -> int:
         except ValueError as e:
             raise argparse.ArgumentTypeError(f"--max-duration: {e}") from None
     args.scenario = str(args.scenario or DEFAULT_SCENARIO)
-    return run_from_cli(args, build_spec=build_spec)

@@ -5,6 +5,8 @@ A size sweep (``workload.sizes``) gives warmup and timed operations of
 over all hosts, or hosts 0..``workload.ranks``-1. A SimAI/AICB replay
 (``workload.simai``) gives the fabric collectives of the file in SimAI's order, each over its group scope placed on hosts, and a timeline of
 compute waits, scale-up collectives and overlap: :mod:`testbed.simai_plan`.
+
+Which plan a scenario gets is its workload mode's (testbed.workloads.plan_workload).
 """
 from __future__ import annotations
 
@@ -77,7 +79,9 @@ def _places(items: list) -> str:
     return shown + (f", ... ({len(items) - MAX_NOTE_PLACES} more)" if len(items) > MAX_NOTE_PLACES else "")
 
 
-def _sweep_plan(spec: ScenarioSpec) -> WorkloadPlan:
+def sweep_plan(spec: ScenarioSpec) -> WorkloadPlan:
+    """The op plan of a size sweep (``workload.sizes``): warm-up and timed ops of each size, with a note
+    when ``workload.max_bytes_per_size`` cuts the iterations of the larger sizes."""
     w = spec.workload
     world = (tuple(range(w.ranks or spec.fabric.n_hosts)),)
     ops, cut = [], []
@@ -121,17 +125,3 @@ def plan_algorithms(ops) -> list[dict]:
                 "collective": op.collective, "algorithm": op.algorithm, "title": alg.title,
                 "busbw_factor": alg.busbw_factor_text, "size_convention": alg.collective.size_convention}
     return list(out.values())
-
-
-def plan_workload(spec: ScenarioSpec) -> WorkloadPlan:
-    """The op plan of a validated scenario (module docstring); reads the SimAI file if any.
-
-    Raises ScenarioError naming the key (and file line) when the workload
-    cannot run on this fabric.
-    """
-    if spec.workload.pattern is not None:  # flows, not collectives: testbed.patterns runs them
-        return WorkloadPlan((), ())
-    if spec.workload.sizes is not None:
-        return _sweep_plan(spec)
-    from testbed.simai_plan import simai_plan
-    return simai_plan(spec)

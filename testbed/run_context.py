@@ -88,7 +88,8 @@ class Recording:
     op_done record; op_meta: op_id -> PlannedOp.meta() of each finished
     collective; stats: the agents' final statistics; drops_before/after:
     testbed.measure.drops.DropSnapshot around the traffic; faults: the fault
-    scheduler (started with the traffic); patterns: the pattern's trials (or None); measured: every
+    scheduler (started with the traffic); workload: the run's testbed.workloads.base.Workload (it keeps
+    what its results need, e.g. a pattern's trials or a replay's timeline figures); measured: every
     measurement is in (the teardown may still fail); t_measured_ns: when (Unix ns, the drop counters
     read after the traffic); controller: summary.json's ``controller`` block the verdict judged (the
     supervisor's report at the end of the measurement, then its final one after the teardown);
@@ -107,8 +108,7 @@ class Recording:
     drops_before: object = None
     drops_after: object = None
     faults: object = None  # testbed.emulation.faults.FaultScheduler
-    patterns: object = None  # testbed.patterns.driver.PatternRun with workload.pattern
-    replay: Optional[dict] = None  # summary.json ``replay`` of a SimAI replay (testbed.replay_run)
+    workload: object = None  # testbed.workloads.base.Workload
     measured: bool = False
     t_measured_ns: Optional[int] = None
     controller: Optional[dict] = None

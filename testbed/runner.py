@@ -2,7 +2,7 @@
 
 The steps of a run, in order, each a call into its room:
 
-1. validate the scenario and the op plan (testbed.spec, testbed.plan; nothing
+1. validate the scenario and the op plan (testbed.spec, testbed.workloads; nothing
    touches the kernel before this passes) and the results root
    (testbed.results.rundir);
 2. remove leftovers of dead runs (testbed.host.cleanup);
@@ -14,7 +14,10 @@ The steps of a run, in order, each a call into its room:
    installed and read back) and start one agent per host
    (testbed.emulation.agents);
 6. run the workload while sampling switch queues, CPU and departures
-   (testbed.measure), reading the drop counters before and after;
+   (testbed.measure), reading the drop counters before and after; the
+   workload's mode (testbed.workloads: size sweep, SimAI replay or pattern
+   trials) plans it, names the queue pairs, drives the agents and adds its
+   own tables and summary blocks;
 7. with the fabric and agents still up: stop the controller's congestion loop
    (its tables), write every table and summary.json with the fidelity verdict
    (testbed.results.summary.write_results, testbed.measure.judge), remove
@@ -44,10 +47,12 @@ finished and a summary.json with ``"complete": false``.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
-import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 from testbed.exitcodes import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_FAITHFUL, EXIT_INTERRUPTED_BASE,  # noqa: F401
                                EXIT_NOT_FAITHFUL, exit_code)
@@ -66,10 +71,7 @@ from testbed.emulation import congestion_conf, controller_proc
 from testbed.emulation.fabric import Fabric
 from testbed.emulation.faults import FaultScheduler
 from testbed.naming import new_run_id
-from testbed.patterns.driver import PatternRun
-from testbed.plan import PlannedOp, plan_peers, plan_workload
-from testbed.replay_run import run_replay
-from testbed.simai_plan import replay_plan
+from testbed.plan import PlannedOp
 from testbed.host.runlock import RunLock
 from testbed.results import manifest, summary as results_summary
 from testbed.results import printing
@@ -77,15 +79,11 @@ from testbed.results.printing import Progress, print_notes
 from testbed.results.rundir import RunDir, check_results_root
 from testbed.run_context import Recording, RunContext
 from testbed.spec.rto import run_rto_us
-from testbed.spec.scenario import ScenarioError, ScenarioSpec, load_scenario
+from testbed.spec.scenario import ScenarioError, ScenarioSpec
+from testbed.workloads import workload_for
 from traffic.clock import unix_ns
 
 log = logging.getLogger(__name__)
-
-
-def workload_ops(spec: ScenarioSpec) -> list[PlannedOp]:
-    """The operations to run, in order (testbed.plan.PlannedOp: size, group scope and rank groups)."""
-    return list(plan_workload(spec).ops)
 
 
 def run_scenario(spec: ScenarioSpec, scenario_path: Path | None, results_root: Path,
@@ -93,15 +91,21 @@ def run_scenario(spec: ScenarioSpec, scenario_path: Path | None, results_root: P
                  ops_plan: list[PlannedOp] | None = None, cli: bool = False) -> dict:
     """Run a validated scenario; return summary.json's content (also written to the run directory).
 
-    ``ops_plan`` defaults to the plan of :func:`testbed.plan.plan_workload` ``(spec)`` (its notes printed).
+    ``ops_plan`` defaults to the plan of the scenario's workload (testbed.workloads; its notes printed).
     ``cli``: after the workload, open the Mininet CLI on the live fabric (testbed.interactive).
     """
     if ops_plan is None:
-        plan = plan_workload(spec)
+        plan = workload_for(spec).plan()
         ops_plan = list(plan.ops)
         print_notes(plan.notes)
     ctx = RunContext.new(spec, scenario_path, results_root, run_id or new_run_id(), ops_plan, quiet)
-    progress = Progress(len(ops_plan), quiet)  # --quiet: no progress, only the summary
+    return _run_context(ctx, cli)
+
+
+def _run_context(ctx: RunContext, cli: bool = False) -> dict:
+    """:func:`run_scenario` from its new context on: the lock, the probe, the run directory, the fabric."""
+    spec = ctx.spec
+    progress = Progress(len(ctx.ops_plan), ctx.quiet)  # --quiet: no progress, only the summary
     # controller.framework installed? ScenarioError (exit 2) before the probe; the manifest's controller block
     ctx = ctx.with_controller(controller_proc.preflight(spec))
     with RunLock(ctx.run_id):  # held from the probe on: a concurrent clean never takes our objects
@@ -125,18 +129,10 @@ def _probe(ctx: RunContext) -> tuple[RunContext, "capabilities.Capabilities"]:
     if datapath == "kernel" and caps.datapath != "kernel":
         raise ScenarioError("fabric.datapath: 'kernel' asked for, but this machine has no openvswitch "
                             "kernel module; allowed here: auto, user")
-    peers = _run_peers(ctx)
+    peers = workload_for(spec).peers(ctx.ops_plan)
     transport = transport_params(spec, run_rto_us(spec), max((len(p) for p in peers.values()), default=2))
     send_buffer = check_run_send_buffer(spec, datapath)
     return ctx.probed(datapath, transport, send_buffer), caps
-
-
-def _run_peers(ctx: RunContext) -> dict[int, list[int]]:
-    """rank -> the ranks it needs queue pairs with: the op plan's peers, or a pattern's."""
-    if ctx.spec.workload.pattern is None:
-        return plan_peers(ctx.ops_plan)
-    from testbed.patterns.plan import check_pattern_peers
-    return check_pattern_peers(ctx.spec)
 
 
 def _open_run_dir(ctx: RunContext, caps, progress: Progress) -> None:
@@ -151,19 +147,13 @@ def _open_run_dir(ctx: RunContext, caps, progress: Progress) -> None:
 def _run_fabric(ctx: RunContext, progress: Progress, cli: bool = False) -> dict:
     """Build the fabric, start the agents, measure, write the results, tear down, then update the results
     with what the teardown knows (partial results when cut short before every measurement was in)."""
-    rec = Recording(ops_planned=len(ctx.ops_plan))
+    rec = Recording(ops_planned=len(ctx.ops_plan), workload=workload_for(ctx.spec))
     try:
         with Fabric(ctx.spec, ctx.run_id, ctx.run_dir, ctx.datapath) as fab:
             rec.fab = fab
             progress.fabric_up(fab)
-            if ctx.spec.workload.pattern is not None:  # flows: fresh agents per trial (testbed.patterns)
-                rec.patterns = PatternRun(ctx, fab)
-                _measure(ctx, fab, None, rec, progress, write=not cli)
-            else:
-                peers = plan_peers(ctx.ops_plan)
-                with AgentGroup(fab, ctx.transport, ctx.spec.seed, lambda r: peers.get(r, []),
-                                ctx.spec.workload.channels) as agents:
-                    _measure(ctx, fab, agents, rec, progress, write=not cli)
+            with rec.workload.session(ctx, fab) as agents:  # the workload's agents (testbed.workloads)
+                _measure(ctx, fab, agents, rec, progress, write=not cli)
             if cli:  # --cli: the fabric stays up in the Mininet CLI until the user leaves it, then the results
                 from testbed.interactive import run_cli
                 run_cli(ctx, fab)
@@ -196,7 +186,7 @@ def _write_before_teardown(ctx: RunContext, rec: Recording, progress: Progress) 
     progress.say(f"results written to {ctx.run_dir}; tearing down")
 
 
-def _measure(ctx: RunContext, fab: Fabric, agents: AgentGroup, rec: Recording, progress: Progress,
+def _measure(ctx: RunContext, fab: Fabric, agents: AgentGroup | None, rec: Recording, progress: Progress,
              write: bool = True) -> None:
     """Run the workload while sampling switch queues, CPU and departures; read the counters around it;
     with ``write``, write the results before returning (:func:`_write_before_teardown`), signals still
@@ -213,13 +203,7 @@ def _measure(ctx: RunContext, fab: Fabric, agents: AgentGroup, rec: Recording, p
     capture = captures_for(fab, ctx.spec, ctx.run_dir, ctx.quiet)  # output.pcap: tcpdump listening before traffic
     try:  # faults last: at_s counts from the traffic
         with capture, rec.sampler, rec.cpu, rec.departures, rec.faults:
-            if rec.patterns is not None:
-                rec.patterns.run(rec, progress)
-                signals.defer()
-            else:
-                _run_workload(ctx, agents, rec, progress)
-                time.sleep(0.2)  # let the last ACKs land before counting
-                rec.stats = agents.stats()
+            rec.workload.run(ctx, agents, rec, progress)  # signals held back once its traffic is done
         rec.drops_after = DropSnapshot.take(host_pids, fab.switch_ports, host_ifs)
         rec.t_measured_ns = unix_ns()
         rec.measured = True
@@ -232,43 +216,32 @@ def _measure(ctx: RunContext, fab: Fabric, agents: AgentGroup, rec: Recording, p
         raise KeyboardInterrupt(f"signal {pending}")
 
 
-def _run_workload(ctx: RunContext, agents: AgentGroup, rec: Recording, progress: Progress) -> None:
-    """Every collective of the plan in order, each a barrier; signals are held back after the last one.
+@dataclass(frozen=True)
+class RunOutcome:
+    """What :func:`run` made: ``exit_code`` (testbed.exitcodes) and ``run_dir`` (the run's results directory,
+    None when the run stopped before making it)."""
 
-    A SimAI replay runs its timeline instead (testbed.replay_run: compute waits, streams, overlap)."""
-    ops_plan = ctx.ops_plan
-    if ctx.spec.workload.simai is not None:
-        rec.replay = run_replay(ctx, agents, rec, progress, replay_plan(ctx.spec, ops_plan))
-        return
-    for k, op in enumerate(ops_plan):
-        size, factor = op.size_bytes, op.busbw_factor
-        expect_s = factor * size * 8 / ctx.goodput_bps
-        recs = agents.run_op(k, size, op.groups, timeout_s=10 * expect_s + 20,
-                             collective=op.collective, algorithm=op.algorithm)
-        rec.rank_rows.extend(recs)
-        rec.op_meta[k] = op.meta()
-        if k + 1 == len(ops_plan):  # every collective is done: finish measuring, then stop
-            signals.defer()
-            rec.phase = "the final measurements"
-        t_us = (max(r.t_end_ns for r in recs) - min(r.t_start_ns for r in recs)) / 1e3
-        last = k + 1 == len(ops_plan) or ops_plan[k + 1].size_bytes != size
-        progress.op(k + 1, size, size * 8 / (t_us / 1e6) * factor, last)
+    exit_code: int
+    run_dir: Optional[Path]
 
 
-def run_from_cli(args, build_spec=None, raise_bad_input: bool = False) -> int:
-    """Entry of ``testbed run``: validate, remove leftovers, run, print; return an exit code (EXIT_*).
+def run(spec: ScenarioSpec, results_root: str | os.PathLike = "results", *, scenario_path: Optional[Path] = None,
+        quiet: bool = False, max_duration_s: Optional[float] = None, debug: bool = False,
+        cli: bool = False) -> RunOutcome:
+    """``testbed run`` of a validated scenario: check, remove leftovers, run, print; return its outcome.
 
-    ``build_spec(args)``: the spec to run (default: the scenario file ``args.scenario``;
-    ``testbed nccl`` overrides its workload), raising ScenarioError on bad input.
-    ``raise_bad_input`` (testbed.api): raise the bad-input error instead of printing it and returning 2."""
-    try:
-        spec, ops_plan = _validate(args, build_spec or (lambda a: load_scenario(a.scenario)))
-    except (ScenarioError, FileNotFoundError, IsADirectoryError, estimate.DurationError) as e:
-        if raise_bad_input:
-            raise
-        what = f"no such file: {e.filename}" if isinstance(e, FileNotFoundError) and e.filename else e
-        print(f"testbed: error: {what}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    ``results_root``: where the run directory goes (checked before anything is built); ``scenario_path``:
+    the scenario file (manifest.json), None for a scenario built in code; ``quiet``: no progress lines;
+    ``max_duration_s``: the duration cap (default :data:`testbed.spec.estimate.MAX_DURATION_S`);
+    ``debug``: a failed run prints its traceback; ``cli``: open the Mininet CLI on the live fabric after
+    the workload (testbed.interactive).
+
+    Raises one of testbed.api.BAD_INPUT_ERRORS on bad input (the scenario, its op plan, the results root, the
+    duration cap, the controller framework), nothing built. A failed or refused run is exit code 4 (one
+    line printed, the traceback with ``debug``), an interrupted one 128+N after its teardown.
+    """
+    results_root = Path(results_root)
+    ops_plan = _validate(spec, results_root, quiet, max_duration_s)
     from testbed.measure import capacity
     from testbed.emulation.congestion_conf import headroom_warning
     for warning in (capacity.check_scenario(spec), headroom_warning(spec)):
@@ -277,49 +250,50 @@ def run_from_cli(args, build_spec=None, raise_bad_input: bool = False) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # SIGTERM tears down like Ctrl-C: context managers remove what the run created
     signals.install()
+    ctx = None
     try:
         removed = cleanup.clean()
         if getattr(removed, "total", 0):
             print(f"testbed: removed leftovers of dead runs: {removed}", file=sys.stderr)
-        summary = run_scenario(spec, Path(args.scenario) if args.scenario else None, Path(args.results or "results"),
-                               quiet=args.quiet, run_id=getattr(args, "run_id", None), ops_plan=ops_plan,
-                               cli=getattr(args, "cli", False))
+        ctx = RunContext.new(spec, scenario_path, results_root, new_run_id(), ops_plan, quiet)
+        summary = _run_context(ctx, cli)
     except KeyboardInterrupt as e:
         printing.print_interrupted(e)
-        return EXIT_INTERRUPTED_BASE + (signals.received() or signal.SIGINT)
-    except ScenarioError as e:
-        if raise_bad_input:
-            raise
-        print(f"testbed: error: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _outcome(EXIT_INTERRUPTED_BASE + (signals.received() or signal.SIGINT), ctx)
+    except ScenarioError:
+        raise
     except RunRefused as e:
         print(f"testbed: error: run refused, nothing was built: {e}", file=sys.stderr)
-        return EXIT_FAILED
+        return _outcome(EXIT_FAILED, ctx)
     except Exception as e:  # a failed run: one line, --debug for the traceback
-        printing.print_run_failed(e, getattr(args, "debug", False))
-        return EXIT_FAILED
+        printing.print_run_failed(e, debug)
+        return _outcome(EXIT_FAILED, ctx)
     code = exit_code(summary)
     if code == EXIT_FAILED:
         printing.print_byte_mismatch(summary)
-    return code
+    return _outcome(code, ctx)
 
 
-def _validate(args, build_spec) -> tuple[ScenarioSpec, list[PlannedOp]]:
-    """The scenario (``build_spec(args)``), its op plan (notes printed), the results root and the duration
-    cap, checked.
+def _outcome(code: int, ctx: Optional[RunContext]) -> RunOutcome:
+    """The outcome with the run directory when the run made it."""
+    made = ctx is not None and ctx.run_dir.is_dir()
+    return RunOutcome(code, ctx.run_dir if made else None)
+
+
+def _validate(spec: ScenarioSpec, results_root: Path, quiet: bool, max_duration_s: Optional[float]) -> list[PlannedOp]:
+    """The op plan of ``spec``'s workload (notes printed), the results root and the duration cap, checked; the
+    estimate printed unless ``quiet``.
 
     Raises ScenarioError, FileNotFoundError, IsADirectoryError or estimate.DurationError; nothing is built.
     """
-    spec = build_spec(args)
-    plan = plan_workload(spec)
+    workload = workload_for(spec)
+    plan = workload.plan()
     ops_plan = list(plan.ops)
     print_notes(plan.notes)
-    check_results_root(Path(args.results or "results"))
-    est_s = estimate.estimate_for_spec(spec, ops_plan)
-    if plan.replay is not None:  # compute waits and scale-up collectives of a SimAI replay
-        est_s += len(plan.replay.modes) * (plan.replay.compute_s_per_iteration + plan.replay.scale_up_s_per_iteration)
-    cap_s = getattr(args, "max_duration", None) or estimate.MAX_DURATION_S
-    if not args.quiet:
-        printing.print_estimate(est_s, len(ops_plan), cap_s, estimate.loss_note(spec, ops_plan))
-    estimate.check_duration(spec, est_s, cap_s)
-    return spec, ops_plan
+    check_results_root(results_root)
+    est_s = workload.estimate_s(plan.ops) + workload.extra_s(plan)
+    cap_s = max_duration_s or estimate.MAX_DURATION_S
+    if not quiet:
+        printing.print_estimate(est_s, len(ops_plan), cap_s, workload.loss_note(plan.ops))
+    estimate.check_duration(workload.scaling_keys(), est_s, cap_s)
+    return ops_plan

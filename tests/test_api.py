@@ -73,11 +73,14 @@ def test_run_needs_root(monkeypatch):
 
 
 def test_estimate_is_the_printed_one():
-    from testbed.plan import plan_workload
+    from testbed.workloads import plan_workload
     from testbed.spec import estimate
 
     s = Scenario.from_yaml("quickstart")
-    assert s.estimate_s() == estimate.estimate_for_spec(s.spec, list(plan_workload(s.spec).ops))
+    f = s.spec.fabric
+    assert s.estimate_s() == estimate.estimate_run_s(plan_workload(s.spec).ops, f.n_hosts, f.host_link_bps,
+                                                     f.fabric_link_bps, f.ranks_per_switch,
+                                                     s.spec.transport.payload_bytes)
     assert s.with_({"fabric.host_link_bps": "20M", "fabric.fabric_link_bps": "20M"}).estimate_s() < s.estimate_s()
 
 

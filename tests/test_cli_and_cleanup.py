@@ -115,27 +115,34 @@ def test_cli_clean_bad_run_id(capsys, monkeypatch):
     assert err.strip() == "testbed: error: run id 'mininet' is not 'tb' followed by 4 hex digits"
 
 
-def test_cli_run_delegates_to_runner(capsys, monkeypatch):
+def _fake_api(monkeypatch, run_spec):
+    """``testbed run`` over a stand-in testbed.api.run_spec; the scenario file is not read."""
+    from testbed.api import BAD_INPUT_ERRORS
+    monkeypatch.setattr("testbed.spec.scenario.load_scenario", lambda path: f"spec of {path}")
+    monkeypatch.setitem(sys.modules, "testbed.api",
+                        types.SimpleNamespace(run_spec=run_spec, BAD_INPUT_ERRORS=BAD_INPUT_ERRORS))
+
+
+def test_cli_run_delegates_to_the_api(capsys, monkeypatch):
     seen = {}
 
-    def run_from_cli(args):
-        seen.update(vars(args))
-        return 7
+    def run_spec(spec, results, **kw):
+        seen.update(kw, spec=spec, results=results)
+        return types.SimpleNamespace(exit_code=7, run_dir=None)
 
-    monkeypatch.setitem(sys.modules, "testbed.runner",
-                        types.SimpleNamespace(run_from_cli=run_from_cli))
+    _fake_api(monkeypatch, run_spec)
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     rc, _, _ = _main(capsys, ["run", "s.yaml", "--results", "out", "--quiet"])
     assert rc == 7
-    assert seen["scenario"] == "s.yaml" and seen["results"] == "out" and seen["quiet"] is True
+    assert seen["spec"] == "spec of s.yaml" and seen["scenario_path"].name == "s.yaml"
+    assert seen["results"] == "out" and seen["quiet"] is True and seen["max_duration_s"] is None
 
 
 def test_cli_runner_exception_is_one_line(capsys, monkeypatch):
-    def run_from_cli(args):
+    def run_spec(spec, results, **kw):
         raise RuntimeError("fabric did not come up\nmore detail")
 
-    monkeypatch.setitem(sys.modules, "testbed.runner",
-                        types.SimpleNamespace(run_from_cli=run_from_cli))
+    _fake_api(monkeypatch, run_spec)
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     rc, _, err = _main(capsys, ["run", "s.yaml"])
     assert rc == 2

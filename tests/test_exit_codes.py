@@ -22,11 +22,16 @@ def test_exit_codes_in_run_help():
         assert f"\n  {code}" in res.stdout, code
 
 
-def test_bad_scenario_exits_2(tmp_path):
+def test_bad_scenario_exits_2(tmp_path, capsys, monkeypatch):
+    import os
+
+    from testbed import cli
     p = tmp_path / "bad.yaml"
     p.write_text("name: bad\nworkload: {sizes: {min_bytes: 1KiB, max_bytes: 1KiB}}\nfidelity: {max_spurious_retx_pkts: -1}\n")
-    ns = type("Args", (), {"scenario": str(p), "results": None, "quiet": True})()
-    assert runner.run_from_cli(ns) == runner.EXIT_BAD_INPUT
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert cli.main(["run", str(p), "--quiet"]) == runner.EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert err.startswith("testbed: error: ") and "max_spurious_retx_pkts" in err
 
 
 def test_a_reader_that_quits_early_changes_nothing():

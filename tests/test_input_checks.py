@@ -9,7 +9,7 @@ import pytest
 from testbed.measure import capacity
 from testbed.spec import estimate
 from testbed.results.rundir import check_results_root
-from testbed.runner import workload_ops
+from testbed.workloads import plan_workload, workload_for
 from testbed.spec.rto import MAX_AUTO_RTO_US, auto_rto_us, describe_rto, rto_basis
 from testbed.spec.scenario import ScenarioError, min_rto_us, parse_scenario
 
@@ -39,11 +39,11 @@ def test_c11_huge_allreduce_is_about_two_hours_and_refused():
     assert est == pytest.approx(7288.06, abs=0.01)
     spec = spec_of(fabric={"spines": 2, "leaves": 4, "hosts_per_leaf": 2})
     with pytest.raises(estimate.DurationError) as ei:
-        estimate.check_duration(spec, est)
+        estimate.check_duration(workload_for(spec).scaling_keys(), est)
     msg = str(ei.value)
     assert "estimated duration 2.02 h exceeds the cap of 2.00 h" in msg
     assert "workload.sizes.max_bytes" in msg and "--max-duration 7289" in msg
-    estimate.check_duration(spec, est, max_duration_s=7300)  # overridden: no error
+    estimate.check_duration(workload_for(spec).scaling_keys(), est, max_duration_s=7300)  # overridden: no error
 
 
 def test_group_size_shortens_and_fabric_rate_bounds():
@@ -61,7 +61,7 @@ def test_group_size_shortens_and_fabric_rate_bounds():
 def test_quickstart_estimate_matches_its_documented_80_s():
     from testbed.spec.scenario import load_scenario
     spec = load_scenario(QUICKSTART)
-    est = estimate.estimate_for_spec(spec, workload_ops(spec))
+    est = workload_for(spec).estimate_s(plan_workload(spec).ops)
     # 10 s set-up + 41 ops x 0.04 s + 35 timed and 6 warm-up ops moving 1.75 x their size at
     # 10 Mbit/s x 4096/4154: 64 KiB..4 MiB, 6 ops each (4 MiB: 5, max_bytes_per_size 16 MiB)
     # measured 2026-11-30: the quickstart took 69 s in all (README: about 80 s)
@@ -75,8 +75,8 @@ def test_max_bytes_per_size_off_runs_every_iteration():
                                "warmup_iterations": 0, "max_bytes_per_size": "8MiB"})
     uncapped = spec_of(workload={"sizes": {"min_bytes": "4MiB", "max_bytes": "4MiB"}, "iterations": 10,
                                  "warmup_iterations": 0, "max_bytes_per_size": "off"})
-    assert len(workload_ops(capped)) == 2
-    assert len(workload_ops(uncapped)) == 10
+    assert len(plan_workload(capped).ops) == 2
+    assert len(plan_workload(uncapped).ops) == 10
 
 
 @pytest.mark.parametrize("text, seconds", [("7200", 7200), ("90s", 90), ("30m", 1800), ("3h", 10800), ("1.5h", 5400)])
@@ -154,9 +154,13 @@ def test_debug_after_subcommand_shows_traceback(capsys, monkeypatch):
 
     from testbed import cli
 
-    def run_from_cli(args):
+    from testbed.api import BAD_INPUT_ERRORS
+
+    def run_spec(spec, results, **kw):
         raise RuntimeError("fabric did not come up")
-    monkeypatch.setitem(sys.modules, "testbed.runner", types.SimpleNamespace(run_from_cli=run_from_cli))
+    monkeypatch.setattr("testbed.spec.scenario.load_scenario", lambda path: "spec")
+    monkeypatch.setitem(sys.modules, "testbed.api",
+                        types.SimpleNamespace(run_spec=run_spec, BAD_INPUT_ERRORS=BAD_INPUT_ERRORS))
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     assert cli.main(["run", "s.yaml", "--debug"]) == 2
     err = capsys.readouterr().err

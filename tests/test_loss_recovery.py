@@ -116,8 +116,9 @@ def test_estimate_says_when_it_assumes_no_loss():
     # fan-in: a direct all-to-all puts 7 senders on each receiver's port
     a2a = {"collective": "alltoall", "algorithm": "direct", "sizes": {"min_bytes": "1MiB", "max_bytes": "1MiB"}}
     s = spec_of(fabric={"buffer_bytes": "16KB"}, workload=a2a)
-    from testbed.plan import plan_workload
-    assert "up to 7 QPs converge on one port" in estimate.loss_note(s, list(plan_workload(s).ops))
+    from testbed.workloads import workload_for
+    w = workload_for(s)
+    assert "up to 7 QPs converge on one port" in w.loss_note(w.plan().ops)
     # lossless with PFC: no note
     pfc = spec_of(fabric={**LOSSY, "queue_backend": "htb_classes"}, congestion={"pfc": {"xoff_pkts": 1, "xon_pkts": 0}})
     assert estimate.loss_note(pfc) is None

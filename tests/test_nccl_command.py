@@ -8,7 +8,7 @@ import pytest
 
 from testbed.cli import build_parser, main
 from testbed import nccl
-from testbed.plan import plan_workload
+from testbed.workloads import plan_workload
 from testbed.results.nccl_table import format_nccl_table
 from testbed.emulation.agents import taking_part
 from testbed.results.tables import OPS_COLUMNS, ops_table, size_table

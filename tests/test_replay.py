@@ -50,7 +50,7 @@ def test_placement_refusals_name_the_numbers():
 
 @pytest.mark.skipif(not EP_TEST.exists(), reason="../shared/workloads/simai is not here")
 def test_plan_of_workload_ep_test(tmp_path):
-    from testbed.plan import plan_workload
+    from testbed.workloads import plan_workload
     spec = load_scenario(_scenario(tmp_path, EP_TEST, ", iterations: 2, overlap: on"))
     plan = plan_workload(spec)
     r = plan.replay
@@ -76,7 +76,7 @@ def test_plan_of_workload_ep_test(tmp_path):
 
 
 def test_every_collective_type_runs_and_unknown_types_name_the_line(tmp_path):
-    from testbed.plan import plan_workload
+    from testbed.workloads import plan_workload
     head = ("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 ep: 1 pp: 1 all_gpus: 4\n2\n")
     rows = ("a\t-1\t1\tNONE\t0\t1\tNONE\t0\t1\tALLREDUCEALLTOALL\t4096\t1\n"
             "b\t-1\t1\tNONE\t0\t1\tNONE\t0\t1\tALLTOALL\t4096\t1\n")
@@ -90,7 +90,7 @@ def test_every_collective_type_runs_and_unknown_types_name_the_line(tmp_path):
 
 
 def test_compute_scale_and_overlap_settings(tmp_path):
-    from testbed.plan import plan_workload
+    from testbed.workloads import plan_workload
     ours = REPO / "scenarios" / "workloads" / "dp_overlap_tp2.txt"
     spec = load_scenario(_scenario(tmp_path, ours, ", compute_scale: off, overlap: off"))
     r = plan_workload(spec).replay

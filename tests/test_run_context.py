@@ -6,7 +6,7 @@ import pytest
 
 from testbed.emulation.agents import transport_params
 from testbed.host.capabilities import Capabilities, Feature
-from testbed.plan import plan_workload
+from testbed.workloads import plan_workload
 from testbed.results import manifest
 from testbed.run_context import Recording, RunContext
 from testbed.spec.rto import rto_basis, run_rto_us

@@ -29,7 +29,8 @@ def _scenario(tmp_path, workload_text, iterations=1, leaves=4):
 
 
 def test_plan_tp_and_dp_scoped_allreduce_on_8_hosts(tmp_path):
-    from testbed.plan import PlannedOp, plan_workload
+    from testbed.plan import PlannedOp
+    from testbed.workloads import plan_workload
     from testbed.plan import plan_peers
     from testbed.spec.scenario import load_scenario
     spec = load_scenario(_scenario(tmp_path, C11_FILE.format(all_gpus=8, n=1, extra=""), iterations=2))
@@ -50,7 +51,7 @@ def test_plan_tp_and_dp_scoped_allreduce_on_8_hosts(tmp_path):
 
 
 def test_plan_of_a_size_sweep_is_one_ring_of_all_hosts():
-    from testbed.plan import plan_workload
+    from testbed.workloads import plan_workload
     from testbed.spec.scenario import parse_scenario
     spec = parse_scenario({"fabric": {"leaves": 2, "hosts_per_leaf": 2}, "workload": {
         "sizes": {"min_bytes": 1024, "max_bytes": 4096, "factor": 4}, "iterations": 2,
@@ -64,7 +65,7 @@ def test_plan_of_a_size_sweep_is_one_ring_of_all_hosts():
 
 
 def test_size_zero_is_skipped_with_a_note_never_run_as_one_byte(tmp_path):
-    from testbed.plan import plan_workload
+    from testbed.workloads import plan_workload
     from testbed.spec.scenario import load_scenario
     zero = "layer_zero\t-1\t1\tALLREDUCE\t0\t1\tNONE\t0\t1\tALLREDUCE\t0\t1\n"
     spec = load_scenario(_scenario(tmp_path, C11_FILE.format(all_gpus=8, n=2, extra=zero)))
@@ -82,7 +83,7 @@ def test_size_zero_is_skipped_with_a_note_never_run_as_one_byte(tmp_path):
 
 
 def test_other_collectives_and_one_rank_groups_are_noted(tmp_path):
-    from testbed.plan import plan_workload
+    from testbed.workloads import plan_workload
     from testbed.spec.scenario import load_scenario
     text = (OURS / "tiny_moe_tp2_ep2.txt").read_text()
     plan = plan_workload(load_scenario(_scenario(tmp_path, text)))

@@ -71,8 +71,8 @@ def judge_run(ctx: RunContext, rec: Recording, qps: pd.DataFrame, ports: pd.Data
     identity = accounting.loss_identity(t, other, watchdog_drops_pkts(ctx.run_dir))
     t["unexplained_lost_pkts"] = identity.unexplained_pkts
     t["host_nic_retries"] = sum(other.host_nic_retries.values())
-    if rec.patterns is not None:  # judge the CPU while flows ran, not while agents restarted between trials
-        cpu = rec.patterns.during_traffic(cpu)
+    if rec.workload is not None:  # e.g. pattern trials: the CPU while flows ran, not while agents restarted
+        cpu = rec.workload.cpu_while_traffic(cpu)
     verdict = evaluate(cpu, other.losses, mark_paused(ports, ctx.run_dir), fab.port_rate_bps,
                        host_tx, thresholds_for(ctx.spec), transport=t,
                        departures=timing.write_departures(rec.departures, ctx.run_dir), identity=identity,

@@ -15,9 +15,9 @@ from testbed.measure import timing
 from testbed.plan import plan_algorithms
 from testbed.results.rundir import RunDir
 from testbed.run_context import RunContext
-from testbed.spec import estimate
 from testbed.spec.rto import manifest_rto
 from testbed.spec.transport import congestion_control_manifest
+from testbed.workloads import workload_for
 
 #: packages whose versions the manifest records
 VERSIONED_PACKAGES = ("aifabric-testbed", "os-ken", "scapy", "pandas", "pyroute2", "pydantic", "mininet")
@@ -67,6 +67,7 @@ def build(ctx: RunContext, caps) -> dict:
     scenario asks for a link delay this kernel cannot add.
     """
     spec = ctx.spec
+    workload = workload_for(spec)
     return {
         "run_id": ctx.run_id, "started_utc": ctx.started_utc,
         "scenario_path": str(Path(ctx.scenario_path).resolve()) if ctx.scenario_path else None,
@@ -78,9 +79,9 @@ def build(ctx: RunContext, caps) -> dict:
         "seed": spec.seed, "transport": asdict(ctx.transport), "payload_efficiency": ctx.efficiency,
         "rto": manifest_rto(spec),
         "congestion_control": congestion_control_manifest(spec),  # DCQCN: dilation, every value and its source
-        "estimated_duration_s": round(estimate.estimate_for_spec(spec, list(ctx.ops_plan)), 1),
+        "estimated_duration_s": round(workload.estimate_s(ctx.ops_plan), 1),
         # why the estimate may be short: the scenario can drop packets (None: it holds)
-        "estimate_loss_note": estimate.loss_note(spec, list(ctx.ops_plan)),
+        "estimate_loss_note": workload.loss_note(ctx.ops_plan),
         "fidelity_checks_switched_off": spec.fidelity.switched_off(),
         "rank_groups": {op.group: [list(g) for g in op.groups] for op in ctx.ops_plan},  # scope -> concurrent groups
         "collectives": plan_algorithms(list(ctx.ops_plan)),  # collective, algorithm, busbw factor, size convention

@@ -30,7 +30,6 @@ from testbed.measure import timing
 from testbed.measure.judge import judge_controller, judge_run
 from testbed.measure.verdict import FidelityVerdict
 from testbed.results import fit, printing
-from testbed.results.replay_table import format_replay_table
 from testbed.results.adaptive import summary_adaptive
 from testbed.results.faults import faults_block
 from testbed.results.pfc_hosts import pfc_hosts_block
@@ -183,14 +182,13 @@ def finish(ctx: RunContext, rec: Recording, note: str | None = None) -> dict:
 
 def _print_results(ctx: RunContext, rec: Recording, w: Written) -> None:
     summary = w.summary
-    if rec.patterns is not None:
-        from testbed.patterns.results import format_load_balance
-        print(format_load_balance(summary["load_balance"]))
+    workload = rec.workload
+    for line in workload.lines_before(ctx, summary) if workload is not None else ():
+        print(line)
     printing.print_results(ctx, w.sizes, w.transport, summary["controller"], w.verdict, rec.op_meta)
     printing.print_blocks(summary)
-    if rec.replay is not None:
-        for block in ([rec.replay["off"], rec.replay["on"]] if rec.replay["overlap"] == "compare" else [rec.replay]):
-            print(format_replay_table(block, ctx.spec.scale_factor, ctx.spec.workload.simai.size_scale))
+    for line in workload.lines_after(ctx, summary) if workload is not None else ():
+        print(line)
     for row in w.fits or ():
         print(fit.fit_line(row))
     print(report_command.after_run(ctx.run_dir))  # report.html from the tables just written (testbed.report)
@@ -220,19 +218,11 @@ def _write_results_now(ctx: RunContext, rec: Recording) -> Written:
     if summary["congestion"] is not None and any(x is not None and x.uses_bdp for x in (c.ecn, c.pfc)):
         from testbed.spec.congestion import bdp_basis
         summary["congestion"]["bdp"] = bdp_basis(ctx.spec.fabric)  # the BDP the *_bdp thresholds used
-    if rec.patterns is not None:  # workload.pattern: fct.csv, flow_rates.csv, uplinks.csv (testbed.patterns.results)
-        from testbed.patterns.results import write_pattern_results
-        summary["load_balance"] = write_pattern_results(ctx, rec.patterns, qps, ports, faults)
-        if summary["congestion"] is not None:  # fairness, bottleneck, CNPs, victim dip from the flows
-            from testbed.results.congestion_flows import flow_figures
-            from testbed.spec.transport import dcqcn_settings
-            dcqcn = dcqcn_settings(ctx.spec)
-            summary["congestion"].update(flow_figures(ctx.run_dir, dcqcn.cnp_interval_us if dcqcn else None))
+    if rec.workload is not None:  # the workload's own tables and blocks (testbed.workloads)
+        rec.workload.add_results(ctx, rec, summary, qps, ports, faults)
     if summary["congestion"] is not None:  # a PFC storm fault: watchdog detection, restore, rest of the fabric
         from testbed.results.pfc_storm import storm_block
         summary["congestion"].update(storm_block(ctx.run_dir, faults))
-    if rec.replay is not None:
-        summary["replay"] = rec.replay
     adaptive = summary_adaptive(ctx.spec, ctx.run_dir)
     if adaptive is not None:
         summary.setdefault("load_balance", {})["adaptive"] = adaptive

@@ -70,7 +70,7 @@ def estimate_run_s(ops: Iterable[Mapping], n_hosts: int, host_link_bps: float, f
     """Estimated seconds of a whole run (module docstring formula).
 
     Args:
-        ops: the op plan (:func:`testbed.runner.workload_ops`: testbed.plan.PlannedOp,
+        ops: the op plan (testbed.workloads.plan_workload: testbed.plan.PlannedOp,
             whose ``group_size`` is the ranks of each of its groups), or mappings with
             ``size_bytes`` and optionally ``group_size``, ``collective``, ``algorithm``.
         n_hosts: ranks when an op names no group size.
@@ -90,35 +90,14 @@ def estimate_run_s(ops: Iterable[Mapping], n_hosts: int, host_link_bps: float, f
     return total
 
 
-def estimate_for_spec(spec, ops: Iterable[Mapping]) -> float:
-    """:func:`estimate_run_s` with the rates and ranks of a :class:`testbed.spec.scenario.ScenarioSpec`."""
-    f = spec.fabric
-    if spec.workload.pattern is not None:  # flows: trials of the pattern's ideal completion time
-        from testbed.patterns.plan import estimate_s
-        return SETUP_S + estimate_s(spec)
-    return estimate_run_s(ops, f.n_hosts, f.host_link_bps, f.fabric_link_bps, f.ranks_per_switch,
-                          spec.transport.payload_bytes)
-
-
 #: senders that can converge on one receiver's port, per (collective, algorithm); others: 1 (a ring's
 #: rank receives from one neighbour). ``None``: the group size - 1 (every other rank at once).
 _FAN_IN = {("alltoall", "direct"): None, ("allreduce", "tree"): 2, ("reduce", "tree"): 2}
 
 
-def _fan_in(spec, ops: Iterable[Mapping]) -> int:
-    """Most QPs that can send into one switch port at once (pattern flows per receiver; a collective's
-    senders per receiver, :data:`_FAN_IN`); per-flow ECMP can put 2 flows on one uplink when flows
-    cross leaves."""
-    if spec.workload.pattern is not None:
-        from testbed.patterns.plan import pattern_flows
-        from topology import build
-        flows = pattern_flows(spec, build(spec.fabric.kind, spec.fabric, "tb0000"))
-        per_dst: dict = {}
-        for f in flows:
-            per_dst[f.dst] = per_dst.get(f.dst, 0) + 1
-        fan = max(per_dst.values(), default=1)
-        hashed = spec.transport.entropy != "spray" and spec.fabric.leaves > 1 and len(flows) > 1
-        return max(fan, 2 if hashed else 1)
+def collective_fan_in(spec, ops: Iterable[Mapping]) -> int:
+    """Most QPs that can send into one switch port at once in a collective op plan: a collective's senders
+    per receiver (:data:`_FAN_IN`), at least 1. (A pattern's flows: testbed.workloads.pattern.)"""
     fan = 1
     for op in ops:
         op = op.meta() if hasattr(op, "meta") else op
@@ -129,14 +108,14 @@ def _fan_in(spec, ops: Iterable[Mapping]) -> int:
     return fan
 
 
-def loss_regime(spec, ops: Iterable[Mapping] = ()) -> str | None:
+def loss_regime(spec, fan_in: int = 1) -> str | None:
     """Why the scenario's switch queues can drop its packets, or None (the estimate then holds).
 
     Lossless with PFC on: None. Otherwise a drop is possible when the data a port may have to hold
     does not fit its buffer (the lossless class's buffer under ``congestion.buffers``, else
     ``fabric.buffer_bytes``): one QP's window (``window_pkts`` full frames) in front of a fabric link
-    slower than the host link, or (fan-in - 1) windows where several QPs converge on one port
-    (:func:`_fan_in`). A rule of thumb, not a queue model: it names the cause in one clause.
+    slower than the host link, or (fan-in - 1) windows where ``fan_in`` QPs converge on one port
+    (the workload's, testbed.workloads.base.Workload.fan_in). A rule of thumb, not a queue model: it names the cause in one clause.
     """
     from traffic import wire
     from traffic.transport import wire_bytes
@@ -151,32 +130,22 @@ def loss_regime(spec, ops: Iterable[Mapping] = ()) -> str | None:
         return (f"a QP's window ({t.window_pkts} x {frame} B) does not fit the {buf} B switch buffer in front of "
                 f"{f.fabric_link_bps / 1e6:g} Mbit/s fabric links, slower than the {f.host_link_bps / 1e6:g} Mbit/s "
                 f"host links")
-    fan = _fan_in(spec, ops)
+    fan = fan_in
     if fan >= 2 and buf < (fan - 1) * window:
         return (f"up to {fan} QPs converge on one port and {fan - 1} windows ({t.window_pkts} x {frame} B each) do "
                 f"not fit its {buf} B buffer")
     return None
 
 
-def loss_note(spec, ops: Iterable[Mapping] = ()) -> str | None:
+def loss_note(spec, fan_in: int = 1) -> str | None:
     """The clause the printed estimate carries when :func:`loss_regime` finds the scenario lossy, else None."""
-    why = loss_regime(spec, ops)
+    why = loss_regime(spec, fan_in)
     if why is None:
         return None
     rec = spec.transport.loss_recovery
     cost = ("each loss can cost go-back-N a window of resends and a timeout: expect it to take several times "
             "longer" if rec == "go_back_n" else "selective repeat resends about one packet per loss")
     return f"assumes no loss, but packets can be dropped: {why}; {cost} (transport.loss_recovery: {rec})"
-
-
-def scaling_keys(spec) -> str:
-    """The scenario keys that make a run longer or shorter, for error messages."""
-    if spec.workload.pattern is not None:
-        return "workload.pattern.size_bytes, workload.pattern.trials (or fabric.host_link_bps)"
-    if spec.workload.simai is not None:
-        return "workload.simai.size_scale, workload.simai.iterations (or fabric.host_link_bps)"
-    return ("workload.sizes.max_bytes, workload.iterations, workload.max_bytes_per_size "
-            "(or fabric.host_link_bps)")
 
 
 def format_duration(seconds: float) -> str:
@@ -188,12 +157,13 @@ def format_duration(seconds: float) -> str:
     return f"{seconds / 3600:.2f} h"
 
 
-def check_duration(spec, estimate_s: float, max_duration_s: float = MAX_DURATION_S) -> None:
-    """Raise :class:`DurationError` when ``estimate_s > max_duration_s``, naming the keys that scale it."""
+def check_duration(scaling_keys: str, estimate_s: float, max_duration_s: float = MAX_DURATION_S) -> None:
+    """Raise :class:`DurationError` when ``estimate_s > max_duration_s``, naming ``scaling_keys`` (the keys
+    that scale the run: testbed.workloads.base.Workload.scaling_keys)."""
     if estimate_s > max_duration_s:
         raise DurationError(
             f"estimated duration {format_duration(estimate_s)} exceeds the cap of "
-            f"{format_duration(max_duration_s)}: reduce {scaling_keys(spec)}, "
+            f"{format_duration(max_duration_s)}: reduce {scaling_keys}, "
             f"or allow it with 'testbed run --max-duration {int(estimate_s) + 1}'")
 
 

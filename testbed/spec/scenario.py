@@ -239,9 +239,9 @@ def load_scenario(path: Union[str, Path]) -> ScenarioSpec:
             raise ScenarioError(f"{p}: workload.simai.path: no such file {str(sp)!r}")
         simai = spec.workload.simai.model_copy(update={"path": str(sp)})
         spec = spec.model_copy(update={"workload": spec.workload.model_copy(update={"simai": simai})})
-        from testbed.plan import plan_workload  # reads the file: all_gpus, groups, sizes (ScenarioError)
+        from testbed.simai_plan import simai_plan  # reads the file: all_gpus, groups, sizes (ScenarioError)
         try:
-            plan_workload(spec)
+            simai_plan(spec)
         except ScenarioError as e:
             raise ScenarioError(f"{p}: {e}") from None
     return spec

@@ -1,0 +1,38 @@
+"""Workload modes behind one interface (:class:`testbed.workloads.base.Workload`): plan, peers, run, results.
+
+The scenario's ``workload`` holds exactly one mode section (testbed.spec.workload); :data:`WORKLOADS`
+maps each section to its class:
+
+- ``sizes``: the size sweep of one collective (testbed.workloads.sweep.SizeSweep);
+- ``simai``: a SimAI/AICB replay (testbed.workloads.simai.SimaiReplay);
+- ``pattern``: traffic pattern trials (testbed.workloads.pattern.PatternTrials).
+
+A new mode is one module with a Workload subclass and one line here.
+"""
+from __future__ import annotations
+
+from testbed.plan import WorkloadPlan
+from testbed.workloads.base import Workload
+from testbed.workloads.pattern import PatternTrials
+from testbed.workloads.simai import SimaiReplay
+from testbed.workloads.sweep import SizeSweep
+
+#: ``workload.<section>`` -> the Workload class that runs it
+WORKLOADS: dict[str, type[Workload]] = {cls.section: cls for cls in (SizeSweep, SimaiReplay, PatternTrials)}
+
+
+def workload_for(spec) -> Workload:
+    """A fresh Workload for the validated scenario ``spec`` (its one mode section that is set).
+
+    Raises ValueError when none is set (a spec the schema would have refused)."""
+    for section, cls in WORKLOADS.items():
+        if getattr(spec.workload, section, None) is not None:
+            return cls(spec)
+    raise ValueError(f"workload needs exactly one of {', '.join(f'workload.{s}' for s in WORKLOADS)}")
+
+
+def plan_workload(spec) -> WorkloadPlan:
+    """The op plan of a validated scenario (testbed.plan.WorkloadPlan); reads the SimAI file if any.
+
+    Raises ScenarioError naming the key (and file line) when the workload cannot run on this fabric."""
+    return workload_for(spec).plan()

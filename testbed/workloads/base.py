@@ -1,0 +1,102 @@
+"""The interface every workload mode implements: :class:`Workload`.
+
+A workload is what the hosts do during a run's measurement: its plan
+(operations, sizes, notes, the duration estimate), its peers (which ranks
+open queue pairs with which), how it drives the agents (over
+traffic.protocol) and what it adds to the results (tables, summary.json
+blocks, printed lines). One subclass per mode (testbed.workloads.WORKLOADS,
+selected by the scenario's ``workload`` section); the runner, the verdict and
+the results call these methods and never ask which mode runs.
+
+One instance per run: :meth:`Workload.run` keeps what the results need (a
+pattern's trials, a replay's timeline figures) on the instance. The ranks are
+the fabric's hosts in rank order; a job is one workload on a subset of them.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator, Optional
+
+from testbed.plan import PlannedOp, WorkloadPlan
+from testbed.spec import estimate
+
+
+class Workload:
+    """One workload mode on a validated scenario ``spec`` (testbed.spec.scenario.ScenarioSpec).
+
+    Subclasses set :attr:`section` (the ``workload.<section>`` key that selects them) and override what
+    differs; the defaults are those of a mode that runs nothing extra.
+    """
+
+    #: the key of the scenario's ``workload`` mapping that selects this mode
+    section: str = ""
+
+    def __init__(self, spec):
+        self.spec = spec
+
+    # -- plan: before anything is built --------------------------------------------------------------
+    def plan(self) -> WorkloadPlan:
+        """The operations in run order and the notes to print (testbed.plan.WorkloadPlan).
+
+        Raises ScenarioError naming the key (and file line) when the workload cannot run on this fabric."""
+        raise NotImplementedError
+
+    def estimate_s(self, ops: tuple[PlannedOp, ...]) -> float:
+        """Estimated seconds of the run's traffic with set-up and teardown (testbed.spec.estimate), s;
+        manifest.json's ``estimated_duration_s``."""
+        raise NotImplementedError
+
+    def extra_s(self, plan: WorkloadPlan) -> float:
+        """Seconds the run spends beyond :meth:`estimate_s` (a replay's compute waits), s; added to the
+        printed estimate and the duration cap check."""
+        return 0.0
+
+    def scaling_keys(self) -> str:
+        """The scenario keys that make a run longer or shorter, for the duration cap's error message."""
+        raise NotImplementedError
+
+    def fan_in(self, ops: tuple[PlannedOp, ...]) -> int:
+        """Most queue pairs that can send into one switch port at once (testbed.spec.estimate.loss_regime)."""
+        raise NotImplementedError
+
+    def loss_note(self, ops: tuple[PlannedOp, ...]) -> Optional[str]:
+        """The clause the printed estimate carries when the scenario can drop packets, else None."""
+        return estimate.loss_note(self.spec, self.fan_in(ops))
+
+    # -- peers: the queue pairs to open ----------------------------------------------------------------
+    def peers(self, ops: tuple[PlannedOp, ...]) -> dict[int, list[int]]:
+        """rank -> the ranks it needs queue pairs with (sizes the transport's send buffers before the
+        fabric is built, and the agents' QPs)."""
+        raise NotImplementedError
+
+    # -- run: drive the agents -----------------------------------------------------------------------
+    @contextmanager
+    def session(self, ctx, fab) -> Iterator[object]:
+        """What the workload needs up on the running fabric ``fab`` before the measurement starts; yields
+        what :meth:`run` drives (an agent group, or None when :meth:`run` starts its own)."""
+        yield None
+
+    def run(self, ctx, agents, rec, progress) -> None:
+        """Run the workload while the runner measures: append the agents' records and statistics to
+        ``rec`` (testbed.run_context.Recording), say progress on ``progress``; hold signals back
+        (testbed.signals.defer) once the traffic is done. Raises what the agents raise."""
+        raise NotImplementedError
+
+    # -- results ---------------------------------------------------------------------------------
+    def cpu_while_traffic(self, cpu):
+        """The rows of ``cpu`` (cpu.csv) the fidelity verdict judges: all of them unless the workload
+        restarts agents between measurements."""
+        return cpu
+
+    def add_results(self, ctx, rec, summary: dict, qps, ports, faults) -> None:
+        """Write this workload's own tables and add its blocks to ``summary`` (summary.json's content),
+        the common tables being written (``qps``, ``ports``: qps.csv, ports.csv frames; ``faults``: the
+        faults block or None)."""
+
+    def lines_before(self, ctx, summary: dict) -> list[str]:
+        """Text printed before the common results table."""
+        return []
+
+    def lines_after(self, ctx, summary: dict) -> list[str]:
+        """Text printed after the common results blocks."""
+        return []

@@ -1,0 +1,49 @@
+"""The SimAI/AICB replay (``workload.simai``): the file's fabric collectives on the agents and its timeline
+of compute waits, scale-up collectives and overlap (plan: testbed.simai_plan; run: testbed.replay_run)."""
+from __future__ import annotations
+
+from typing import Optional
+
+from testbed.plan import WorkloadPlan
+from testbed.replay_run import run_replay
+from testbed.results.replay_table import format_replay_table
+from testbed.simai_plan import replay_plan, simai_plan
+from testbed.workloads.collectives import Collectives
+
+
+class SimaiReplay(Collectives):
+    """``workload.simai``: the replay's timeline; summary.json's ``replay`` block and its printed tables."""
+
+    section = "simai"
+
+    def __init__(self, spec):
+        super().__init__(spec)
+        #: summary.json's ``replay`` block once :meth:`run` finished (testbed.replay_run.run_replay)
+        self.replay: Optional[dict] = None
+
+    def plan(self) -> WorkloadPlan:
+        return simai_plan(self.spec)
+
+    def extra_s(self, plan: WorkloadPlan) -> float:
+        """Compute waits and scale-up collectives of every iteration, s."""
+        r = plan.replay
+        return len(r.modes) * (r.compute_s_per_iteration + r.scale_up_s_per_iteration)
+
+    def scaling_keys(self) -> str:
+        return "workload.simai.size_scale, workload.simai.iterations (or fabric.host_link_bps)"
+
+    def run_ops(self, ctx, agents, rec, progress) -> None:
+        """The replay's timeline (testbed.replay_run: compute waits, streams, overlap)."""
+        self.replay = run_replay(ctx, agents, rec, progress, replay_plan(ctx.spec, ctx.ops_plan))
+
+    def add_results(self, ctx, rec, summary: dict, qps, ports, faults) -> None:
+        if self.replay is not None:
+            summary["replay"] = self.replay
+
+    def lines_after(self, ctx, summary: dict) -> list[str]:
+        """The replay table (both, off then on, with ``overlap: compare``)."""
+        r = self.replay
+        if r is None:
+            return []
+        blocks = [r["off"], r["on"]] if r["overlap"] == "compare" else [r]
+        return [format_replay_table(b, ctx.spec.scale_factor, ctx.spec.workload.simai.size_scale) for b in blocks]
