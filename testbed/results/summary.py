@@ -224,9 +224,9 @@ def _write_results_now(ctx: RunContext, rec: Recording) -> Written:
         summary["load_balance"] = write_pattern_results(ctx, rec.patterns, qps, ports, faults)
         if summary["congestion"] is not None:  # fairness, bottleneck, CNPs, victim dip from the flows
             from testbed.results.congestion_flows import flow_figures
-            from testbed.spec.transport import dcqcn_settings
-            dcqcn = dcqcn_settings(ctx.spec)
-            summary["congestion"].update(flow_figures(ctx.run_dir, dcqcn.cnp_interval_us if dcqcn else None))
+            from testbed.spec.transport import cc_class, cc_settings
+            cnp_ns = cc_class(ctx.spec).cnp_interval_ns(cc_settings(ctx.spec))
+            summary["congestion"].update(flow_figures(ctx.run_dir, cnp_ns / 1000 if cnp_ns is not None else None))
     if summary["congestion"] is not None:  # a PFC storm fault: watchdog detection, restore, rest of the fabric
         from testbed.results.pfc_storm import storm_block
         summary["congestion"].update(storm_block(ctx.run_dir, faults))
