@@ -185,7 +185,9 @@ def format_validation_error(err: ValidationError, source: str = "scenario") -> s
         loc = tuple(p for p in e["loc"] if isinstance(p, int) or _KEY_RE.match(p))
         path = ".".join(str(p) for p in loc) or "(top level)"
         msg = e["msg"].removeprefix("Value error, ")
-        if _PATH_MSG_RE.match(msg) and (not loc or msg.startswith(path + ".")):  # a check naming its own key path
+        # a check naming its own key path: anywhere at the top level; in a section as "SECTION.KEY: ..."
+        # (a plugin's keys, testbed.spec.plugins)
+        if _PATH_MSG_RE.match(msg) and (not loc or re.match(re.escape(path) + r"\.[a-z0-9_.]+: ", msg)):
             path, msg = msg.split(" ", 1)
             path = path.rstrip(":")
         if e["type"] == "extra_forbidden":
