@@ -69,7 +69,13 @@ _MAX_RATE_BPS = 100e9
 class DcqcnSettings:
     """The DCQCN values one run uses, in its own (dilated) units; the keys of the scenario's
     ``transport.dcqcn`` block. Defaults: the published values at dilation 1 (see :data:`PUBLISHED` for
-    the symbol and source of each); a run's unset keys take them scaled (:func:`settings_for`)."""
+    the symbol and source of each); a run's unset keys take them scaled (:func:`settings_for`).
+
+    Names after Zhu et al., SIGCOMM 2015: ``cnp_interval_us`` N, ``g``, ``initial_alpha``,
+    ``alpha_timer_us`` K, ``rate_timer_us`` T, ``byte_counter_bytes`` B, ``fast_recovery_stages`` F,
+    ``rai_bps`` R_AI, ``rhai_bps`` R_HAI, ``min_rate_bps`` (the lowest rate a cut may reach),
+    ``clamp_target_rate`` (true: RT <- RC on every cut, as the paper; false: only after a timer
+    increase, as NVIDIA ConnectX's default)."""
 
     cnp_interval_us: float = setting(50.0, gt=0, le=_MAX_TIME_US)
     g: float = setting(1 / 256, gt=0, le=1)
