@@ -12,7 +12,7 @@ from testbed.results import tables
 from testbed.results.rundir import RunDir
 from traffic.protocol import QpCnpLog, QpRateLog, Stats
 from traffic.transport import TransportParams
-from traffic.transport.cc import DcqcnSettings
+from traffic.transport.cc import Dcqcn, DcqcnSettings, transport_fields
 
 MS = 1_000_000
 N = 5 * MS
@@ -114,7 +114,7 @@ def _stats(rank, peer, np_ms=(), rp_ms=(), unrecorded=0, rates=True):
     return Stats(rank=rank, requesters=[], responders=[], msgs=[], rx_pkts=0, rx_unknown_pkts=0, rates=log, cnps=cnps)
 
 
-DCQCN = TransportParams(congestion_control="dcqcn", dcqcn=DcqcnSettings(cnp_interval_us=5000.0))
+DCQCN = TransportParams(**transport_fields(Dcqcn, DcqcnSettings(cnp_interval_us=5000.0)))
 
 
 def test_the_agents_logs_become_cnp_events_and_qp_rates_tables_in_csv_and_parquet(tmp_path):

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from traffic.transport import Endpoint, RequesterQP, ResponderQP, TransportParams
-from traffic.transport.cc import Dcqcn, DcqcnSettings, cnp_interval_ns, for_transport
+from traffic.transport.cc import Dcqcn, DcqcnSettings, cnp_interval_ns, for_transport, transport_fields
 from traffic.transport.cc.base import RateChange, RateLog
 from traffic.transport.cc.dcqcn import ALPHA_LOG_FLOOR
 from traffic.transport.eventlog import TimeLog
@@ -229,7 +229,7 @@ def test_settings_scale_with_dilation():
     assert m["dilation"] == 100 and set(m["parameters"]) == set(PUBLISHED)
     assert m["parameters"]["g"] == {**m["parameters"]["g"], "value": 0.5, "published": 1 / 256, "origin": "scenario"}
     assert m["parameters"]["cnp_interval_us"]["value"] == 5000.0 and m["parameters"]["rai_bps"]["origin"] == "scaled"
-    params = TransportParams(congestion_control="dcqcn", dcqcn=settings_for(100))
+    params = TransportParams(**transport_fields(Dcqcn, settings_for(100)))
     assert cnp_interval_ns(params) == 5_000_000 and isinstance(for_transport(params), Dcqcn)
     assert cnp_interval_ns(TransportParams()) is None
 
@@ -239,8 +239,8 @@ def test_settings_scale_with_dilation():
 def test_ce_marked_data_makes_the_responder_send_paced_cnps():
     a, b = "127.0.7.1", "127.0.7.2"  # addresses of this test alone (other suites bind 127.0.0.x:4791)
     params = TransportParams(payload_bytes=1024, window_pkts=32, ack_every_pkts=4, rto_us=2_000_000,
-                             congestion_control="dcqcn", dcqcn=DcqcnSettings(cnp_interval_us=20_000.0, alpha_timer_us=30_000.0,
-                                                                            rate_timer_us=200_000.0))
+                             **transport_fields(Dcqcn, DcqcnSettings(cnp_interval_us=20_000.0, alpha_timer_us=30_000.0,
+                                                                     rate_timer_us=200_000.0)))
     ep_a, ep_b = Endpoint(a, read_ecn=True), Endpoint(b, read_ecn=True)
     req = RequesterQP(0x10001, 0x20000, a, b, 0, params)
     resp = ResponderQP(0x20000, 0x10001, b, a, 0, params)

@@ -6,6 +6,7 @@ import pytest
 from testbed.emulation.agents import transport_params
 from testbed.spec.scenario import ScenarioError, parse_scenario
 from testbed.spec.transport import congestion_control_manifest
+from traffic.transport.cc import settings_of
 
 WORKLOAD = {"sizes": {"min_bytes": 65536, "max_bytes": 65536}}
 
@@ -21,21 +22,20 @@ def _spec(dcqcn=None, cc="dcqcn", reference="1G", host="10M"):
 def test_dcqcn_settings_are_scaled_by_the_runs_dilation():
     spec = _spec()
     assert spec.scale_factor == 100
-    t = transport_params(spec, 200_000)
-    s = t.dcqcn
+    s = settings_of(transport_params(spec, 200_000))
     assert (s.cnp_interval_us, s.alpha_timer_us, s.rate_timer_us) == (5000.0, 5500.0, 5500.0)
     assert (s.rai_bps, s.rhai_bps, s.min_rate_bps, s.byte_counter_bytes) == (400e3, 500e3, 10e3, 10_000_000)
     m = congestion_control_manifest(spec)
     assert m["name"] == "dcqcn" and m["dilation"] == 100
     assert m["parameters"]["cnp_interval_us"]["published"] == 50.0
     assert "Zhu et al., SIGCOMM 2015" in m["parameters"]["g"]["source"]
-    assert transport_params(_spec(cc="none"), 200_000).dcqcn is None
+    assert transport_params(_spec(cc="none"), 200_000).cc_settings == {}
     assert congestion_control_manifest(_spec(cc="none")) == {"name": "none"}
 
 
 def test_overrides_are_taken_in_the_runs_units():
     spec = _spec({"cnp_interval_us": 1000, "rai_bps": "20k", "fast_recovery_stages": 3, "byte_counter_bytes": "64KiB"})
-    s = transport_params(spec, 200_000).dcqcn
+    s = settings_of(transport_params(spec, 200_000))
     assert (s.cnp_interval_us, s.rai_bps, s.fast_recovery_stages, s.byte_counter_bytes) == (1000.0, 20e3, 3, 65536)
     assert s.alpha_timer_us == 5500.0  # not set: scaled
     p = congestion_control_manifest(spec)["parameters"]

@@ -172,7 +172,7 @@ def test_the_runner_builds_the_agents_transport_params_from_the_spec():
     p = transport_params(spec, 493_849)
     assert p == TransportParams(payload_bytes=4096, window_pkts=16, ack_every_pkts=4, rto_us=493_849,
                                 sndbuf_bytes=16 * 1024, line_rate_bps=20e6, congestion_control="none",
-                                entropy="per_flow")
+                                cc_module="traffic.transport.cc.none", entropy="per_flow")
     cfg = AgentConfig(rank=0, ranks=[RankAddress(0, "10.0.0.1", "h1")], peers=[], seed=1, transport=p)
     assert decode(encode(cfg)).transport == p
     # a rank with 7 peers (all-to-all on 8 hosts) shares the 64 KiB host NIC queue: 65536 // 8 per socket;

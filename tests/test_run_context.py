@@ -48,7 +48,8 @@ def test_manifest_records_backends_rto_and_rank_groups(tmp_path):
                               "sndbuf_bytes": 16384, "line_rate_bps": 10e6, "congestion_control": "none",
                               "entropy": "per_flow", "entropy_ports": 1, "flowlet_gap_us": 0, "loss_recovery": "go_back_n",
                               "reorder_window_us": 0, "rto_low_us": 0, "rto_low_pkts": 0,
-                              "bdp_cap_pkts": 0, "dcqcn": None}
+                              "bdp_cap_pkts": 0, "cc_settings": {},
+                              "cc_module": "traffic.transport.cc.none"}
     assert m["ovs_send_buffer"] == ctx.send_buffer
     assert m["scenario_path"] == str(QUICKSTART) and m["scenario"]["fabric"]["queue_backend"] == "htb_bfifo"
 

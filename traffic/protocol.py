@@ -428,6 +428,11 @@ def _value(t, v, path: str):
         return [_value(inner, x, f"{path}[{i}]") for i, x in enumerate(v)]
     if dataclasses.is_dataclass(t):
         return _build(t, v, path)
+    if t is dict:  # a plugin's settings (TransportParams.cc_settings): names -> numbers or booleans
+        if not isinstance(v, dict) or not all(isinstance(k, str) and isinstance(x, (int, float, bool))
+                                              for k, x in v.items()):
+            raise ProtocolError(f"{path}: expected an object of numbers and booleans, got {str(v)[:120]}")
+        return dict(v)
     ok = {int: lambda x: isinstance(x, int) and not isinstance(x, bool),
           float: lambda x: isinstance(x, (int, float)) and not isinstance(x, bool),
           str: lambda x: isinstance(x, str), bool: lambda x: isinstance(x, bool)}.get(t)

@@ -2,7 +2,11 @@
 
 One policy per module in this package, one entry in :data:`POLICIES`, chosen
 by name in the scenario (``load_balance: {policy: ecmp}``), handed to the
-controller as ``[testbed] lb_policy`` in its configuration file.
+controller as ``[testbed] lb_policy`` in its configuration file. A policy with
+parameters declares them as ``Settings`` in its module (a frozen dataclass whose
+fields use traffic.registry.setting; :func:`settings_class`): they are keys of the
+scenario's ``load_balance`` section next to ``policy``, validated against it by
+the testbed's spec (testbed.spec.controller.LoadBalanceSpec.settings).
 
 The interface is one function: given the layout, the switch, one set of
 equal-cost next-hop ports (as :func:`topology.routing.plan_routes` found
@@ -16,15 +20,18 @@ Pure Python: no os-ken/Ryu import, so the testbed validates the name and unit
 tests check a policy without a switch.
 
 To add a policy: write ``controllers/lb/<name>.py`` with a ``select_group``
-function of the :data:`Policy` shape and add it to :data:`POLICIES`.
+function of the :data:`Policy` shape (and its ``Settings`` if it has parameters)
+and add the module to :data:`POLICIES`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Callable, Dict, Mapping, Tuple
 
 from topology.model import Layout, Switch
 from topology.routing import PortSet, switch_tiers
+from traffic.registry import NoSettings
 
 #: OVS selection methods (``selection_method=`` of a group; lib/ofp-group.c).
 SELECTION_METHODS = ("hash", "dp_hash")
@@ -76,20 +83,28 @@ WEIGHTED_POLICIES = ("weighted",)
 ADAPTIVE_POLICIES = ("adaptive",)
 
 
-def _registry() -> Dict[str, Policy]:
+def _registry() -> Dict[str, ModuleType]:
     from controllers.lb import adaptive, ecmp, weighted
 
-    return {"ecmp": ecmp.select_group, "weighted": weighted.select_group, "adaptive": adaptive.select_group}
+    return {"ecmp": ecmp, "weighted": weighted, "adaptive": adaptive}
 
 
-#: name -> policy; the names are what ``load_balance.policy`` allows.
-POLICIES: Dict[str, Policy] = _registry()
+#: name -> the policy's module (its ``select_group``, its ``Settings`` if any); the names are what
+#: ``load_balance.policy`` allows.
+POLICIES: Dict[str, ModuleType] = _registry()
 DEFAULT_POLICY = "ecmp"
 
 
 def names() -> Tuple[str, ...]:
     """The policy names a scenario may give, sorted."""
     return tuple(sorted(POLICIES))
+
+
+def settings_class(name: str) -> type:
+    """The settings dataclass of the policy called ``name`` (traffic.registry.NoSettings when it has
+    none). Raises ValueError naming ``load_balance.policy`` and the allowed names."""
+    get(name)
+    return getattr(POLICIES[name], "Settings", NoSettings)
 
 
 def check_weights(layout: Layout, policy: str, weights: Mapping[str, int]) -> None:
@@ -134,6 +149,6 @@ def _check_weights_apply(layout: Layout, weights: Mapping[str, int]) -> None:
 def get(name: str) -> Policy:
     """The policy called ``name``. Raises ValueError naming ``load_balance.policy`` and the allowed names."""
     try:
-        return POLICIES[name]
+        return POLICIES[name].select_group
     except KeyError:
         raise ValueError(f"load_balance.policy: unknown policy {name!r}; allowed: {', '.join(names())}") from None

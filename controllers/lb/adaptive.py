@@ -52,6 +52,7 @@ from topology.model import Layout, Switch
 from topology.routing import PortSet
 
 from controllers.lb import SelectGroup, tier_basis
+from traffic.registry import setting
 
 #: Equal-weight buckets per port: flows of one bucket move together, so two long flows share one with
 #: probability 1 / (ports x BUCKETS_PER_PORT) (1/32 on two uplinks, 1/64 on four).
@@ -64,6 +65,23 @@ MIN_GAIN = 0.1
 BUCKET_WINDOW_NS = 2_000_000_000
 
 BucketKey = Tuple[int, int]  # (group id, bucket id)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The scenario's ``load_balance`` keys of this policy: ``poll_period_ms`` (port and bucket counters
+    polled), ``hot_threshold`` (utilization of a port's rate at which its group is rebalanced),
+    ``min_dwell_ms`` (a group's freeze after a change: the hysteresis that keeps it from flapping).
+    Raises ValueError when the dwell holds fewer than two polls (the rates after a change need them)."""
+
+    poll_period_ms: int = setting(100, ge=20, le=5000)
+    hot_threshold: float = setting(0.8, gt=0.0, le=1.0)
+    min_dwell_ms: int = setting(500, ge=0, le=60_000)
+
+    def __post_init__(self):
+        if self.min_dwell_ms < 2 * self.poll_period_ms:
+            raise ValueError(f"min_dwell_ms = {self.min_dwell_ms} must hold at least two polls of "
+                             f"poll_period_ms = {self.poll_period_ms} (the rates after a change need them)")
 
 
 def select_group(layout: Layout, switch: Switch, ports: PortSet, weights: Mapping[str, int] = {}) -> SelectGroup:

@@ -20,9 +20,10 @@ from testbed.emulation.entropy_paths import pools_for_pairs
 from traffic.protocol import (AgentConfig, ErrorEvent, Exit, GetStats, OpDone, PathPorts, RankAddress, Ready, RunOp,
                               Stats)
 from traffic.transport.planes import qp_addresses
-from testbed.spec.transport import dcqcn_settings
+from testbed.spec.transport import cc_class, cc_settings
 from traffic.transport import TransportParams
 from testbed.spec.transport import DEFAULT_ENTROPY_PORTS
+from traffic.transport.cc import transport_fields
 from traffic.transport.entropy import ENTROPY_POLICIES, MULTI_PORT_POLICIES
 from traffic.transport.selective import SELECTIVE_REPEAT
 
@@ -42,8 +43,9 @@ def transport_params(spec, rto_us: int, peers_per_rank: int = 2) -> TransportPar
     """The agents' TransportParams from a ScenarioSpec (the one place they are built).
 
     ``rto_us``: the retransmission timeout, ``transport.rto_us`` or derived when that is ``auto``;
-    the line rate is ``fabric.host_link_bps``; DCQCN's settings are scaled by the run's dilation
-    (testbed.spec.transport.dcqcn_settings). Loss recovery is ``transport.loss_recovery``; with
+    the line rate is ``fabric.host_link_bps``; the congestion control's settings are the scenario's
+    ``transport.<name>`` over its defaults (testbed.spec.transport.cc_settings; DCQCN's scaled by the
+    run's dilation). Loss recovery is ``transport.loss_recovery``; with
     selective repeat the reorder window is half the retransmission timeout under an entropy policy
     whose packets overtake each other (``spray``), else 0 (nothing overtakes: a gap is a loss at
     once, as in IRN), and IRN's RTO_low and BDP cap apply (testbed.spec.rto.rto_low, bdp_cap). ``flowlet``'s gap
@@ -71,12 +73,11 @@ def transport_params(spec, rto_us: int, peers_per_rank: int = 2) -> TransportPar
     return TransportParams(payload_bytes=t.payload_bytes, window_pkts=t.window_pkts,
                            ack_every_pkts=t.ack_every_pkts, rto_us=int(rto_us),
                            line_rate_bps=float(spec.fabric.host_link_bps), sndbuf_bytes=sndbuf,
-                           congestion_control=t.congestion_control, entropy=t.entropy,
+                           **transport_fields(cc_class(spec), cc_settings(spec)), entropy=t.entropy,
                            entropy_ports=ports, flowlet_gap_us=gap_us,
                            loss_recovery=t.loss_recovery,
                            reorder_window_us=int(rto_us) // 2 if selective and reorders else 0,
-                           rto_low_us=low_us, rto_low_pkts=low_pkts, bdp_cap_pkts=bdp_cap(spec)["cap_pkts"],
-                           dcqcn=dcqcn_settings(spec))
+                           rto_low_us=low_us, rto_low_pkts=low_pkts, bdp_cap_pkts=bdp_cap(spec)["cap_pkts"])
 
 
 def rank_address(layout, host) -> RankAddress:

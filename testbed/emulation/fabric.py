@@ -86,7 +86,7 @@ class Fabric(StartStop):
         self.ready: dict = {}
         self._owner_pid = os.getpid()
         #: the queue backend of every egress (fabric.queue_backend)
-        self.queues = queues.get(spec.fabric.queue_backend)
+        self.queues = queues.get(spec.fabric.queue_backend, spec.fabric.queue_settings)
         self.readback: dict[str, queues.ShapedLink] = {}
         #: the switch ports' silent tail drop (testbed.emulation.switch_tail_drop), set once shaped
         self.tail_drop: SwitchTailDrop | None = None

@@ -1,11 +1,13 @@
 """The ``controller``, ``load_balance`` and ``output`` sections."""
 from __future__ import annotations
 
-from typing import ClassVar, Literal, Optional
+import dataclasses
+from typing import Literal, Optional
 
-from pydantic import Field, StrictBool, StrictFloat, StrictInt, field_validator, model_validator
+from pydantic import ConfigDict, Field, StrictBool, StrictInt, field_validator, model_validator
 
 from controllers import lb
+from testbed.spec import plugins
 from testbed.spec.pcap import PcapSpec
 from testbed.spec.units import _Spec
 
@@ -38,21 +40,20 @@ class LoadBalanceSpec(_Spec):
     ``weights``: next-hop switch name (as in the run's names without the run id,
     e.g. ``s1``) -> whole number 1..65535, 1 for a switch not named; only with
     ``weighted`` (checked against the fabric's switches by the scenario).
-    ``adaptive`` (controllers/lb/adaptive.py) starts as ``ecmp`` and moves hash buckets from hot uplinks
-    to cool ones during the run; only with it: ``poll_period_ms`` (20..5000, default 100: port and
-    bucket counters polled), ``hot_threshold`` (utilization of a port's rate, > 0 and <= 1, default
-    0.8: a group is rebalanced when a port reaches it), ``min_dwell_ms`` (a group's freeze after a
-    change, at least 2 polls, at most 60000, default 500: the hysteresis that keeps it from flapping).
+    The other keys are the chosen policy's own (its ``Settings``, controllers.lb.settings_class; a key
+    of another policy is refused): ``adaptive`` (controllers/lb/adaptive.py) starts as ``ecmp`` and moves
+    hash buckets from hot uplinks to cool ones during the run; its keys ``poll_period_ms`` (20..5000,
+    default 100: port and bucket counters polled), ``hot_threshold`` (utilization of a port's rate, > 0
+    and <= 1, default 0.8: a group is rebalanced when a port reaches it), ``min_dwell_ms`` (a group's
+    freeze after a change, at least 2 polls, at most 60000, default 500: the hysteresis that keeps it
+    from flapping).
     """
+
+    #: the policy's keys are kept as extra keys (checked in :meth:`_policy_keys`, dumped back as written)
+    model_config = ConfigDict(extra="allow")
 
     policy: str = lb.DEFAULT_POLICY
     weights: dict[str, StrictInt] = {}
-    poll_period_ms: StrictInt | None = Field(None, ge=20, le=5000)
-    hot_threshold: StrictFloat | StrictInt | None = Field(None, gt=0.0, le=1.0)
-    min_dwell_ms: StrictInt | None = Field(None, ge=0, le=60_000)
-
-    #: defaults of the adaptive policy's settings
-    ADAPTIVE_DEFAULTS: ClassVar[dict] = {"poll_period_ms": 100, "hot_threshold": 0.8, "min_dwell_ms": 500}
 
     @field_validator("policy")
     @classmethod
@@ -61,24 +62,47 @@ class LoadBalanceSpec(_Spec):
             raise ValueError(f"unknown policy {v!r}; allowed: {', '.join(lb.names())}")
         return v
 
-    @model_validator(mode="after")
-    def _adaptive_keys(self) -> "LoadBalanceSpec":
-        given = [k for k in self.ADAPTIVE_DEFAULTS if getattr(self, k) is not None]
-        if given and self.policy not in lb.ADAPTIVE_POLICIES:
-            raise ValueError(f"{', '.join(given)}: only for policy {' or '.join(lb.ADAPTIVE_POLICIES)}, "
-                             f"not {self.policy!r}")
-        a = self.adaptive
-        if a and a["min_dwell_ms"] < 2 * a["poll_period_ms"]:
-            raise ValueError(f"min_dwell_ms = {a['min_dwell_ms']} must hold at least two polls of "
-                             f"poll_period_ms = {a['poll_period_ms']} (the rates after a change need them)")
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _policy_keys(cls, data):
+        """Check the keys besides ``policy`` and ``weights`` against the chosen policy's settings
+        (testbed.spec.plugins.checked): a key no policy has is unknown, one of another policy refused."""
+        if not isinstance(data, dict):
+            return data
+        owners = {}  # key -> the policies that have it
+        for name in lb.names():
+            for k in plugins.keys(lb.settings_class(name)):
+                owners.setdefault(k, []).append(name)
+        out, given = {}, {}
+        for k, v in data.items():
+            if k in cls.model_fields:
+                out[k] = v
+            elif k not in owners:
+                raise ValueError(f"load_balance.{k}: unknown key; allowed keys here: "
+                                 f"{', '.join(sorted([*cls.model_fields, *owners]))}")
+            elif v is not None:
+                given[k] = v
+        policy = out.get("policy", lb.DEFAULT_POLICY)
+        if policy not in lb.POLICIES:
+            return out  # the policy's own validator names it
+        own = lb.settings_class(policy)
+        foreign = [k for k in given if k not in plugins.keys(own)]
+        if foreign:
+            allowed = sorted({p for k in foreign for p in owners[k]})
+            raise ValueError(f"{', '.join(foreign)}: only for policy {' or '.join(allowed)}, not {policy!r}")
+        return {**out, **plugins.checked(own, given, "load_balance")}
+
+    @property
+    def settings(self):
+        """The policy's settings: its ``Settings`` (controllers.lb.settings_class) with the scenario's keys."""
+        return lb.settings_class(self.policy)(**(self.model_extra or {}))
 
     @property
     def adaptive(self) -> dict | None:
-        """The adaptive policy's settings with defaults filled in; None for another policy."""
+        """The adaptive policy's settings (defaults filled in) as a dict; None for another policy."""
         if self.policy not in lb.ADAPTIVE_POLICIES:
             return None
-        return {k: (getattr(self, k) if getattr(self, k) is not None else d) for k, d in self.ADAPTIVE_DEFAULTS.items()}
+        return dataclasses.asdict(self.settings)
 
 
 class OutputSpec(_Spec):

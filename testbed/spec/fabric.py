@@ -4,12 +4,13 @@ from __future__ import annotations
 import math
 from typing import Literal, Optional
 
-from pydantic import BeforeValidator, Field, model_serializer, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, model_serializer, model_validator
 from typing_extensions import Annotated
 
 from testbed.emulation.queues import BACKENDS as QUEUE_BACKENDS, DEFAULT_BACKEND as DEFAULT_QUEUE_BACKEND
 from topology import KIND_PARAMS, KINDS, build as build_layout, scale_up
 from topology.routing import max_switch_hops
+from testbed.spec import plugins
 from testbed.spec.units import (
     RateBps, SizeBytes, Count, MAX_BUFFER_BYTES, MIN_LINK_MTU_BYTES, MAX_LINK_MTU_BYTES,
     MAX_LINK_DELAY_US, _Spec, _off_only)
@@ -85,6 +86,22 @@ class FabricSpec(_Spec):
     #: relative width of every shaper's rate wander (testbed.emulation.clock_wander); ``off``: exact rates
     clock_wander: Annotated[Optional[Annotated[float, Field(gt=0, le=0.02, allow_inf_nan=False)]],
                             BeforeValidator(_off_only)] = DEFAULT_CLOCK_WANDER
+
+    #: the queue backend's block is kept as an extra key named after it (dumped back as written)
+    model_config = ConfigDict(extra="allow")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _backend_block(cls, data):
+        """Check every key that is no field: the block of the chosen queue backend (``fabric.<name>``, its
+        Settings' keys, testbed.spec.plugins.named_blocks); anything else is refused naming the key path."""
+        blocks = {n: b.Settings for n, b in QUEUE_BACKENDS.items() if plugins.keys(b.Settings)}
+        return plugins.named_blocks(data, "fabric", cls.model_fields, blocks, "queue_backend", DEFAULT_QUEUE_BACKEND)
+
+    @property
+    def queue_settings(self):
+        """The queue backend's settings: its ``Settings`` with the scenario's ``fabric.<name>`` keys."""
+        return QUEUE_BACKENDS[self.queue_backend].Settings(**(self.model_extra or {}).get(self.queue_backend, {}))
 
     @model_validator(mode="after")
     def _fits(self) -> "FabricSpec":

@@ -25,7 +25,7 @@ from testbed.spec.controller import ControllerSpec, LoadBalanceSpec, OutputSpec
 from testbed.spec.fabric import FabricSpec
 from testbed.spec.faults import FailoverSpec, FaultSpec, check_faults, check_storms
 from testbed.spec.fidelity import FidelityThresholdsSpec
-from testbed.spec.transport import TransportSpec, check_dcqcn
+from testbed.spec.transport import TransportSpec, check_congestion_control
 from testbed.spec.units import (  # noqa: F401
     MAX_LINK_MTU_BYTES, MAX_SCENARIO_BYTES, ROCE_MTUS_BYTES, ROCEV2_IP_OVERHEAD_BYTES, Count, ReferenceBps, _Spec)
 from testbed.spec.workload import WorkloadSpec
@@ -93,7 +93,7 @@ class ScenarioSpec(_Spec):
                 f"(IPv4, UDP, BTH, ICRC) = {need} bytes; raise fabric.mtu_bytes to >= {need} "
                 f"(at most {MAX_LINK_MTU_BYTES}) or lower transport.payload_bytes to "
                 f"<= {max(m for m in ROCE_MTUS_BYTES if m + ROCEV2_IP_OVERHEAD_BYTES <= self.fabric.mtu_bytes)}")
-        check_dcqcn(self)
+        check_congestion_control(self)
         if self.workload.pattern is not None:  # hosts named and the pattern fitted to this fabric
             from testbed.patterns.plan import check_pattern
             check_pattern(self)
@@ -185,7 +185,9 @@ def format_validation_error(err: ValidationError, source: str = "scenario") -> s
         loc = tuple(p for p in e["loc"] if isinstance(p, int) or _KEY_RE.match(p))
         path = ".".join(str(p) for p in loc) or "(top level)"
         msg = e["msg"].removeprefix("Value error, ")
-        if not loc and _PATH_MSG_RE.match(msg):  # a cross-section check names its own key path
+        # a check naming its own key path: anywhere at the top level; in a section as "SECTION.KEY: ..."
+        # (a plugin's keys, testbed.spec.plugins)
+        if _PATH_MSG_RE.match(msg) and (not loc or re.match(re.escape(path) + r"\.[a-z0-9_.]+: ", msg)):
             path, msg = msg.split(" ", 1)
             path = path.rstrip(":")
         if e["type"] == "extra_forbidden":

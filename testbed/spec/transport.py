@@ -1,48 +1,14 @@
-"""The ``transport`` section: RoCEv2 payload, window, ACK and retransmission settings."""
+"""The ``transport`` section: RoCEv2 payload, window, ACK and retransmission settings, and the
+congestion control's own block (``transport.<name>``, its ``Settings``: traffic.transport.cc)."""
 from __future__ import annotations
 
 from typing import Literal, Optional, Union
 
-from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from typing_extensions import Annotated
 
-from testbed.spec.units import Count, SizeBytes, _no_bool, _rate, _Spec
-
-#: a DCQCN time constant, us (up to 60 s: the dilated value of a published one can be seconds)
-_TimeUs = Annotated[float, BeforeValidator(_no_bool), Field(gt=0, le=60e6, allow_inf_nan=False)]
-#: a DCQCN rate, bit/s: a number or '10k', '1M' (dilated rates can be far below the link's 100 kbit/s floor)
-_RateBps = Annotated[float, BeforeValidator(_rate), BeforeValidator(_no_bool), Field(gt=0, le=100e9, allow_inf_nan=False)]
-_Fraction = Annotated[float, BeforeValidator(_no_bool), Field(gt=0, le=1, allow_inf_nan=False)]
-
-
-class DcqcnSpec(_Spec):
-    """``transport.dcqcn``: overrides of DCQCN's settings, each in the run's own (dilated) units.
-
-    Unset keys take the published value scaled by the run's dilation
-    (traffic.transport.cc.dcqcn_params; manifest.json ``congestion_control`` lists every value,
-    its source and whether it was scaled or set here). Names after Zhu et al., SIGCOMM 2015:
-    ``cnp_interval_us`` N, ``g``, ``initial_alpha``, ``alpha_timer_us`` K, ``rate_timer_us`` T,
-    ``byte_counter_bytes`` B, ``fast_recovery_stages`` F, ``rai_bps`` R_AI, ``rhai_bps`` R_HAI,
-    ``min_rate_bps`` (the lowest rate a cut may reach), ``clamp_target_rate`` (true: RT <- RC on every
-    cut, as the paper; false: only after a timer increase, as NVIDIA ConnectX's default).
-    """
-
-    cnp_interval_us: Optional[_TimeUs] = None
-    g: Optional[_Fraction] = None
-    initial_alpha: Optional[_Fraction] = None
-    alpha_timer_us: Optional[_TimeUs] = None
-    rate_timer_us: Optional[_TimeUs] = None
-    byte_counter_bytes: Optional[SizeBytes] = None
-    fast_recovery_stages: Optional[Annotated[Count, Field(ge=1, le=1000)]] = None
-    rai_bps: Optional[_RateBps] = None
-    rhai_bps: Optional[_RateBps] = None
-    min_rate_bps: Optional[_RateBps] = None
-    clamp_target_rate: Optional[bool] = None
-
-    def overrides(self) -> dict:
-        """The keys the scenario set: name -> value."""
-        return {k: v for k, v in self.model_dump().items() if v is not None}
-
+from testbed.spec import plugins
+from testbed.spec.units import Count, _no_bool, _Spec
 
 #: ports per QP when ``transport.entropy_ports`` is not given: spray splits them evenly over the traced
 #: paths (testbed.emulation.entropy_paths; k paths need k, more spread a path's datapath flows), a flowlet
@@ -67,8 +33,11 @@ class TransportSpec(_Spec):
     over the paths the testbed traced, with selective repeat; ``flowlet``: a random one of ``entropy_ports`` after an idle gap of
     ``flowlet_gap_us``, default half the retransmission timeout, longer than any path's extra
     queueing, so no packet overtakes another). ``entropy_ports`` defaults per policy:
-    :data:`DEFAULT_ENTROPY_PORTS`. ``dcqcn`` overrides DCQCN's settings (:class:`DcqcnSpec`; only with
-    ``congestion_control: dcqcn``). ``loss_recovery`` (:data:`LOSS_RECOVERIES`): ``go_back_n``, RoCEv2's
+    :data:`DEFAULT_ENTROPY_PORTS`. ``<name>`` (e.g. ``dcqcn``): the keys of that congestion control's
+    ``Settings`` (traffic.transport.cc.base.CongestionControl; only with ``congestion_control: <name>``;
+    validated by testbed.spec.plugins, kept in :attr:`cc_given`; DCQCN's in the run's own, dilated units,
+    unset ones scaled from the published values, manifest.json ``congestion_control`` lists each value
+    and its source). ``loss_recovery`` (:data:`LOSS_RECOVERIES`): ``go_back_n``, RoCEv2's
     recovery (IBA vol. 1 9.7.5.1.1: one NAK per PSN sequence error, resend from it; timeouts for the
     rest), or ``selective_repeat``, IRN-style (Mittal et al., SIGCOMM 2018; NVIDIA ConnectX's selective
     repeat, the UEC transport): every out-of-order arrival NACKed with a SACK, only the holes resent
@@ -87,10 +56,26 @@ class TransportSpec(_Spec):
     entropy: str = "per_flow"
     entropy_ports: Optional[Annotated[Count, Field(ge=2, le=1024)]] = None  # ports per QP: spray, flowlet
     flowlet_gap_us: Optional[Annotated[int, Field(ge=1, le=10_000_000)]] = None  # flowlet only
-    dcqcn: Optional[DcqcnSpec] = None
     loss_recovery: str = "go_back_n"
     #: selective repeat's BDP cap (IRN's BDP-FC): ``auto`` (testbed.spec.rto.bdp_cap), a packet count, or ``off``
     bdp_cap_pkts: Union[Literal["auto", "off"], Annotated[int, BeforeValidator(_no_bool), Field(ge=1, le=4096)]] = "auto"
+
+    #: the congestion control's block is kept as an extra key named after it (dumped back as written)
+    model_config = ConfigDict(extra="allow")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _cc_block(cls, data):
+        """Check every key that is no field: the block of the chosen congestion control (its Settings'
+        keys, testbed.spec.plugins.checked); anything else is refused naming the key path."""
+        from traffic.transport.cc import CONGESTION_CONTROLS
+        blocks = {n: c.Settings for n, c in CONGESTION_CONTROLS.items() if plugins.keys(c.Settings)}
+        return plugins.named_blocks(data, "transport", cls.model_fields, blocks, "congestion_control", "none")
+
+    @property
+    def cc_given(self) -> dict:
+        """The keys the scenario set in the congestion control's block (checked, in the run's units)."""
+        return dict((self.model_extra or {}).get(self.congestion_control, {}))
 
     @model_validator(mode="before")
     @classmethod
@@ -142,43 +127,28 @@ class TransportSpec(_Spec):
         if self.bdp_cap_pkts != "auto" and self.loss_recovery != "selective_repeat":
             raise ValueError(f"transport.bdp_cap_pkts = {self.bdp_cap_pkts!r} applies only with transport.loss_recovery: "
                              f"selective_repeat (here {self.loss_recovery}): go-back-N is limited by window_pkts alone")
-        if self.dcqcn is not None and self.congestion_control != "dcqcn":
-            raise ValueError(f"transport.dcqcn applies only with transport.congestion_control: dcqcn (here "
-                             f"{self.congestion_control!r}): remove the block or choose dcqcn")
         return self
 
 
-def dcqcn_settings(spec):
-    """DCQCN's settings for a ScenarioSpec: published values scaled by ``spec.scale_factor``, then
-    ``transport.dcqcn``; None unless ``transport.congestion_control`` is ``dcqcn``."""
-    from traffic.transport.cc.dcqcn_params import settings_for
-    t = spec.transport
-    if t.congestion_control != "dcqcn":
-        return None
-    return settings_for(spec.scale_factor, t.dcqcn.overrides() if t.dcqcn is not None else {})
+def cc_class(spec):
+    """The class of ``transport.congestion_control`` (traffic.transport.cc.CONGESTION_CONTROLS)."""
+    from traffic.transport.cc import CONGESTION_CONTROLS
+    return CONGESTION_CONTROLS[spec.transport.congestion_control]
 
 
-def check_dcqcn(spec) -> None:
-    """Refuse DCQCN settings that cannot work on this fabric (ValueError naming the key path): a
-    minimum rate above the host link, or an alpha timer K not longer than the CNP interval N
-    (Zhu et al.: K must exceed N, else alpha decays between the CNPs of a lasting congestion)."""
-    s = dcqcn_settings(spec)
-    if s is None:
-        return
-    if s.min_rate_bps > spec.fabric.host_link_bps:
-        raise ValueError(f"transport.dcqcn.min_rate_bps = {s.min_rate_bps:g} is above fabric.host_link_bps = "
-                         f"{spec.fabric.host_link_bps:g}: allowed up to the line rate")
-    if s.alpha_timer_us <= s.cnp_interval_us:
-        raise ValueError(f"transport.dcqcn.alpha_timer_us = {s.alpha_timer_us:g} us is not longer than "
-                         f"cnp_interval_us = {s.cnp_interval_us:g} us (at dilation {spec.scale_factor:g}): the alpha "
-                         "timer K must exceed the CNP interval N; set both")
+def cc_settings(spec):
+    """The congestion control's settings for a ScenarioSpec: ``transport.<name>`` over its defaults (DCQCN:
+    the published values scaled by ``spec.scale_factor``); an instance of the control's ``Settings``."""
+    return cc_class(spec).run_settings(spec.transport.cc_given, spec.scale_factor)
+
+
+def check_congestion_control(spec) -> None:
+    """Refuse congestion-control settings that cannot work on this fabric (ValueError naming the key
+    path; DCQCN: a minimum rate above the host link, an alpha timer K not longer than the CNP interval N)."""
+    cc_class(spec).check_run(cc_settings(spec), spec.fabric.host_link_bps, spec.scale_factor)
 
 
 def congestion_control_manifest(spec) -> dict:
-    """manifest.json's ``congestion_control`` block: the name, and for DCQCN the dilation, the
-    scaling formula and every setting with its published value and source."""
-    from traffic.transport.cc.dcqcn_params import manifest_block
-    t = spec.transport
-    if t.congestion_control != "dcqcn":
-        return {"name": t.congestion_control}
-    return manifest_block(spec.scale_factor, t.dcqcn.overrides() if t.dcqcn is not None else {})
+    """manifest.json's ``congestion_control`` block: the name and every setting with its value and origin
+    (DCQCN: also the dilation, the scaling formula, each published value and its source)."""
+    return cc_class(spec).manifest(spec.transport.cc_given, spec.scale_factor)

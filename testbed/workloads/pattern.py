@@ -71,9 +71,9 @@ class PatternTrials(Workload):
         summary["load_balance"] = write_pattern_results(ctx, self.trials, qps, ports, faults)
         if summary["congestion"] is not None:
             from testbed.results.congestion_flows import flow_figures
-            from testbed.spec.transport import dcqcn_settings
-            dcqcn = dcqcn_settings(ctx.spec)
-            summary["congestion"].update(flow_figures(ctx.run_dir, dcqcn.cnp_interval_us if dcqcn else None))
+            from testbed.spec.transport import cc_class, cc_settings
+            cnp_ns = cc_class(ctx.spec).cnp_interval_ns(cc_settings(ctx.spec))
+            summary["congestion"].update(flow_figures(ctx.run_dir, cnp_ns / 1000 if cnp_ns is not None else None))
 
     def lines_before(self, ctx, summary: dict) -> list[str]:
         return [format_load_balance(summary["load_balance"])]

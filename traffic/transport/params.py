@@ -1,11 +1,9 @@
 """The transport's parameters (one typed definition, built by the runner from the scenario) and frame sizes."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, field
 
 from traffic import wire
-from traffic.transport.cc.dcqcn_params import DcqcnSettings
 
 #: Ethernet + IPv4 + UDP header bytes in front of every RoCEv2 packet (no FCS: tc counts frames without it)
 L2_L4_BYTES = 14 + 20 + 8
@@ -50,8 +48,11 @@ class TransportParams:
       0: ``rto_us`` always (go-back-N);
     - ``bdp_cap_pkts``: with selective repeat, IRN's BDP-FC: at most this many packets past the
       cumulative ACK (and at most ``window_pkts``); 0: the window alone.
-    - ``dcqcn``: DCQCN's settings in the run's dilated units (traffic.transport.cc.dcqcn_params),
-      set when ``congestion_control`` is ``dcqcn`` (None there: the published values undilated).
+    - ``cc_settings``: the congestion control's settings, field name -> value of its ``Settings``
+      dataclass (traffic.transport.cc.settings_of decodes them; DCQCN's in the run's dilated units);
+      a field left out takes its default (DCQCN: the published values undilated);
+    - ``cc_module``: the module that defines and registers the congestion control, imported by the
+      agent when the name is not registered (a control outside traffic.transport.cc).
     """
 
     payload_bytes: int = 1024
@@ -69,4 +70,5 @@ class TransportParams:
     rto_low_us: int = 0
     rto_low_pkts: int = 0
     bdp_cap_pkts: int = 0
-    dcqcn: Optional[DcqcnSettings] = None
+    cc_settings: dict = field(default_factory=dict)
+    cc_module: str = ""

@@ -4,8 +4,8 @@
 HTB rate limit + bfifo tail drop, :mod:`testbed.emulation.queues.htb_bfifo`) or
 ``htb_classes`` (priority classes by DSCP with tbf leaves, :mod:`testbed.emulation.queues.htb_classes`).
 A new backend is one module with a :class:`~testbed.emulation.queues.base.QueueBackend`
-subclass, added to :data:`BACKENDS`; the interface is in
-:mod:`testbed.emulation.queues.base`.
+subclass (its parameters, if any, in its ``Settings``: the scenario's ``fabric.<name>`` block),
+added to :data:`BACKENDS`; the interface is in :mod:`testbed.emulation.queues.base`.
 """
 from __future__ import annotations
 
@@ -19,12 +19,14 @@ DEFAULT_BACKEND = HtbBfifo.name
 _SELF_CHECK_TOLERANCE = 0.01
 
 
-def get(name: str) -> QueueBackend:
-    """The backend registered as ``name``; ValueError naming ``fabric.queue_backend`` and the registered names."""
+def get(name: str, settings=None) -> QueueBackend:
+    """The backend registered as ``name`` with ``settings`` (its ``Settings``; None: the defaults);
+    ValueError naming ``fabric.queue_backend`` and the registered names."""
     try:
-        return BACKENDS[name]()
+        cls = BACKENDS[name]
     except (KeyError, TypeError):
         raise ValueError(f"fabric.queue_backend = {name!r} is not one of {sorted(BACKENDS)}") from None
+    return cls(settings)
 
 
 def self_check(configured: dict[str, float], readback: dict[str, ShapedLink]) -> list[str]:

@@ -21,10 +21,11 @@ from __future__ import annotations
 import numbers
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar, Optional
+from typing import Any, ClassVar, Optional
 
 from controllers.congestion.ecn import RedCurve  # noqa: F401  (the marking curve lives with its policy)
 from testbed.emulation.queues import tc
+from traffic.registry import NoSettings
 
 ETH_HLEN_BYTES = 14
 #: one request to the kernel: (command, qdisc kind, attributes) as pyroute2's ``IPRoute.tc`` takes them
@@ -123,6 +124,13 @@ class QueueBackend(ABC):
     max_classes: ClassVar[int] = 1
     #: whether the backend can mark ECN (a class with ``marking``)
     marks_ecn: ClassVar[bool] = False
+    #: its settings: a frozen dataclass (fields by traffic.registry.setting), one field per key of the
+    #: scenario's ``fabric.<name>`` block (testbed.spec.fabric.FabricSpec.queue_settings)
+    Settings: ClassVar[type] = NoSettings
+
+    def __init__(self, settings: Any = None):
+        """``settings``: an instance of :attr:`Settings` (None: its defaults)."""
+        self.settings = settings if settings is not None else self.Settings()
 
     def check(self, cfg: QueueConfig) -> None:
         """Raise ValueError when ``cfg`` asks for what this backend cannot build (naming it)."""

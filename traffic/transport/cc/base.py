@@ -11,7 +11,10 @@ al., SIGCOMM 2015) needs exactly these: the byte counter from ``on_send``, the r
 from __future__ import annotations
 
 from array import array
-from typing import ClassVar, NamedTuple
+from dataclasses import asdict
+from typing import Any, ClassVar, Mapping, NamedTuple
+
+from traffic.registry import NoSettings
 
 
 #: what changed a QP's reaction-point state (``event`` of :class:`RateChange`, qp_rates.csv): the QP's
@@ -102,30 +105,61 @@ class CongestionControl:
     """One QP's sending-rate controller. Subclasses set ``name`` and override the hooks they need.
 
     ``line_rate_bps``: the host link's rate (the QP's line rate). ``payload_bytes``: the
-    path MTU's payload per packet. The defaults do nothing and never hold a packet back.
+    path MTU's payload per packet. ``settings``: an instance of :attr:`Settings` (None: its
+    defaults). The defaults do nothing and never hold a packet back.
+
+    A control with parameters declares them as its ``Settings`` (a frozen dataclass whose fields use
+    traffic.registry.setting): the scenario sets them in ``transport.<name>`` (validated against it,
+    testbed.spec.plugins), the runner resolves them (:meth:`run_settings`) and hands them to the agents
+    in TransportParams.cc_settings, and each QP's control receives the instance.
     """
 
     name: ClassVar[str] = ""
+    #: its settings: a frozen dataclass, one field per key of the scenario's ``transport.<name>`` block
+    Settings: ClassVar[type] = NoSettings
 
-    def __init__(self, line_rate_bps: float, payload_bytes: int):
+    def __init__(self, line_rate_bps: float, payload_bytes: int, settings: Any = None):
         if line_rate_bps <= 0:
             raise ValueError(f"line_rate_bps={line_rate_bps}: must be > 0")
         self.line_rate_bps = float(line_rate_bps)
         self.payload_bytes = payload_bytes
+        self.settings = settings if settings is not None else self.Settings()
         #: the rate changes so far (:class:`RateLog` of :class:`RateChange`); stays empty for a control
         #: that never changes it
         self.rate_log = RateLog()
 
     @classmethod
-    def for_transport(cls, params) -> "CongestionControl":
-        """A new controller for one QP of a run with ``params`` (traffic.transport.TransportParams)."""
-        return cls(params.line_rate_bps, params.payload_bytes)
+    def for_transport(cls, params, settings: Any) -> "CongestionControl":
+        """A new controller for one QP of a run with ``params`` (traffic.transport.TransportParams) and
+        ``settings`` (its :attr:`Settings`, decoded from ``params.cc_settings``)."""
+        return cls(params.line_rate_bps, params.payload_bytes, settings)
 
     @classmethod
-    def cnp_interval_ns(cls, params) -> int | None:
-        """The notification point's CNP interval, ns, for a run with ``params``; None: responders
+    def cnp_interval_ns(cls, settings: Any) -> int | None:
+        """The notification point's CNP interval, ns, for a run with ``settings``; None: responders
         send no CNPs (the control does not react to ECN)."""
         return None
+
+    # -- the run's settings (called by the testbed, before anything starts) -----------------------
+    @classmethod
+    def run_settings(cls, given: Mapping[str, Any], dilation: float) -> Any:
+        """The settings of a run: the keys the scenario gave (``given``, checked, in the run's own units)
+        over the defaults. ``dilation``: the run's time dilation (reference_link_bps / host_link_bps),
+        for a control whose defaults are published values that scale with it (DCQCN)."""
+        return cls.Settings(**given)
+
+    @classmethod
+    def check_run(cls, settings: Any, line_rate_bps: float, dilation: float) -> None:
+        """Raise ValueError naming the ``transport.<name>.KEY`` path when ``settings`` cannot work on a
+        fabric whose host links run at ``line_rate_bps``; nothing by default."""
+
+    @classmethod
+    def manifest(cls, given: Mapping[str, Any], dilation: float) -> dict:
+        """manifest.json's ``congestion_control`` block: the name and, per setting, the value used and its
+        ``origin`` (``scenario`` or ``default``)."""
+        used = asdict(cls.run_settings(given, dilation))
+        params = {k: {"value": v, "origin": "scenario" if k in given else "default"} for k, v in used.items()}
+        return {"name": cls.name, **({"parameters": params} if params else {})}
 
     @property
     def rate_bps(self) -> float:

@@ -42,7 +42,7 @@ from __future__ import annotations
 import time
 
 from traffic.transport.cc.base import CongestionControl
-from traffic.transport.cc.dcqcn_params import DcqcnSettings
+from traffic.transport.cc.dcqcn_params import DcqcnSettings, manifest_block, settings_for
 
 #: a rate within this fraction of the line rate counts as the line rate
 LINE_RATE_SNAP = 1e-3
@@ -53,17 +53,19 @@ ALPHA_LOG_FLOOR = 1e-3
 class Dcqcn(CongestionControl):
     """The DCQCN reaction point of one requester QP (see the module docstring for the algorithm).
 
-    ``settings``: the run's DcqcnSettings (default: the published values undilated);
+    ``settings``: the run's DcqcnSettings (default: the published values undilated; a run's:
+    :meth:`run_settings`, the scenario's ``transport.dcqcn`` keys over the values scaled by its dilation);
     ``now_ns``: creation time on ``time.monotonic_ns()`` (the first row of :attr:`rate_log`).
     Raises ValueError for a line rate <= 0 or a minimum rate above the line rate.
     """
 
     name = "dcqcn"
+    Settings = DcqcnSettings
 
     def __init__(self, line_rate_bps: float, payload_bytes: int, settings: DcqcnSettings | None = None,
                  now_ns: int | None = None):
-        super().__init__(line_rate_bps, payload_bytes)
-        s = self.settings = settings if settings is not None else DcqcnSettings()
+        super().__init__(line_rate_bps, payload_bytes, settings)
+        s = self.settings
         if s.min_rate_bps > self.line_rate_bps:
             raise ValueError(f"min_rate_bps={s.min_rate_bps:g} is above the line rate {self.line_rate_bps:g}")
         self.rc = self.rt = self.line_rate_bps
@@ -78,13 +80,32 @@ class Dcqcn(CongestionControl):
         self._log(time.monotonic_ns() if now_ns is None else now_ns, "start")
 
     @classmethod
-    def for_transport(cls, params) -> "Dcqcn":
-        return cls(params.line_rate_bps, params.payload_bytes, params.dcqcn)
+    def cnp_interval_ns(cls, settings: DcqcnSettings) -> int:
+        return int(round(settings.cnp_interval_us * 1000))
 
     @classmethod
-    def cnp_interval_ns(cls, params) -> int:
-        s = params.dcqcn if params.dcqcn is not None else DcqcnSettings()
-        return int(round(s.cnp_interval_us * 1000))
+    def run_settings(cls, given, dilation: float) -> DcqcnSettings:
+        """The published values scaled by ``dilation``, then the scenario's keys (dcqcn_params.settings_for)."""
+        return settings_for(dilation, given)
+
+    @classmethod
+    def check_run(cls, settings: DcqcnSettings, line_rate_bps: float, dilation: float) -> None:
+        """Refuse a minimum rate above the host link, or an alpha timer K not longer than the CNP interval
+        N (Zhu et al.: K must exceed N, else alpha decays between the CNPs of a lasting congestion)."""
+        s = settings
+        if s.min_rate_bps > line_rate_bps:
+            raise ValueError(f"transport.dcqcn.min_rate_bps = {s.min_rate_bps:g} is above fabric.host_link_bps = "
+                             f"{line_rate_bps:g}: allowed up to the line rate")
+        if s.alpha_timer_us <= s.cnp_interval_us:
+            raise ValueError(f"transport.dcqcn.alpha_timer_us = {s.alpha_timer_us:g} us is not longer than "
+                             f"cnp_interval_us = {s.cnp_interval_us:g} us (at dilation {dilation:g}): the alpha "
+                             "timer K must exceed the CNP interval N; set both")
+
+    @classmethod
+    def manifest(cls, given, dilation: float) -> dict:
+        """The dilation, the scaling formula and every setting with its published value and source
+        (dcqcn_params.manifest_block)."""
+        return manifest_block(dilation, given)
 
     @property
     def rate_bps(self) -> float:

@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Mapping, NamedTuple
 
+from traffic.registry import setting
+
 PAPER = "Zhu et al., SIGCOMM 2015, sec. 3"
 NVIDIA = "NVIDIA ConnectX default (mlx5 roce_rp)"
 
@@ -57,21 +59,34 @@ PUBLISHED: dict[str, Published] = {
 }
 
 
+#: a time constant's bound, us (up to 60 s: the dilated value of a published one can be seconds)
+_MAX_TIME_US = 60e6
+#: a rate's bound, bit/s (dilated rates can be far below the link's 100 kbit/s floor)
+_MAX_RATE_BPS = 100e9
+
+
 @dataclass(frozen=True)
 class DcqcnSettings:
-    """The DCQCN values one run uses, in its own (dilated) units; defaults: the published values
-    at dilation 1 (see :data:`PUBLISHED` for the symbol and source of each)."""
+    """The DCQCN values one run uses, in its own (dilated) units; the keys of the scenario's
+    ``transport.dcqcn`` block. Defaults: the published values at dilation 1 (see :data:`PUBLISHED` for
+    the symbol and source of each); a run's unset keys take them scaled (:func:`settings_for`).
 
-    cnp_interval_us: float = 50.0
-    g: float = 1 / 256
-    initial_alpha: float = 1.0
-    alpha_timer_us: float = 55.0
-    rate_timer_us: float = 55.0
-    byte_counter_bytes: int = 10 * 1000 * 1000
-    fast_recovery_stages: int = 5
-    rai_bps: float = 40e6
-    rhai_bps: float = 50e6
-    min_rate_bps: float = 1e6
+    Names after Zhu et al., SIGCOMM 2015: ``cnp_interval_us`` N, ``g``, ``initial_alpha``,
+    ``alpha_timer_us`` K, ``rate_timer_us`` T, ``byte_counter_bytes`` B, ``fast_recovery_stages`` F,
+    ``rai_bps`` R_AI, ``rhai_bps`` R_HAI, ``min_rate_bps`` (the lowest rate a cut may reach),
+    ``clamp_target_rate`` (true: RT <- RC on every cut, as the paper; false: only after a timer
+    increase, as NVIDIA ConnectX's default)."""
+
+    cnp_interval_us: float = setting(50.0, gt=0, le=_MAX_TIME_US)
+    g: float = setting(1 / 256, gt=0, le=1)
+    initial_alpha: float = setting(1.0, gt=0, le=1)
+    alpha_timer_us: float = setting(55.0, gt=0, le=_MAX_TIME_US)
+    rate_timer_us: float = setting(55.0, gt=0, le=_MAX_TIME_US)
+    byte_counter_bytes: int = setting(10 * 1000 * 1000, gt=0)
+    fast_recovery_stages: int = setting(5, ge=1, le=1000)
+    rai_bps: float = setting(40e6, gt=0, le=_MAX_RATE_BPS)
+    rhai_bps: float = setting(50e6, gt=0, le=_MAX_RATE_BPS)
+    min_rate_bps: float = setting(1e6, gt=0, le=_MAX_RATE_BPS)
     clamp_target_rate: bool = True
 
 
