@@ -2,7 +2,7 @@
 
 One policy per module in this package, one entry in :data:`POLICIES`, chosen
 by name in the scenario (``load_balance: {policy: ecmp}``), handed to the
-controller as ``[testbed] lb_policy`` in its configuration file.
+controller as ``load_balance.policy`` of its settings (controllers.contract.LoadBalanceSettings).
 
 The interface is one function: given the layout, the switch, one set of
 equal-cost next-hop ports (as :func:`topology.routing.plan_routes` found
