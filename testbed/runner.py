@@ -136,7 +136,7 @@ def _run_peers(ctx: RunContext) -> dict[int, list[int]]:
     if ctx.spec.workload.pattern is None:
         return plan_peers(ctx.ops_plan)
     from testbed.patterns.plan import check_pattern_peers
-    return check_pattern_peers(ctx.spec)
+    return check_pattern_peers(ctx.spec, ctx.layout)
 
 
 def _open_run_dir(ctx: RunContext, caps, progress: Progress) -> None:
@@ -153,7 +153,7 @@ def _run_fabric(ctx: RunContext, progress: Progress, cli: bool = False) -> dict:
     with what the teardown knows (partial results when cut short before every measurement was in)."""
     rec = Recording(ops_planned=len(ctx.ops_plan))
     try:
-        with Fabric(ctx.spec, ctx.run_id, ctx.run_dir, ctx.datapath) as fab:
+        with Fabric(ctx.spec, ctx.run_id, ctx.run_dir, ctx.datapath, layout=ctx.layout) as fab:
             rec.fab = fab
             progress.fabric_up(fab)
             if ctx.spec.workload.pattern is not None:  # flows: fresh agents per trial (testbed.patterns)

@@ -111,8 +111,7 @@ def _fan_in(spec, ops: Iterable[Mapping]) -> int:
     cross leaves."""
     if spec.workload.pattern is not None:
         from testbed.patterns.plan import pattern_flows
-        from topology import build
-        flows = pattern_flows(spec, build(spec.fabric.kind, spec.fabric, "tb0000"))
+        flows = pattern_flows(spec, spec.fabric.layout_preview())
         per_dst: dict = {}
         for f in flows:
             per_dst[f.dst] = per_dst.get(f.dst, 0) + 1
