@@ -48,7 +48,7 @@ def _run(tmp_path: Path, framework: str) -> dict:
     assert manifest["controller"]["framework"] == framework
     assert manifest["scenario"]["controller"]["framework"] == framework
     assert s["controller"]["framework"] == framework
-    assert s["controller"]["conf"]["testbed"]["lb_policy"] == "ecmp"
+    assert s["controller"]["settings"]["load_balance"]["policy"] == "ecmp"
     assert s["controller"]["openflow_errors"] == 0 and s["controller"]["deaths"] == 0
     log = (Path(s["run_dir"]) / "controller.log").read_text()
     assert f"fabric app on {framework}" in log
