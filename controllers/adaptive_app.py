@@ -2,7 +2,7 @@
 
 Mixed into :class:`controllers.app.FabricRoutingApp` after
 :class:`controllers.failover_app.FailoverMixin`, whose statistics poller
-(every ``[testbed] stats_period_ms``: group stats, flow descriptions, port
+(every ``stats_period_ms`` of the settings: group stats, flow descriptions, port
 stats of every ready switch) it reuses: group-stats replies give each
 bucket's byte count, port-stats replies each port's ``tx_bytes``. With
 ``lb_policy = adaptive`` every switch with select groups gets a
@@ -10,10 +10,11 @@ bucket's byte count, port-stats replies each port's ``tx_bytes``. With
 ``OFPGC_MODIFY`` per changed group (same bucket ids and weights, new output
 ports, so only the moved buckets' flows change path) and a barrier.
 
-At the barrier reply one event goes to the events file (failover_app)::
+At the barrier reply one event (:class:`controllers.contract.AdaptiveMoved`) goes to the events file
+(failover_app)::
 
     {"event": "adaptive_moved", "switch": "l1", "group": 1,
-     "moves": [{"bucket": 5, "from_port": 3, "to_port": 4, "from": "s1", "to": "s2", "rate_bps": 9.9e6}],
+     "moves": [{"bucket": 5, "from_port": 3, "to_port": 4, "from_node": "s1", "to_node": "s2", "rate_bps": 9900000}],
      "loads_bps": {"3": 19.8e6, "4": 0.0}, "seen_ns": ..., "decided_ns": ..., "sent_ns": ...,
      "barrier_ns": ..., "reaction_ms": 12.3, "hot_since_ns": ..., "since_hot_ms": 12.3, "time_ns": ...}
 
@@ -28,6 +29,7 @@ import logging
 from dataclasses import replace
 from typing import Any, Dict, List, Tuple
 
+from controllers.contract import AdaptiveMoved, BucketMove, ControllerSettings
 from controllers.lb import ADAPTIVE_POLICIES
 from controllers.lb.adaptive import AdaptiveParams, Decision, Rebalancer
 from controllers.ofmsg import build_group_mod
@@ -59,12 +61,15 @@ class AdaptiveMixin:
     """Adaptive re-pinning of select-group buckets; needs the app's topology, plans, switches, lb_policy and
     the failover mixin's ``_event``."""
 
-    def _adaptive_init(self, conf: Any) -> None:
-        self.adaptive_params = AdaptiveParams(float(conf.adaptive_hot_threshold),
-                                              int(conf.adaptive_min_dwell_ms * 1e6))
+    def _adaptive_init(self, settings: ControllerSettings) -> None:
         self.adaptive_on = self.lb_policy in ADAPTIVE_POLICIES
-        if self.adaptive_on and conf.stats_period_ms <= 0:
-            raise ValueError("lb_policy adaptive needs [testbed] stats_period_ms > 0 (the counters it reacts to)")
+        adaptive = settings.load_balance.adaptive
+        if self.adaptive_on and adaptive is None:
+            raise ValueError(f"load_balance.policy {self.lb_policy} needs load_balance.adaptive in the settings")
+        if self.adaptive_on and settings.stats_period_ms <= 0:
+            raise ValueError("lb_policy adaptive needs stats_period_ms > 0 (the counters it reacts to)")
+        self.adaptive_params = (AdaptiveParams(adaptive.hot_threshold, int(adaptive.min_dwell_ms * 1e6))
+                                if adaptive is not None else None)
         self._adaptive_reset()
 
     def _adaptive_reset(self) -> None:
@@ -123,14 +128,14 @@ class AdaptiveMixin:
         for d in decisions:
             if reb is not None:
                 reb.applied(d.group_id, now)
-            self._event({
-                "event": "adaptive_moved", "switch": name[len(self.topology.run_id):], "group": d.group_id,
-                "moves": [{"bucket": m.bucket_id, "from_port": m.from_port, "to_port": m.to_port,
-                           "from": peers.get(m.from_port), "to": peers.get(m.to_port), "rate_bps": round(m.rate_bps)}
-                          for m in d.moves],
-                "loads_bps": {str(p): round(v) for p, v in d.loads_bps.items()},
-                "seen_ns": d.seen_ns, "decided_ns": d.decided_ns, "sent_ns": sent_ns, "barrier_ns": now,
-                "reaction_ms": round((now - d.seen_ns) / 1e6, 3),
-                "hot_since_ns": d.hot_since_ns, "since_hot_ms": round((now - (d.hot_since_ns or d.seen_ns)) / 1e6, 3),
-            })
+            self._event(AdaptiveMoved(
+                switch=name[len(self.topology.run_id):], group=d.group_id,
+                moves=[BucketMove(bucket=m.bucket_id, from_port=m.from_port, to_port=m.to_port,
+                                  from_node=peers.get(m.from_port), to_node=peers.get(m.to_port),
+                                  rate_bps=round(m.rate_bps)) for m in d.moves],
+                loads_bps={str(p): round(v) for p, v in d.loads_bps.items()},
+                seen_ns=d.seen_ns, decided_ns=d.decided_ns, sent_ns=sent_ns, barrier_ns=now,
+                reaction_ms=round((now - d.seen_ns) / 1e6, 3),
+                hot_since_ns=d.hot_since_ns, since_hot_ms=round((now - (d.hot_since_ns or d.seen_ns)) / 1e6, 3),
+                time_ns=0))
         return True

@@ -1,6 +1,6 @@
 """Proactive L3 routing with load-balanced select groups on any Clos layout (OpenFlow 1.5).
 
-``FabricRoutingApp`` reads its settings from the framework's configuration
+``FabricRoutingApp`` finds its settings through the framework's configuration
 (``self.CONF``, oslo.config; options registered here, group ``testbed``), which
 the testbed writes as ``controller.conf`` into the run directory and passes
 with ``--config-file`` (testbed.emulation.controller_proc)::
@@ -10,12 +10,11 @@ with ``--config-file`` (testbed.emulation.controller_proc)::
     ofp_tcp_listen_port = 40123
     log_file = <run dir>/controller.log
     [testbed]
-    run_id = tb12ab
-    topology = <run dir>/topology.json
-    ready_file = <run dir>/controller.ready
-    lb_policy = ecmp
-    events_file = <run dir>/controller.events.jsonl
-    stats_period_ms = 100
+    settings_file = <run dir>/controller.settings.json
+
+The settings file is a :class:`controllers.contract.ControllerSettings`, decoded
+strictly (:func:`load_fabric`): the topology file, ready and events files,
+load balancing, failure handling, the congestion loop's settings file.
 
 When a switch of the topology connects, the app reads what the switch already
 holds (flow-description and group-stats dumps), then sends only the
@@ -30,7 +29,7 @@ every fabric address through proxy ARP answered by this app (a packet-out ARP
 reply carrying the target host's MAC); unknown addresses get no answer.
 
 Readiness: once every DPID of the topology has answered its barrier, the app
-atomically writes the JSON file ``ready_file``::
+atomically writes the JSON file ``ready_file`` (:class:`controllers.contract.ControllerReady`)::
 
     {"dpids": [4097, 4098, 8193, 8194], "flows": 24, "groups": 2, "errors": [],
      "resync": {"flows_unchanged": 0, "flows_added": 24, "flows_replaced": 0, "flows_removed": 0,
@@ -61,11 +60,12 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from controllers import lb
+from controllers import contract
 from controllers.adaptive_app import AdaptiveMixin
 from controllers.congestion.loop import start_when_configured
 from controllers.failover_app import FailoverMixin
 from controllers.ofmsg import build_arp_reply, build_sync
+from controllers.contract import ControllerReady, ControllerSettings, OpenFlowError
 from controllers.ofplan import SwitchPlan, plan_fabric, proxy_arp_mac
 from controllers.resync import SeenFlow, observed_actions, plan_sync
 from controllers.ryu_api import (
@@ -94,29 +94,10 @@ CONF_GROUP = "testbed"
 #: Settings that are also command-line flags (``--testbed-run-id``): the run id stays visible in
 #: the process's command line, where the testbed's cleanup finds it (controllers/flags.py).
 CLI_OPTS = [
-    cfg.StrOpt("run-id", help="run id ('tb' + 4 hex digits); must match the topology file's run_id"),
+    cfg.StrOpt("run-id", help="run id ('tb' + 4 hex digits); must match the settings' and the topology's run_id"),
 ]
 OPTS = [
-    cfg.StrOpt("topology", help="the run's topology JSON (topology.model.save)"),
-    cfg.StrOpt("ready-file", help="where the readiness JSON goes (unset: readiness is only logged)"),
-    cfg.StrOpt("lb-policy", default=lb.DEFAULT_POLICY,
-               help="load-balancing policy of the select groups, one of: " + ", ".join(lb.names())),
-    cfg.ListOpt("lb-weights", default=[],
-                help="next-hop switch name (without the run id) -> weight, for the weighted policies; "
-                     "e.g. s1:1,s2:3"),
-    cfg.StrOpt("events-file", help="failover events, JSON lines (controllers/failover_app.py); unset: logged only"),
-    cfg.IntOpt("stats-period-ms", default=0, help="port/group statistics poll period of the gray-failure "
-                                                   "detector, ms; 0: no polling (controllers/failover.py)"),
-    cfg.FloatOpt("gray-loss-threshold", default=0.005, help="loss fraction above which a link is gray"),
-    cfg.IntOpt("gray-window-ms", default=10000, help="longest window of the gray-failure detector, ms"),
-    cfg.StrOpt("congestion-file", help="the congestion loop's JSON configuration, written by the testbed once the "
-                                       "queues exist (controllers/congestion/loop.py); unset: no loop"),
-    cfg.IntOpt("gray-min-lost-pkts", default=25, help="frames a switch must lose before a link is gray "
-                                                      "(at least one egress buffer in full frames)"),
-    cfg.BoolOpt("gray-detect", default=True, help="run the gray-failure detector on the polled counters"),
-    cfg.FloatOpt("adaptive-hot-threshold", default=0.8, help="adaptive: port utilization (0..1] that triggers "
-                                                             "a rebalance (controllers/lb/adaptive.py)"),
-    cfg.IntOpt("adaptive-min-dwell-ms", default=500, help="adaptive: a group's freeze after a change, ms"),
+    cfg.StrOpt("settings-file", help="the app's settings, JSON (controllers.contract.ControllerSettings)"),
 ]
 cfg.CONF.register_opts(OPTS + CLI_OPTS, group=CONF_GROUP)
 
@@ -144,26 +125,50 @@ def _dpid_text(dpid: int) -> str:
     return f"{dpid:#x}"
 
 
-def lb_weights(raw: List[str]) -> Dict[str, int]:
-    """``[testbed] lb_weights`` (a list ``s1:1,s2:3``) as {name: weight}; ValueError naming the entry."""
-    out = {}
-    for item in raw:
-        name, _, text = item.partition(":")
-        try:
-            out[name.strip()] = int(text)
-        except ValueError:
-            raise ValueError(f"[{CONF_GROUP}] lb_weights: {item!r} is not <switch>:<whole number>") from None
-    return out
+@dataclass(frozen=True)
+class LoadedFabric:
+    """The app's settings, the run's layout and the plan of every switch (dpid -> plan)."""
+
+    settings: ControllerSettings
+    layout: Layout
+    plans: Dict[int, SwitchPlan]
+
+
+def load_fabric(settings_file: Optional[str], run_id: Optional[str]) -> LoadedFabric:
+    """Read the settings file, the layout it names, and plan every switch.
+
+    Raises RuntimeError when ``settings_file`` is unset, controllers.contract.ContractError naming the
+    field of a bad settings file, topology.model.TopologyError for a bad layout,
+    topology.routing.RoutingError for an unreachable host, ValueError for an unknown policy, bad weights
+    or a ``run_id`` (``--testbed-run-id``) other than the settings' or the layout's."""
+    if not settings_file:
+        raise RuntimeError(f"[{CONF_GROUP}] settings_file is not set in the controller's configuration; "
+                           "it must name the run's controller.settings.json")
+    settings = contract.read_json(settings_file, ControllerSettings)
+    layout = load(settings.topology_file)
+    for name, rid in (("settings", settings.run_id), ("--testbed-run-id", run_id)):
+        if rid and rid != layout.run_id:
+            raise ValueError(f"{settings.topology_file}: run_id: {layout.run_id!r} does not match {name} {rid!r}")
+    lbs = settings.load_balance
+    return LoadedFabric(settings, layout, plan_fabric(layout, lbs.policy, dict(lbs.weights)))
+
+
+#: settings file -> the fabric controllers.run loaded while validating, taken by the app (planned once)
+_LOADED: Dict[str, LoadedFabric] = {}
+
+
+def preload_fabric(settings_file: Optional[str], run_id: Optional[str]) -> LoadedFabric:
+    """:func:`load_fabric`, kept for the app that starts next in this process (controllers.run)."""
+    loaded = load_fabric(settings_file, run_id)
+    _LOADED[str(settings_file)] = loaded
+    return loaded
 
 
 class FabricRoutingApp(AdaptiveMixin, FailoverMixin, BaseApp):
     """Proactive shortest-path routing on any layout, load-balanced select groups and proxy ARP (OF 1.5).
 
-    Settings: ``self.CONF.testbed`` (:data:`OPTS`, :data:`CLI_OPTS`; module docstring).
-    Raises RuntimeError at construction if ``[testbed] topology`` is unset,
-    :class:`topology.model.TopologyError` if the file is invalid,
-    :class:`topology.routing.RoutingError` if a host is unreachable, and
-    ValueError for a ``run_id`` other than the topology's or an unknown ``lb_policy``.
+    Settings: ``self.CONF.testbed`` (:data:`OPTS`, :data:`CLI_OPTS`; module docstring). Raises at
+    construction what :func:`load_fabric` raises.
     """
 
     OFP_VERSIONS = [ofproto_v1_5.OFP_VERSION]
@@ -171,29 +176,23 @@ class FabricRoutingApp(AdaptiveMixin, FailoverMixin, BaseApp):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         conf = self.CONF[CONF_GROUP]
-        if not conf.topology:
-            raise RuntimeError(f"[{CONF_GROUP}] topology is not set in the controller's configuration; "
-                               "it must name the run's topology JSON file")
-        self.topology: Layout = load(conf.topology)
-        if conf.run_id and conf.run_id != self.topology.run_id:
-            raise ValueError(f"{conf.topology}: run_id: {self.topology.run_id!r} does not match "
-                             f"[{CONF_GROUP}] run_id {conf.run_id!r}")
-        self.lb_policy: str = conf.lb_policy
-        self.lb_weights: Dict[str, int] = lb_weights(conf.lb_weights)
-        self.plans: Dict[int, SwitchPlan] = plan_fabric(self.topology, self.lb_policy, self.lb_weights)
-        self.ready_file: Optional[str] = conf.ready_file or None
+        loaded = _LOADED.pop(str(conf.settings_file), None) or load_fabric(conf.settings_file, conf.run_id)
+        settings = self.settings = loaded.settings
+        self.topology: Layout = loaded.layout
+        self.lb_policy: str = settings.load_balance.policy
+        self.lb_weights: Dict[str, int] = dict(settings.load_balance.weights)
+        self.plans: Dict[int, SwitchPlan] = loaded.plans
+        self.ready_file: str = settings.ready_file
         self.switches: Dict[int, _SwitchState] = {}
-        self.errors: List[Dict[str, Any]] = []
-        self._failover_init(conf)
-        self._adaptive_init(conf)
-        # ECN marking and PFC: a thread that starts once the testbed wrote its configuration
-        self.congestion_thread = start_when_configured(conf.congestion_file, self.topology)
-        if self.ready_file is None:
-            LOG.warning("[%s] ready_file is not set: readiness will only be logged", CONF_GROUP)
+        self.errors: List[OpenFlowError] = []
+        self._failover_init(settings)
+        self._adaptive_init(settings)
+        # ECN marking and PFC: a thread that starts once the testbed wrote its settings
+        self.congestion_thread = start_when_configured(settings.loop_settings_file, self.topology)
         LOG.info(
             "fabric app on %s: run %s, %d switches, %d hosts, load balancing %s, topology %s",
             FRAMEWORK, self.topology.run_id, len(self.plans), len(self.topology.hosts), self.lb_policy,
-            conf.topology,
+            settings.topology_file,
         )
 
     # ---------------------------------------------------------------- install
@@ -308,21 +307,15 @@ class FabricRoutingApp(AdaptiveMixin, FailoverMixin, BaseApp):
         except (AttributeError, KeyError):
             type_name, code_name = str(msg.type), str(msg.code)
         data = bytes(msg.data or b"")
-        error = {
-            "dpid": dp.id,
-            "switch": plan.name if plan else None,
-            "xid": msg.xid,
-            "request": state.requests.get(msg.xid) if state else None,
-            "type": msg.type,
-            "code": msg.code,
-            "type_name": type_name,
-            "code_name": code_name,
-            "data_hex": data[:ERROR_DATA_KEEP_BYTES].hex(),
-        }
+        error = OpenFlowError(
+            dpid=dp.id, switch=plan.name if plan else None, xid=msg.xid,
+            request=state.requests.get(msg.xid) if state else None, type=msg.type, code=msg.code,
+            type_name=str(type_name), code_name=str(code_name), data_hex=data[:ERROR_DATA_KEEP_BYTES].hex(),
+        )
         self.errors.append(error)
         LOG.error(
             "OFPT_ERROR from %s (dpid %s) for %s (xid %#x): %s %s",
-            error["switch"], _dpid_text(dp.id), error["request"], msg.xid, type_name, code_name,
+            error.switch, _dpid_text(dp.id), error.request, msg.xid, type_name, code_name,
         )
         self._write_ready()
 
@@ -374,29 +367,22 @@ class FabricRoutingApp(AdaptiveMixin, FailoverMixin, BaseApp):
 
     # -------------------------------------------------------------- readiness
 
-    def ready_report(self) -> Dict[str, Any]:
-        """The readiness document: {"dpids", "flows", "groups", "errors", "resync"}."""
+    def ready_report(self) -> ControllerReady:
+        """The ready file's record (controllers.contract.ControllerReady)."""
         ready = sorted(d for d, s in self.switches.items() if s.ready)
         resync: Dict[str, int] = {}
         for d in ready:
             for k, v in self.switches[d].resync.items():
                 resync[k] = resync.get(k, 0) + v
-        return {
-            "dpids": ready,
-            "flows": sum(self.switches[d].flows for d in ready),
-            "groups": sum(self.switches[d].groups for d in ready),
-            "errors": list(self.errors),
-            "resync": resync,
-        }
+        return ControllerReady(dpids=ready, flows=sum(self.switches[d].flows for d in ready),
+                               groups=sum(self.switches[d].groups for d in ready), errors=list(self.errors),
+                               resync=resync)
 
     def _write_ready(self) -> None:
         report = self.ready_report()
-        if self.ready_file is None:
-            LOG.info("ready: %s", json.dumps(report))
-            return
-        write_json_atomic(self.ready_file, report)
+        write_json_atomic(self.ready_file, contract.encode(report))
         LOG.info("wrote %s: %d switches, %d flows, %d groups, %d errors",
-                 self.ready_file, len(report["dpids"]), report["flows"], report["groups"], len(report["errors"]))
+                 self.ready_file, len(report.dpids), report.flows, report.groups, len(report.errors))
 
 
 def write_json_atomic(path: str, doc: Any) -> None:

@@ -9,13 +9,15 @@ resyncs each connected switch (dump, send only the differences, barrier;
 Select-group buckets also watch their port, so Open vSwitch stops using a
 dead uplink at once, before the controller's new routes arrive.
 
-Events go, one JSON object per line, to ``[testbed] events_file``
-(``controller.events.jsonl`` in the run directory); times are Unix-epoch ns
-on the run's one clock (traffic.clock.unix_ns)::
+Events go, one JSON object per line, to the settings' ``events_file``
+(``controller.events.jsonl`` in the run directory; records
+:class:`controllers.contract.LinkDown`, ``LinkUp``, ``GraySuspected``,
+``Unroutable``, ``Rerouted``); times are Unix-epoch ns on the run's one clock
+(traffic.clock.unix_ns)::
 
     {"event": "link_down", "link": ["l1", "s1"], "cause": "port_status", "switch": "l1", "port": 3,
-     "time_ns": ...}
-    {"event": "link_down", "link": ["l1", "s1"], "cause": "gray", "switch": "l1", "port": 3,
+     "seq": 1, "lost_pkts": null, "tx_pkts": null, "loss": null, "window_ms": null, "time_ns": ...}
+    {"event": "link_down", "link": ["l1", "s1"], "cause": "gray", "switch": "l1", "port": 3, "seq": 2,
      "lost_pkts": 12, "tx_pkts": 830, "loss": 0.0143, "window_ms": 1000.0, "time_ns": ...}
     {"event": "link_up", "link": ["l1", "s1"], "cause": "port_status", ...}
     {"event": "rerouted", "seq": 1, "dead_links": [["l1", "s1"]], "switches": 6, "time_ns": ...}
@@ -26,11 +28,13 @@ after its new flows and groups; its ``seq`` counts reroutes, and each
 """
 from __future__ import annotations
 
-import json
+import dataclasses
 import logging
-import os
 from typing import Any, Dict, Optional
 
+from controllers import contract
+from controllers.contract import (ControllerSettings, GraySuspected, LinkDown, LinkUp, Rerouted, StatsPoll,
+                                  Unroutable)
 from controllers.failover import GrayDetector, LinkKey, LinkState, link_names
 from controllers.ofplan import plan_fabric
 from controllers.resync import flow_key, planned_key
@@ -39,31 +43,30 @@ from topology.routing import RoutingError, without_links
 from traffic.clock import unix_ns
 
 LOG = logging.getLogger(__name__)
-#: every port-stats poll of the gray detector, one JSON object per line: {"dpid", "time_ns", "ports":
-#: [[port, rx_packets, tx_packets], ...], "forwarded": {"groups"|"flows": {port: packets}}}
-STATS_FILE = "controller.stats.jsonl"
 
 
 class FailoverMixin:
     """Handlers and state of failure handling; needs the app's topology, plans, switches and sync."""
 
-    def _failover_init(self, conf: Any) -> None:
+    def _failover_init(self, settings: ControllerSettings) -> None:
+        f = settings.failover
         self.links = LinkState(self.topology)
-        self.events_file: Optional[str] = conf.events_file or None
+        self.events_file: str = settings.events_file
+        self.stats_file: str = settings.stats_file
         self.reroute_seq = 0
         self._reroute_waiting: Optional[int] = None
-        self.gray_detect = bool(conf.gray_detect)
-        self.gray = GrayDetector(self.topology, conf.gray_loss_threshold, int(conf.gray_window_ms * 1e6),
-                                 conf.gray_min_lost_pkts)
-        self.stats_period_s = conf.stats_period_ms / 1e3
-        self._poller = hub.spawn(self._poll_stats) if conf.stats_period_ms > 0 else None
+        self.gray_detect = f.gray_detect
+        self.gray = GrayDetector(self.topology, f.gray_loss_threshold, int(f.gray_window_ms * 1e6),
+                                 f.gray_min_lost_pkts)
+        self.stats_period_s = settings.stats_period_ms / 1e3
+        self._poller = hub.spawn(self._poll_stats) if settings.stats_period_ms > 0 else None
 
-    def _event(self, doc: Dict[str, Any]) -> None:
-        doc = dict(doc, time_ns=unix_ns())
-        LOG.warning("failover event: %s", json.dumps(doc))
-        if self.events_file:
-            with open(self.events_file, "a") as fh:
-                fh.write(json.dumps(doc, sort_keys=True) + "\n")
+    def _event(self, event: Any) -> None:
+        """Append ``event`` (a controllers.contract event record, ``time_ns`` set now) to the events file."""
+        line = contract.event_line(dataclasses.replace(event, time_ns=unix_ns()))
+        LOG.warning("failover event: %s", line.rstrip())
+        with open(self.events_file, "a") as fh:
+            fh.write(line)
 
     # ------------------------------------------------------------ port status
 
@@ -80,13 +83,15 @@ class FailoverMixin:
             return
         link, dead = change
         self._link_changed(link, dead, {"cause": "port_status", "switch": self.plans[dp.id].name[
-            len(self.topology.run_id):], "port": desc.port_no})
+            len(self.topology.run_id):], "port": desc.port_no, "lost_pkts": None, "tx_pkts": None, "loss": None,
+            "window_ms": None})
 
     def _link_changed(self, link: LinkKey, dead: bool, detail: Dict[str, Any]) -> None:
+        """``detail``: the fields of a controllers.contract.LinkChange besides link, seq and time."""
         self.gray.reset()
         self.reroute_seq += 1
-        self._event(dict(detail, event="link_down" if dead else "link_up",
-                         link=link_names(self.topology, link), seq=self.reroute_seq))
+        self._event((LinkDown if dead else LinkUp)(**detail, link=link_names(self.topology, link),
+                                                   seq=self.reroute_seq, time_ns=0))
         self._reroute()
 
     def _reroute(self) -> None:
@@ -95,7 +100,7 @@ class FailoverMixin:
         try:
             self.plans = plan_fabric(self.links.routing_layout(), self.lb_policy, self.lb_weights)
         except RoutingError as e:
-            self._event({"event": "unroutable", "seq": self.reroute_seq, "error": str(e)})
+            self._event(Unroutable(seq=self.reroute_seq, error=str(e), time_ns=0))
             return
         self._reroute_waiting = self.reroute_seq
         self._adaptive_reset()  # fresh equal buckets in the new plans
@@ -106,8 +111,8 @@ class FailoverMixin:
         """Called after each barrier reply: write ``rerouted`` once every switch is in sync again."""
         if self._reroute_waiting is None or not all(s.ready for s in self.switches.values()):
             return
-        self._event({"event": "rerouted", "seq": self._reroute_waiting, "switches": len(self.switches),
-                     "dead_links": [link_names(self.topology, k) for k in self.links.dead_links()]})
+        self._event(Rerouted(seq=self._reroute_waiting, switches=len(self.switches),
+                             dead_links=[link_names(self.topology, k) for k in self.links.dead_links()], time_ns=0))
         self._reroute_waiting = None
 
     # ------------------------------------------------------------ gray failures
@@ -158,13 +163,13 @@ class FailoverMixin:
         self.gray.forwarded(msg.datapath.id, "flows", counts)
 
     def _record_stats(self, dpid: int, t_ns: int, stats: Any) -> None:
-        """Append one poll of a switch to ``controller.stats.jsonl`` (beside the events file): the counters
+        """Append one poll of a switch to the statistics file (controllers.contract.StatsPoll): the counters
         the detector saw, so that a run's detection can be replayed (tests/test_gray_replay.py)."""
-        if not self.events_file:
-            return
-        with open(os.path.join(os.path.dirname(self.events_file), STATS_FILE), "a") as fh:
-            fh.write(json.dumps({"dpid": dpid, "time_ns": t_ns, "ports": stats,
-                                 "forwarded": self.gray.forwarded_counts(dpid)}, separators=(",", ":")) + "\n")
+        forwarded = {kind: {str(port): int(n) for port, n in counts.items()}
+                     for kind, counts in self.gray.forwarded_counts(dpid).items()}
+        poll = StatsPoll(dpid=dpid, time_ns=t_ns, ports=[list(s) for s in stats], forwarded=forwarded)
+        with open(self.stats_file, "a") as fh:
+            fh.write(contract.stats_line(poll))
 
     @set_ev_cls(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
     def _on_port_stats(self, ev: Any) -> None:
@@ -187,7 +192,7 @@ class FailoverMixin:
             plan_fabric(without_links(self.links.routing_layout(), [tuple(found.link)]), self.lb_policy,
                         self.lb_weights)
         except RoutingError:  # the last path of some host: keep it, say so
-            self._event(dict(detail, event="gray_suspected", link=link_names(self.topology, found.link)))
+            self._event(GraySuspected(**detail, link=link_names(self.topology, found.link), time_ns=0))
             return
         if not self.links.condemn(found.link):
             return

@@ -1,7 +1,7 @@
 """OpenFlow 1.5 plan of every switch, built from the shared topology model.
 
 The testbed writes the run's topology file with :func:`topology.model.save`
-(path in the controller's configuration, ``[testbed] topology``); the
+(path in the controller's settings, controllers.contract.ControllerSettings.topology_file); the
 controller reads it with :func:`topology.model.load` and :func:`plan_fabric`
 turns the routes of :func:`topology.routing.plan_routes` (equal-cost shortest
 paths on any layout, networkx) into the exact rules and groups each switch

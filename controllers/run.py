@@ -7,11 +7,13 @@ Usage::
 Every setting comes from the configuration file (os-ken's ``CONF``; written
 by testbed.emulation.controller_proc, keys in controllers/app.py): listen
 address and port (``[DEFAULT] ofp_listen_host``, which must be 127.0.0.1,
-and ``ofp_tcp_listen_port``), log file (``[DEFAULT] log_file``), topology,
-ready file and load-balancing policy (``[testbed]``). Validates them first and
-exits with status 2 and a message naming the bad key if the topology file is
-invalid, the policy unknown, ``--testbed-run-id`` does not match the file, or
-the port cannot be bound. Removes a stale ready file, then runs
+and ``ofp_tcp_listen_port``), log file (``[DEFAULT] log_file``) and the app's
+settings file (``[testbed] settings_file``: controllers.contract.ControllerSettings,
+with the topology, ready file and load-balancing policy). Validates them first
+(loading and planning the fabric once, for the app to take:
+controllers.app.preload_fabric) and exits with status 2 and a message naming the
+bad key if the settings or topology file is invalid, the policy unknown,
+``--testbed-run-id`` does not match the files, or the port cannot be bound. Removes a stale ready file, then runs
 :class:`controllers.app.FabricRoutingApp`, which writes the ready file once
 every switch is installed. SIGTERM or SIGINT stops the process at once with
 status 0; status 1 if os-ken dies on its own. ``--testbed-run-id`` is kept in
@@ -135,32 +137,27 @@ def main(argv: Optional[List[str]] = None) -> int:
     except cfg.oslo_config.cfg.Error as exc:
         print(f"controllers.run: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    from controllers.app import CONF_GROUP, lb_weights
+    from controllers.app import CONF_GROUP, preload_fabric
 
     settings = conf[CONF_GROUP]
     setup_logging(Path(conf.log_file) if conf.log_file else None, "DEBUG" if conf.verbose else "INFO")
 
     # Validation before anything starts: clear messages, status 2.
-    from controllers.ofplan import plan_fabric
-    from topology.model import RUN_ID_RE, load
+    from topology.model import RUN_ID_RE
 
     if not settings.run_id or not RUN_ID_RE.match(settings.run_id):
         LOG.error("--testbed-run-id %r is not 'tb' followed by 4 lowercase hex digits", settings.run_id)
         return EXIT_USAGE
-    if not settings.topology:
-        LOG.error("[%s] topology: not set in the configuration file (--config-file)", CONF_GROUP)
+    if not settings.settings_file:
+        LOG.error("[%s] settings_file: not set in the configuration file (--config-file)", CONF_GROUP)
         return EXIT_USAGE
     try:
-        topo = load(settings.topology)
-        # an unreachable host, unknown policy or bad weights fail here, before listening
-        plan_fabric(topo, settings.lb_policy, lb_weights(settings.lb_weights))
-    except ValueError as exc:  # TopologyError, RoutingError, unknown load_balance.policy
+        # a bad settings file, an unreachable host, unknown policy or bad weights fail here, before listening
+        loaded = preload_fabric(settings.settings_file, settings.run_id)
+    except (OSError, ValueError) as exc:  # ContractError, TopologyError, RoutingError, run id mismatch
         LOG.error("invalid controller settings: %s", exc)
         return EXIT_USAGE
-    if topo.run_id != settings.run_id:
-        LOG.error("%s: run_id: %r does not match --testbed-run-id %r", settings.topology, topo.run_id,
-                  settings.run_id)
-        return EXIT_USAGE
+    topo, app_settings = loaded.layout, loaded.settings
     if conf.ofp_listen_host != LISTEN_HOST:
         LOG.error("ofp_listen_host: %r; allowed: %s only (the controller never listens outside loopback)",
                   conf.ofp_listen_host, LISTEN_HOST)
@@ -173,18 +170,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     except OSError as exc:
         LOG.error("ofp_tcp_listen_port: cannot listen on %s:%s: %s", LISTEN_HOST, port, exc)
         return EXIT_USAGE
-    if settings.ready_file:
-        ready_file = Path(settings.ready_file).resolve()
-        ready_file.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            ready_file.unlink()
-            LOG.info("removed stale ready file %s", ready_file)
-        except FileNotFoundError:
-            pass
+    ready_file = Path(app_settings.ready_file).resolve()
+    ready_file.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        ready_file.unlink()
+        LOG.info("removed stale ready file %s", ready_file)
+    except FileNotFoundError:
+        pass
 
     LOG.info(
         "controller for run %s: %s:%d, %d switches, load balancing %s, pid %d",
-        settings.run_id, LISTEN_HOST, port, len(topo.switches), settings.lb_policy, os.getpid(),
+        settings.run_id, LISTEN_HOST, port, len(topo.switches), app_settings.load_balance.policy, os.getpid(),
     )
     _exit_now(_serve())
     return EXIT_FAILED  # not reached

@@ -13,6 +13,8 @@ from typing import Optional
 
 from testbed.plan import PlannedOp
 from testbed.spec.scenario import ScenarioSpec
+from topology import build as build_layout
+from topology.model import Layout
 from traffic.transport import TransportParams, payload_efficiency
 
 
@@ -32,6 +34,8 @@ class RunContext:
     socket check, testbed.measure.send_buffer.check_run_send_buffer).
     controller: the manifest's controller block (framework, its version,
     load-balancing policy, settings file), set before the probe.
+    layout: the run's topology.model.Layout, built once with the run id (:meth:`new`) and carried to
+    the fabric, the controller (topology.json) and the pattern plan.
     """
 
     spec: ScenarioSpec
@@ -45,6 +49,7 @@ class RunContext:
     transport: Optional[TransportParams] = None
     send_buffer: dict = field(default_factory=dict)
     controller: dict = field(default_factory=dict)
+    layout: Optional[Layout] = None
 
     @classmethod
     def new(cls, spec: ScenarioSpec, scenario_path: Optional[Path], results_root: Path, run_id: str,
@@ -53,7 +58,8 @@ class RunContext:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         run_dir = Path(results_root).resolve() / f"{stamp}-{spec.name}-{run_id}"
         return cls(spec=spec, run_id=run_id, run_dir=run_dir, scenario_path=scenario_path,
-                   ops_plan=tuple(ops_plan), quiet=quiet, started_utc=stamp)
+                   ops_plan=tuple(ops_plan), quiet=quiet, started_utc=stamp,
+                   layout=build_layout(spec.fabric.kind, spec.fabric, run_id))
 
     def probed(self, datapath: str, transport: TransportParams, send_buffer: dict) -> "RunContext":
         """This context with the probe step's findings."""

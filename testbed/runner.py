@@ -149,7 +149,7 @@ def _run_fabric(ctx: RunContext, progress: Progress, cli: bool = False) -> dict:
     with what the teardown knows (partial results when cut short before every measurement was in)."""
     rec = Recording(ops_planned=len(ctx.ops_plan), workload=workload_for(ctx.spec))
     try:
-        with Fabric(ctx.spec, ctx.run_id, ctx.run_dir, ctx.datapath) as fab:
+        with Fabric(ctx.spec, ctx.run_id, ctx.run_dir, ctx.datapath, layout=ctx.layout) as fab:
             rec.fab = fab
             progress.fabric_up(fab)
             with rec.workload.session(ctx, fab) as agents:  # the workload's agents (testbed.workloads)

@@ -5,6 +5,7 @@ import configparser
 
 import pytest
 
+from controllers import contract
 from testbed import runner
 from testbed.emulation import controller_proc as C
 from testbed.spec.scenario import ScenarioError, parse_scenario
@@ -21,19 +22,27 @@ def no_ryu(tmp_path, monkeypatch):
     C.framework_version.cache_clear()
 
 
-def test_conf_file_holds_every_setting(tmp_path):
-    proc = C.ControllerProcess(RID, tmp_path, tmp_path / "topology.json", port=40123, lb_policy="ecmp")
+def _settings(tmp_path, **scenario):
+    return C.controller_settings(parse_scenario({**BASE, **scenario}), RID, tmp_path)
+
+
+def test_conf_file_names_the_settings_file_that_holds_every_setting(tmp_path):
+    proc = C.ControllerProcess(tmp_path, _settings(tmp_path), port=40123)
     ini = configparser.ConfigParser(interpolation=None)
     ini.read(tmp_path / "controller.conf")
-    assert {k: ini["testbed"][k] for k in ("run_id", "topology", "ready_file", "lb_policy")} == {"run_id": RID, "topology": str(tmp_path / "topology.json"),
-                                    "ready_file": str(tmp_path / "controller.ready"), "lb_policy": "ecmp"}
+    assert dict(ini["testbed"]) == {"settings_file": str(tmp_path / "controller.settings.json"),
+                                    **ini["DEFAULT"]}
     assert (ini["DEFAULT"]["ofp_listen_host"], ini["DEFAULT"]["ofp_tcp_listen_port"]) == ("127.0.0.1", "40123")
     assert ini["DEFAULT"]["log_file"] == str(tmp_path / "controller.log")
-    assert proc.conf["testbed"]["run_id"] == RID
+    settings = contract.read_json(tmp_path / "controller.settings.json", contract.ControllerSettings)
+    assert settings == proc.settings
+    assert (settings.run_id, settings.topology_file, settings.ready_file, settings.load_balance.policy) == (
+        RID, str(tmp_path / "topology.json"), str(tmp_path / "controller.ready"), "ecmp")
+    assert settings.loop_settings_file is None and settings.events_file == str(tmp_path / "controller.events.jsonl")
 
 
 def test_os_ken_command_keeps_the_run_id_visible(tmp_path):
-    argv, env = C.ControllerProcess(RID, tmp_path, tmp_path / "t.json", port=40123).command()
+    argv, env = C.ControllerProcess(tmp_path, _settings(tmp_path), port=40123).command()
     assert argv[1:] == ["-m", "controllers.run", "--config-file", str(tmp_path / "controller.conf"),
                         "--testbed-run-id", RID]
     assert env is None
@@ -44,7 +53,7 @@ def test_ryu_command_runs_the_same_app_under_ryu_manager(tmp_path, monkeypatch):
     (fake / "bin").mkdir(parents=True)
     (fake / "bin" / "ryu-manager").touch()
     monkeypatch.setattr(C, "RYU_VENV", fake)
-    argv, env = C.ControllerProcess(RID, tmp_path, tmp_path / "t.json", port=40123, framework="ryu").command()
+    argv, env = C.ControllerProcess(tmp_path, _settings(tmp_path), port=40123, framework="ryu").command()
     assert argv == [str(fake / "bin" / "ryu-manager"), "--user-flags", str(C.REPO / "controllers" / "flags.py"),
                     "--config-file", str(tmp_path / "controller.conf"), "--testbed-run-id", RID, "controllers.app"]
     assert env["PYTHONPATH"] == str(C.REPO)
@@ -52,7 +61,7 @@ def test_ryu_command_runs_the_same_app_under_ryu_manager(tmp_path, monkeypatch):
 
 def test_unknown_framework_is_refused(tmp_path):
     with pytest.raises(C.ControllerError, match="controller.framework: 'pox'; allowed: os_ken, ryu"):
-        C.ControllerProcess(RID, tmp_path, tmp_path / "t.json", framework="pox")
+        C.ControllerProcess(tmp_path, _settings(tmp_path), framework="pox")
 
 
 def test_preflight_records_framework_and_version():
@@ -76,8 +85,11 @@ def test_ryu_without_its_environment_is_refused_before_anything_is_built(tmp_pat
 
 
 PY39_CHECK = """
-from controllers import app, flags, lb, ofmsg, ofplan
+from controllers import app, contract, flags, lb, ofmsg, ofplan
 from controllers.ryu_api import FRAMEWORK, FRAMEWORK_VERSION
+moved = contract.parse_event('{"event": "rerouted", "seq": 1, "switches": 2, "dead_links": [["l1", "s1"]], '
+                             '"time_ns": 5}')
+assert moved == contract.Rerouted(seq=1, switches=2, dead_links=[["l1", "s1"]], time_ns=5), moved
 from topology import build, routing, spine_leaf
 layout = spine_leaf.build("tb9c02", spines=2, leaves=3, hosts_per_leaf=2)
 plans = ofplan.plan_fabric(layout, "ecmp")

@@ -27,7 +27,9 @@ from topology import model as M
 from topology import routing as R
 from topology import spine_leaf
 from testbed.emulation.controller_proc import write_conf
+from controllers import contract
 from controllers.app import CONF_GROUP, FabricRoutingApp, write_json_atomic
+from controllers.contract import ControllerSettings, FailoverSettings, LoadBalanceSettings
 from controllers.ofmsg import build_flow_mod, build_group_mod
 from controllers.ryu_api import (
     DEAD_DISPATCHER,
@@ -43,6 +45,18 @@ from controllers.ryu_api import (
 
 REPO = Path(__file__).resolve().parents[1]
 RID = "tb9c01"
+
+
+def write_settings(tmp_path: Path, topo: Path, run_id: str = RID, lb_policy: str = "ecmp",
+                   ready: str = "ready.json") -> Path:
+    """controller.settings.json as the testbed writes it (controllers.contract.ControllerSettings)."""
+    path = tmp_path / contract.SETTINGS_FILE
+    path.write_text(contract.dumps(ControllerSettings(
+        run_id=run_id, topology_file=str(topo), ready_file=str(tmp_path / ready),
+        events_file=str(tmp_path / contract.EVENTS_FILE), stats_file=str(tmp_path / contract.STATS_FILE),
+        stats_period_ms=0, load_balance=LoadBalanceSettings(lb_policy, {}, None),
+        failover=FailoverSettings(True, 0.005, 10000, 25), loop_settings_file=None)))
+    return path
 
 
 @contextlib.contextmanager
@@ -220,7 +234,7 @@ class FakeDatapath:
 def app(tmp_path, doc, monkeypatch):
     topo = tmp_path / "topo.json"
     topo.write_text(json.dumps(doc))
-    with conf_overrides(topology=str(topo), ready_file=str(tmp_path / "ready.json")):
+    with conf_overrides(settings_file=str(write_settings(tmp_path, topo))):
         yield FabricRoutingApp()
 
 
@@ -399,17 +413,32 @@ def test_app_answers_arp_for_known_hosts_only(app):
         arp.ARP_REPLY, "10.0.2.2", "02:00:00:00:02:02", "10.0.1.1")
 
 
-def test_app_needs_topology_setting():
-    with conf_overrides(topology=None):
-        with pytest.raises(RuntimeError, match=r"\[testbed\] topology is not set"):
+def test_app_needs_settings_file():
+    with conf_overrides(settings_file=None):
+        with pytest.raises(RuntimeError, match=r"\[testbed\] settings_file is not set"):
             FabricRoutingApp()
 
 
 def test_app_refuses_another_runs_topology(tmp_path, doc):
     topo = tmp_path / "topo.json"
     topo.write_text(json.dumps(doc))
-    with conf_overrides(topology=str(topo), run_id="tbffff"):
-        with pytest.raises(ValueError, match="does not match \\[testbed\\] run_id 'tbffff'"):
+    with conf_overrides(settings_file=str(write_settings(tmp_path, topo)), run_id="tbffff"):
+        with pytest.raises(ValueError, match="does not match --testbed-run-id 'tbffff'"):
+            FabricRoutingApp()
+    with conf_overrides(settings_file=str(write_settings(tmp_path, topo, run_id="tbeeee"))):
+        with pytest.raises(ValueError, match="does not match settings 'tbeeee'"):
+            FabricRoutingApp()
+
+
+def test_app_refuses_a_settings_file_with_an_unknown_key(tmp_path, doc):
+    topo = tmp_path / "topo.json"
+    topo.write_text(json.dumps(doc))
+    path = write_settings(tmp_path, topo)
+    bad = json.loads(path.read_text())
+    bad["load_balance"]["lb_policy"] = bad["load_balance"].pop("policy")
+    path.write_text(json.dumps(bad))
+    with conf_overrides(settings_file=str(path)):
+        with pytest.raises(contract.ContractError, match=r"load_balance\.lb_policy: unknown field"):
             FabricRoutingApp()
 
 
@@ -421,8 +450,8 @@ def _cli_argv(tmp_path: Path, doc: dict, run_id: str = RID, port: int = 1, lb_po
     topo = tmp_path / "topo.json"
     topo.write_text(json.dumps(doc))
     conf = tmp_path / "controller.conf"
-    write_conf(conf, run_id=RID, port=port, topology=topo, ready_file=tmp_path / "ready",
-               log_file=tmp_path / "c.log", lb_policy=lb_policy)
+    write_conf(conf, run_id=RID, port=port, settings_file=write_settings(tmp_path, topo, lb_policy=lb_policy,
+                                                                         ready="ready"), log_file=tmp_path / "c.log")
     return [sys.executable, "-m", "controllers.run", "--config-file", str(conf), "--testbed-run-id", run_id]
 
 

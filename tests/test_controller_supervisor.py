@@ -13,7 +13,8 @@ from controllers import ofplan as T
 from topology import model, spine_leaf
 from controllers.resync import SeenFlow, normalize_match, plan_sync
 from controllers.ryu_api import ofproto_v1_5_parser
-from testbed.emulation.controller_proc import ControllerProcess
+from testbed.emulation.controller_proc import ControllerProcess, controller_settings
+from testbed.spec.scenario import parse_scenario
 from testbed.emulation.controller_supervisor import ControllerSupervisor, exit_status, verdict_line
 from traffic.clock import unix_ns
 
@@ -26,7 +27,8 @@ ECMP_GROUP_ID = 1
 def controller(tmp_path):
     topo = tmp_path / "topology.json"
     model.save(spine_leaf.build(RID, spines=1, leaves=2, hosts_per_leaf=1), topo)
-    proc = ControllerProcess(RID, tmp_path, topo).start()
+    spec = parse_scenario({"workload": {"sizes": {"min_bytes": 65536, "max_bytes": 65536}}})
+    proc = ControllerProcess(tmp_path, controller_settings(spec, RID, tmp_path)).start()
     yield proc
     proc.stop()
 

@@ -3,6 +3,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from controllers.contract import LinkDown, Rerouted
 from controllers.failover import GrayDetector, LinkState, fabric_ports, link_names
 from controllers.ofplan import plan_fabric
 from testbed.results.faults import fault_loss_bound_pkts, fault_timings
@@ -191,8 +192,9 @@ def test_fault_timings_match_events_and_bound_down_losses():
     down = SimpleNamespace(index=0, spec=FaultSpec(at_s=1, link=("l1", "s1"), action="down"), applied_ns=1_000,
                            link_names=lambda rid: [["l1", "s1"]],
                            row=lambda: {"fault": 0, "action": "down", "applied_ns": 1_000})
-    events = [{"event": "link_down", "cause": "port_status", "link": ["l1", "s1"], "seq": 1, "time_ns": 9_001_000},
-              {"event": "rerouted", "seq": 1, "dead_links": [["l1", "s1"]], "time_ns": 17_001_000}]
+    events = [LinkDown(link=["l1", "s1"], cause="port_status", switch="l1", port=3, seq=1, lost_pkts=None,
+                       tx_pkts=None, loss=None, window_ms=None, time_ns=9_001_000),
+              Rerouted(seq=1, switches=4, dead_links=[["l1", "s1"]], time_ns=17_001_000)]
     (row,) = fault_timings([down], events, lay.run_id)
     assert (row["detect_ms"], row["reroute_ms"], row["detected_by"]) == (9.0, 17.0, "port_status")
     # per direction: 100000 B buffer = 25 frames of 4000 B, plus 10 Mbit/s x 67 ms = 21 frames

@@ -4,7 +4,8 @@ import pytest
 
 from controllers.lb import adaptive as A
 from controllers.ofplan import plan_fabric
-from testbed.emulation.controller_proc import failover_conf
+from controllers.contract import AdaptiveMoved, AdaptiveSettings, BucketMove, LinkDown
+from testbed.emulation.controller_proc import controller_settings
 from testbed.results.adaptive import adaptive_block
 from testbed.spec.scenario import ScenarioError, parse_scenario
 from topology import spine_leaf
@@ -123,10 +124,10 @@ def test_settings_and_refusals():
     s = parse_scenario({**BASE, "load_balance": {"policy": "adaptive", "poll_period_ms": 50}})
     assert s.load_balance.adaptive == {"poll_period_ms": 50, "hot_threshold": 0.8, "min_dwell_ms": 500}
     assert parse_scenario(BASE).load_balance.adaptive is None
-    conf = failover_conf(s, "/tmp")
-    assert (conf["stats_period_ms"], conf["gray_detect"], conf["adaptive_hot_threshold"],
-            conf["adaptive_min_dwell_ms"]) == (50, False, 0.8, 500)
-    assert failover_conf(parse_scenario(BASE), "/tmp")["stats_period_ms"] == 0
+    conf = controller_settings(s, "tb0001", "/tmp")
+    assert (conf.stats_period_ms, conf.failover.gray_detect, conf.load_balance.adaptive) == (
+        50, False, AdaptiveSettings(hot_threshold=0.8, min_dwell_ms=500))
+    assert controller_settings(parse_scenario(BASE), "tb0001", "/tmp").stats_period_ms == 0
     bad = [({"policy": "ecmp", "hot_threshold": 0.5}, "hot_threshold: only for policy adaptive, not 'ecmp'"),
            ({"policy": "adaptive", "hot_threshold": 0}, r"load_balance\.hot_threshold: Input should be greater than 0"),
            ({"policy": "adaptive", "hot_threshold": 1.5}, r"load_balance\.hot_threshold: Input should be less"),
@@ -140,14 +141,18 @@ def test_settings_and_refusals():
 
 
 def test_summary_block_counts_moves_and_reaction_percentiles():
-    ev = [{"event": "adaptive_moved", "switch": "l1", "group": 1, "reaction_ms": r, "time_ns": t,
-           "moves": [{"from": "s1", "to": "s2"}] * n} for r, t, n in ((5.0, 30, 1), (1.0, 10, 2), (300.0, 20, 1))]
-    b = adaptive_block(ev + [{"event": "link_down", "time_ns": 1}])
+    move = BucketMove(bucket=1, from_port=3, to_port=4, from_node="s1", to_node="s2", rate_bps=1)
+    ev = [AdaptiveMoved(switch="l1", group=1, moves=[move] * n, loads_bps={}, seen_ns=0, decided_ns=0, sent_ns=0,
+                        barrier_ns=0, reaction_ms=r, hot_since_ns=None, since_hot_ms=r, time_ns=t)
+          for r, t, n in ((5.0, 30, 1), (1.0, 10, 2), (300.0, 20, 1))]
+    down = LinkDown(link=["l1", "s1"], cause="port_status", switch="l1", port=3, seq=1, lost_pkts=None,
+                    tx_pkts=None, loss=None, window_ms=None, time_ns=1)
+    b = adaptive_block(ev + [down])
     assert (b["changes"], b["moves"], b["reaction_ms_p50"], b["reaction_ms_max"], b["first_change_ns"]) == \
         (3, 4, 5.0, 300.0, 10)
     assert b["list"][0] == {"switch": "l1", "group": 1, "buckets": 2, "from": ["s1"], "to": ["s2"],
                             "reaction_ms": 1.0, "time_ns": 10}
-    assert (b["since_hot_ms_p50"], b["since_hot_ms_max"]) == (5.0, 300.0)  # events without it: reaction_ms
+    assert (b["since_hot_ms_p50"], b["since_hot_ms_max"]) == (5.0, 300.0)
     assert adaptive_block([])["reaction_ms_p50"] is None
 
 

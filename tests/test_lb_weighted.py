@@ -6,7 +6,7 @@ import configparser
 import pytest
 
 from controllers import lb
-from controllers.app import lb_weights
+from controllers import contract
 from controllers.lb import weighted
 from controllers.ofplan import plan_fabric
 from testbed.emulation import controller_proc
@@ -68,18 +68,15 @@ def test_scenario_refuses_bad_weights_naming_the_key(lb_section, message):
     assert message in str(info.value)
 
 
-def test_weights_travel_in_the_controller_conf_and_back(tmp_path):
+def test_weights_travel_in_the_controller_settings_and_back(tmp_path):
     spec = parse_scenario({"load_balance": {"policy": "weighted", "weights": {"s2": 3, "s1": 1}},
                            "workload": WORKLOAD})
-    proc = controller_proc.ControllerProcess(RID, tmp_path, tmp_path / "topology.json", port=40124,
-                                             lb_policy=spec.load_balance.policy,
-                                             lb_weights=dict(spec.load_balance.weights))
+    proc = controller_proc.ControllerProcess(tmp_path, controller_proc.controller_settings(spec, RID, tmp_path),
+                                             port=40124)
     ini = configparser.ConfigParser(interpolation=None)
     ini.read(proc.conf_path)
-    assert ini["testbed"]["lb_policy"] == "weighted" and ini["testbed"]["lb_weights"] == "s1:1,s2:3"
-    assert lb_weights(ini["testbed"]["lb_weights"].split(",")) == {"s1": 1, "s2": 3}
-    with pytest.raises(ValueError, match=r"lb_weights: 's1=2' is not <switch>:<whole number>"):
-        lb_weights(["s1=2"])
+    settings = contract.read_json(ini["testbed"]["settings_file"], contract.ControllerSettings)
+    assert settings.load_balance == contract.LoadBalanceSettings("weighted", {"s1": 1, "s2": 3}, None)
     assert controller_proc.preflight(spec)["lb_weights"] == {"s1": 1, "s2": 3}
 
 

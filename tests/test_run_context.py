@@ -35,6 +35,15 @@ def test_context_names_the_run_directory_and_derives_goodput(tmp_path):
     assert Recording(ops_planned=41).phase == "start-up"
 
 
+def test_context_carries_the_layout_built_once_with_the_run_id(tmp_path):
+    ctx = quickstart_ctx(tmp_path)
+    assert ctx.layout.run_id == "tb0001" and ctx.probed("user", ctx.transport, {}).layout is ctx.layout
+    assert [h.name for h in ctx.layout.hosts][:2] == ["tb0001h1", "tb0001h2"]
+    preview = ctx.spec.fabric.layout_preview()  # before any run: the scenario's own names
+    assert preview.run_id == "" and [h.name for h in preview.hosts][:2] == ["h1", "h2"]
+    assert len(preview.links) == len(ctx.layout.links)
+
+
 def test_manifest_records_backends_rto_and_rank_groups(tmp_path):
     ctx = quickstart_ctx(tmp_path)
     m = manifest.build(ctx, CAPS)

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from controllers import contract
 from controllers.congestion import loop as cloop
 from testbed.emulation import congestion_conf
 from testbed.emulation.controller_supervisor import violations
@@ -125,14 +126,14 @@ def test_the_loop_stops_once_and_says_so_even_when_stopping_fails(tmp_path):
     loop = _bare_loop(tmp_path, lambda: calls.append(1))
     loop.stop()
     loop.stop()                                     # SIGTERM after the testbed's request: nothing more
-    assert calls == [1] and (tmp_path / cloop.STOPPED_FILE).exists()
-    (tmp_path / cloop.STOPPED_FILE).unlink()
+    assert calls == [1] and (tmp_path / contract.LOOP_STOPPED_FILE).exists()
+    (tmp_path / contract.LOOP_STOPPED_FILE).unlink()
 
     def broken():
         raise OSError("netlink gone")
     with pytest.raises(OSError):
         _bare_loop(tmp_path, broken).stop()
-    assert (tmp_path / cloop.STOPPED_FILE).exists()  # the testbed does not wait for a timeout
+    assert (tmp_path / contract.LOOP_STOPPED_FILE).exists()  # the testbed does not wait for a timeout
 
 
 def test_the_starter_thread_stops_the_loop_when_the_testbed_asks(tmp_path, monkeypatch):
@@ -152,11 +153,13 @@ def test_the_starter_thread_stops_the_loop_when_the_testbed_asks(tmp_path, monke
 
     monkeypatch.setattr(cloop, "CongestionLoop", FakeLoop)
     conf = tmp_path / "conf.json"
-    conf.write_text(json.dumps({}))
+    conf.write_text(contract.dumps(contract.LoopSettings(
+        run_id="tb0001", results_dir=str(tmp_path), period_s=0.001, sampled_parent=0x10001, mtu_bytes=4200,
+        lossless_buffer_bytes=100_000, host_queue_bytes=65536, host_pids={}, ecn=None, pfc=None, clock_wander=0.0)))
     thread = cloop.start_when_configured(str(conf), layout=None)
     time.sleep(3 * cloop.STOP_POLL_S)
     assert not stopped.is_set() and thread.is_alive()
-    (tmp_path / cloop.STOP_REQUEST_FILE).write_text("")
+    (tmp_path / contract.LOOP_STOP_REQUEST_FILE).write_text("")
     assert stopped.wait(2) and (thread.join(2) or not thread.is_alive())
 
 
@@ -167,22 +170,22 @@ def _fab(tmp_path, alive=True):
 
 
 def test_stop_loop_asks_and_waits_for_the_tables(tmp_path):
-    (tmp_path / cloop.STARTED_FILE).write_text("{}")
+    (tmp_path / contract.LOOP_STARTED_FILE).write_text("{}")
 
     def loop_side():  # the controller's loop: sees the request, writes its tables, then the stopped file
-        while not (tmp_path / cloop.STOP_REQUEST_FILE).exists():
+        while not (tmp_path / contract.LOOP_STOP_REQUEST_FILE).exists():
             time.sleep(0.01)
-        (tmp_path / cloop.RESULT_FILE).write_text("{}")
-        (tmp_path / cloop.STOPPED_FILE).write_text("{}")
+        (tmp_path / contract.LOOP_RESULT_FILE).write_text("{}")
+        (tmp_path / contract.LOOP_STOPPED_FILE).write_text("{}")
     threading.Thread(target=loop_side, daemon=True).start()
     assert congestion_conf.stop_loop(_fab(tmp_path), timeout_s=5) is None
-    assert (tmp_path / cloop.RESULT_FILE).exists()
+    assert (tmp_path / contract.LOOP_RESULT_FILE).exists()
     assert congestion_conf.stop_loop(_fab(tmp_path), timeout_s=5) is None   # already stopped: no wait
 
 
 def test_stop_loop_gives_up_when_nobody_answers(tmp_path):
     assert congestion_conf.stop_loop(_fab(tmp_path), timeout_s=0.1) is None     # the loop never started
-    (tmp_path / cloop.STARTED_FILE).write_text("{}")
+    (tmp_path / contract.LOOP_STARTED_FILE).write_text("{}")
     assert "not running" in congestion_conf.stop_loop(_fab(tmp_path, alive=False), timeout_s=5)
     t0 = time.monotonic()
     assert "did not stop within 0 s" in congestion_conf.stop_loop(_fab(tmp_path), timeout_s=0.2)

@@ -37,6 +37,9 @@ def build(kind: str, fabric: Any, run_id: str) -> Layout:
     """Build the layout of ``fabric`` with the builder registered for ``kind``, plus a scale-up
     domain per server when ``fabric.scale_up`` is set (topology.scale_up).
 
+    ``run_id``: the run's id, the prefix of every node name; ``""`` builds the layout as the
+    scenario names it, before any run exists (validation and estimates: counts and short names).
+
     Raises ValueError naming ``fabric.kind`` and the kinds allowed.
     """
     try:

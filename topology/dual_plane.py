@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any, List, Tuple
 
 from topology import spine_leaf
-from topology.model import DEFAULT_HASH_FIELDS, Layout, Link, Nic, Port, Switch
+from topology.model import DEFAULT_HASH_FIELDS, RUN_ID_CHARS, Layout, Link, Nic, Port, Switch
 
 KIND = "dual_plane"
 #: fabric keys of this kind (beside the common rates, buffer, MTU, oversubscription)
@@ -42,8 +42,8 @@ def check(fabric: Any) -> None:
     if leaf_ports > fabric.ports_per_switch or fabric.leaves > fabric.ports_per_switch:
         raise ValueError(f"fabric.hosts_per_leaf + fabric.spines = {leaf_ports} ports per leaf and fabric.leaves = "
                          f"{fabric.leaves} per spine: at most fabric.ports_per_switch = {fabric.ports_per_switch}")
-    longest = max(len(f"tb0000{fabric.planes - 1}l{fabric.leaves}-eth{leaf_ports}"),
-                  len(f"tb0000{fabric.planes - 1}s{fabric.spines}-eth{fabric.leaves}"))
+    longest = RUN_ID_CHARS + max(len(f"{fabric.planes - 1}l{fabric.leaves}-eth{leaf_ports}"),
+                                 len(f"{fabric.planes - 1}s{fabric.spines}-eth{fabric.leaves}"))
     if longest > MAX_IFNAME:
         raise ValueError(f"fabric.leaves = {fabric.leaves}, fabric.spines = {fabric.spines} and fabric.hosts_per_leaf = "
                          f"{fabric.hosts_per_leaf} make switch interface names of {longest} characters; Linux "

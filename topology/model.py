@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple, Union
 
 RUN_ID_RE = re.compile(r"^tb[0-9a-f]{4}$")
+#: characters of a run id (the prefix of every node name of a run)
+RUN_ID_CHARS = 6
 MAC_RE = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
 MAX_DPID = (1 << 64) - 1
 #: OpenFlow 1.5 physical ports are 1..0xffffff00 (OFPP_MAX).

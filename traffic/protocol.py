@@ -11,10 +11,9 @@ line: ``{"type": TAG, FIELD: VALUE, ...}`` (:func:`encode`, :func:`decode`).
   :class:`FlowsDone` (after a pattern trial),
   :class:`Stats` (per-QP counters and per-message records), :class:`ErrorEvent`.
 
-Decoding is strict: every field must be present (also those with a default), no other field
-is allowed, and each value must have the field's type; :class:`ProtocolError` names the
-message type and the field path. (pydantic would fill in a missing field that has a
-default; the protocol wants both sides to say everything.)
+Decoding is strict (:mod:`traffic.codec`): every field must be present (also those with a
+default), no other field is allowed, and each value must have the field's type;
+:class:`ProtocolError` names the message type and the field path.
 
 Times are Unix-epoch ns (:func:`traffic.clock.unix_ns`), the clock of every table.
 """
@@ -22,12 +21,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import types
-import typing
 from dataclasses import asdict, dataclass
-from functools import lru_cache
 from typing import Any, Optional, Union
 
+from traffic.codec import DecodeError, from_dict
 from traffic.transport.params import TransportParams
 from traffic.transport.qp import QPCounters
 from traffic.transport.responder import ResponderCounters
@@ -389,58 +386,10 @@ def decode(line: Union[str, bytes]) -> Any:
     cls = MESSAGES.get(tag) if isinstance(tag, str) else None
     if cls is None:
         raise ProtocolError(f"unknown message type {tag!r}; allowed: {', '.join(MESSAGES)}")
-    return _build(cls, obj, tag)
-
-
-@lru_cache(maxsize=None)
-def _hints(cls) -> tuple:
-    hints = typing.get_type_hints(cls)
-    return tuple((f.name, hints[f.name]) for f in dataclasses.fields(cls))
-
-
-def _build(cls, obj, path: str):
-    if not isinstance(obj, dict):
-        raise ProtocolError(f"{path}: expected an object ({cls.__name__}), got {type(obj).__name__}")
-    fields = _hints(cls)
-    names = {n for n, _ in fields}
-    unknown = sorted(set(obj) - names)
-    if unknown:
-        raise ProtocolError(f"{path}.{unknown[0]}: unknown field of {cls.__name__}; allowed: "
-                            f"{', '.join(sorted(names)) or '(none)'}")
-    missing = [n for n, _ in fields if n not in obj]
-    if missing:
-        raise ProtocolError(f"{path}.{missing[0]}: missing field of {cls.__name__}")
-    return cls(**{n: _value(t, obj[n], f"{path}.{n}") for n, t in fields})
-
-
-def _value(t, v, path: str):
-    origin = typing.get_origin(t)
-    if origin in (Union, types.UnionType):
-        args = typing.get_args(t)
-        if v is None and type(None) in args:
-            return None
-        (inner,) = [a for a in args if a is not type(None)]
-        return _value(inner, v, path)
-    if origin is list:
-        if not isinstance(v, list):
-            raise ProtocolError(f"{path}: expected a list, got {type(v).__name__}")
-        (inner,) = typing.get_args(t)
-        return [_value(inner, x, f"{path}[{i}]") for i, x in enumerate(v)]
-    if dataclasses.is_dataclass(t):
-        return _build(t, v, path)
-    if t is dict:  # a plugin's settings (TransportParams.cc_settings): names -> numbers or booleans
-        if not isinstance(v, dict) or not all(isinstance(k, str) and isinstance(x, (int, float, bool))
-                                              for k, x in v.items()):
-            raise ProtocolError(f"{path}: expected an object of numbers and booleans, got {str(v)[:120]}")
-        return dict(v)
-    ok = {int: lambda x: isinstance(x, int) and not isinstance(x, bool),
-          float: lambda x: isinstance(x, (int, float)) and not isinstance(x, bool),
-          str: lambda x: isinstance(x, str), bool: lambda x: isinstance(x, bool)}.get(t)
-    if ok is None:
-        raise ProtocolError(f"{path}: field type {t!r} is not supported by the protocol")
-    if not ok(v):
-        raise ProtocolError(f"{path}: expected {t.__name__}, got {type(v).__name__} {v!r}")
-    return float(v) if t is float else v
+    try:
+        return from_dict(cls, obj, tag)
+    except DecodeError as e:
+        raise ProtocolError(str(e)) from None
 
 
 __all__ = ["AgentConfig", "CNP_ROLES", "Command", "ErrorEvent", "Event", "Exit", "FlowOrder", "FlowReceived", "FlowsDone", "GetStats",

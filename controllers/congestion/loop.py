@@ -22,9 +22,9 @@ cannot pause a queue or mark by queue depth). Each tick:
 
 Loop time = from the sample's clock reading to the end of the tick's actions.
 
-Configuration: a JSON file the testbed writes once the fabric's queues are
-installed (``[testbed] congestion_file``; testbed.emulation.congestion_conf);
-the loop waits for it, then writes ``congestion_loop.started``. It stops
+Settings: :class:`controllers.contract.LoopSettings`, a JSON file the testbed writes once the
+fabric's queues are installed (the controller settings' ``loop_settings_file``;
+testbed.emulation.congestion_conf); the loop waits for it, then writes ``congestion_loop.started``. It stops
 when the testbed asks (the file ``congestion_loop.stop`` appears in
 ``results_dir``: the measurement is over and the testbed writes its results
 before tearing the fabric down) or at the latest when the controller stops
@@ -45,14 +45,14 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from controllers import contract
+from controllers.contract import (ECN_MARKING_FILE, LOOP_RESULT_FILE, LOOP_STARTED_FILE, LOOP_STOP_REQUEST_FILE,
+                                  LOOP_STOPPED_FILE, LOSSLESS_QUEUES_FILE, PFC_EVENTS_FILE, LoopSettings)
+
 LOG = logging.getLogger(__name__)
 
-STARTED_FILE = "congestion_loop.started"
-#: the testbed's request to stop now (testbed.emulation.congestion_conf.stop_loop), and the loop's answer
-STOP_REQUEST_FILE, STOPPED_FILE = "congestion_loop.stop", "congestion_loop.stopped"
 #: how often the loop's starter thread looks for the stop request (seconds)
 STOP_POLL_S = 0.05
-RESULT_FILE = "congestion_loop.json"
 #: the lossless class: index in htb_classes, IEEE 802.1p priority (RoCE: DSCP 26 -> priority 3)
 LOSSLESS_CLASS, LOSSLESS_PRIORITY = 1, 3
 #: PFC quanta sent toward a host while paused (the maximum; the sender refreshes it while paused)
@@ -64,22 +64,21 @@ EVENT_COLUMNS = ["time_ns", "port", "class", "event", "charged_bytes", "upstream
 
 
 class CongestionLoop:
-    """One run's loop (module doc). ``conf``: the JSON configuration; ``layout``: the run's topology."""
+    """One run's loop (module doc). ``conf``: its settings; ``layout``: the run's topology."""
 
-    def __init__(self, conf: Dict[str, Any], layout):
+    def __init__(self, conf: LoopSettings, layout):
         from controllers.congestion import pfc
         from testbed.measure.telemetry import QdiscSampler
 
         self.conf, self.layout = conf, layout
-        self.results_dir = Path(conf["results_dir"])
+        self.results_dir = Path(conf.results_dir)
         self.ports = sorted(pfc.upstreams(layout))
-        self.sampler = QdiscSampler(self.ports, conf["period_s"], parent=conf["sampled_parent"],
+        self.sampler = QdiscSampler(self.ports, conf.period_s, parent=conf.sampled_parent,
                                     on_sample=self._tick)
-        self.marker = self._marker() if conf.get("ecn") else None
+        self.marker = self._marker() if conf.ecn is not None else None
         self.policy = None
-        if conf.get("pfc"):
-            self.policy = pfc.PfcPolicy(conf["pfc"]["xoff_bytes"], conf["pfc"]["xon_bytes"], self.ports,
-                                        pfc.feeds(layout))
+        if conf.pfc is not None:
+            self.policy = pfc.PfcPolicy(conf.pfc.xoff_bytes, conf.pfc.xon_bytes, self.ports, pfc.feeds(layout))
         self.upstreams = pfc.upstreams(layout)
         self.gates: Dict[str, Any] = {}
         self._handles: list = []
@@ -95,23 +94,23 @@ class CongestionLoop:
         """The PFC watchdog (controllers/congestion/watchdog.py: storm after a pause longer than
         ``detect_ms``, pauses not honoured until ``restore_ms`` without demand) when ``pfc.watchdog`` is
         configured and the policy module exists; else None (every pause demand is honoured)."""
-        wd = (self.conf.get("pfc") or {}).get("watchdog")
-        if not wd:
+        wd = self.conf.pfc.watchdog if self.conf.pfc is not None else None
+        if wd is None:
             return None
         try:
             from controllers.congestion.watchdog import PfcWatchdog
         except ImportError:
             LOG.warning("pfc.watchdog configured, but controllers/congestion/watchdog.py is missing: not run")
             return None
-        return PfcWatchdog(detect_ms=wd["detect_ms"], restore_ms=wd["restore_ms"], mitigate=wd["enabled"])
+        return PfcWatchdog(detect_ms=wd.detect_ms, restore_ms=wd.restore_ms, mitigate=wd.enabled)
 
     def _marker(self):
         from controllers.congestion.ecn import MarkingPolicy, RedCurve
         from testbed.emulation.ecn_marker import NftEcnMarker
 
-        e = self.conf["ecn"]
-        policy = MarkingPolicy(RedCurve(e["kmin_bytes"], e["kmax_bytes"], e["pmax"]), self.ports, e["step"])
-        return NftEcnMarker(self.conf["run_id"], policy, (e["dscp"],))
+        e = self.conf.ecn
+        policy = MarkingPolicy(RedCurve(e.kmin_bytes, e.kmax_bytes, e.pmax), self.ports, e.step)
+        return NftEcnMarker(self.conf.run_id, policy, (e.dscp,))
 
     # ------------------------------------------------------------ lifecycle
     def _open_gates(self) -> None:
@@ -125,14 +124,14 @@ class CongestionLoop:
         by_ns: Dict[Optional[str], tuple] = {}
         for ingress in self.policy.paused:
             up = self.upstreams[ingress]
-            pid = self.conf["host_pids"].get(up.node[len(self.conf["run_id"]):]) if up.is_host else None
+            pid = self.conf.host_pids.get(up.node[len(self.conf.run_id):]) if up.is_host else None
             ns = f"/proc/{pid}/ns/net" if pid else None
             if ns not in by_ns:
                 by_ns[ns] = (IPRoute(netns=ns, flags=0) if ns else IPRoute(), Netlink(ns), kick_socket(ns))
                 self._handles += list(by_ns[ns])
-            limit = self.conf["host_queue_bytes"] if up.is_host else self.conf["lossless_buffer_bytes"]
+            limit = self.conf.host_queue_bytes if up.is_host else self.conf.lossless_buffer_bytes
             self.gates[ingress] = ClassGate(*by_ns[ns], up.ifname, LOSSLESS_CLASS, self._leaf_bps(up.rate_bps, not up.is_host),
-                                            self.conf["mtu_bytes"], limit)
+                                            self.conf.mtu_bytes, limit)
             if up.is_host:
                 self.frames[ingress] = PfcSender(ingress, up.rate_bps)
                 self._handles.append(self.frames[ingress])
@@ -141,7 +140,7 @@ class CongestionLoop:
     def _leaf_bps(self, rate_bps: float, switch_port: bool) -> float:
         """The rate a class leaf of an interface was installed at: a switch port's at the top of its clock
         wander band (testbed.emulation.clock_wander), a host NIC's at its nominal rate."""
-        return rate_bps * (1 + float(self.conf.get("clock_wander") or 0.0)) if switch_port else rate_bps
+        return rate_bps * (1 + self.conf.clock_wander) if switch_port else rate_bps
 
     def _open_rx(self, by_ns: Dict[Optional[str], tuple]) -> None:
         """Host PFC frames (controllers/congestion/rx_pauses.py): a gate on every host-facing port's own
@@ -156,15 +155,15 @@ class CongestionLoop:
             by_ns[None] = (IPRoute(), Netlink(None), kick_socket(None))
             self._handles += list(by_ns[None])
         ports = {p: (up.rate_bps, up.node, up.ifname) for p, up in self.upstreams.items() if up.is_host}
-        gates = {p: ClassGate(*by_ns[None], p, LOSSLESS_CLASS, self._leaf_bps(bps, True), self.conf["mtu_bytes"],
-                              self.conf["lossless_buffer_bytes"]) for p, (bps, _h, _n) in ports.items()}
+        gates = {p: ClassGate(*by_ns[None], p, LOSSLESS_CLASS, self._leaf_bps(bps, True), self.conf.mtu_bytes,
+                              self.conf.lossless_buffer_bytes) for p, (bps, _h, _n) in ports.items()}
         for gate in gates.values():  # a restarted controller may find ports left paused
             gate.resume()  # (their kick frames go to the hosts, not into a switch: not counted as kicks)
         sock = frame_socket()
         self._handles.append(sock)
         drop = None
         if self.watchdog is not None and self.watchdog.mitigate:
-            drop = WatchdogDrop(self.conf["run_id"]).prepare()
+            drop = WatchdogDrop(self.conf.run_id).prepare()
         self.rx = RxPauses(ports, gates, self.watchdog, drop, sock)
 
     def start(self) -> "CongestionLoop":
@@ -176,15 +175,15 @@ class CongestionLoop:
             self.marker.start()
         self.sampler.start()
         _RUNNING.append(self)
-        (self.results_dir / STARTED_FILE).write_text(json.dumps({"ports": len(self.ports)}))
+        (self.results_dir / LOOP_STARTED_FILE).write_text(json.dumps({"ports": len(self.ports)}))
         LOG.info("congestion loop: %d ports every %.1f ms, ECN %s, PFC %s (PFC frames to %d hosts)",
-                 len(self.ports), self.conf["period_s"] * 1e3, "on" if self.marker else "off",
+                 len(self.ports), self.conf.period_s * 1e3, "on" if self.marker else "off",
                  "on" if self.policy else "off", len(self.frames))
         return self
 
     def stop(self) -> None:
         """Stop sampling, resume every paused upstream, remove the marker, write the results, then
-        :data:`STOPPED_FILE`. Once only: a second call (the stop request and SIGTERM at once) waits for the
+        :data:`controllers.contract.LOOP_STOPPED_FILE`. Once only: a second call (the stop request and SIGTERM at once) waits for the
         first and returns."""
         with self._stop_lock:
             if self._stopped:
@@ -193,7 +192,7 @@ class CongestionLoop:
             try:
                 self._stop_now()
             finally:  # also after a failed stop: the testbed waits for this file, not for a timeout
-                (self.results_dir / STOPPED_FILE).write_text(json.dumps({"time_ns": time.time_ns()}))
+                (self.results_dir / LOOP_STOPPED_FILE).write_text(json.dumps({"time_ns": time.time_ns()}))
 
     def _stop_now(self) -> None:
         if self in _RUNNING:
@@ -287,8 +286,8 @@ class CongestionLoop:
 
         frame = self.sampler.to_frame()
         frame.insert(2, "class", "lossless")
-        write_csv(frame, self.results_dir / "lossless_queues.csv")
-        doc: Dict[str, Any] = {"period_s": self.conf["period_s"], "ports": len(self.ports),
+        write_csv(frame, self.results_dir / LOSSLESS_QUEUES_FILE)
+        doc: Dict[str, Any] = {"period_s": self.conf.period_s, "ports": len(self.ports),
                                "ticks": len(self.loop_ns), "missed_ticks": self.sampler.missed_ticks,
                                "sampler_cpu_pct": round(self.sampler.cpu_pct, 1), **_loop_ms(self.loop_ns)}
         if len(frame):
@@ -298,14 +297,14 @@ class CongestionLoop:
             doc["lossless_queue_max_bytes"] = int(frame["backlog_bytes"].max())
         if self.marker is not None:
             write_csv(pd.DataFrame(self.marker.changes, columns=["time_ns", "port", "probability"]),
-                      self.results_dir / "ecn_marking.csv")
+                      self.results_dir / ECN_MARKING_FILE)
             c, counts = self.marker.policy.curve, self.marker.counts
             doc["ecn"] = {"marker": self.marker.backend, "kmin_bytes": c.kmin_bytes, "kmax_bytes": c.kmax_bytes,
                           "pmax": c.pmax, "ect_pkts": sum(e for e, _ in counts.values()),
                           "ce_marked_pkts": sum(m for _, m in counts.values())}
         if self.policy is not None:
             events = pd.DataFrame(self.events, columns=EVENT_COLUMNS)
-            write_csv(events, self.results_dir / "pfc_events.csv")
+            write_csv(events, self.results_dir / PFC_EVENTS_FILE)
             doc["pfc"] = {"xoff_bytes": self.policy.xoff_bytes, "xon_bytes": self.policy.xon_bytes,
                           "kick_frames": sum(g.kicks for g in self.gates.values()),
                           "host_pfc_frames": sum(f.counters.frames for f in self.frames.values()),
@@ -315,7 +314,7 @@ class CongestionLoop:
                           "watchdog": self.watchdog.summary() if self.watchdog is not None else None,
                           "pause_actuation_us": _pcts(events.loc[events["event"] == "pause", "actuation_us"]),
                           "resume_actuation_us": _pcts(events.loc[events["event"] == "resume", "actuation_us"])}
-        (self.results_dir / RESULT_FILE).write_text(json.dumps(doc, indent=1))
+        (self.results_dir / LOOP_RESULT_FILE).write_text(json.dumps(doc, indent=1))
         return doc
 
 
@@ -337,9 +336,11 @@ def _loop_ms(loop_ns: List[int]) -> dict:
 
 
 def start_when_configured(conf_file: Optional[str], layout) -> Optional[threading.Thread]:
-    """The app's entry: a daemon thread that waits for ``conf_file`` (written once the queues exist),
-    starts the loop, then stops it when the testbed asks (:data:`STOP_REQUEST_FILE` in the results
-    directory). None when ``conf_file`` is unset (no ECN, no PFC)."""
+    """The app's entry: a daemon thread that waits for ``conf_file`` (the loop's
+    controllers.contract.LoopSettings, written once the queues exist), starts the loop, then stops it
+    when the testbed asks (controllers.contract.LOOP_STOP_REQUEST_FILE in the results directory). None
+    when ``conf_file`` is unset (no ECN, no PFC). A settings file that is not a LoopSettings is logged
+    (the ContractError names the field) and the loop does not start."""
     if not conf_file:
         return None
 
@@ -348,11 +349,11 @@ def start_when_configured(conf_file: Optional[str], layout) -> Optional[threadin
         while not path.exists():
             time.sleep(0.02)
         try:
-            loop = CongestionLoop(json.loads(path.read_text()), layout).start()
+            loop = CongestionLoop(contract.read_json(path, LoopSettings), layout).start()
         except Exception:
             LOG.exception("congestion loop failed to start")
             return
-        request = loop.results_dir / STOP_REQUEST_FILE
+        request = loop.results_dir / LOOP_STOP_REQUEST_FILE
         while loop in _RUNNING:
             if request.exists():
                 LOG.info("congestion loop: the testbed asked it to stop (the measurement is over)")

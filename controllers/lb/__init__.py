@@ -2,8 +2,8 @@
 
 One policy per module in this package, one entry in :data:`POLICIES`, chosen
 by name in the scenario (``load_balance: {policy: ecmp}``), handed to the
-controller as ``[testbed] lb_policy`` in its configuration file. A policy with
-parameters declares them as ``Settings`` in its module (a frozen dataclass whose
+controller as ``load_balance.policy`` of its settings (controllers.contract.LoadBalanceSettings).
+A policy with parameters declares them as ``Settings`` in its module (a frozen dataclass whose
 fields use traffic.registry.setting; :func:`settings_class`): they are keys of the
 scenario's ``load_balance`` section next to ``policy``, validated against it by
 the testbed's spec (testbed.spec.controller.LoadBalanceSpec.settings).

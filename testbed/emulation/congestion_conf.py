@@ -1,30 +1,24 @@
 """The testbed's side of the controller's congestion loop (controllers/congestion/loop.py): its settings.
 
 The loop runs in the controller process from the start of the fabric, but can
-only sample queues that exist: the controller's configuration names a JSON file
-(``[testbed] congestion_file``, :func:`controller_keys`), which the fabric
-writes once every queue is installed and the hosts' namespaces are known
-(:func:`write_and_wait`), then waits for the loop's ``congestion_loop.started``.
-Once the measurement is over, :func:`stop_loop` asks the loop to stop and waits
-until its tables are final (``congestion_loop.stopped``), so the results are
-written before the fabric is torn down.
-
-The file (all sizes in bytes)::
-
-    {"run_id", "results_dir", "period_s": 0.001, "sampled_parent": <the lossless leaf's parent handle>,
-     "mtu_bytes", "lossless_buffer_bytes", "host_queue_bytes", "host_pids": {"h1": pid, ...},
-     "ecn": {"kmin_bytes", "kmax_bytes", "pmax", "step", "dscp"} | null,
-     "pfc": {"xoff_bytes", "xon_bytes", "watchdog": {"enabled", "detect_ms", "restore_ms"} (optional)} | null}
+only sample queues that exist: the controller's settings name a file
+(``loop_settings_file``, :func:`loop_settings_file`), into which the fabric
+writes :class:`controllers.contract.LoopSettings` once every queue is installed
+and the hosts' namespaces are known (:func:`write_and_wait`), then waits for the
+loop's ``congestion_loop.started``. Once the measurement is over,
+:func:`stop_loop` asks the loop to stop and waits until its tables are final
+(``congestion_loop.stopped``), so the results are written before the fabric is
+torn down. File names: controllers.contract.
 """
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
-from controllers.congestion.loop import LOSSLESS_CLASS, STARTED_FILE, STOP_REQUEST_FILE, STOPPED_FILE
-
-CONF_FILE = "congestion_loop.conf.json"
+from controllers import contract
+from controllers.congestion.loop import LOSSLESS_CLASS
+from controllers.contract import (LOOP_SETTINGS_FILE, LOOP_STARTED_FILE, LOOP_STOP_REQUEST_FILE, LOOP_STOPPED_FILE,
+                                  EcnSettings, LoopSettings, PfcSettings, WatchdogSettings)
 #: the loop's sampling period, s (DESIGN.md: about 10 % of a core for 24 ports)
 PERIOD_S = 0.001
 
@@ -34,13 +28,14 @@ def wanted(spec) -> bool:
     return spec.congestion.ecn is not None or spec.congestion.pfc_on
 
 
-def controller_keys(spec, run_dir: Path) -> dict:
-    """``[testbed]`` keys of controller.conf: ``congestion_file`` when the loop is wanted, else none."""
-    return {"congestion_file": str((Path(run_dir) / CONF_FILE).resolve())} if wanted(spec) else {}
+def loop_settings_file(spec, run_dir: Path) -> Path | None:
+    """Where the loop's settings will appear (controllers.contract.ControllerSettings.loop_settings_file):
+    in ``run_dir`` when the scenario wants the loop, else None."""
+    return (Path(run_dir) / LOOP_SETTINGS_FILE).resolve() if wanted(spec) else None
 
 
-def loop_conf(fab) -> dict:
-    """The loop's configuration for the running fabric ``fab`` (module doc)."""
+def loop_settings(fab) -> LoopSettings:
+    """The loop's settings for the running fabric ``fab``."""
     from testbed.emulation.fabric import HOST_NIC_QUEUE_BYTES
     from testbed.spec.congestion import DSCP_LOSSLESS
 
@@ -49,24 +44,24 @@ def loop_conf(fab) -> dict:
     ecn = None
     if c.ecn is not None:
         kmin, kmax = c.ecn.thresholds_bytes(frame)
-        ecn = {"kmin_bytes": kmin, "kmax_bytes": kmax, "pmax": c.ecn.pmax, "step": c.ecn_probability_step,
-               "dscp": DSCP_LOSSLESS}
+        ecn = EcnSettings(kmin_bytes=kmin, kmax_bytes=kmax, pmax=float(c.ecn.pmax),
+                          step=float(c.ecn_probability_step), dscp=DSCP_LOSSLESS)
     pfc = None
     if c.pfc_on:
         xon, xoff = c.pfc.thresholds_bytes(frame)
-        pfc = {"xoff_bytes": xoff, "xon_bytes": xon}
         wd = c.pfc.watchdog  # congestion.pfc.watchdog (testbed/spec/pfc_watchdog.py)
-        if wd is not None:
-            pfc["watchdog"] = {"enabled": wd.enabled, "detect_ms": wd.detect_ms, "restore_ms": wd.restore_ms}
+        pfc = PfcSettings(xoff_bytes=xoff, xon_bytes=xon, watchdog=None if wd is None else WatchdogSettings(
+            enabled=wd.enabled, detect_ms=float(wd.detect_ms), restore_ms=float(wd.restore_ms)))
     rid = fab.run_id
-    return {"run_id": rid, "results_dir": str(fab.run_dir.resolve()), "period_s": PERIOD_S,
-            "sampled_parent": fab.queues.class_parent(LOSSLESS_CLASS), "mtu_bytes": spec.fabric.mtu_bytes,
-            "lossless_buffer_bytes": c.class_buffers_bytes(spec.fabric.buffer_bytes)["lossless"],
-            "host_queue_bytes": HOST_NIC_QUEUE_BYTES,
-            "host_pids": {h.name[len(rid):]: fab.net.get(h.name).pid for h in fab.layout.hosts},
-            "ecn": ecn, "pfc": pfc,
-            # switch ports' shapers wander up to (1 + f) x nominal: their leaves are installed there
-            "clock_wander": spec.fabric.clock_wander or 0.0}
+    return LoopSettings(
+        run_id=rid, results_dir=str(fab.run_dir.resolve()), period_s=PERIOD_S,
+        sampled_parent=fab.queues.class_parent(LOSSLESS_CLASS), mtu_bytes=spec.fabric.mtu_bytes,
+        lossless_buffer_bytes=c.class_buffers_bytes(spec.fabric.buffer_bytes)["lossless"],
+        host_queue_bytes=HOST_NIC_QUEUE_BYTES,
+        host_pids={h.name[len(rid):]: fab.net.get(h.name).pid for h in fab.layout.hosts},
+        ecn=ecn, pfc=pfc,
+        # switch ports' shapers wander up to (1 + f) x nominal: their leaves are installed there
+        clock_wander=float(spec.fabric.clock_wander or 0.0))
 
 
 def headroom_warning(spec) -> str | None:
@@ -74,18 +69,17 @@ def headroom_warning(spec) -> str | None:
     (controllers.congestion.pfc.worst_case_bytes: response = the loop period + 2 ms of actuation, link
     delay ``fabric.link_delay_us``) exceeds the lossless buffer; None when it fits or PFC is off."""
     from controllers.congestion.pfc import worst_case_bytes
-    from topology import build
 
     c, f = spec.congestion, spec.fabric
     if not c.pfc_on:
         return None
     xon, xoff = c.pfc.thresholds_bytes(f.mtu_bytes + 14)
     buffer = c.class_buffers_bytes(f.buffer_bytes)["lossless"]
-    total, egress, n = worst_case_bytes(build(f.kind, f, "tb0000"), xoff, PERIOD_S, f.mtu_bytes + 14,
+    total, egress, n = worst_case_bytes(f.layout_preview(), xoff, PERIOD_S, f.mtu_bytes + 14,
                                         f.link_delay_us / 1e6)
     if total <= buffer:
         return None
-    return (f"congestion.pfc: Xoff {xoff} bytes + the headroom of the {n} ingresses feeding {egress[6:]} = "
+    return (f"congestion.pfc: Xoff {xoff} bytes + the headroom of the {n} ingresses feeding {egress} = "
             f"{total} bytes exceeds the lossless buffer {buffer} bytes: the lossless class may drop; lower "
             f"xoff or raise congestion.buffers.lossless_bytes (headroom per IEEE 802.1Qbb Annex O: "
             f"controllers/congestion/pfc.py)")
@@ -97,11 +91,11 @@ def write_and_wait(fab, timeout_s: float = 20.0) -> None:
     Raises RuntimeError naming controller.log when it does not start within ``timeout_s``."""
     if not wanted(fab.spec):
         return
-    started = fab.run_dir / STARTED_FILE
+    started = fab.run_dir / LOOP_STARTED_FILE
     started.unlink(missing_ok=True)
-    tmp = fab.run_dir / (CONF_FILE + ".tmp")
-    tmp.write_text(json.dumps(loop_conf(fab), indent=1))
-    tmp.rename(fab.run_dir / CONF_FILE)  # atomic: the loop never reads half a file
+    tmp = fab.run_dir / (LOOP_SETTINGS_FILE + ".tmp")
+    tmp.write_text(contract.dumps(loop_settings(fab)))
+    tmp.rename(fab.run_dir / LOOP_SETTINGS_FILE)  # atomic: the loop never reads half a file
     deadline = time.monotonic() + timeout_s
     while not started.exists():
         if time.monotonic() > deadline:
@@ -122,11 +116,11 @@ def stop_loop(fab, timeout_s: float = STOP_TIMEOUT_S) -> str | None:
     results then lack the loop's tables or get them when the controller stops. Never raises.
     """
     run_dir = Path(fab.run_dir)
-    if not wanted(fab.spec) or not (run_dir / STARTED_FILE).exists() or (run_dir / STOPPED_FILE).exists():
+    if not wanted(fab.spec) or not (run_dir / LOOP_STARTED_FILE).exists() or (run_dir / LOOP_STOPPED_FILE).exists():
         return None
-    (run_dir / STOP_REQUEST_FILE).write_text("")
+    (run_dir / LOOP_STOP_REQUEST_FILE).write_text("")
     deadline = time.monotonic() + timeout_s
-    while not (run_dir / STOPPED_FILE).exists():
+    while not (run_dir / LOOP_STOPPED_FILE).exists():
         proc = fab.controller.proc if fab.controller is not None else None
         if proc is None or proc.poll() is not None:
             return "the controller is not running: its congestion loop could not write its tables"

@@ -1,14 +1,17 @@
 """The controller as a child process of the testbed: configure, start, wait ready, stop.
 
-The testbed writes the controller's settings as an ini file, ``controller.conf``
-in the run directory (:func:`write_conf`; the options are os-ken's/Ryu's
-``CONF``, declared in controllers/app.py), and starts the app with
+The testbed writes the controller's settings into the run directory
+(controllers.contract): ``controller.settings.json``
+(:class:`controllers.contract.ControllerSettings`, :func:`controller_settings`) and
+``controller.conf``, the framework's ini (:func:`write_conf`: listen address and
+port, log file, ``[testbed] settings_file``), and starts the app with
 ``--config-file`` under the framework the scenario names
 (``controller.framework``): ``os_ken`` (default) runs ``python -m
 controllers.run`` in the testbed's own Python; ``ryu`` runs Ryu 4.34's
 ``ryu-manager`` from ``.venv-ryu`` (Python 3.9, made by scripts/install). Either
 way the controller listens on 127.0.0.1 only, on a free port chosen per run,
-logs into the run directory, and writes a ready file once every switch of the
+logs into the run directory, and writes a ready file
+(:class:`controllers.contract.ControllerReady`) once every switch of the
 topology has connected and a barrier confirmed its flows and groups. The run
 id stays on the command line (``--testbed-run-id``), where the testbed's
 cleanup finds the process. ``start()`` may be called again after the process
@@ -19,7 +22,6 @@ from __future__ import annotations
 
 import configparser
 import functools
-import json
 import math
 import os
 import signal
@@ -29,6 +31,9 @@ import sys
 import time
 from pathlib import Path
 
+from controllers import contract
+from controllers.contract import (AdaptiveSettings, ControllerReady, ControllerSettings, FailoverSettings,
+                                  LoadBalanceSettings)
 from testbed.lifecycle import raise_if_interrupted
 
 #: The repository (its controllers/ and topology/ packages are what ryu-manager imports).
@@ -42,33 +47,20 @@ FRAMEWORKS = ("os_ken", "ryu")
 LISTEN_HOST = "127.0.0.1"
 
 
-#: the app's failover events (JSON lines), in the run directory
-EVENTS_FILE = "controller.events.jsonl"
-
-
 class ControllerError(RuntimeError):
     """The controller did not start, or reported OpenFlow errors."""
 
 
-def write_conf(path: Path, *, run_id: str, port: int, topology: Path, ready_file: Path, log_file: Path,
-               lb_policy: str, lb_weights: dict[str, int] | None = None, failover: dict | None = None) -> dict:
-    """Write the controller's configuration file (oslo.config ini) and return it as
-    ``{section: {key: value}}``; paths are written absolute.
-
-    ``[DEFAULT]``: the framework's own options (listen address and port, log file);
-    ``[testbed]``: the app's (controllers/app.py ``OPTS``, ``CLI_OPTS``); ``lb_weights`` (next-hop
-    switch name -> weight) is written as a list ``s1:1,s2:3`` when given; ``failover`` (events_file,
-    stats_period_ms, gray_loss_threshold, gray_window_ms: controllers/failover_app.py) as they are.
-    """
+def write_conf(path: Path, *, run_id: str, port: int, settings_file: Path, log_file: Path) -> dict:
+    """Write the framework's configuration file (oslo.config ini) and return it as ``{section: {key:
+    value}}``; paths are written absolute. ``[DEFAULT]``: the framework's own options (listen address
+    and port, log file); ``[testbed] settings_file``: the app's settings
+    (:class:`controllers.contract.ControllerSettings`, controllers/app.py)."""
     conf = {
         "DEFAULT": {"ofp_listen_host": LISTEN_HOST, "ofp_tcp_listen_port": str(port),
                     "log_file": str(Path(log_file).resolve())},
-        "testbed": {"run_id": run_id, "topology": str(Path(topology).resolve()),
-                    "ready_file": str(Path(ready_file).resolve()), "lb_policy": lb_policy},
+        "testbed": {"settings_file": str(Path(settings_file).resolve())},
     }
-    conf["testbed"].update({k: str(v) for k, v in (failover or {}).items()})
-    if lb_weights:
-        conf["testbed"]["lb_weights"] = ",".join(f"{name}:{w}" for name, w in sorted(lb_weights.items()))
     parser = configparser.ConfigParser(interpolation=None)
     parser.read_dict(conf)
     with open(path, "w") as fh:
@@ -118,7 +110,7 @@ def preflight(spec) -> dict:
     return {"framework": spec.controller.framework, "framework_version": version,
             "lb_policy": spec.load_balance.policy, "lb_weights": dict(spec.load_balance.weights),
             **({"lb_adaptive": spec.load_balance.adaptive} if spec.load_balance.adaptive else {}),
-            "conf_file": "controller.conf"}
+            "conf_file": contract.CONF_FILE}
 
 
 def free_tcp_port() -> int:
@@ -128,48 +120,57 @@ def free_tcp_port() -> int:
         return s.getsockname()[1]
 
 
-def failover_conf(spec, run_dir: Path) -> dict:
-    """The app's failure-handling and adaptive settings for a scenario: the events file always; statistics
-    polling only when the scenario injects faults (the gray-failure detector, ``gray_detect``) or uses the
-    adaptive policy (the shorter period of the two), so other runs pay nothing for it."""
-    f = spec.failover
-    adaptive = spec.load_balance.adaptive  # the adaptive policy reacts to the same polled counters
+def controller_settings(spec, run_id: str, run_dir: Path, loop_settings_file: Path | None = None
+                        ) -> ControllerSettings:
+    """The app's settings for a scenario's run (paths absolute, in ``run_dir``): the events file always;
+    statistics polling only when the scenario injects faults (the gray-failure detector, ``gray_detect``)
+    or uses the adaptive policy (the shorter period of the two), so other runs pay nothing for it;
+    ``loop_settings_file``: where the congestion loop's settings will appear (None: no loop;
+    testbed.emulation.congestion_conf.loop_settings_file)."""
+    f, lbs = spec.failover, spec.load_balance
+    adaptive = lbs.adaptive  # the adaptive policy reacts to the same polled counters
     periods = ([f.stats_period_ms] if spec.faults else []) + ([adaptive["poll_period_ms"]] if adaptive else [])
-    return {"events_file": str((Path(run_dir) / EVENTS_FILE).resolve()),
-            "stats_period_ms": min(periods, default=0), "gray_detect": bool(spec.faults),
-            **({"adaptive_hot_threshold": adaptive["hot_threshold"], "adaptive_min_dwell_ms": adaptive["min_dwell_ms"]}
-               if adaptive else {}),
-            "gray_loss_threshold": f.gray_loss_threshold, "gray_window_ms": f.window_ms,
+    run_dir = Path(run_dir).resolve()
+    return ControllerSettings(
+        run_id=run_id, topology_file=str(run_dir / contract.TOPOLOGY_FILE), ready_file=str(run_dir / contract.READY_FILE),
+        events_file=str(run_dir / contract.EVENTS_FILE), stats_file=str(run_dir / contract.STATS_FILE),
+        stats_period_ms=min(periods, default=0),
+        load_balance=LoadBalanceSettings(
+            policy=lbs.policy, weights=dict(lbs.weights),
+            adaptive=AdaptiveSettings(float(adaptive["hot_threshold"]), int(adaptive["min_dwell_ms"]))
+            if adaptive else None),
+        failover=FailoverSettings(
+            gray_detect=bool(spec.faults), gray_loss_threshold=float(f.gray_loss_threshold), gray_window_ms=f.window_ms,
             # a queue filling up looks like loss to the detector: ask for more than one buffer of full frames
-            "gray_min_lost_pkts": max(5, math.ceil(spec.fabric.buffer_bytes / (spec.fabric.mtu_bytes + 14)))}
+            gray_min_lost_pkts=max(5, math.ceil(spec.fabric.buffer_bytes / (spec.fabric.mtu_bytes + 14)))),
+        loop_settings_file=str(Path(loop_settings_file).resolve()) if loop_settings_file else None)
 
 
 class ControllerProcess:
     """One controller process for one run.
 
-    Files in ``run_dir``: ``controller.conf`` (its settings, :func:`write_conf`),
-    ``controller.log`` (its log), ``controller.stderr``, ``controller.ready``
-    (JSON written by the app: dpids, flows, groups, errors). ``framework``:
-    one of :data:`FRAMEWORKS`; ``lb_policy``: a controllers.lb policy name; ``lb_weights``:
-    ``load_balance.weights`` (next-hop switch name -> weight); ``failover``: the failure-handling
-    settings of :func:`failover_conf`. The app appends failover events to ``controller.events.jsonl``.
+    Files in ``run_dir`` (names: controllers.contract): ``controller.settings.json`` (``settings``),
+    ``controller.conf`` (:func:`write_conf`), ``controller.log`` (its log), ``controller.stderr``,
+    ``controller.ready`` (written by the app: :class:`controllers.contract.ControllerReady`).
+    ``framework``: one of :data:`FRAMEWORKS`. The app appends its events to ``controller.events.jsonl``.
     """
 
-    def __init__(self, run_id: str, run_dir: Path, topology_path: Path, port: int | None = None,
-                 framework: str = "os_ken", lb_policy: str = "ecmp", lb_weights: dict[str, int] | None = None,
-                 failover: dict | None = None):
+    def __init__(self, run_dir: Path, settings: ControllerSettings, port: int | None = None,
+                 framework: str = "os_ken"):
         if framework not in FRAMEWORKS:
             raise ControllerError(f"controller.framework: {framework!r}; allowed: {', '.join(FRAMEWORKS)}")
-        self.run_id = run_id
+        self.run_id = settings.run_id
+        self.settings = settings
         self.port = port or free_tcp_port()
         self.framework = framework
-        self.conf_path = run_dir / "controller.conf"
-        self.log_path = run_dir / "controller.log"
-        self.ready_path = run_dir / "controller.ready"
-        self.topology_path = topology_path
-        self.conf = write_conf(self.conf_path, run_id=run_id, port=self.port, topology=topology_path,
-                               ready_file=self.ready_path, log_file=self.log_path, lb_policy=lb_policy,
-                               lb_weights=lb_weights, failover=failover)
+        run_dir = Path(run_dir)
+        self.conf_path = run_dir / contract.CONF_FILE
+        self.log_path = run_dir / contract.LOG_FILE
+        self.ready_path = Path(settings.ready_file)
+        self.settings_path = run_dir / contract.SETTINGS_FILE
+        self.settings_path.write_text(contract.dumps(settings))
+        self.conf = write_conf(self.conf_path, run_id=self.run_id, port=self.port, settings_file=self.settings_path,
+                               log_file=self.log_path)
         self.proc: subprocess.Popen | None = None
         self._out = None
         #: set by stop(): the exit that follows is the testbed's doing, not a death
@@ -210,14 +211,15 @@ class ControllerProcess:
             time.sleep(0.05)
         raise ControllerError(f"controller did not listen on 127.0.0.1:{self.port} within 20 s; see {self.log_path}")
 
-    def read_ready(self) -> dict | None:
-        """The ready file's content, or None while there is none."""
+    def read_ready(self) -> ControllerReady | None:
+        """The ready file's record, or None while there is none. Raises controllers.contract.ContractError
+        when it is not one."""
         try:
-            return json.loads(self.ready_path.read_text())
+            return contract.read_json(self.ready_path, ControllerReady)
         except FileNotFoundError:
             return None
 
-    def wait_ready(self, timeout_s: float = 60.0, give_up=raise_if_interrupted) -> dict:
+    def wait_ready(self, timeout_s: float = 60.0, give_up=raise_if_interrupted) -> ControllerReady:
         """Block until the app confirmed every switch's flows and groups; return the ready file.
 
         ``give_up()`` runs every 50 ms and may raise to stop waiting (default:
@@ -229,10 +231,11 @@ class ControllerProcess:
             give_up()
             if self.proc is None or self.proc.poll() is not None:
                 raise ControllerError(f"controller died (see {self.log_path})")
-            if self.ready_path.exists():
-                ready = json.loads(self.ready_path.read_text())
-                if ready.get("errors"):
-                    raise ControllerError(f"switches rejected flows or groups: {ready['errors']}")
+            ready = self.read_ready()
+            if ready is not None:
+                if ready.errors:
+                    raise ControllerError(f"switches rejected flows or groups: "
+                                          f"{[contract.encode(e) for e in ready.errors]}")
                 return ready
             time.sleep(0.05)
         raise ControllerError(f"not every switch connected and confirmed its flows within {timeout_s:.0f} s; "

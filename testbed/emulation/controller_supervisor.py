@@ -30,6 +30,7 @@ import subprocess
 import threading
 from datetime import datetime, timezone
 
+from controllers import contract
 from testbed.emulation.controller_proc import ControllerError, ControllerProcess
 from traffic.clock import unix_ns
 
@@ -182,8 +183,8 @@ class ControllerSupervisor:
             return {"failed": str(e)[:500], "pid": self.controller.proc.pid}
         t_ready = unix_ns()
         info = {"pid": self.controller.proc.pid, "reconnect_s": round((t_ready - t_spawn) / 1e9, 3),
-                "outage_s": round((t_ready - death["time_ns"]) / 1e9, 3), "switches": len(ready["dpids"]),
-                "resync": ready.get("resync", {})}
+                "outage_s": round((t_ready - death["time_ns"]) / 1e9, 3), "switches": len(ready.dpids),
+                "resync": dict(ready.resync)}
         log.warning("controller restarted (pid %d): %d switches reconnected and resynced in %.3f s",
                     info["pid"], info["switches"], info["reconnect_s"])
         return info
@@ -193,8 +194,8 @@ class ControllerSupervisor:
             raise ControllerError("the testbed is stopping")
 
     def _collect_errors(self) -> None:
-        ready = self.controller.read_ready() or {}
-        for err in ready.get("errors", []):
+        ready = self.controller.read_ready()
+        for err in [contract.encode(e) for e in ready.errors] if ready is not None else []:
             if err not in self.openflow_errors:
                 self.openflow_errors.append(err)
 
@@ -210,7 +211,8 @@ class ControllerSupervisor:
     def report(self) -> dict:
         """The ``controller`` block of summary.json.
 
-        Keys: framework (os_ken or ryu), conf (controller.conf as {section: {key: value}}),
+        Keys: framework (os_ken or ryu), conf (controller.conf as {section: {key: value}}), settings
+        (controller.settings.json: controllers.contract.ControllerSettings),
         restart (bool), deaths (count), restarts (successful restarts),
         events (one dict per death: pid, signal, exit_code, time_ns, utc,
         after_start_s, restart: null or {pid, reconnect_s, outage_s, switches,
@@ -223,6 +225,7 @@ class ControllerSupervisor:
         restarts = [d["restart"] for d in events if d.get("restart") and "failed" not in d["restart"]]
         n_errors = max(len(self.openflow_errors), self.openflow_error_log_lines())
         report = {"framework": self.controller.framework, "conf": self.controller.conf,
+                  "settings": contract.encode(self.controller.settings),
                   "restart": self.restart, "deaths": len(events), "restarts": len(restarts),
                   "switches": len(self.dpids), "reconnect_target_s": RECONNECT_TARGET_S, "events": events,
                   "openflow_errors": n_errors, "errors": self.openflow_errors[:10],

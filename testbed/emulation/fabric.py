@@ -36,9 +36,10 @@ from pyroute2 import IPRoute
 
 NUD_PERMANENT = 0x80  # <linux/neighbour.h>
 
+from controllers.contract import TOPOLOGY_FILE, ControllerReady
 from testbed.host import cleanup
 from testbed.emulation import congestion_conf, queues
-from testbed.emulation.controller_proc import ControllerProcess, failover_conf
+from testbed.emulation.controller_proc import ControllerProcess, controller_settings
 from testbed.emulation.controller_supervisor import ControllerSupervisor
 from traffic.clock import unix_ns
 from testbed.lifecycle import StartStop
@@ -66,14 +67,19 @@ class FabricError(RuntimeError):
 class Fabric(StartStop):
     """A running fabric of one run (see module docstring); ``layout`` is its topology.model.Layout."""
 
-    def __init__(self, spec: ScenarioSpec, run_id: str, run_dir: Path, datapath: str = "user"):
+    def __init__(self, spec: ScenarioSpec, run_id: str, run_dir: Path, datapath: str = "user",
+                 layout: model.Layout | None = None):
+        """``layout``: the run's layout, built once by the runner (testbed.run_context.RunContext.layout);
+        None: built here. ValueError for another run's layout or an unknown ``datapath``."""
         if datapath not in ("user", "kernel"):
             raise ValueError(f"datapath {datapath!r}: allowed 'user' or 'kernel'")
+        if layout is not None and layout.run_id != run_id:
+            raise ValueError(f"layout of run {layout.run_id!r} given to the fabric of run {run_id!r}")
         self.spec = spec
         self.run_id = run_id
         self.run_dir = Path(run_dir)
         self.datapath = datapath
-        self.layout = build_layout(spec.fabric.kind, spec.fabric, run_id)
+        self.layout = layout if layout is not None else build_layout(spec.fabric.kind, spec.fabric, run_id)
         self.net: Mininet | None = None
         self.controller: ControllerProcess | None = None
         self.supervisor: ControllerSupervisor | None = None
@@ -83,7 +89,8 @@ class Fabric(StartStop):
         self.port_rate_bps: dict[str, float] = {}
         #: switch-side (root namespace) interfaces, sampled by telemetry
         self.switch_ports: list[str] = []
-        self.ready: dict = {}
+        #: the controller's ready file once it confirmed every switch (controllers.contract.ControllerReady)
+        self.ready: ControllerReady | None = None
         self._owner_pid = os.getpid()
         #: the queue backend of every egress (fabric.queue_backend)
         self.queues = queues.get(spec.fabric.queue_backend, spec.fabric.queue_settings)
@@ -100,15 +107,10 @@ class Fabric(StartStop):
     def start(self) -> None:
         setLogLevel("warning")
         t0_ns = unix_ns()
-        topo_path = self.run_dir / "topology.json"
-        model.save(self.layout, topo_path)
-        self.controller = ControllerProcess(self.run_id, self.run_dir, topo_path,
-                                            framework=self.spec.controller.framework,
-                                            lb_policy=self.spec.load_balance.policy,
-                                            lb_weights=dict(self.spec.load_balance.weights),
-                                            failover={**failover_conf(self.spec, self.run_dir),
-                                                      **congestion_conf.controller_keys(self.spec, self.run_dir)},
-                                            ).start()
+        model.save(self.layout, self.run_dir / TOPOLOGY_FILE)
+        settings = controller_settings(self.spec, self.run_id, self.run_dir,
+                                       congestion_conf.loop_settings_file(self.spec, self.run_dir))
+        self.controller = ControllerProcess(self.run_dir, settings, framework=self.spec.controller.framework).start()
         switch_cls = partial(OVSSwitch, datapath=self.datapath, protocols="OpenFlow15", failMode="secure")
         self.net = Mininet(topo=FabricTopo(layout=self.layout), switch=switch_cls, host=Host, link=Link,
                            controller=None, build=False, autoSetMacs=False, autoStaticArp=False,

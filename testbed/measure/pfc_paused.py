@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-PFC_EVENTS_FILE = "pfc_events.csv"
+from controllers.contract import PFC_EVENTS_FILE
 
 
 def paused_windows(run_dir: Path) -> dict[str, list[tuple[int, int]]]:

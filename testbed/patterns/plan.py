@@ -32,9 +32,9 @@ def pattern_flows(spec, layout: Layout) -> list[Flow]:
 
 
 def check_pattern(spec) -> None:
-    """Build the pattern on the scenario's fabric (run id ``tb0000``): ValueError naming the bad key."""
-    from topology import build
-    pattern_flows(spec, build(spec.fabric.kind, spec.fabric, "tb0000"))
+    """Build the pattern on the scenario's fabric (testbed.spec.fabric.FabricSpec.layout_preview): ValueError
+    naming the bad key."""
+    pattern_flows(spec, spec.fabric.layout_preview())
 
 
 def pattern_peers(flows: list[Flow]) -> dict[int, list[int]]:
@@ -50,15 +50,14 @@ def estimate_s(spec) -> float:
     """Seconds the pattern's trials take: per trial, the ideal completion time of its flows
     (testbed.patterns.ideal) plus :data:`TRIAL_OVERHEAD_S`."""
     from testbed.patterns.ideal import ideal_fct_s
-    from topology import build
-    layout = build(spec.fabric.kind, spec.fabric, "tb0000")
+    layout = spec.fabric.layout_preview()
     flows = pattern_flows(spec, layout)
     fct = ideal_fct_s(flows, layout, payload_efficiency(spec.transport.payload_bytes))
     span = max(f.start_s + fct[f.flow] for f in flows)
     return spec.workload.pattern.trials * (span + TRIAL_OVERHEAD_S)
 
 
-def check_pattern_peers(spec) -> dict[int, list[int]]:
-    """:func:`pattern_peers` of the scenario's pattern on its fabric (for the transport's send buffers)."""
-    from topology import build
-    return pattern_peers(pattern_flows(spec, build(spec.fabric.kind, spec.fabric, "tb0000")))
+def check_pattern_peers(spec, layout: Layout) -> dict[int, list[int]]:
+    """:func:`pattern_peers` of the scenario's pattern on the run's ``layout`` (for the transport's send
+    buffers)."""
+    return pattern_peers(pattern_flows(spec, layout))

@@ -19,27 +19,26 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from testbed.results.faults import read_events
+from controllers.contract import AdaptiveMoved, Event, read_events
 from testbed.results.tables import percentile_us
 
-EVENT = "adaptive_moved"
 
-
-def adaptive_block(events: list[dict]) -> dict:
-    """The block (module docstring) from the controller's events (any order; others ignored)."""
-    rows = sorted((e for e in events if e.get("event") == EVENT), key=lambda e: e.get("time_ns", 0))
-    reaction = [float(e["reaction_ms"]) for e in rows]
-    since_hot = [float(e.get("since_hot_ms", e["reaction_ms"])) for e in rows]
+def adaptive_block(events: list[Event]) -> dict:
+    """The block (module docstring) from the controller's events (controllers.contract records, any order;
+    others ignored)."""
+    rows = sorted((e for e in events if isinstance(e, AdaptiveMoved)), key=lambda e: e.time_ns)
+    reaction = [e.reaction_ms for e in rows]
+    since_hot = [e.since_hot_ms for e in rows]
     return {
-        "changes": len(rows), "moves": sum(len(e.get("moves", ())) for e in rows),
+        "changes": len(rows), "moves": sum(len(e.moves) for e in rows),
         "reaction_ms_p50": percentile_us(reaction, 50) if reaction else None, "reaction_ms_max": max(reaction, default=None),
         "since_hot_ms_p50": percentile_us(since_hot, 50) if since_hot else None,
         "since_hot_ms_max": max(since_hot, default=None),
-        "first_change_ns": rows[0]["time_ns"] if rows else None,
-        "list": [{"switch": e.get("switch"), "group": e.get("group"), "buckets": len(e.get("moves", ())),
-                  "from": sorted({m.get("from") for m in e.get("moves", ())}),
-                  "to": sorted({m.get("to") for m in e.get("moves", ())}),
-                  "reaction_ms": e["reaction_ms"], "time_ns": e.get("time_ns")} for e in rows],
+        "first_change_ns": rows[0].time_ns if rows else None,
+        "list": [{"switch": e.switch, "group": e.group, "buckets": len(e.moves),
+                  "from": sorted({m.from_node for m in e.moves}, key=str),
+                  "to": sorted({m.to_node for m in e.moves}, key=str),
+                  "reaction_ms": e.reaction_ms, "time_ns": e.time_ns} for e in rows],
     }
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from testbed.results.rundir import RunDir
+from controllers.contract import LOOP_RESULT_FILE as RESULT_FILE
 
 
 def _pfc_doc(run_dir: Path) -> dict:

@@ -33,20 +33,16 @@ import math
 from pathlib import Path
 from typing import Optional
 
-from testbed.results.rundir import RunDir
-
-
-def read_events(run_dir: Path) -> list[dict]:
-    """The controller's failover events in file order ([] without a file; testbed.results.rundir.RunDir.events)."""
-    return RunDir(run_dir).events()
+from controllers.contract import Event, LinkDown, LinkUp, Rerouted, read_events
 
 
 def _key(names) -> frozenset:
     return frozenset(names)
 
 
-def fault_timings(applied: list, events: list[dict], run_id: str) -> list[dict]:
-    """One dict per fault (see the module docstring); ``applied``: testbed.emulation.faults.AppliedFault."""
+def fault_timings(applied: list, events: list[Event], run_id: str) -> list[dict]:
+    """One dict per fault (see the module docstring); ``applied``: testbed.emulation.faults.AppliedFault;
+    ``events``: the controller's (controllers.contract.read_events)."""
     rows = []
     for f in applied:
         links = {_key(x) for x in f.link_names(run_id)}
@@ -55,22 +51,22 @@ def fault_timings(applied: list, events: list[dict], run_id: str) -> list[dict]:
         rows.append(row)
         if f.applied_ns is None or f.spec.action in ("heal", "pfc_storm"):  # a storm: the PFC watchdog's
             continue
-        want = "link_up" if f.spec.action == "up" else "link_down"
+        want = LinkUp if f.spec.action == "up" else LinkDown
         t0 = f.applied_ns
         cause = "gray" if f.spec.action == "gray" else "port_status"
-        det = next((e for e in events if e.get("event") == want and e.get("time_ns", 0) >= t0
-                    and e.get("cause") == cause and _key(e.get("link", ())) in links), None)
+        det = next((e for e in events if type(e) is want and e.time_ns >= t0
+                    and e.cause == cause and _key(e.link) in links), None)
         if det is None:
             continue
-        row["detect_ms"] = round((det["time_ns"] - t0) / 1e6, 2)
-        row["detected_by"] = det.get("cause")
-        row["measured_loss"] = det.get("loss")
+        row["detect_ms"] = round((det.time_ns - t0) / 1e6, 2)
+        row["detected_by"] = det.cause
+        row["measured_loss"] = det.loss
         for e in events:
-            if e.get("event") != "rerouted" or e.get("time_ns", 0) < det["time_ns"]:
+            if not isinstance(e, Rerouted) or e.time_ns < det.time_ns:
                 continue
-            dead = {_key(x) for x in e.get("dead_links", ())}
-            if (want == "link_down" and links <= dead) or (want == "link_up" and not links & dead):
-                row["reroute_ms"] = round((e["time_ns"] - t0) / 1e6, 2)
+            dead = {_key(x) for x in e.dead_links}
+            if (want is LinkDown and links <= dead) or (want is LinkUp and not links & dead):
+                row["reroute_ms"] = round((e.time_ns - t0) / 1e6, 2)
                 break
     return rows
 

@@ -54,7 +54,7 @@ class Progress:
 
     def fabric_up(self, fab) -> None:
         """The fabric's start-up self-check: switches that confirmed their flows, links read back."""
-        self.say(f"fabric up: {len(fab.ready.get('dpids', []))} switches confirmed flows and groups; "
+        self.say(f"fabric up: {len(fab.ready.dpids) if fab.ready else 0} switches confirmed flows and groups; "
                  f"{len(fab.port_rate_bps)} shaped links read back within 1%")
 
 

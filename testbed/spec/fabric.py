@@ -115,7 +115,7 @@ class FabricSpec(_Spec):
         builder.check(self)
         self._derive_fabric_rate(builder)
         if self.scale_up is not None:
-            scale_up.check(self, len(builder.from_spec(self, "tb0000").hosts))
+            scale_up.check(self, len(builder.from_spec(self, "").hosts))
         if self.queue_backend not in QUEUE_BACKENDS:
             raise ValueError(f"fabric.queue_backend = {self.queue_backend!r} is not one of {sorted(QUEUE_BACKENDS)}")
         frame = self.mtu_bytes + 14
@@ -154,8 +154,9 @@ class FabricSpec(_Spec):
                 if key not in KIND_PARAMS or self.kind in KIND_PARAMS[key]}
 
     def layout_preview(self):
-        """The topology.model.Layout this section builds (run id ``tb0000``): counts, not names."""
-        return build_layout(self.kind, self, "tb0000")
+        """The topology.model.Layout this section builds before any run exists: node names without a run
+        id (the scenario's own names, e.g. ``l1``, ``s2``), counts and rates as a run will have them."""
+        return build_layout(self.kind, self, "")
 
     @property
     def n_hosts(self) -> int:

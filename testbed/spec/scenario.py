@@ -75,9 +75,8 @@ class ScenarioSpec(_Spec):
                 f"allowed: auto or >= {min_rto_us(self):.0f}")
         if self.load_balance.weights or self.faults or self.output.pcap:  # names checked against this fabric
             from controllers import lb
-            from topology import build
 
-            layout = build(self.fabric.kind, self.fabric, "tb0000")
+            layout = self.fabric.layout_preview()
             if self.load_balance.weights:
                 lb.check_weights(layout, self.load_balance.policy, self.load_balance.weights)
             check_faults(layout, self.faults)

@@ -36,9 +36,8 @@ class PatternTrials(Workload):
 
     def fan_in(self, ops: tuple[PlannedOp, ...]) -> int:
         """Flows per receiver; per-flow ECMP can put 2 flows on one uplink when flows cross leaves."""
-        from topology import build
         spec = self.spec
-        flows = pattern_flows(spec, build(spec.fabric.kind, spec.fabric, "tb0000"))
+        flows = pattern_flows(spec, spec.fabric.layout_preview())
         per_dst: dict = {}
         for f in flows:
             per_dst[f.dst] = per_dst.get(f.dst, 0) + 1
@@ -48,7 +47,7 @@ class PatternTrials(Workload):
 
     def peers(self, ops: tuple[PlannedOp, ...]) -> dict[int, list[int]]:
         """The other end of each rank's flows (testbed.patterns.plan.check_pattern_peers)."""
-        return check_pattern_peers(self.spec)
+        return check_pattern_peers(self.spec, self.spec.fabric.layout_preview())
 
     @contextmanager
     def session(self, ctx, fab) -> Iterator[None]:

@@ -13,7 +13,7 @@ import time
 
 from testbed.measure.flow_shares import tx_pkts
 from testbed.results.adaptive import adaptive_block
-from testbed.results.faults import read_events
+from controllers.contract import AdaptiveMoved, read_events
 
 RATE_BPS = 20e6
 SIZE_BYTES = 5 << 20  # 2.1 s alone on a link, 4.2 s when two share one
@@ -113,7 +113,7 @@ def test_adaptive_moves_a_colliding_flow_and_fills_the_fabric(make_fabric):
     t0 = time.monotonic()  # the senders were told to go
     moved_at = None
     while time.monotonic() - t0 < 4.0 and moved_at is None:
-        if any(e.get("event") == "adaptive_moved" for e in read_events(fab.run_dir)[n_before:]):
+        if any(isinstance(e, AdaptiveMoved) for e in read_events(fab.run_dir)[n_before:]):
             moved_at = time.monotonic() - t0
         time.sleep(0.02)
     time.sleep(0.3)  # the moved flow's queue drains, go-back-N resends what the reordering cost

@@ -26,7 +26,9 @@ from pathlib import Path
 import pytest
 
 from controllers.ofplan import plan_fabric
-from testbed.emulation.controller_proc import write_conf
+from controllers import contract
+from testbed.emulation.controller_proc import controller_settings, write_conf
+from testbed.spec.scenario import parse_scenario
 from topology import model, spine_leaf
 from testbed.naming import new_run_id
 from testbed.host.runlock import RunLock
@@ -143,8 +145,12 @@ def test_controller_routes_real_ovs_fabric(tmp_path: Path) -> None:
     log_file = tmp_path / "controller.log"
     port = _free_port()
     conf_file = tmp_path / "controller.conf"
-    write_conf(conf_file, run_id=rid, port=port, topology=topo_file, ready_file=ready_file, log_file=log_file,
-               lb_policy="ecmp")
+    spec = parse_scenario({"workload": {"sizes": {"min_bytes": 65536, "max_bytes": 65536}}})
+    settings = controller_settings(spec, rid, tmp_path)
+    settings_file = tmp_path / contract.SETTINGS_FILE
+    settings_file.write_text(contract.dumps(settings))
+    assert Path(settings.ready_file) == ready_file
+    write_conf(conf_file, run_id=rid, port=port, settings_file=settings_file, log_file=log_file)
     cmd = [sys.executable, "-m", "controllers.run", "--config-file", str(conf_file), "--testbed-run-id", rid]
 
     with RunLock(rid):

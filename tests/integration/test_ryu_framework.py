@@ -48,7 +48,7 @@ def _run(tmp_path: Path, framework: str) -> dict:
     assert manifest["controller"]["framework"] == framework
     assert manifest["scenario"]["controller"]["framework"] == framework
     assert s["controller"]["framework"] == framework
-    assert s["controller"]["conf"]["testbed"]["lb_policy"] == "ecmp"
+    assert s["controller"]["settings"]["load_balance"]["policy"] == "ecmp"
     assert s["controller"]["openflow_errors"] == 0 and s["controller"]["deaths"] == 0
     log = (Path(s["run_dir"]) / "controller.log").read_text()
     assert f"fabric app on {framework}" in log
@@ -94,11 +94,13 @@ def test_ryu_controller_killed_mid_run_is_restarted_under_ryu(tmp_path):
 ORPHAN = """
 import os, signal, sys
 from pathlib import Path
-from testbed.emulation.controller_proc import ControllerProcess
+from testbed.emulation.controller_proc import ControllerProcess, controller_settings
+from testbed.spec.scenario import parse_scenario
 from topology import model, spine_leaf
 rid, run_dir = sys.argv[1], Path(sys.argv[2])
 model.save(spine_leaf.build(rid, spines=1, leaves=2, hosts_per_leaf=1), run_dir / "topology.json")
-proc = ControllerProcess(rid, run_dir, run_dir / "topology.json", framework="ryu").start()
+spec = parse_scenario({"workload": {"sizes": {"min_bytes": 65536, "max_bytes": 65536}}})
+proc = ControllerProcess(run_dir, controller_settings(spec, rid, run_dir), framework="ryu").start()
 print(proc.proc.pid, flush=True)
 os.kill(os.getpid(), signal.SIGKILL)  # the testbed dies; its ryu-manager (own session) lives on
 """
