@@ -145,8 +145,11 @@ def test_json_files_events_and_writes_are_atomic(tmp_path):
     d = _run_dir(tmp_path)
     r = RunDir.open(d)
     assert r.topology == {} and r.congestion_loop == {} and r.events() == []
-    (d / "controller.events.jsonl").write_text('{"event": "link_down", "time_ns": 5}\n{"event": "rer')
-    assert r.events() == [{"event": "link_down", "time_ns": 5}]  # a torn last line is skipped
+    from controllers.contract import EVENTS_FILE, LinkDown, event_line
+    down = LinkDown(link=["l1", "s1"], cause="port_status", switch="l1", port=3, seq=1, lost_pkts=None,
+                    tx_pkts=None, loss=None, window_ms=None, time_ns=5)
+    (d / EVENTS_FILE).write_text(event_line(down) + '{"event": "rer')
+    assert r.events() == [down]  # typed records; a torn last line is skipped
     r.summary  # cached, then replaced by a write
     r.write_summary({"faithful": False})
     assert r.summary == {"faithful": False} and RunDir(d).summary == {"faithful": False}

@@ -44,6 +44,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from controllers.contract import LOOP_RESULT_FILE, read_events
 from testbed.results import tables as atomic  # the atomic file writers: write_csv, write_json, INCOMPLETE
 from testbed.results.schema import TABLES, Table
 from testbed.spec.scenario import ScenarioError
@@ -55,7 +56,6 @@ MANIFEST_FILE = "manifest.json"
 SUMMARY_FILE = "summary.json"
 TOPOLOGY_FILE = "topology.json"
 #: the controller's congestion loop's result (controllers.congestion.loop.RESULT_FILE)
-CONGESTION_LOOP_FILE = "congestion_loop.json"
 
 
 class TableError(LookupError):
@@ -192,23 +192,13 @@ class RunDir(Mapping):
     @property
     def congestion_loop(self) -> dict:
         """The controller's congestion loop's result (loop times, ECN and PFC counts); {} when no loop ran."""
-        return self.read_json(CONGESTION_LOOP_FILE)
+        return self.read_json(LOOP_RESULT_FILE)
 
-    def events(self) -> list[dict]:
-        """The controller's event lines (controller.events.jsonl) in file order, [] without a file; a torn
-        last line is skipped."""
-        from testbed.emulation.controller_proc import EVENTS_FILE
-
-        path = self.path / EVENTS_FILE
-        if not path.exists():
-            return []
-        out = []
-        for line in path.read_text().splitlines():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-        return out
+    def events(self) -> list:
+        """The controller's events (controllers.contract.read_events: typed records of
+        controller.events.jsonl in file order, [] without a file; a torn last line is skipped, any other
+        bad line raises controllers.contract.ContractError naming the file and line)."""
+        return read_events(self.path)
 
     @property
     def incomplete(self) -> str | None:
