@@ -1,15 +1,15 @@
 """ECN marking on a real fabric port: only ECT packets of the lossless class, none below Kmin, and one
 point of the RED curve (benchmarks/ecn_curve.py measures the whole curve; method in
-testbed.measure.ecn_curve). One leaf, three hosts, h1 + h2 -> h3 overload the leaf's port toward h3."""
+benchmarks.instruments.ecn_curve). One leaf, three hosts, h1 + h2 -> h3 overload the leaf's port toward h3."""
 import sys
 from pathlib import Path
 
 import pytest
 
-from testbed.emulation.ecn_marker import EcnLoop, leftover_tables
+from benchmarks.instruments.ecn_curve import EcnLoop, congested_port, fabric_spec, measure_point
+from testbed.emulation.ecn_marker import leftover_tables
 from testbed.emulation.fabric import Fabric
 from testbed.host.runlock import RunLock
-from testbed.measure.ecn_curve import congested_port, fabric_spec, measure_point
 from testbed.naming import new_run_id
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
