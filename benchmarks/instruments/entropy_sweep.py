@@ -21,8 +21,7 @@ import socket
 import time
 
 from benchmarks.instruments.flows import parse_ports
-
-ROCEV2_UDP_PORT = 4791
+from traffic.wire import ROCEV2_UDP_PORT
 
 
 def sweep(ip: str, peer: str, sports: list[int], payload_bytes: int = 64, gap_us: float = 300.0) -> int:

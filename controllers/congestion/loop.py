@@ -45,6 +45,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from traffic.wire.pfc import LOSSLESS_PRIORITY
+
 LOG = logging.getLogger(__name__)
 
 STARTED_FILE = "congestion_loop.started"
@@ -53,8 +55,8 @@ STOP_REQUEST_FILE, STOPPED_FILE = "congestion_loop.stop", "congestion_loop.stopp
 #: how often the loop's starter thread looks for the stop request (seconds)
 STOP_POLL_S = 0.05
 RESULT_FILE = "congestion_loop.json"
-#: the lossless class: index in htb_classes, IEEE 802.1p priority (RoCE: DSCP 26 -> priority 3)
-LOSSLESS_CLASS, LOSSLESS_PRIORITY = 1, 3
+#: the lossless class: index in htb_classes (its IEEE 802.1p priority: traffic.wire.pfc.LOSSLESS_PRIORITY)
+LOSSLESS_CLASS = 1
 #: PFC quanta sent toward a host while paused (the maximum; the sender refreshes it while paused)
 PAUSE_QUANTA = 0xFFFF
 _BACKLOG_COL, _DROPS_COL = 3, 2

@@ -29,6 +29,7 @@ import sys
 import time
 from pathlib import Path
 
+from controllers.run import LISTEN_HOST
 from testbed.lifecycle import raise_if_interrupted
 
 #: The repository (its controllers/ and topology/ packages are what ryu-manager imports).
@@ -39,7 +40,6 @@ RYU_HOWTO = ("install a Python 3.9 (for example `pyenv install 3.9.18`, or pytho
              "and run scripts/install again: it then creates .venv-ryu with Ryu 4.34 (requirements-ryu.txt)")
 #: controller.framework values (testbed.spec.controller).
 FRAMEWORKS = ("os_ken", "ryu")
-LISTEN_HOST = "127.0.0.1"
 
 
 #: the app's failover events (JSON lines), in the run directory

@@ -19,9 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from controllers.congestion.loop import RESULT_FILE
 from testbed.results.tables import write_csv
-
-RESULT_FILE = "congestion_loop.json"  # controllers.congestion.loop.RESULT_FILE
 
 
 def _pfc_doc(run_dir: Path) -> dict:

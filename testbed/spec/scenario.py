@@ -148,12 +148,11 @@ def min_rto_us(spec: "ScenarioSpec") -> float:
     this fires before any ACK can come back, so every packet is retransmitted.
     """
     from traffic import wire
-    from traffic.transport import wire_bytes
+    from traffic.transport import ACK_FRAME_BYTES, wire_bytes
 
     t = spec.transport
     data_frame = wire_bytes(wire.BTH_BYTES + t.payload_bytes + wire.ICRC_BYTES)
-    ack_frame = wire_bytes(wire.BTH_BYTES + wire.AETH_BYTES + wire.ICRC_BYTES)
-    return (t.ack_every_pkts * data_frame + ack_frame) * 8 / spec.fabric.host_link_bps * 1e6
+    return (t.ack_every_pkts * data_frame + ACK_FRAME_BYTES) * 8 / spec.fabric.host_link_bps * 1e6
 
 
 def _allowed_keys(model: type[BaseModel], loc: tuple) -> list[str]:

@@ -7,6 +7,7 @@ from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, mo
 from typing_extensions import Annotated
 
 from testbed.spec.units import Count, SizeBytes, _no_bool, _rate, _Spec
+from traffic.transport.selective import LOSS_RECOVERIES
 
 #: a DCQCN time constant, us (up to 60 s: the dilated value of a published one can be seconds)
 _TimeUs = Annotated[float, BeforeValidator(_no_bool), Field(gt=0, le=60e6, allow_inf_nan=False)]
@@ -48,8 +49,6 @@ class DcqcnSpec(_Spec):
 #: paths (testbed.emulation.entropy_paths; k paths need k, more spread a path's datapath flows), a flowlet
 #: needs a few choices
 DEFAULT_ENTROPY_PORTS = {"spray": 128, "flowlet": 8}
-#: ``transport.loss_recovery`` values (traffic.transport.selective)
-LOSS_RECOVERIES = ("go_back_n", "selective_repeat")
 
 
 class TransportSpec(_Spec):
