@@ -63,11 +63,11 @@ def test_a_run_with_ecn_records_marks_backend_and_loop_time(tmp_path):
 
 
 def test_clean_removes_a_dead_runs_marker_table_and_no_other():
-    from testbed.emulation.ecn_marker import _Nft, table_name
+    from testbed.emulation.ecn_marker import Nft, table_name
     from testbed.host import cleanup
 
     rid, other = new_run_id(), new_run_id()
-    nft = _Nft()
+    nft = Nft()
     nft.run(f"add table netdev {table_name(rid)}\nadd table netdev {table_name(other)}")
     try:
         report = cleanup.clean([rid])
