@@ -64,9 +64,9 @@ def _rate_bps(q: dict) -> float | None:
     rate = (q.get("options") or {}).get("rate")
     if isinstance(rate, (int, float)):
         return float(rate) * 8
-    from testbed.spec.units import _rate
+    from testbed.spec.units import parse_rate
     try:
-        return float(_rate(str(rate)))
+        return float(parse_rate(str(rate)))
     except (ValueError, TypeError):
         return None
 
@@ -220,8 +220,8 @@ class TestbedCLI(CLI):
             collectives.DEFAULT_ALGORITHM if collectives.DEFAULT_ALGORITHM in collectives.names(kind)
             else (collectives.names(kind) or [""])[0])
         try:
-            from testbed.spec.units import _size
-            size = int(_size(size_text))
+            from testbed.spec.units import parse_size
+            size = int(parse_size(size_text))
             if size <= 0:
                 raise ValueError(f"{size_text!r}: a size must be > 0")
             result = run_collective(self.ctx, self.fab, kind, algorithm, size, self._collectives_run)

@@ -26,7 +26,7 @@ from typing import Optional
 from pydantic import Field, PrivateAttr, StrictBool, create_model, model_validator
 
 from testbed.spec.pfc_watchdog import WatchdogSpec
-from testbed.spec.units import Count, SizeBytes, _Spec
+from testbed.spec.units import Count, SizeBytes, SpecModel
 from traffic.transport import ACK_FRAME_BYTES
 
 #: DSCP of the classes (RoCE deployments: CNP 48, RoCE data 26 = priority 3)
@@ -57,7 +57,7 @@ def bdp_basis(fabric) -> dict:
                        " + 2 x link_delay_us) / 8"}
 
 
-class BuffersSpec(_Spec):
+class BuffersSpec(SpecModel):
     """Per-class egress buffer of every switch port, frame bytes; None: ``fabric.buffer_bytes``."""
 
     control_bytes: Optional[SizeBytes] = None
@@ -65,7 +65,7 @@ class BuffersSpec(_Spec):
     lossy_bytes: Optional[SizeBytes] = None
 
 
-class _Thresholds(_Spec):
+class _Thresholds(SpecModel):
     """Two queue thresholds, each given in bytes, full-frame packets or BDP fractions (one of each triple)."""
 
     #: (section name, low threshold, high threshold), set by subclasses
@@ -132,7 +132,7 @@ class PfcSpec(_pair("xon", "xoff")):
     watchdog: Optional[WatchdogSpec] = None
 
 
-class CongestionSpec(_Spec):
+class CongestionSpec(SpecModel):
     """Priority classes and ECN marking; needs ``fabric.queue_backend: htb_classes`` (checked in the scenario)."""
 
     buffers: BuffersSpec = BuffersSpec()

@@ -27,12 +27,12 @@ from testbed.spec.faults import FailoverSpec, FaultSpec, check_faults, check_sto
 from testbed.spec.fidelity import FidelityThresholdsSpec
 from testbed.spec.transport import TransportSpec, check_dcqcn
 from testbed.spec.units import (  # noqa: F401
-    MAX_LINK_MTU_BYTES, MAX_SCENARIO_BYTES, ROCE_MTUS_BYTES, ROCEV2_IP_OVERHEAD_BYTES, Count, ReferenceBps, _Spec)
+    MAX_LINK_MTU_BYTES, MAX_SCENARIO_BYTES, ROCE_MTUS_BYTES, ROCEV2_IP_OVERHEAD_BYTES, Count, ReferenceBps, SpecModel)
 from testbed.spec.workload import WorkloadSpec
 from testbed.spec.yaml_loader import MAX_ERROR_CHARS, ScenarioError, clip as _clip, load_yaml  # noqa: F401
 
 
-class ScenarioSpec(_Spec):
+class ScenarioSpec(SpecModel):
     """A whole scenario file."""
 
     name: str = Field("scenario", pattern=r"^[A-Za-z0-9_.-]{1,64}$")

@@ -6,17 +6,17 @@ from typing import Literal, Optional, Union
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 from typing_extensions import Annotated
 
-from testbed.spec.units import Count, SizeBytes, _no_bool, _rate, _Spec
+from testbed.spec.units import Count, SizeBytes, SpecModel, parse_rate, refuse_bool
 from traffic.transport.selective import LOSS_RECOVERIES
 
 #: a DCQCN time constant, us (up to 60 s: the dilated value of a published one can be seconds)
-_TimeUs = Annotated[float, BeforeValidator(_no_bool), Field(gt=0, le=60e6, allow_inf_nan=False)]
+_TimeUs = Annotated[float, BeforeValidator(refuse_bool), Field(gt=0, le=60e6, allow_inf_nan=False)]
 #: a DCQCN rate, bit/s: a number or '10k', '1M' (dilated rates can be far below the link's 100 kbit/s floor)
-_RateBps = Annotated[float, BeforeValidator(_rate), BeforeValidator(_no_bool), Field(gt=0, le=100e9, allow_inf_nan=False)]
-_Fraction = Annotated[float, BeforeValidator(_no_bool), Field(gt=0, le=1, allow_inf_nan=False)]
+_RateBps = Annotated[float, BeforeValidator(parse_rate), BeforeValidator(refuse_bool), Field(gt=0, le=100e9, allow_inf_nan=False)]
+_Fraction = Annotated[float, BeforeValidator(refuse_bool), Field(gt=0, le=1, allow_inf_nan=False)]
 
 
-class DcqcnSpec(_Spec):
+class DcqcnSpec(SpecModel):
     """``transport.dcqcn``: overrides of DCQCN's settings, each in the run's own (dilated) units.
 
     Unset keys take the published value scaled by the run's dilation
@@ -51,7 +51,7 @@ class DcqcnSpec(_Spec):
 DEFAULT_ENTROPY_PORTS = {"spray": 128, "flowlet": 8}
 
 
-class TransportSpec(_Spec):
+class TransportSpec(SpecModel):
     """RoCEv2-style reliable connection (RC) transport.
 
     ``payload_bytes`` is the RoCE path MTU (payload per packet); ``window_pkts``
@@ -89,7 +89,7 @@ class TransportSpec(_Spec):
     dcqcn: Optional[DcqcnSpec] = None
     loss_recovery: str = "go_back_n"
     #: selective repeat's BDP cap (IRN's BDP-FC): ``auto`` (testbed.spec.rto.bdp_cap), a packet count, or ``off``
-    bdp_cap_pkts: Union[Literal["auto", "off"], Annotated[int, BeforeValidator(_no_bool), Field(ge=1, le=4096)]] = "auto"
+    bdp_cap_pkts: Union[Literal["auto", "off"], Annotated[int, BeforeValidator(refuse_bool), Field(ge=1, le=4096)]] = "auto"
 
     @model_validator(mode="before")
     @classmethod
