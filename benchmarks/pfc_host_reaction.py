@@ -1,6 +1,6 @@
 """How fast a host obeys PFC frames: reaction (drain) and resume latency over many pauses, real fabric.
 
-Set-up and method: benchmarks.instruments.pfc_reaction (one leaf, two hosts at 10 Mbit/s streaming, tcpdump at
+Set-up and method: benchmarks.instruments.pfc_host_reaction (one leaf, two hosts at 10 Mbit/s streaming, tcpdump at
 h1's end of its link). The leaf's port toward h1 sends ``--pauses`` PFC frames of ``--pause-ms`` of
 quanta (left to expire), ``--every-ms`` apart, then as many pauses held by a PfcSender (quanta of a
 quarter of the pause, refreshed) and ended by a resume frame. Prints p50/p99/max of
@@ -24,7 +24,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this tree's packages and benchmarks.instruments, whatever the venv has installed
 
-from benchmarks.instruments.pfc_reaction import LINK_BPS, capture, expiry_s, read_capture, reaction, scenario, streaming
+from benchmarks.instruments.pfc_host_reaction import (LINK_BPS, capture, expiry_s, read_capture, reaction, scenario,
+                                                      streaming)
 from testbed.emulation.agents import AgentGroup, transport_params
 from testbed.emulation.fabric import Fabric
 from testbed.emulation.pfc_frames import PfcSender, send_pfc
