@@ -5,7 +5,7 @@ leaf's port toward h3 is overloaded 2:1. For each target backlog its lossless
 class buffer (tbf limit) is set to that target, the queue stays full just
 below it, and the nftables marker (testbed.emulation.ecn_marker, policy
 controllers.congestion.ecn) marks ECT packets of the lossless class from the
-1 ms samples of that class's backlog. Method: testbed.measure.ecn_curve.
+1 ms samples of that class's backlog. Method: benchmarks.instruments.ecn_curve.
 
 Prints one row per point: limit, mean sampled backlog, the RED formula at that
 backlog, the measured CE fraction of ECT packets at the receiver, the error in
@@ -24,11 +24,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from testbed.emulation.ecn_marker import EcnLoop
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this tree's packages and benchmarks.instruments, whatever the venv has installed
+
+from benchmarks.instruments.ecn_curve import EcnLoop, congested_port, fabric_spec, measure_point
 from testbed.emulation.fabric import Fabric
 from testbed.host.capabilities import probe
 from testbed.host.runlock import RunLock
-from testbed.measure.ecn_curve import congested_port, fabric_spec, measure_point
 from testbed.naming import new_run_id
 from testbed.spec.scenario import parse_scenario
 

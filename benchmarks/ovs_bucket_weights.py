@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import argparse
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this tree's packages and benchmarks.instruments, whatever the venv has installed
+
+from benchmarks.instruments.flow_shares import raw_weight_group, uplink_flow_shares
 from testbed.emulation.fabric import Fabric
 from testbed.host.runlock import RunLock
-from testbed.measure.flow_shares import raw_weight_group, uplink_flow_shares
 from testbed.naming import new_run_id
 from testbed.spec.scenario import parse_scenario
 

@@ -1,6 +1,6 @@
 """How fast a host obeys PFC frames: reaction (drain) and resume latency over many pauses, real fabric.
 
-Set-up and method: testbed.measure.pfc_reaction (one leaf, two hosts at 10 Mbit/s streaming, tcpdump at
+Set-up and method: benchmarks.instruments.pfc_host_reaction (one leaf, two hosts at 10 Mbit/s streaming, tcpdump at
 h1's end of its link). The leaf's port toward h1 sends ``--pauses`` PFC frames of ``--pause-ms`` of
 quanta (left to expire), ``--every-ms`` apart, then as many pauses held by a PfcSender (quanta of a
 quarter of the pause, refreshed) and ended by a resume frame. Prints p50/p99/max of
@@ -14,18 +14,23 @@ and the transport's losses (must be 0). Run under the fabric lock, as root:
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this tree's packages and benchmarks.instruments, whatever the venv has installed
+
+from benchmarks.instruments.pfc_host_reaction import (LINK_BPS, capture, expiry_s, read_capture, reaction, scenario,
+                                                      streaming)
 from testbed.emulation.agents import AgentGroup, transport_params
 from testbed.emulation.fabric import Fabric
 from testbed.emulation.pfc_frames import PfcSender, send_pfc
 from testbed.host.capabilities import probe
 from testbed.host.runlock import RunLock
-from testbed.measure.pfc_reaction import LINK_BPS, capture, expiry_s, read_capture, reaction, scenario, streaming
 from testbed.naming import new_run_id
 from traffic.wire.pfc import LOSSLESS_PRIORITY, quanta_for_s
 

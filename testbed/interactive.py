@@ -54,19 +54,19 @@ def tc_qdiscs(dev: str, node=None) -> list[dict]:
         return []
 
 
-def _leaf_name(q: dict) -> str:
+def leaf_class_name(q: dict) -> str:
     """A leaf qdisc's class: ``lossless`` etc. for htb_classes' tbf leaves, else its kind (``bfifo``)."""
     return CLASS_BY_LEAF.get(q["handle"], q["handle"]) if q["kind"] == "tbf" else q["kind"]
 
 
-def _rate_bps(q: dict) -> float | None:
+def tbf_rate_bps(q: dict) -> float | None:
     """A tbf's rate in bit/s from iproute2's JSON (a number of bytes/s, or a string like ``8bit``)."""
     rate = (q.get("options") or {}).get("rate")
     if isinstance(rate, (int, float)):
         return float(rate) * 8
-    from testbed.spec.units import _rate
+    from testbed.spec.units import parse_rate
     try:
-        return float(_rate(str(rate)))
+        return float(parse_rate(str(rate)))
     except (ValueError, TypeError):
         return None
 
@@ -148,7 +148,7 @@ class TestbedCLI(CLI):
             if root is None:
                 print(f"{self._short(port):<10} (no qdisc)")
                 continue
-            leaves = [f"{_leaf_name(q)} {q.get('backlog', 0)}/"
+            leaves = [f"{leaf_class_name(q)} {q.get('backlog', 0)}/"
                       f"{q.get('drops', 0)}" for q in qdiscs if not q.get("root") and q["kind"] in ("tbf", "bfifo")]
             print(f"{self._short(port):<10} {root.get('backlog', 0):>13} {root.get('qlen', 0):>12} "
                   f"{root.get('drops', 0):>10} {root.get('packets', 0):>9}  {', '.join(leaves)}")
@@ -199,7 +199,7 @@ class TestbedCLI(CLI):
             q = next((q for q in tc_qdiscs(dev, node) if q.get("handle") == "20:" and q["kind"] == "tbf"), None)
             if q is None:
                 continue
-            rate = _rate_bps(q)
+            rate = tbf_rate_bps(q)
             state = "PAUSED" if rate is not None and rate <= PAUSED_RATE_BPS else "running"
             paused += state == "PAUSED"
             print(f"{self._short(dev):<10} {state:<8} {q.get('backlog', 0):>13} {q.get('drops', 0):>10}")
@@ -220,8 +220,8 @@ class TestbedCLI(CLI):
             collectives.DEFAULT_ALGORITHM if collectives.DEFAULT_ALGORITHM in collectives.names(kind)
             else (collectives.names(kind) or [""])[0])
         try:
-            from testbed.spec.units import _size
-            size = int(_size(size_text))
+            from testbed.spec.units import parse_size
+            size = int(parse_size(size_text))
             if size <= 0:
                 raise ValueError(f"{size_text!r}: a size must be > 0")
             result = run_collective(self.ctx, self.fab, kind, algorithm, size, self._collectives_run)

@@ -16,7 +16,8 @@ import re
 import secrets
 from pathlib import Path
 
-RUN_ID_RE = re.compile(r"^tb[0-9a-f]{4}$")
+from topology.model import RUN_ID_RE  # noqa: F401  (re-exported: testbed's run-id checks)
+
 #: Matches any name made by any run (interfaces, bridges, netns).
 ANY_RUN_OBJECT_RE = re.compile(r"^(tb[0-9a-f]{4})[a-z]")
 #: Per-run lock and state files live here; a live run holds an flock on its lock.

@@ -74,7 +74,8 @@ class WorkloadPlan:
     replay: Optional[object] = None
 
 
-def _places(items: list) -> str:
+def list_places(items: list) -> str:
+    """``items`` (str) joined with commas for a plan note, the first MAX_NOTE_PLACES and a count of the rest."""
     shown = ", ".join(items[:MAX_NOTE_PLACES])
     return shown + (f", ... ({len(items) - MAX_NOTE_PLACES} more)" if len(items) > MAX_NOTE_PLACES else "")
 
@@ -95,7 +96,7 @@ def sweep_plan(spec: ScenarioSpec) -> WorkloadPlan:
                                  warmup=i < w.warmup_iterations, layer="", collective=w.collective,
                                  algorithm=w.algorithm, groups=world))
     notes = (f"workload.max_bytes_per_size = {w.max_bytes_per_size} B cuts the {w.iterations} iterations of the "
-             f"larger sizes to fit (size: iterations run): {_places(cut)}; set it to off to run them all",) if cut else ()
+             f"larger sizes to fit (size: iterations run): {list_places(cut)}; set it to off to run them all",) if cut else ()
     return WorkloadPlan(tuple(ops), notes)
 
 

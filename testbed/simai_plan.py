@@ -31,7 +31,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-from testbed.plan import PlannedOp, WorkloadPlan, _places
+from testbed.plan import PlannedOp, WorkloadPlan, list_places
 from testbed.spec.scenario import ScenarioError, ScenarioSpec
 from traffic import collectives
 
@@ -205,7 +205,7 @@ def simai_plan(spec: ScenarioSpec):
                             algorithm="", group="", where="none", size_bytes=0,
                             compute_s=trailing_ns * scale / 1e9, update_s=0.0, blocking=True))
     for reason, places in skipped.items():
-        notes.append(f"{s.path}: skipped {len(places)} {reason} ({_places(places)})")
+        notes.append(f"{s.path}: skipped {len(places)} {reason} ({list_places(places)})")
     if not fabric:
         raise ScenarioError(f"{key}: {s.path} has no entry that crosses the fabric"
                             + "".join(f"; {m}" for m in notes))

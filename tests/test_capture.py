@@ -97,11 +97,11 @@ def test_cli_parses_ovs_ofctl_groups_and_bucket_stats():
 
 def test_cli_names_htb_classes_leaves_and_reads_a_paused_rate():
     from testbed.emulation.queues.htb_classes import leaf_handle
-    from testbed.interactive import CLASS_BY_LEAF, PAUSED_RATE_BPS, _leaf_name, _rate_bps
+    from testbed.interactive import CLASS_BY_LEAF, PAUSED_RATE_BPS, leaf_class_name, tbf_rate_bps
 
     assert [f"{leaf_handle(i) >> 16:x}:" for i in range(3)] == list(CLASS_BY_LEAF)
-    assert _leaf_name({"kind": "tbf", "handle": "20:"}) == "lossless"
-    assert _leaf_name({"kind": "bfifo", "handle": "10:"}) == "bfifo"  # htb_bfifo's one fifo
-    assert _rate_bps({"options": {"rate": 1}}) == PAUSED_RATE_BPS  # iproute2 -j: bytes/s
-    assert _rate_bps({"options": {"rate": "8bit"}}) == PAUSED_RATE_BPS
-    assert _rate_bps({"options": {"rate": 1250000}}) == 10e6
+    assert leaf_class_name({"kind": "tbf", "handle": "20:"}) == "lossless"
+    assert leaf_class_name({"kind": "bfifo", "handle": "10:"}) == "bfifo"  # htb_bfifo's one fifo
+    assert tbf_rate_bps({"options": {"rate": 1}}) == PAUSED_RATE_BPS  # iproute2 -j: bytes/s
+    assert tbf_rate_bps({"options": {"rate": "8bit"}}) == PAUSED_RATE_BPS
+    assert tbf_rate_bps({"options": {"rate": 1250000}}) == 10e6

@@ -57,7 +57,7 @@ def test_netns_attribution_is_strict(monkeypatch, names, need_own, expected):
     from testbed.host import cleanup
 
     monkeypatch.setattr(cleanup, "_netns_link_names", lambda pid: names)
-    assert cleanup._netns_is_runs("tb12ab", 123, need_own_link=need_own) is expected
+    assert cleanup.netns_is_runs("tb12ab", 123, need_own_link=need_own) is expected
 
 
 def test_clean_rejects_bad_run_id():

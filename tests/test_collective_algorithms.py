@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 
 from traffic.collectives import ALGORITHMS, chunk_sizes, execute
-from traffic.collectives.halving_doubling import _messages as hd_messages, kept_ranges
+from traffic.collectives.halving_doubling import kept_ranges
 from traffic.collectives import tree
 from traffic.collectives.tree import btree_parent, dtree_parents
 from traffic.transport import Endpoint, RequesterQP, ResponderQP, TransportParams, initial_psn
@@ -61,9 +61,10 @@ def test_tree_pipeline_reduces_before_sending_up_and_broadcasts_after(n):
     """A node sends chunk k up only in a step after every child's chunk k arrived, and down only after its
     parent's chunk k arrived (the root: after every child's); one chunk per edge per step."""
     chunks = [5, 4, 4]
-    assert sum(m.nbytes for m in tree._messages(n, 26, 5)) == 2 * (n - 1) * 26
+    tree5 = type("Tree5", (tree.TreeAllreduce,), {"chunk_bytes": 5})()  # 5-byte pipeline chunks
+    assert sum(m.nbytes for m in tree5.messages(n, 26)) == 2 * (n - 1) * 26
     for parent in dtree_parents(n):
-        msgs = tree._tree_messages(parent, chunks)
+        msgs = tree.tree_messages(parent, chunks)
         root = parent.index(-1)
         edge = {}
         for m in msgs:                               # k-th message on an edge carries chunk k
@@ -111,7 +112,7 @@ def test_halving_doubling_non_power_of_two_pre_and_post_step():
     chunks = chunk_sizes(size, 4)
     assert [s.sends[0] for s in one[1:3]] == [(3, chunks[2] + chunks[3]), (4, chunks[1])]
     assert HD.peers(4, 6) == {1, 5} and HD.peers(1, 6) == {0, 3, 4}
-    assert sum(m.nbytes for m in hd_messages(6, size)) == 2 * 5 * size
+    assert sum(m.nbytes for m in HD.messages(6, size)) == 2 * 5 * size
 
 
 @pytest.mark.parametrize("n", range(2, 9))

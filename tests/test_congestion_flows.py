@@ -103,9 +103,9 @@ BASE = {"fabric": {"spines": 1, "leaves": 2, "hosts_per_leaf": 2, "host_link_bps
 
 def test_bdp_is_host_rate_times_the_computed_base_rtt():
     b = bdp_basis(parse_scenario(BASE).fabric)
-    # 4 links (3 switches), each a 4214 B frame and a 64 B ACK at 10 Mbit/s
-    assert b["base_rtt_us"] == pytest.approx(4 * (4214 + 64) * 8 / 10e6 * 1e6, abs=0.1)
-    assert b["bdp_bytes"] == int(10e6 * 4 * (4214 + 64) * 8 / 10e6 / 8)
+    # 4 links (3 switches), each a 4214 B frame and a 62 B ACK (traffic.transport.ACK_FRAME_BYTES) at 10 Mbit/s
+    assert b["base_rtt_us"] == pytest.approx(4 * (4214 + 62) * 8 / 10e6 * 1e6, abs=0.1)
+    assert b["bdp_bytes"] == int(10e6 * 4 * (4214 + 62) * 8 / 10e6 / 8)
 
 
 def test_thresholds_in_bdp_fractions_resolve_against_the_fabric():

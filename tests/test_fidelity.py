@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from testbed.measure.cpu import CpuIdleMonitor
-from testbed.measure.drops import (OVS_DROP_COVERAGE_RE, DropSnapshot, PacketSocket, _read_net_dev, _read_snmp,
-                                   _read_softnet_dropped, ovs_send_errors_by_interface, delta, queue_drops_delta)
+from testbed.measure.drops import (OVS_DROP_COVERAGE_RE, DropSnapshot, PacketSocket, read_net_dev, read_snmp,
+                                   read_softnet_dropped, ovs_send_errors_by_interface, delta, queue_drops_delta)
 from testbed.measure.send_buffer import required_send_buffer_bytes
 from testbed.measure.thresholds import FidelityThresholds
 from testbed.measure.verdict import CHECKS, FAILED, evaluate, spurious_retx_pkts
@@ -372,10 +372,10 @@ def test_delta_treats_absent_keys_as_zero_and_keeps_resets():
 
 
 def test_proc_parsers_read_this_process_netns():
-    snmp = _read_snmp("/proc/self/net/snmp")
+    snmp = read_snmp("/proc/self/net/snmp")
     assert {"RcvbufErrors", "SndbufErrors", "InErrors"} <= set(snmp["Udp"])
-    assert "lo" in _read_net_dev("/proc/self/net/dev")
-    assert isinstance(_read_softnet_dropped(), int)
+    assert "lo" in read_net_dev("/proc/self/net/dev")
+    assert isinstance(read_softnet_dropped(), int)
 
 
 def test_softnet_dropped_sums_the_second_hex_column(monkeypatch, tmp_path):
@@ -385,7 +385,7 @@ def test_softnet_dropped_sums_the_second_hex_column(monkeypatch, tmp_path):
     from testbed.measure import drops
     monkeypatch.setattr(drops, "open", lambda path, *a: real_open(stat if "softnet" in str(path) else path, *a),
                         raising=False)
-    assert _read_softnet_dropped() == 3 + 0x1F
+    assert read_softnet_dropped() == 3 + 0x1F
 
 
 def test_ovs_drop_coverage_names():

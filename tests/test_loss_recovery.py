@@ -75,12 +75,12 @@ def test_agent_parameters_per_regime():
     rto = run_rto_us(s)
     p = transport_params(s, rto)
     assert p.loss_recovery == "selective_repeat" and p.reorder_window_us == 0
-    assert p.rto_low_us == 41_068 < rto and p.rto_low_pkts == 4
+    assert p.rto_low_us == 41_049 < rto and p.rto_low_pkts == 4
     assert p.bdp_cap_pkts == 4 and bdp_cap(s) == {"cap_pkts": 4, "source": "auto", "pipe_pkts": 3, "buffer_pkts": 1,
-                                                 "slow_bps": 5e6, "base_rtt_us": 20534.4, "frame_bytes": 4154}
+                                                 "slow_bps": 5e6, "base_rtt_us": 20524.8, "frame_bytes": 4154}
     assert "BDP cap 4 packets (3 in flight at 5 Mbit/s over the 20.5 ms base RTT + 1 in a switch buffer" in \
         describe_rto(s)
-    assert manifest_rto(s)["bdp_cap"]["cap_pkts"] == 4 and manifest_rto(s)["rto_low_us"] == 41_068
+    assert manifest_rto(s)["bdp_cap"]["cap_pkts"] == 4 and manifest_rto(s)["rto_low_us"] == 41_049
     # flowlet does not reorder either
     s = spec_of({"loss_recovery": "selective_repeat", "entropy": "flowlet"})
     assert transport_params(s, run_rto_us(s)).reorder_window_us == 0

@@ -3,7 +3,7 @@
 import pandas as pd
 
 from testbed.measure.pfc_paused import mark_paused, paused_windows
-from testbed.measure.verdict import _link_ratio
+from testbed.measure.verdict import link_ratio
 
 MS = 1_000_000
 
@@ -20,10 +20,10 @@ def test_paused_samples_are_left_out_of_the_link_rate(tmp_path):
         tx.append(sent)
         sent += 0 if 10 * MS <= x < 50 * MS else 1250
     ports = pd.DataFrame({"time_ns": t, "port": "l2-eth4", "tx_bytes": tx, "backlog_bytes": 50_000})
-    n0, s0, bits0, _ = _link_ratio(ports)
+    n0, s0, bits0, _ = link_ratio(ports)
     assert bits0 / s0 < 0.65e7  # judged with the pause: looks like a slow link
     marked = mark_paused(ports, tmp_path)
-    n, s, bits, _ = _link_ratio(marked)
+    n, s, bits, _ = link_ratio(marked)
     assert n < n0 and abs(bits / s / 1e7 - 1) < 0.01
     assert mark_paused(ports, tmp_path / "none") is ports  # no pfc_events.csv: unchanged
 

@@ -9,7 +9,7 @@ from traffic.transport import PSN_MASK, Endpoint, RequesterQP, ResponderQP, Tran
 from traffic.wire import unpack_bth
 
 
-def _pair(params, a="127.0.0.1", b="127.0.0.2", sport=50000, cc=None):
+def qp_pair(params, a="127.0.0.1", b="127.0.0.2", sport=50000, cc=None):
     """Endpoints at ``a`` and ``b``, a requester QP at a (congestion control ``cc``, default
     ``params.congestion_control``) and its responder at b, receive threads started."""
     ep_a, ep_b = Endpoint(a), Endpoint(b)
@@ -35,7 +35,7 @@ def _lossy(sock, p_drop, rng):
 @pytest.mark.parametrize("p_drop", [0.0, 0.05])
 def test_messages_delivered_exactly_once(p_drop):
     params = TransportParams(payload_bytes=1024, window_pkts=32, ack_every_pkts=4, rto_us=20_000)
-    ep_a, ep_b, req, resp = _pair(params)
+    ep_a, ep_b, req, resp = qp_pair(params)
     rng = random.Random(7)
     if p_drop:  # socket methods are read-only: drop packets through a proxy
         class Proxy:

@@ -12,7 +12,7 @@ from traffic.transport.cc import (CONGESTION_CONTROLS, CongestionControl, Dcqcn,
 from traffic.transport.entropy import ENTROPY_POLICIES, Flowlet, PerFlow, QpEntropy, Spray, entropy_policy
 from traffic.wire import CnpPacketBuilder
 
-from test_transport import _pair
+from test_transport import qp_pair
 
 
 def test_registries_hold_todays_policies():
@@ -75,7 +75,7 @@ class Recording(CongestionControl):
 def test_hooks_see_every_send_and_every_acked_byte():
     params = TransportParams(payload_bytes=1024, window_pkts=32, ack_every_pkts=4, rto_us=5_000_000)
     cc = Recording(10e6, 1024)
-    ep_a, ep_b, req, resp = _pair(params, cc=cc)
+    ep_a, ep_b, req, resp = qp_pair(params, cc=cc)
     try:
         sizes = [1, 1000, 5000, 64 * 1024, 100_003]
         seqs = [req.post_send(s) for s in sizes]
@@ -93,7 +93,7 @@ def test_hooks_see_every_send_and_every_acked_byte():
 def test_a_cnp_reaches_the_requester_qp_and_its_cc():
     params = TransportParams(rto_us=5_000_000)
     cc = Recording(10e6, 1024)
-    ep_a, ep_b, req, resp = _pair(params, cc=cc, sport=50110)
+    ep_a, ep_b, req, resp = qp_pair(params, cc=cc, sport=50110)
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
         s.bind(("127.0.0.2", 0))
@@ -138,7 +138,7 @@ def test_the_pacing_decision_holds_packets_back():
     times = {}
     for label, pace_bps, sport in (("none", None, 50130), ("paced", 4e6, 50140)):
         cc = Recording(10e6, 1024, pace_bps=pace_bps)
-        ep_a, ep_b, req, resp = _pair(params, cc=cc, sport=sport)
+        ep_a, ep_b, req, resp = qp_pair(params, cc=cc, sport=sport)
         try:
             t0 = time.monotonic()
             assert req.wait_acked(req.post_send(size), timeout_s=20)

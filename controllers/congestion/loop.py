@@ -48,13 +48,14 @@ from typing import Any, Dict, List, Optional
 from controllers import contract
 from controllers.contract import (ECN_MARKING_FILE, LOOP_RESULT_FILE, LOOP_STARTED_FILE, LOOP_STOP_REQUEST_FILE,
                                   LOOP_STOPPED_FILE, LOSSLESS_QUEUES_FILE, PFC_EVENTS_FILE, LoopSettings)
+from traffic.wire.pfc import LOSSLESS_PRIORITY
 
 LOG = logging.getLogger(__name__)
 
 #: how often the loop's starter thread looks for the stop request (seconds)
 STOP_POLL_S = 0.05
-#: the lossless class: index in htb_classes, IEEE 802.1p priority (RoCE: DSCP 26 -> priority 3)
-LOSSLESS_CLASS, LOSSLESS_PRIORITY = 1, 3
+#: the lossless class: index in htb_classes (its IEEE 802.1p priority: traffic.wire.pfc.LOSSLESS_PRIORITY)
+LOSSLESS_CLASS = 1
 #: PFC quanta sent toward a host while paused (the maximum; the sender refreshes it while paused)
 PAUSE_QUANTA = 0xFFFF
 _BACKLOG_COL, _DROPS_COL = 3, 2

@@ -52,13 +52,12 @@ from topology.model import Layout, Switch
 from topology.routing import PortSet
 
 from controllers.lb import SelectGroup, tier_basis
+from controllers.lb.ecmp import BUCKET_WEIGHT
 from traffic.registry import setting
 
 #: Equal-weight buckets per port: flows of one bucket move together, so two long flows share one with
 #: probability 1 / (ports x BUCKETS_PER_PORT) (1/32 on two uplinks, 1/64 on four).
 BUCKETS_PER_PORT = 16
-#: Weight of every bucket (equal weights: OVS's rule gives each bucket 1/n of the flows).
-BUCKET_WEIGHT = 100
 #: A move must lower the larger utilization of the two ports by this fraction of the link rate.
 MIN_GAIN = 0.1
 #: Bucket counter samples kept (OVS refreshes the counters about every 0.5 s; the latest refresh is used).

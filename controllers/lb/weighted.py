@@ -26,9 +26,8 @@ from topology.model import Layout, Switch
 from topology.routing import PortSet
 
 from controllers.lb import SelectGroup, tier_basis
+from controllers.lb.ecmp import BUCKET_WEIGHT
 
-#: Weight of every bucket (equal weights: OVS's rule gives each bucket 1/n of the flows).
-BUCKET_WEIGHT = 100
 #: Most buckets one group gets: the reduced weights of its next hops must sum to no more.
 MAX_BUCKETS = 256
 

@@ -34,6 +34,7 @@ from pathlib import Path
 from controllers import contract
 from controllers.contract import (AdaptiveSettings, ControllerReady, ControllerSettings, FailoverSettings,
                                   LoadBalanceSettings)
+from controllers.run import LISTEN_HOST
 from testbed.lifecycle import raise_if_interrupted
 
 #: The repository (its controllers/ and topology/ packages are what ryu-manager imports).
@@ -44,7 +45,6 @@ RYU_HOWTO = ("install a Python 3.9 (for example `pyenv install 3.9.18`, or pytho
              "and run scripts/install again: it then creates .venv-ryu with Ryu 4.34 (requirements-ryu.txt)")
 #: controller.framework values (testbed.spec.controller).
 FRAMEWORKS = ("os_ken", "ryu")
-LISTEN_HOST = "127.0.0.1"
 
 
 class ControllerError(RuntimeError):

@@ -31,12 +31,12 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from topology.model import Host, Layout
 from topology.routing import PortSet, next_hop_ports
 from traffic.transport.entropy import EPHEMERAL_FIRST_PORT, EPHEMERAL_LAST_PORT
+from traffic.wire import ROCEV2_UDP_PORT
 
 log = logging.getLogger(__name__)
 
 #: where ovs-vswitchd writes its pid file and control socket (scripts/start-ovs's default)
 OVS_RUNDIR = Path("/var/run/openvswitch")
-ROCEV2_UDP_PORT = 4791
 #: at most this many candidate ports are traced per pair, in multiples of the ports wanted
 MAX_CANDIDATE_FACTOR = 4
 _OUTPUT_RE = re.compile(r"^\s*output:(\d+)\s*$", re.M)

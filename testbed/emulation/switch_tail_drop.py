@@ -42,7 +42,7 @@ dead run's (testbed.host.cleanup, like the ECN marker's tables).
 """
 from __future__ import annotations
 
-from testbed.emulation.ecn_marker import NftError, _Nft
+from testbed.emulation.ecn_marker import Nft, NftError
 from testbed.lifecycle import StartStop
 from testbed.naming import check_run_id
 
@@ -81,7 +81,7 @@ class SwitchTailDrop(StartStop):
     def __init__(self, run_id: str, ports: list[str]):
         self.run_id = check_run_id(run_id)
         self.ports = list(ports)
-        self._nft = _Nft()
+        self._nft = Nft()
         self.backend = self._nft.backend
         self._made = False
 

@@ -22,7 +22,7 @@ tick took 170 ms once, holding the port paused that much longer), a chain per po
 """
 from __future__ import annotations
 
-from testbed.emulation.ecn_marker import _COUNTER_RE, _Nft
+from testbed.emulation.ecn_marker import COUNTER_RE, Nft
 from testbed.naming import check_run_id
 
 
@@ -37,7 +37,7 @@ class WatchdogDrop:
         self.table = f"{check_run_id(run_id)}wdog"
         self.hole = (f"{run_id}wdh", f"{run_id}wdhb")
         self.dscp = int(dscp)
-        self._nft = _Nft()
+        self._nft = Nft()
         self._index: dict[str, int] = {}
         self.active: set[str] = set()
         self.dropped: dict[str, tuple[int, int]] = {}
@@ -85,7 +85,7 @@ class WatchdogDrop:
 
     def _read(self) -> dict[str, tuple[int, int]]:
         out = self._nft.run(f"list counters table netdev {self.table}")
-        return {name: (int(p), int(b)) for name, p, b in _COUNTER_RE.findall(out)}
+        return {name: (int(p), int(b)) for name, p, b in COUNTER_RE.findall(out)}
 
     @property
     def dropped_pkts(self) -> int:

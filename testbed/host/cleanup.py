@@ -235,7 +235,7 @@ def _netns_link_names(pid: int) -> list[str] | None:
         return None
 
 
-def _netns_is_runs(rid: str, pid: int, need_own_link: bool) -> bool:
+def netns_is_runs(rid: str, pid: int, need_own_link: bool) -> bool:
     """True if every interface but ``lo`` in the netns of ``pid`` carries ``rid``.
 
     The machine's own namespace always has other interfaces (eth0, other
@@ -288,7 +288,7 @@ def _discover_processes(found: dict[str, _Found], slot) -> None:
         pid = members[0].pid
         rid = claimed.get(ino)
         if rid is not None:
-            if not _netns_is_runs(rid, pid, need_own_link=False):
+            if not netns_is_runs(rid, pid, need_own_link=False):
                 continue
         else:
             names = _netns_link_names(pid) or []
@@ -296,7 +296,7 @@ def _discover_processes(found: dict[str, _Found], slot) -> None:
             if len(rids) != 1:
                 continue
             rid = rids.pop()
-            if not _netns_is_runs(rid, pid, need_own_link=True):
+            if not netns_is_runs(rid, pid, need_own_link=True):
                 continue
         for proc in members:
             if proc.pid not in protected:

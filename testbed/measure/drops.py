@@ -48,13 +48,13 @@ PIPELINE_DROP_COUNTER = "ovs_coverage_drop_action_of_pipeline"
 _SUBPROCESS_TIMEOUT_S = 10.0
 
 
-def _read_softnet_dropped() -> int:
+def read_softnet_dropped() -> int:
     """Sum over CPUs of column 2 (``dropped``: backlog queue full) of /proc/net/softnet_stat."""
     with open("/proc/net/softnet_stat") as f:
         return sum(int(line.split()[1], 16) for line in f if line.strip())
 
 
-def _read_net_dev(path: str) -> dict[str, tuple[int, int]]:
+def read_net_dev(path: str) -> dict[str, tuple[int, int]]:
     """ifname -> (rx_drop, tx_drop) from a /proc/.../net/dev file (fields 4 and 12)."""
     out = {}
     with open(path) as f:
@@ -65,7 +65,7 @@ def _read_net_dev(path: str) -> dict[str, tuple[int, int]]:
     return out
 
 
-def _read_snmp(path: str) -> dict[str, dict[str, int]]:
+def read_snmp(path: str) -> dict[str, dict[str, int]]:
     """{'Udp': {'RcvbufErrors': n, ...}, 'Ip': {...}} from /proc/<pid>/net/snmp."""
     tables: dict[str, dict[str, int]] = {}
     with open(path) as f:
@@ -261,9 +261,9 @@ class DropSnapshot:
             RuntimeError: ovs-appctl failed, ovs-vswitchd not found, or an
                 interface missing; OSError: a host pid's /proc files are gone.
         """
-        c: dict[str, int] = {"softnet_dropped_pkts": _read_softnet_dropped()}
+        c: dict[str, int] = {"softnet_dropped_pkts": read_softnet_dropped()}
         for host, pid in host_pids.items():
-            snmp = _read_snmp(f"/proc/{pid}/net/snmp")
+            snmp = read_snmp(f"/proc/{pid}/net/snmp")
             udp, ip = snmp.get("Udp", {}), snmp.get("Ip", {})
             rcvbuf, mem, csum = udp.get("RcvbufErrors", 0), udp.get("MemErrors", 0), udp.get("InCsumErrors", 0)
             c[f"udp_rcvbuf_errors_pkts[{host}]"] = rcvbuf
@@ -275,14 +275,14 @@ class DropSnapshot:
             c[f"ip_in_discards_pkts[{host}]"] = ip.get("InDiscards", 0)
             c[f"ip_out_discards_pkts[{host}]"] = ip.get("OutDiscards", 0)
             names = host_ifnames.get(host, [])
-            dev = _read_net_dev(f"/proc/{pid}/net/dev")
+            dev = read_net_dev(f"/proc/{pid}/net/dev")
             for name in names:
                 if name not in dev:
                     raise RuntimeError(f"DropSnapshot: {name} not in /proc/{pid}/net/dev (host {host})")
                 c[f"host_rx_dropped_pkts[{name}]"], c[f"host_tx_dropped_pkts[{name}]"] = dev[name]
             for name, drops in (_host_qdisc_drops(pid, names) if names else {}).items():
                 c[f"host_qdisc_drops_pkts[{name}]"] = drops
-        dev = _read_net_dev("/proc/net/dev")
+        dev = read_net_dev("/proc/net/dev")
         for name in switch_ifnames:
             if name not in dev:
                 raise RuntimeError(f"DropSnapshot: switch port {name} not in the root netns")

@@ -67,6 +67,7 @@ from typing import Callable, Optional
 import numpy as np
 import pandas as pd
 from pyroute2 import IPRoute
+from pyroute2.netlink.rtnl import TC_H_ROOT
 from pyroute2.netns import create_socket
 
 from traffic.clock import from_monotonic_ns
@@ -81,7 +82,6 @@ NLM_F_REQUEST = 0x1
 NLM_F_DUMP = 0x300
 RTM_NEWQDISC = 36
 RTM_GETQDISC = 38
-TC_H_ROOT = 0xFFFFFFFF
 TCA_STATS2 = 7
 TCA_STATS_BASIC = 1
 TCA_STATS_QUEUE = 3

@@ -68,11 +68,10 @@ import pandas as pd
 from testbed.emulation.queues import htb_bfifo
 from testbed.spec.scenario import ScenarioError, ScenarioSpec
 from traffic import clock, wire
-from traffic.transport import wire_bytes
+from traffic.transport import ACK_FRAME_BYTES, wire_bytes
+from traffic.transport.pfc_rx import PACKET_OUTGOING
 
 SWITCHING = "cut_through"
-#: frame bytes of an RC ACK (Ethernet 14, IPv4 20, UDP 8, BTH 12, AETH 4, ICRC 4)
-ACK_FRAME_BYTES = wire_bytes(wire.BTH_BYTES + wire.AETH_BYTES + wire.ICRC_BYTES)
 
 
 def data_frame_bytes(payload_bytes: int) -> int:
@@ -175,7 +174,6 @@ ETH_P_ALL = 0x0003
 SO_ATTACH_FILTER = 26
 SO_TIMESTAMPNS = 35
 SCM_TIMESTAMPNS = SO_TIMESTAMPNS
-PACKET_OUTGOING = 4
 _SKF_AD_PKTTYPE = -0x1000 + 4  # SKF_AD_OFF + SKF_AD_PKTTYPE (include/uapi/linux/filter.h)
 #: classic BPF: keep outgoing frames whole, drop everything else (``tcpdump -d outbound``); only
 #: the first bytes are copied out, and ``MSG_TRUNC`` returns the frame's real length

@@ -290,7 +290,7 @@ def _check_bytes(t: Optional[dict], chk: _Check) -> dict:
     return fig
 
 
-def _link_ratio(g: pd.DataFrame) -> tuple[int, float, float, int]:
+def link_ratio(g: pd.DataFrame) -> tuple[int, float, float, int]:
     """(backlogged intervals, their seconds, delivered bits in them, runs of consecutive ones) for one port."""
     g = g.sort_values("time_ns")
     t = g["time_ns"].to_numpy(dtype=np.int64)
@@ -315,7 +315,7 @@ def _check_links(port_samples, port_rate_bps, th, chk: _Check) -> dict:
         rate = port_rate_bps.get(port)
         if rate is None:
             raise ValueError(f"port {port!r} has samples but no configured rate in port_rate_bps")
-        n, busy_s, bits, runs = _link_ratio(g)
+        n, busy_s, bits, runs = link_ratio(g)
         fig = {"configured_bps": float(rate), "backlogged_intervals": n, "backlogged_s": busy_s,
                "backlogged_runs": runs}
         if n >= th.min_backlogged_intervals and busy_s > 0:

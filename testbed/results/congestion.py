@@ -22,20 +22,21 @@ from testbed.results.rundir import RunDir
 from controllers.contract import LOOP_RESULT_FILE as RESULT_FILE
 
 
-def _pfc_doc(run_dir: Path) -> dict:
+def pfc_doc(run_dir: Path) -> dict:
+    """The ``pfc`` block of the loop's result file in ``run_dir``; {} when the file or the block is absent."""
     return RunDir(run_dir).congestion_loop.get("pfc") or {}
 
 
 def kick_frames(run_dir: Path) -> int:
     """Frames of the PFC machinery a switch drops on table miss (0 without PFC): the loop's kick frames
     and the PFC frames hosts sent to their switch ports (a storm's: controllers/congestion/rx_pauses.py)."""
-    pfc = _pfc_doc(run_dir)
+    pfc = pfc_doc(run_dir)
     return int(pfc.get("kick_frames", 0)) + int(pfc.get("rx_pfc_frames", 0))
 
 
 def watchdog_drops_pkts(run_dir: Path) -> int:
     """Lossless packets the PFC watchdog's drop action took (testbed.emulation.watchdog_drop; 0 without)."""
-    return int(_pfc_doc(run_dir).get("watchdog_drops_pkts", 0))
+    return int(pfc_doc(run_dir).get("watchdog_drops_pkts", 0))
 
 
 def pfc_ports(events: pd.DataFrame) -> pd.DataFrame:

@@ -90,12 +90,12 @@ def storm_block(run_dir: Path, faults: dict | None) -> dict:
     ``storm_restore_after_end_ms``, ``rest_goodput_<window>_bps``; ``restores``, ``watchdog_drops_pkts``,
     ``watchdog_drops_bytes`` and ``rx_pfc_frames`` from the loop. Sets ``detect_ms`` and ``detected_by``
     (``pfc_watchdog``) on the storm's row of ``faults["list"]``."""
-    from testbed.results.congestion import _pfc_doc
+    from testbed.results.congestion import pfc_doc
 
     if not (Path(run_dir) / STORMS_FILE).exists():
         return {}
     rows = storm_rows(run_dir)
-    pfc = _pfc_doc(run_dir)
+    pfc = pfc_doc(run_dir)
     out: dict = {"restores": pfc.get("restores", 0), "watchdog_drops_pkts": pfc.get("watchdog_drops_pkts", 0),
                  "watchdog_drops_bytes": pfc.get("watchdog_drops_bytes", 0),
                  "rx_pfc_frames": pfc.get("rx_pfc_frames", 0), "pfc_storms": rows}

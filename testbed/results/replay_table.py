@@ -1,8 +1,6 @@
 """The replay table printed at the end of a SimAI/AICB replay: per-layer communication, iteration, exposed share."""
 from __future__ import annotations
 
-PHASES = ("fwd", "ig", "wg")
-
 
 def _ms(seconds) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.1f}"

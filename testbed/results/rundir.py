@@ -55,7 +55,6 @@ log = logging.getLogger(__name__)
 MANIFEST_FILE = "manifest.json"
 SUMMARY_FILE = "summary.json"
 TOPOLOGY_FILE = "topology.json"
-#: the controller's congestion loop's result (controllers.congestion.loop.RESULT_FILE)
 
 
 class TableError(LookupError):

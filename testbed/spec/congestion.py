@@ -26,15 +26,14 @@ from typing import Optional
 from pydantic import Field, PrivateAttr, StrictBool, create_model, model_validator
 
 from testbed.spec.pfc_watchdog import WatchdogSpec
-from testbed.spec.units import Count, SizeBytes, _Spec
+from testbed.spec.units import Count, SizeBytes, SpecModel
+from traffic.transport import ACK_FRAME_BYTES
 
 #: DSCP of the classes (RoCE deployments: CNP 48, RoCE data 26 = priority 3)
 DSCP_CONTROL = 48
 DSCP_LOSSLESS = 26
 #: class names in priority order (0 is served first); the lossy class takes every other DSCP
 CLASS_NAMES = ("control", "lossless", "lossy")
-#: frame of an ACK or CNP for the base RTT (the minimum Ethernet frame without FCS; ours are 60-80 B)
-ACK_FRAME_BYTES = 64
 #: units a threshold may be given in
 THRESHOLD_UNITS = ("bytes", "pkts", "bdp")
 
@@ -44,7 +43,7 @@ def bdp_basis(fabric) -> dict:
 
     base RTT = sum over the path's links (2 host links at ``host_link_bps`` + hops - 1 switch links
     at ``fabric_link_bps``, hops = ``fabric.max_switch_hops``) of one full data frame
-    (``mtu_bytes + 14``) and one ACK frame (:data:`ACK_FRAME_BYTES`) serialized, store and forward,
+    (``mtu_bytes + 14``) and one ACK frame (:data:`traffic.transport.ACK_FRAME_BYTES`, 62 B) serialized, store and forward,
     plus ``link_delay_us`` each way; BDP = host_link_bps x base RTT / 8. Keys ``base_rtt_us``,
     ``bdp_bytes``, ``link_bps``, ``hops``, ``formula``.
     """
@@ -54,10 +53,11 @@ def bdp_basis(fabric) -> dict:
     rtt_s = sum(frame_bits / r for r in rates) + 2 * len(rates) * fabric.link_delay_us / 1e6
     return {"base_rtt_us": round(rtt_s * 1e6, 1), "bdp_bytes": int(fabric.host_link_bps * rtt_s / 8),
             "link_bps": fabric.host_link_bps, "hops": hops,
-            "formula": "host_link_bps x sum over links of ((mtu_bytes + 14 + 64) x 8 / link_bps + 2 x link_delay_us) / 8"}
+            "formula": f"host_link_bps x sum over links of ((mtu_bytes + 14 + {ACK_FRAME_BYTES}) x 8 / link_bps"
+                       " + 2 x link_delay_us) / 8"}
 
 
-class BuffersSpec(_Spec):
+class BuffersSpec(SpecModel):
     """Per-class egress buffer of every switch port, frame bytes; None: ``fabric.buffer_bytes``."""
 
     control_bytes: Optional[SizeBytes] = None
@@ -65,7 +65,7 @@ class BuffersSpec(_Spec):
     lossy_bytes: Optional[SizeBytes] = None
 
 
-class _Thresholds(_Spec):
+class _Thresholds(SpecModel):
     """Two queue thresholds, each given in bytes, full-frame packets or BDP fractions (one of each triple)."""
 
     #: (section name, low threshold, high threshold), set by subclasses
@@ -132,7 +132,7 @@ class PfcSpec(_pair("xon", "xoff")):
     watchdog: Optional[WatchdogSpec] = None
 
 
-class CongestionSpec(_Spec):
+class CongestionSpec(SpecModel):
     """Priority classes and ECN marking; needs ``fabric.queue_backend: htb_classes`` (checked in the scenario)."""
 
     buffers: BuffersSpec = BuffersSpec()

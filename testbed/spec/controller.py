@@ -9,10 +9,10 @@ from pydantic import ConfigDict, Field, StrictBool, StrictInt, field_validator, 
 from controllers import lb
 from testbed.spec import plugins
 from testbed.spec.pcap import PcapSpec
-from testbed.spec.units import _Spec
+from testbed.spec.units import SpecModel
 
 
-class ControllerSpec(_Spec):
+class ControllerSpec(SpecModel):
     """The OpenFlow controller process (README "Controller").
 
     ``restart``: when the controller dies during a run, start it again (same
@@ -31,7 +31,7 @@ class ControllerSpec(_Spec):
     framework: Literal["os_ken", "ryu"] = "os_ken"
 
 
-class LoadBalanceSpec(_Spec):
+class LoadBalanceSpec(SpecModel):
     """How the controller's select groups spread flows over equal-cost next hops.
 
     ``policy``: a name from the controller's registry (controllers/lb/):
@@ -105,7 +105,7 @@ class LoadBalanceSpec(_Spec):
         return dataclasses.asdict(self.settings)
 
 
-class OutputSpec(_Spec):
+class OutputSpec(SpecModel):
     """``sample_period_ms``: switch queue sampling period; ``table``: the printed size table, ``testbed``
     (ours) or ``nccl`` (nccl-tests' columns, testbed.results.nccl_table; what ``testbed nccl`` prints);
     ``pcap``: ports to capture with tcpdump (testbed.spec.pcap.PcapSpec; off when absent)."""

@@ -13,13 +13,13 @@ from topology.routing import max_switch_hops
 from testbed.spec import plugins
 from testbed.spec.units import (
     RateBps, SizeBytes, Count, MAX_BUFFER_BYTES, MIN_LINK_MTU_BYTES, MAX_LINK_MTU_BYTES,
-    MAX_LINK_DELAY_US, _Spec, _off_only)
+    MAX_LINK_DELAY_US, SpecModel, off_to_none)
 
 #: default ``fabric.clock_wander`` (testbed.emulation.clock_wander)
 DEFAULT_CLOCK_WANDER = 0.005
 
 
-class ScaleUpSpec(_Spec):
+class ScaleUpSpec(SpecModel):
     """``fabric.scale_up``: the GPUs of each server (``gpus_per_server`` consecutive ranks) joined by
     one switch at ``rate_multiple`` x ``host_link_bps`` (topology.scale_up)."""
 
@@ -27,7 +27,7 @@ class ScaleUpSpec(_Spec):
     rate_multiple: float = Field(4.0, ge=1, le=16, allow_inf_nan=False)
 
 
-class FabricSpec(_Spec):
+class FabricSpec(SpecModel):
     """The fabric: ``kind`` picks the topology builder (topology.KINDS), which reads its own keys.
 
     - ``spine_leaf`` (spines, leaves, hosts_per_leaf): every leaf connects to
@@ -85,7 +85,7 @@ class FabricSpec(_Spec):
     queue_backend: str = DEFAULT_QUEUE_BACKEND  # a key of testbed.emulation.queues.BACKENDS
     #: relative width of every shaper's rate wander (testbed.emulation.clock_wander); ``off``: exact rates
     clock_wander: Annotated[Optional[Annotated[float, Field(gt=0, le=0.02, allow_inf_nan=False)]],
-                            BeforeValidator(_off_only)] = DEFAULT_CLOCK_WANDER
+                            BeforeValidator(off_to_none)] = DEFAULT_CLOCK_WANDER
 
     #: the queue backend's block is kept as an extra key named after it (dumped back as written)
     model_config = ConfigDict(extra="allow")

@@ -37,7 +37,7 @@ from typing import Literal, Optional
 
 from pydantic import Field, StrictFloat, StrictInt, model_validator
 
-from testbed.spec.units import _Spec
+from testbed.spec.units import SpecModel
 
 #: nftables ``numgen random mod`` of the gray loss rule: loss resolution 1e-4
 GRAY_LOSS_MOD = 10_000
@@ -45,7 +45,7 @@ GRAY_LOSS_MOD = 10_000
 MAX_FAULT_AT_S = 7200.0
 
 
-class FaultSpec(_Spec):
+class FaultSpec(SpecModel):
     """One scheduled failure (module docstring)."""
 
     at_s: StrictFloat | StrictInt = Field(ge=0.0, le=MAX_FAULT_AT_S)
@@ -94,7 +94,7 @@ class FaultSpec(_Spec):
         return round((self.loss or 0) * GRAY_LOSS_MOD)
 
 
-class FailoverSpec(_Spec):
+class FailoverSpec(SpecModel):
     """The controller's gray-failure detector (module docstring)."""
 
     gray_loss_threshold: StrictFloat | StrictInt = Field(0.005, gt=0.0, lt=1.0)

@@ -6,10 +6,10 @@ from typing import Optional
 from pydantic import BeforeValidator, Field
 from typing_extensions import Annotated
 
-from testbed.spec.units import Count, _Spec, _off, _off_only
+from testbed.spec.units import Count, SpecModel, off_refusing_zero, off_to_none
 
 
-class FidelityThresholdsSpec(_Spec):
+class FidelityThresholdsSpec(SpecModel):
     """When a run counts as faithful (Handigol et al., CoNEXT 2012).
 
     A check is switched off only explicitly, with ``off`` (or null): a threshold
@@ -18,12 +18,14 @@ class FidelityThresholdsSpec(_Spec):
     limit (``off`` = no limit).
     """
 
-    min_cpu_idle_pct: Annotated[Optional[Annotated[float, Field(gt=0, le=100)]], BeforeValidator(_off)] = 5.0
-    max_unexplained_drops_pkts: Annotated[Optional[Annotated[Count, Field(ge=0)]], BeforeValidator(_off_only)] = 0
+    min_cpu_idle_pct: Annotated[Optional[Annotated[float, Field(gt=0, le=100)]],
+                                BeforeValidator(off_refusing_zero)] = 5.0
+    max_unexplained_drops_pkts: Annotated[Optional[Annotated[Count, Field(ge=0)]], BeforeValidator(off_to_none)] = 0
     #: retransmitted packets whose original had arrived, beyond what lost packets explain
     #: (testbed.measure.verdict.spurious_retx_pkts); 0 = none allowed (the default), ``off`` = no limit
-    max_spurious_retx_pkts: Annotated[Optional[Annotated[Count, Field(ge=0)]], BeforeValidator(_off_only)] = 0
-    min_link_rate_ratio: Annotated[Optional[Annotated[float, Field(gt=0, le=1)]], BeforeValidator(_off)] = 0.9
+    max_spurious_retx_pkts: Annotated[Optional[Annotated[Count, Field(ge=0)]], BeforeValidator(off_to_none)] = 0
+    min_link_rate_ratio: Annotated[Optional[Annotated[float, Field(gt=0, le=1)]],
+                                   BeforeValidator(off_refusing_zero)] = 0.9
 
     def switched_off(self) -> list[str]:
         """Names of the checks the scenario switched off (``off``/null)."""

@@ -27,7 +27,7 @@ from typing import Literal, Optional, Union
 
 from pydantic import Field, model_validator
 
-from testbed.spec.units import Count, SizeBytes, _Spec
+from testbed.spec.units import Count, SizeBytes, SpecModel
 
 #: host reference: a host name without the run id (``h3``) or a rank (0-based)
 HostRef = Union[Count, str]
@@ -39,7 +39,7 @@ KIND_KEYS = {"permutation": ("size_bytes",), "alltoall": ("size_bytes",), "kflow
 MAX_START_S = 600.0
 
 
-class FlowSpec(_Spec):
+class FlowSpec(SpecModel):
     """One flow of an explicit pattern: ``size_bytes`` from ``src`` to ``dst``, ``start_s`` seconds after
     the trial starts."""
 
@@ -49,7 +49,7 @@ class FlowSpec(_Spec):
     start_s: float = Field(0.0, ge=0.0, le=MAX_START_S)
 
 
-class PatternSpec(_Spec):
+class PatternSpec(SpecModel):
     """``workload.pattern``: see the module docstring. ``rate_bin_ms``: width of the bins of
     flow_rates.csv (each receiver samples its flows' delivered bytes this often)."""
 

@@ -19,7 +19,7 @@ from typing import Optional
 
 from pydantic import Field, field_validator
 
-from testbed.spec.units import Count, SizeBytes, _Spec
+from testbed.spec.units import Count, SizeBytes, SpecModel
 
 #: tcpdump's snap length bounds: 64 bytes hold Ethernet + IPv4 + UDP + BTH (54) and a PFC frame's class vector
 MIN_SNAPLEN_BYTES, MAX_SNAPLEN_BYTES = 64, 262144
@@ -28,7 +28,7 @@ MIN_PCAP_BYTES = 100_000
 _INTF_RE = re.compile(r"^(?P<node>[a-z][a-z0-9]*)-eth(?P<port>[0-9]+)$")
 
 
-class PcapSpec(_Spec):
+class PcapSpec(SpecModel):
     """``output.pcap``: ``ports`` (names above, at least one), ``snaplen_bytes`` (bytes kept of each frame,
     64..262144, default 128: headers, BTH, CNP and PFC fields), ``max_bytes`` (cap on all capture files
     together, default 50MB, split evenly over the ports: a port's capture stops once its file reaches its

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from pydantic import Field, StrictBool
 
-from testbed.spec.units import _Spec
+from testbed.spec.units import SpecModel
 
 
-class WatchdogSpec(_Spec):
+class WatchdogSpec(SpecModel):
     """PFC watchdog settings (module doc); unknown keys and values out of range are refused by key path."""
 
     enabled: StrictBool = True

@@ -17,7 +17,7 @@ from typing import Any, Mapping, Optional
 from pydantic import BeforeValidator, ConfigDict, Field, ValidationError, create_model
 from typing_extensions import Annotated
 
-from testbed.spec.units import _no_bool, _rate, _size
+from testbed.spec.units import parse_rate, parse_size, refuse_bool
 from traffic.registry import BOUNDS_KEY
 from testbed.spec.yaml_loader import clip
 
@@ -26,11 +26,11 @@ def _annotation(name: str, t: type, bounds: dict) -> Any:
     """The pydantic type of one setting: its Python type, bounds, no YAML booleans for numbers."""
     if t is bool:
         return bool
-    before = [BeforeValidator(_no_bool)]
+    before = [BeforeValidator(refuse_bool)]
     if name.endswith("_bps"):
-        before.append(BeforeValidator(_rate))
+        before.append(BeforeValidator(parse_rate))
     elif name.endswith("_bytes"):
-        before.append(BeforeValidator(_size))
+        before.append(BeforeValidator(parse_size))
     extra = {"allow_inf_nan": False} if t is float else {"strict": True}
     return Annotated[(t, *before, Field(**bounds, **extra))]
 

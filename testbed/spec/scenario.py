@@ -27,12 +27,12 @@ from testbed.spec.faults import FailoverSpec, FaultSpec, check_faults, check_sto
 from testbed.spec.fidelity import FidelityThresholdsSpec
 from testbed.spec.transport import TransportSpec, check_congestion_control
 from testbed.spec.units import (  # noqa: F401
-    MAX_LINK_MTU_BYTES, MAX_SCENARIO_BYTES, ROCE_MTUS_BYTES, ROCEV2_IP_OVERHEAD_BYTES, Count, ReferenceBps, _Spec)
+    MAX_LINK_MTU_BYTES, MAX_SCENARIO_BYTES, ROCE_MTUS_BYTES, ROCEV2_IP_OVERHEAD_BYTES, Count, ReferenceBps, SpecModel)
 from testbed.spec.workload import WorkloadSpec
 from testbed.spec.yaml_loader import MAX_ERROR_CHARS, ScenarioError, clip as _clip, load_yaml  # noqa: F401
 
 
-class ScenarioSpec(_Spec):
+class ScenarioSpec(SpecModel):
     """A whole scenario file."""
 
     name: str = Field("scenario", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
@@ -147,12 +147,11 @@ def min_rto_us(spec: "ScenarioSpec") -> float:
     this fires before any ACK can come back, so every packet is retransmitted.
     """
     from traffic import wire
-    from traffic.transport import wire_bytes
+    from traffic.transport import ACK_FRAME_BYTES, wire_bytes
 
     t = spec.transport
     data_frame = wire_bytes(wire.BTH_BYTES + t.payload_bytes + wire.ICRC_BYTES)
-    ack_frame = wire_bytes(wire.BTH_BYTES + wire.AETH_BYTES + wire.ICRC_BYTES)
-    return (t.ack_every_pkts * data_frame + ack_frame) * 8 / spec.fabric.host_link_bps * 1e6
+    return (t.ack_every_pkts * data_frame + ACK_FRAME_BYTES) * 8 / spec.fabric.host_link_bps * 1e6
 
 
 def _allowed_keys(model: type[BaseModel], loc: tuple) -> list[str]:

@@ -8,17 +8,16 @@ from pydantic import BeforeValidator, ConfigDict, Field, ValidationInfo, field_v
 from typing_extensions import Annotated
 
 from testbed.spec import plugins
-from testbed.spec.units import Count, _no_bool, _Spec
+from testbed.spec.units import Count, SpecModel, refuse_bool
+from traffic.transport.selective import LOSS_RECOVERIES
 
 #: ports per QP when ``transport.entropy_ports`` is not given: spray splits them evenly over the traced
 #: paths (testbed.emulation.entropy_paths; k paths need k, more spread a path's datapath flows), a flowlet
 #: needs a few choices
 DEFAULT_ENTROPY_PORTS = {"spray": 128, "flowlet": 8}
-#: ``transport.loss_recovery`` values (traffic.transport.selective)
-LOSS_RECOVERIES = ("go_back_n", "selective_repeat")
 
 
-class TransportSpec(_Spec):
+class TransportSpec(SpecModel):
     """RoCEv2-style reliable connection (RC) transport.
 
     ``payload_bytes`` is the RoCE path MTU (payload per packet); ``window_pkts``
@@ -58,7 +57,7 @@ class TransportSpec(_Spec):
     flowlet_gap_us: Optional[Annotated[int, Field(ge=1, le=10_000_000)]] = None  # flowlet only
     loss_recovery: str = "go_back_n"
     #: selective repeat's BDP cap (IRN's BDP-FC): ``auto`` (testbed.spec.rto.bdp_cap), a packet count, or ``off``
-    bdp_cap_pkts: Union[Literal["auto", "off"], Annotated[int, BeforeValidator(_no_bool), Field(ge=1, le=4096)]] = "auto"
+    bdp_cap_pkts: Union[Literal["auto", "off"], Annotated[int, BeforeValidator(refuse_bool), Field(ge=1, le=4096)]] = "auto"
 
     #: the congestion control's block is kept as an extra key named after it (dumped back as written)
     model_config = ConfigDict(extra="allow")

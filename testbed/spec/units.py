@@ -23,7 +23,9 @@ _SIZE_UNITS = {"": 1, "B": 1, "KB": 1000, "MB": 1000**2, "GB": 1000**3,
                "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
 
 
-def _rate(v: Any) -> Any:
+def parse_rate(v: Any) -> Any:
+    """A rate string (``"10M"``, ``"10Mbit"``, ``"1.5G"``) -> bit/s (float); other values unchanged.
+    ValueError when a string is not a rate."""
     if isinstance(v, str):
         m = _RATE_RE.match(v)
         if not m:
@@ -32,7 +34,9 @@ def _rate(v: Any) -> Any:
     return v
 
 
-def _size(v: Any) -> Any:
+def parse_size(v: Any) -> Any:
+    """A size string (``"64KiB"``, ``"100KB"``, ``"4MiB"``) -> bytes (int); other values unchanged.
+    ValueError when a string is not a size."""
     if isinstance(v, str):
         m = _SIZE_RE.match(v)
         if not m:
@@ -41,7 +45,7 @@ def _size(v: Any) -> Any:
     return v
 
 
-def _off(v: Any) -> Any:
+def off_refusing_zero(v: Any) -> Any:
     """``off`` (or YAML null) switches a limit off explicitly; 0 is refused (it would do so silently)."""
     if isinstance(v, str) and v.strip().lower() == "off":
         return None
@@ -51,25 +55,26 @@ def _off(v: Any) -> Any:
     return v
 
 
-def _no_bool(v: Any) -> Any:
-    if isinstance(v, bool):  # YAML true/false would otherwise count as 1/0
+def refuse_bool(v: Any) -> Any:
+    """``v`` unchanged; ValueError when it is a bool (YAML true/false would otherwise count as 1/0)."""
+    if isinstance(v, bool):
         raise ValueError(f"{v!r} is a boolean, not a number")
     return v
 
 
-def _off_only(v: Any) -> Any:
+def off_to_none(v: Any) -> Any:
     """``off`` (or YAML null) switches a limit off; every number keeps its meaning."""
     return None if isinstance(v, str) and v.strip().lower() == "off" else v
 
 
 #: HTB shapes from 100 kbit/s (below, one 1500-byte frame takes over 0.1 s) to 100 Gbit/s
-RateBps = Annotated[float, BeforeValidator(_rate), BeforeValidator(_no_bool),
+RateBps = Annotated[float, BeforeValidator(parse_rate), BeforeValidator(refuse_bool),
                     Field(ge=100e3, le=100e9, allow_inf_nan=False)]
 #: a real link rate a scaled-down link stands for (up to 10 Tbit/s)
-ReferenceBps = Annotated[float, BeforeValidator(_rate), BeforeValidator(_no_bool),
+ReferenceBps = Annotated[float, BeforeValidator(parse_rate), BeforeValidator(refuse_bool),
                          Field(ge=100e3, le=10e12, allow_inf_nan=False)]
-SizeBytes = Annotated[int, BeforeValidator(_size), BeforeValidator(_no_bool), Field(gt=0)]
-Count = Annotated[int, BeforeValidator(_no_bool)]
+SizeBytes = Annotated[int, BeforeValidator(parse_size), BeforeValidator(refuse_bool), Field(gt=0)]
+Count = Annotated[int, BeforeValidator(refuse_bool)]
 #: largest scenario file read (a scenario is a few hundred bytes)
 MAX_SCENARIO_BYTES = 1 << 20
 #: smallest switch port buffer: one full Ethernet frame (1500 MTU + 14 header)
@@ -85,5 +90,7 @@ ROCEV2_IP_OVERHEAD_BYTES = 20 + 8 + 12 + 4
 MAX_LINK_DELAY_US = 1_000_000
 
 
-class _Spec(BaseModel):
+class SpecModel(BaseModel):
+    """Base of every scenario section: frozen, unknown keys refused (the key's path in the message)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False)

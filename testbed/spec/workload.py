@@ -8,7 +8,7 @@ from pydantic import BeforeValidator, Field, model_validator
 from typing_extensions import Annotated
 
 from testbed.spec.pattern import PatternSpec
-from testbed.spec.units import SizeBytes, Count, _Spec, _no_bool, _off, _off_only
+from testbed.spec.units import Count, SizeBytes, SpecModel, off_refusing_zero, off_to_none, refuse_bool
 from traffic import collectives
 
 
@@ -17,7 +17,7 @@ def _on_off(v):
     return {True: "on", False: "off"}.get(v, v) if isinstance(v, bool) else v
 
 
-class SizeSweep(_Spec):
+class SizeSweep(SpecModel):
     """Message sizes min_bytes, min_bytes*factor, ... up to max_bytes (nccl-tests -b/-e/-f)."""
 
     min_bytes: SizeBytes = 65536
@@ -38,7 +38,7 @@ class SizeSweep(_Spec):
         return out
 
 
-class SimaiSpec(_Spec):
+class SimaiSpec(SpecModel):
     """Replay of a SimAI/AICB workload file (testbed.simai_plan, testbed.replay_run).
 
     ``size_scale`` multiplies every message size (time dilation: scale sizes by
@@ -65,8 +65,8 @@ class SimaiSpec(_Spec):
     size_scale: float = Field(1.0, gt=0, le=1.0)
     time_unit: Literal["ns", "us"] = "ns"
     iterations: Count = Field(1, ge=1, le=1000)
-    compute_scale: Annotated[Union[Literal["auto"], None, float], BeforeValidator(_off_only),
-                             BeforeValidator(_no_bool)] = "auto"
+    compute_scale: Annotated[Union[Literal["auto"], None, float], BeforeValidator(off_to_none),
+                             BeforeValidator(refuse_bool)] = "auto"
     overlap: Annotated[Literal["on", "off", "compare"], BeforeValidator(_on_off)] = "off"
     #: scale-up (NVLink-like) rate inside a server / host_link_bps: H100 SXM NVLink 450 GB/s per direction
     #: against a 400 Gbit/s NIC is 9
@@ -80,7 +80,7 @@ class SimaiSpec(_Spec):
         return self
 
 
-class WorkloadSpec(_Spec):
+class WorkloadSpec(SpecModel):
     """What the hosts run: a size sweep of one collective, or a SimAI replay.
 
     ``collective`` and ``algorithm``: a registered pair (traffic.collectives.ALGORITHMS;
@@ -105,7 +105,7 @@ class WorkloadSpec(_Spec):
     warmup_iterations: Count = Field(1, ge=0, le=100)
     #: cap on the bytes each size may move in total (iterations are cut to fit, at least one
     #: runs); ``off`` (or null) = no cap
-    max_bytes_per_size: Annotated[Optional[SizeBytes], BeforeValidator(_off)] = 64 * 1024 * 1024
+    max_bytes_per_size: Annotated[Optional[SizeBytes], BeforeValidator(off_refusing_zero)] = 64 * 1024 * 1024
 
     @model_validator(mode="after")
     def _one_source(self) -> "WorkloadSpec":

@@ -1,7 +1,7 @@
 """Adaptive load balancing (issue 8): two long flows hashed onto one uplink; the controller moves one off.
 
 Spine-leaf, 2 spines, 2 leaves, 2 hosts per leaf, every link 20 Mbit/s, policy ``adaptive``. Source ports
-are chosen with real packets (one datagram per candidate port, :mod:`traffic.entropy_sweep`, the leaf's
+are chosen with real packets (one datagram per candidate port, :mod:`benchmarks.instruments.entropy_sweep`, the leaf's
 uplink counters say which spine it took) so that both flows start on the same uplink, as ECMP's hash puts
 them half the time: together they get one link (ratio 0.5 of the two uplinks). The controller must see the
 hot uplink and move one flow's bucket to the idle spine within ``REACTION_MAX_MS`` of the poll that saw it;
@@ -11,7 +11,7 @@ import json
 import sys
 import time
 
-from testbed.measure.flow_shares import tx_pkts
+from benchmarks.instruments.flow_shares import tx_pkts
 from testbed.results.adaptive import adaptive_block
 from controllers.contract import AdaptiveMoved, read_events
 
@@ -31,10 +31,10 @@ def leaf_uplinks(lay) -> list[str]:
 
 
 def start_flows(fab, k: int, sports: list[int], size_bytes: int) -> list:
-    """k long flows at once (traffic.flows, one QP each: host i of leaf 1 -> host i of leaf 2 from source
+    """k long flows at once (benchmarks.instruments.flows, one QP each: host i of leaf 1 -> host i of leaf 2 from source
     port ``sports[i]``, 1 KiB packets, window 16); returns the receivers' and senders' processes."""
     lay = fab.layout
-    common = [sys.executable, "-m", "traffic.flows", "--run-id", fab.run_id, "--timeout-s", "60",
+    common = [sys.executable, "-m", "benchmarks.instruments.flows", "--run-id", fab.run_id, "--timeout-s", "60",
               "--payload-bytes", "1024", "--window-pkts", "16"]
     procs = []
     for i in range(k):
@@ -79,8 +79,8 @@ def uplink_of(fab, i: int, k: int, sport: int, uplinks: list[str]) -> int:
     lay = fab.layout
     src, dst = lay.hosts[i], lay.hosts[k + i]
     before = [tx_pkts(u) for u in uplinks]
-    out = fab.host(i).cmd(f"{sys.executable} -m traffic.entropy_sweep --run-id {fab.run_id} --ip {src.ip} "
-                          f"--peer {dst.ip} --sports {sport}")
+    out = fab.host(i).cmd(f"{sys.executable} -m benchmarks.instruments.entropy_sweep --run-id {fab.run_id} "
+                          f"--ip {src.ip} --peer {dst.ip} --sports {sport}")
     assert json.loads(out.strip().splitlines()[-1]) == {"sent_pkts": 1}, out
     time.sleep(0.05)
     moved = [tx_pkts(u) - b for u, b in zip(uplinks, before)]

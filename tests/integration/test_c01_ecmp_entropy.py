@@ -19,7 +19,7 @@ def _run_flows(fab, sports: str) -> tuple[list[float], dict, dict]:
     uplinks = [ln.a.intf for ln in fab.layout.links if ln.a.node == leaf]  # leaf -> spine links
     assert len(uplinks) == 2
     before = [_tx_bytes(u) for u in uplinks]
-    common = [sys.executable, "-m", "traffic.flows", "--run-id", fab.run_id, "--timeout-s", "120"]
+    common = [sys.executable, "-m", "benchmarks.instruments.flows", "--run-id", fab.run_id, "--timeout-s", "120"]
     rx = b.popen(common + ["recv", "--ip", hb.ip, "--peer", ha.ip, "--flows", str(FLOWS),
                            "--size-bytes", str(SIZE_BYTES)], stdin=-1, text=True)
     assert json.loads(rx.stdout.readline())["event"] == "ready"

@@ -19,7 +19,7 @@ def test_captured_transport_packets_are_rocev2(make_fabric, tmp_path):
     pcap = tmp_path / "rx.pcap"
     cap = b.popen(["tcpdump", "-i", hb.intf, "-w", str(pcap), "-U", "--immediate-mode", "udp port 4791"], text=True)
     assert "listening on" in cap.stderr.readline()  # capture is live before traffic starts
-    common = [sys.executable, "-m", "traffic.flows", "--run-id", fab.run_id]
+    common = [sys.executable, "-m", "benchmarks.instruments.flows", "--run-id", fab.run_id]
     rx = b.popen(common + ["recv", "--ip", hb.ip, "--peer", ha.ip, "--flows", "2",
                            "--size-bytes", str(SIZE_BYTES)], stdin=-1, text=True)
     assert json.loads(rx.stdout.readline())["event"] == "ready"

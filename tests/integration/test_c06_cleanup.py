@@ -24,7 +24,7 @@ workload: {sizes: {min_bytes: 64KiB, max_bytes: 64KiB}, iterations: 2}
 """
 
 
-def _leftovers(rid: str) -> dict:
+def run_leftovers(rid: str) -> dict:
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
     bridges = subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True, text=True).stdout.split()
     netns = os.listdir("/run/netns") if os.path.isdir("/run/netns") else []
@@ -65,11 +65,11 @@ def test_sigkill_then_clean(tmp_path):
         time.sleep(3)  # mid-run: agents are sending
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
-        assert any(_leftovers(rid).values()), "SIGKILL left nothing behind: the test proves nothing"
+        assert any(run_leftovers(rid).values()), "SIGKILL left nothing behind: the test proves nothing"
 
         res = run_cli("clean")
         assert res.returncode == 0, res.stderr
-        assert _leftovers(rid) == {"links": [], "bridges": [], "netns": [], "procs": []}
+        assert run_leftovers(rid) == {"links": [], "bridges": [], "netns": [], "procs": []}
         with socket.socket() as s:
             assert s.connect_ex(("127.0.0.1", port)) != 0, "controller port still open"
         assert "unrelbr0" in subprocess.run(["ovs-vsctl", "list-br"], capture_output=True, text=True).stdout

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from test_c06_cleanup import _leftovers
+from test_c06_cleanup import run_leftovers
 
 SCENARIO = """
 name: c16
@@ -66,7 +66,7 @@ def test_sigint_during_traffic_keeps_finished_collectives(tmp_path):
     code, out, err, rid, run_dir = _run_and_interrupt(tmp_path, "4MiB", after_op=3)
     print(err[-600:])
     assert code == 130, err
-    assert _leftovers(rid) == {"links": [], "bridges": [], "netns": [], "procs": []}
+    assert run_leftovers(rid) == {"links": [], "bridges": [], "netns": [], "procs": []}
     s = json.loads((run_dir / "summary.json").read_text())
     done = s["ops_done"]
     assert s["complete"] is False and s["faithful"] is None and s["ops_planned"] == 8
@@ -92,7 +92,7 @@ def test_sigint_after_the_last_collective_keeps_full_results(tmp_path):
     code, out, err, rid, run_dir = _run_and_interrupt(tmp_path, "128KiB", after_op=3)
     print(err[-400:])
     assert code == 130, err
-    assert _leftovers(rid) == {"links": [], "bridges": [], "netns": [], "procs": []}
+    assert run_leftovers(rid) == {"links": [], "bridges": [], "netns": [], "procs": []}
     assert not (run_dir / "INCOMPLETE").exists()
     s = json.loads((run_dir / "summary.json").read_text())
     assert s["complete"] is True and s["ops_done"] == 3

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from test_fidelity_verdict import _finish, _start_run, _wait_fabric_up
+from test_fidelity_verdict import finish_run, start_run, wait_fabric_up
 
 SCENARIO = """
 name: dcqcn_marking
@@ -36,11 +36,11 @@ def _marker(rid: str) -> str:
 
 
 def test_ce_marks_bring_paced_cnps_and_rate_cuts_with_every_byte_delivered_once(tmp_path):
-    proc = _start_run(tmp_path, SCENARIO, "dcqcn")
-    rid = _wait_fabric_up(proc)
+    proc = start_run(tmp_path, SCENARIO, "dcqcn")
+    rid = wait_fabric_up(proc)
     subprocess.run(["nft", "-f", "-"], input=_marker(rid), text=True, check=True)
     try:
-        rc, out, err, s = _finish(proc, tmp_path, "dcqcn")
+        rc, out, err, s = finish_run(proc, tmp_path, "dcqcn")
     finally:
         subprocess.run(["nft", "delete", "table", "netdev", f"{rid}ce"], capture_output=True)
     print(out)

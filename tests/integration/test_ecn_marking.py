@@ -1,15 +1,15 @@
 """ECN marking on a real fabric port: only ECT packets of the lossless class, none below Kmin, and one
 point of the RED curve (benchmarks/ecn_curve.py measures the whole curve; method in
-testbed.measure.ecn_curve). One leaf, three hosts, h1 + h2 -> h3 overload the leaf's port toward h3."""
+benchmarks.instruments.ecn_curve). One leaf, three hosts, h1 + h2 -> h3 overload the leaf's port toward h3."""
 import sys
 from pathlib import Path
 
 import pytest
 
-from testbed.emulation.ecn_marker import EcnLoop, leftover_tables
+from benchmarks.instruments.ecn_curve import EcnLoop, congested_port, fabric_spec, measure_point
+from testbed.emulation.ecn_marker import leftover_tables
 from testbed.emulation.fabric import Fabric
 from testbed.host.runlock import RunLock
-from testbed.measure.ecn_curve import congested_port, fabric_spec, measure_point
 from testbed.naming import new_run_id
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -63,11 +63,11 @@ def test_a_run_with_ecn_records_marks_backend_and_loop_time(tmp_path):
 
 
 def test_clean_removes_a_dead_runs_marker_table_and_no_other():
-    from testbed.emulation.ecn_marker import _Nft, table_name
+    from testbed.emulation.ecn_marker import Nft, table_name
     from testbed.host import cleanup
 
     rid, other = new_run_id(), new_run_id()
-    nft = _Nft()
+    nft = Nft()
     nft.run(f"add table netdev {table_name(rid)}\nadd table netdev {table_name(other)}")
     try:
         report = cleanup.clean([rid])

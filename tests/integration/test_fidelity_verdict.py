@@ -27,14 +27,14 @@ def two_hosts(name, size="256KiB", iterations=2, transport="{}", fidelity="{}"):
     return TWO_HOSTS.format(name=name, size=size, iterations=iterations, transport=transport, fidelity=fidelity)
 
 
-def _start_run(tmp_path, text, name):
+def start_run(tmp_path, text, name):
     p = tmp_path / f"{name}.yaml"
     p.write_text(text)
     return subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(p), "--results", str(tmp_path / name)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _wait_fabric_up(proc, timeout_s=120) -> str:
+def wait_fabric_up(proc, timeout_s=120) -> str:
     """Read the run's stderr until its fabric is up; return the run id."""
     rid, deadline = None, time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -49,7 +49,7 @@ def _wait_fabric_up(proc, timeout_s=120) -> str:
     raise AssertionError(f"the run never reported its fabric up (run id {rid})")
 
 
-def _finish(proc, tmp_path, name):
+def finish_run(proc, tmp_path, name):
     out, err = proc.communicate(timeout=300)
     summaries = list((tmp_path / name).glob("*/summary.json"))
     assert len(summaries) == 1, err
@@ -59,13 +59,13 @@ def _finish(proc, tmp_path, name):
 
 def test_c13_one_pegged_core_is_not_faithful(tmp_path):
     # 12 x 1 MiB between 2 ranks: about 11 s of traffic; a process outside the testbed spins on cpu1 for 8 s
-    proc = _start_run(tmp_path, two_hosts("c13", size="1MiB", iterations=12), "c13")
-    _wait_fabric_up(proc)
+    proc = start_run(tmp_path, two_hosts("c13", size="1MiB", iterations=12), "c13")
+    wait_fabric_up(proc)
     time.sleep(1.0)
     spin = subprocess.Popen(["taskset", "-c", "1", sys.executable, "-c",
                              "import time\nt = time.monotonic() + 8\nwhile time.monotonic() < t: pass"])
     try:
-        rc, out, err, s = _finish(proc, tmp_path, "c13")
+        rc, out, err, s = finish_run(proc, tmp_path, "c13")
     finally:
         spin.kill()
     print(out)
@@ -92,13 +92,13 @@ table inet tbfidtest {
 
 
 def test_one_packet_lost_outside_the_switch_queues_is_not_faithful(tmp_path):
-    proc = _start_run(tmp_path, two_hosts("onelost", size="512KiB", iterations=2), "onelost")
-    rid = _wait_fabric_up(proc)
+    proc = start_run(tmp_path, two_hosts("onelost", size="512KiB", iterations=2), "onelost")
+    rid = wait_fabric_up(proc)
     shell = [p for p in psutil.process_iter(["cmdline"]) if f"mininet:{rid}h2" in (p.info["cmdline"] or [])]
     assert shell, f"no shell of host {rid}h2"
     subprocess.run(["nsenter", "-t", str(shell[0].pid), "-n", "nft", "-f", "-"], input=NFT_DROP_ONE, text=True,
                    check=True)
-    rc, out, err, s = _finish(proc, tmp_path, "onelost")
+    rc, out, err, s = finish_run(proc, tmp_path, "onelost")
     print(out)
     t = s["transport"]
     assert t["unexplained_lost_pkts"] == 1 and t["switch_drops_pkts"] == 0

@@ -1,6 +1,6 @@
 """PFC frames from a switch port pause a streaming host like an RNIC (issue 7, item 4, host side).
 
-One leaf, two hosts at 10 Mbit/s streaming to each other (testbed.measure.pfc_reaction). While they
+One leaf, two hosts at 10 Mbit/s streaming to each other (benchmarks.instruments.pfc_host_reaction). While they
 stream, the test sends real PFC frames (MAC control 0x8808, opcode 0x0101) from the leaf's port
 toward h1: first one frame of 0.5 s of quanta, left to expire; then a :class:`PfcSender` pause of
 0.2 s of quanta kept refreshed for 0.8 s and resumed with quanta 0. A tcpdump capture of the link
@@ -12,12 +12,12 @@ import time
 
 import pytest
 
+from benchmarks.instruments.pfc_host_reaction import LINK_BPS, capture, read_capture, reaction, scenario, streaming
 from testbed.emulation.agents import AgentGroup, transport_params
 from testbed.emulation.fabric import Fabric
 from testbed.emulation.pfc_frames import PfcSender, send_pfc
 from testbed.host.runlock import RunLock
 from testbed.measure.drops import DropSnapshot, queue_drops_delta
-from testbed.measure.pfc_reaction import LINK_BPS, capture, read_capture, reaction, scenario, streaming
 from testbed.naming import new_run_id
 from traffic.wire.pfc import LOSSLESS_PRIORITY, quanta_for_s, quanta_s
 

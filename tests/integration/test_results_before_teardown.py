@@ -13,7 +13,7 @@ import time
 
 
 from conftest import REPO, run_cli
-from test_c06_cleanup import _leftovers
+from test_c06_cleanup import run_leftovers
 from testbed.results.rundir import RunDir
 
 #: scenarios/ecn_marking.yaml (4 hosts, 2 leaves, ECN on the lossless class) at 10 Mbit/s everywhere,
@@ -54,7 +54,7 @@ def test_sigkill_in_teardown_keeps_complete_results(tmp_path):
         proc.wait(timeout=30)
         err = "".join(seen)
         assert killed and rid, f"never saw the line before the teardown:\n{err}"
-        left = _leftovers(rid)
+        left = run_leftovers(rid)
         print(f"left by the kill in teardown: { {k: len(v) for k, v in left.items()} }")
         assert left["bridges"] and left["procs"], f"the kill did not catch the teardown: {left}"
 
@@ -91,7 +91,7 @@ def test_sigkill_in_teardown_keeps_complete_results(tmp_path):
         res = run_cli("clean", rid)
         assert res.returncode == 0, res.stderr
         assert f"removed run {rid}" in res.stdout + res.stderr
-        assert _leftovers(rid) == {"links": [], "bridges": [], "netns": [], "procs": []}
+        assert run_leftovers(rid) == {"links": [], "bridges": [], "netns": [], "procs": []}
     finally:
         if proc.poll() is None:  # a failed assertion must not leave the run going
             proc.kill()

@@ -11,7 +11,7 @@ of the issue is five of them.
 """
 import subprocess
 
-from testbed.measure.flow_shares import raw_weight_group, uplink_flow_shares
+from benchmarks.instruments.flow_shares import raw_weight_group, uplink_flow_shares
 
 FLOWS = 2000
 

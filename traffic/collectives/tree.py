@@ -46,7 +46,7 @@ def dtree_parents(n: int) -> tuple[list[int], list[int]]:
     return t0, t1
 
 
-def _tree_messages(parent: list[int], chunks: list[int]) -> list[Message]:
+def tree_messages(parent: list[int], chunks: list[int]) -> list[Message]:
     """Pipelined reduce then broadcast of ``chunks`` over the tree ``parent`` (one chunk per edge per step)."""
     n = len(parent)
     children = [[c for c in range(n) if parent[c] == p] for p in range(n)]
@@ -94,5 +94,5 @@ def _messages(n: int, size_bytes: int, chunk_bytes: int) -> tuple[Message, ...]:
     halves = chunk_sizes(size_bytes, 2)
     msgs: list[Message] = []
     for parent, half in zip(dtree_parents(n), halves):
-        msgs += _tree_messages(parent, pipeline_chunks(half, chunk_bytes))
+        msgs += tree_messages(parent, pipeline_chunks(half, chunk_bytes))
     return tuple(msgs)

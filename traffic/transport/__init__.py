@@ -9,9 +9,9 @@ Rooms: :mod:`~traffic.transport.params` (TransportParams, frame sizes), :mod:`~t
 """
 from traffic.transport.endpoint import Endpoint
 from traffic.transport.nic import TransportError
-from traffic.transport.params import L2_L4_BYTES, TransportParams, payload_efficiency, wire_bytes
+from traffic.transport.params import ACK_FRAME_BYTES, L2_L4_BYTES, TransportParams, payload_efficiency, wire_bytes
 from traffic.transport.qp import HALF_PSN, PSN_MASK, QPCounters, RequesterQP, initial_psn
 from traffic.transport.responder import ResponderCounters, ResponderQP
 
-__all__ = ["Endpoint", "HALF_PSN", "L2_L4_BYTES", "PSN_MASK", "QPCounters", "RequesterQP", "ResponderCounters",
-           "ResponderQP", "TransportError", "TransportParams", "initial_psn", "payload_efficiency", "wire_bytes"]
+__all__ = ["ACK_FRAME_BYTES", "Endpoint", "HALF_PSN", "L2_L4_BYTES", "PSN_MASK", "QPCounters", "RequesterQP",
+           "ResponderCounters", "ResponderQP", "TransportError", "TransportParams", "initial_psn", "payload_efficiency", "wire_bytes"]

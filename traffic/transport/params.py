@@ -7,6 +7,8 @@ from traffic import wire
 
 #: Ethernet + IPv4 + UDP header bytes in front of every RoCEv2 packet (no FCS: tc counts frames without it)
 L2_L4_BYTES = 14 + 20 + 8
+#: frame bytes of an RC ACK on the emulated link: Ethernet 14, IPv4 20, UDP 8, BTH 12, AETH 4, ICRC 4 (62)
+ACK_FRAME_BYTES = L2_L4_BYTES + wire.ACK_BYTES
 
 
 def wire_bytes(ib_bytes: int) -> int:

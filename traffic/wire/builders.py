@@ -5,7 +5,7 @@ import struct
 import zlib
 
 from traffic.wire.headers import *  # noqa: F401,F403
-from traffic.wire.headers import _U32_MAX, Buffer, _check_range, _ipv4_bytes, _ipv4_checksum  # noqa: F401
+from traffic.wire.headers import U32_MAX, Buffer, check_range, ipv4_bytes, ipv4_checksum  # noqa: F401
 from traffic.wire.icrc import IcrcPrefix, icrc_ipv4, ipv4_udp_headers  # noqa: F401
 
 
@@ -29,10 +29,10 @@ class _Builder:
 
     def __init__(self, src_ip: str, dst_ip: str, sport: int, max_payload_bytes: int,
                  dport: int, tos: int, ttl: int, ip_id: int, df: bool, pkey: int):
-        _check_range("pkey", pkey, 0, 0xFFFF)
-        _check_range("tos", tos, 0, 0xFF)
-        _check_range("ttl", ttl, 0, 0xFF)
-        _check_range("max_payload_bytes", max_payload_bytes, 0,
+        check_range("pkey", pkey, 0, 0xFFFF)
+        check_range("tos", tos, 0, 0xFF)
+        check_range("ttl", ttl, 0, 0xFF)
+        check_range("max_payload_bytes", max_payload_bytes, 0,
                      0xFFFF - IPV4_HEADER_BYTES - UDP_HEADER_BYTES - BTH_BYTES
                      - self._EXT_MAX - 3 - ICRC_BYTES)
         self.prefix = IcrcPrefix(src_ip, dst_ip, sport, dport, ip_id, df)
@@ -133,17 +133,17 @@ class DataPacketBuilder(_Builder):
         allowed range.
         """
         if not (0 <= psn <= PSN_MAX and 0 <= dest_qp <= QPN_MAX):
-            _check_range("psn", psn, 0, PSN_MAX)
-            _check_range("dest_qp", dest_qp, 0, QPN_MAX)
+            check_range("psn", psn, 0, PSN_MAX)
+            check_range("dest_qp", dest_qp, 0, QPN_MAX)
         if not 0 <= payload_bytes <= self.max_payload_bytes:
-            _check_range("payload_bytes", payload_bytes, 0, self.max_payload_bytes)
+            check_range("payload_bytes", payload_bytes, 0, self.max_payload_bytes)
         if opcode not in self._DATA_OPCODES:
             raise ValueError(f"opcode {opcode!r} is not a data opcode: allowed "
                              f"{', '.join(f'{o:#04x}' for o in sorted(self._DATA_OPCODES))}"
                              f" (RC SEND / RDMA WRITE FIRST, MIDDLE, LAST, ONLY)")
-        if not (0 <= msg_id <= _U32_MAX and 0 <= pkt_index <= _U32_MAX):
-            _check_range("msg_id", msg_id, 0, _U32_MAX)
-            _check_range("pkt_index", pkt_index, 0, _U32_MAX)
+        if not (0 <= msg_id <= U32_MAX and 0 <= pkt_index <= U32_MAX):
+            check_range("msg_id", msg_id, 0, U32_MAX)
+            check_range("pkt_index", pkt_index, 0, U32_MAX)
         buf, p = self.buf, self._pay
         if payload_bytes != self._last_payload_bytes:
             last = self._last_payload_bytes
@@ -195,8 +195,8 @@ class AckPacketBuilder(_Builder):
             syndrome = SYNDROME_NAK_PSN_SEQUENCE_ERROR if nak else SYNDROME_ACK
         if not (0 <= psn <= PSN_MAX and 0 <= dest_qp <= QPN_MAX and 0 <= msn <= MSN_MAX
                 and 0 <= syndrome <= 0xFF):
-            _check_range("psn", psn, 0, PSN_MAX)
-            _check_range("dest_qp", dest_qp, 0, QPN_MAX)
+            check_range("psn", psn, 0, PSN_MAX)
+            check_range("dest_qp", dest_qp, 0, QPN_MAX)
             pack_aeth_into(bytearray(AETH_BYTES), 0, syndrome, msn)     # raises
         buf, p = self.buf, self._pay
         bth = p - BTH_BYTES
@@ -211,10 +211,10 @@ class AckPacketBuilder(_Builder):
         All values 0..2**24-1; ValueError naming a bad one."""
         if not (0 <= psn <= PSN_MAX and 0 <= dest_qp <= QPN_MAX and 0 <= msn <= MSN_MAX
                 and 0 <= sack_psn <= PSN_MAX):
-            _check_range("psn", psn, 0, PSN_MAX)
-            _check_range("dest_qp", dest_qp, 0, QPN_MAX)
-            _check_range("msn", msn, 0, MSN_MAX)
-            _check_range("sack_psn", sack_psn, 0, PSN_MAX)
+            check_range("psn", psn, 0, PSN_MAX)
+            check_range("dest_qp", dest_qp, 0, QPN_MAX)
+            check_range("msn", msn, 0, MSN_MAX)
+            check_range("sack_psn", sack_psn, 0, PSN_MAX)
         buf, p = self.buf, self._pay
         bth = p - BTH_BYTES
         _BTH_HEAD.pack_into(buf, bth, Opcode.RC_ACKNOWLEDGE, 0, self.pkey, 0xFF000000 | dest_qp)
@@ -245,7 +245,7 @@ class CnpPacketBuilder(_Builder):
     def build(self, dest_qp: int) -> memoryview:
         """The CNP to ``dest_qp`` (0..2**24-1): UDP payload view (BTH + 16 bytes + ICRC)."""
         if not 0 <= dest_qp <= QPN_MAX:
-            _check_range("dest_qp", dest_qp, 0, QPN_MAX)
+            check_range("dest_qp", dest_qp, 0, QPN_MAX)
         bth = self._pay - BTH_BYTES
         _BTH_HEAD.pack_into(self.buf, bth, Opcode.CNP, 0, self.pkey, 0xFF000000 | dest_qp)
         _U32.pack_into(self.buf, bth + 8, 0)

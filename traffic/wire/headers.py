@@ -69,7 +69,8 @@ TTL_DEFAULT = 64
 PAYLOAD_TAG_BYTES = 8
 PAYLOAD_TAG = struct.Struct("!II")
 
-_U32_MAX = (1 << 32) - 1
+#: largest unsigned 32-bit field value (R_Key, DMA length)
+U32_MAX = (1 << 32) - 1
 
 
 class Opcode(IntEnum):
@@ -140,25 +141,25 @@ SYNDROME_NAK_REMOTE_OPERATIONAL_ERROR = 0x63
 
 def syndrome_ack(credits: int = 31) -> int:
     """ACK syndrome with a 5-bit credit count (0-30, or 31 = no credit information)."""
-    _check_range("credits", credits, 0, 31)
+    check_range("credits", credits, 0, 31)
     return credits
 
 
 def syndrome_rnr_nak(timer: int) -> int:
     """RNR NAK syndrome with the 5-bit encoded RNR timer (IBA Table 45)."""
-    _check_range("timer", timer, 0, 31)
+    check_range("timer", timer, 0, 31)
     return 0x20 | timer
 
 
 def syndrome_nak(code: int) -> int:
     """NAK syndrome for a :class:`NakCode` (0-31)."""
-    _check_range("code", code, 0, 31)
+    check_range("code", code, 0, 31)
     return 0x60 | code
 
 
 # --- validation --------------------------------------------------------------
 
-def _check_range(name: str, value: int, lo: int, hi: int) -> None:
+def check_range(name: str, value: int, lo: int, hi: int) -> None:
     """Raise ValueError naming ``name``, the value and the allowed range ``lo..hi``."""
     try:
         v = operator.index(value)
@@ -168,7 +169,7 @@ def _check_range(name: str, value: int, lo: int, hi: int) -> None:
         raise ValueError(f"{name} {value} out of range: allowed {lo}..{hi}")
 
 
-def _ipv4_bytes(name: str, addr: str) -> bytes:
+def ipv4_bytes(name: str, addr: str) -> bytes:
     """Parse a dotted-quad IPv4 address without importing socket/ipaddress."""
     parts = addr.split(".") if isinstance(addr, str) else ()
     if len(parts) != 4 or not all(p.isdigit() and int(p) <= 255 for p in parts):
@@ -176,7 +177,7 @@ def _ipv4_bytes(name: str, addr: str) -> bytes:
     return bytes(int(p) for p in parts)
 
 
-def _ipv4_checksum(header: Buffer) -> int:
+def ipv4_checksum(header: Buffer) -> int:
     """RFC 791 / RFC 1071 one's-complement sum over the header (checksum field 0)."""
     total = sum(struct.unpack(f"!{len(header) // 2}H", header))
     while total >> 16:
@@ -216,12 +217,12 @@ def pack_bth_into(buf: Union[bytearray, memoryview], offset: int, opcode: int,
     0..255, dest_qp or psn not 0..2**24-1, pkey not 0..0xFFFF, pad not 0..3,
     tver not 0..15.
     """
-    _check_range("opcode", opcode, 0, 0xFF)
-    _check_range("dest_qp", dest_qp, 0, QPN_MAX)
-    _check_range("psn", psn, 0, PSN_MAX)
-    _check_range("pkey", pkey, 0, 0xFFFF)
-    _check_range("pad", pad, 0, 3)
-    _check_range("tver", tver, 0, 15)
+    check_range("opcode", opcode, 0, 0xFF)
+    check_range("dest_qp", dest_qp, 0, QPN_MAX)
+    check_range("psn", psn, 0, PSN_MAX)
+    check_range("pkey", pkey, 0, 0xFFFF)
+    check_range("pad", pad, 0, 3)
+    check_range("tver", tver, 0, 15)
     _BTH.pack_into(
         buf, offset, opcode,
         (bool(solicited) << 7) | (bool(migreq) << 6) | (pad << 4) | tver,
@@ -266,8 +267,8 @@ _AETH = struct.Struct("!I")
 def pack_aeth_into(buf: Union[bytearray, memoryview], offset: int, syndrome: int,
                    msn: int) -> None:
     """Write a 4-byte AETH (syndrome 0..255, MSN 0..2**24-1) at ``buf[offset:]``."""
-    _check_range("syndrome", syndrome, 0, 0xFF)
-    _check_range("msn", msn, 0, MSN_MAX)
+    check_range("syndrome", syndrome, 0, 0xFF)
+    check_range("msn", msn, 0, MSN_MAX)
     _AETH.pack_into(buf, offset, (syndrome << 24) | msn)
 
 
@@ -284,7 +285,7 @@ def unpack_aeth(buf: Buffer, offset: int = 0) -> AETH:
 
 def pack_irn_sack_into(buf: Union[bytearray, memoryview], offset: int, sack_psn: int) -> None:
     """Write IRN's NACK extension (:data:`IRN_SACK_BYTES`: 8 reserved zero bits, 24-bit SACKed PSN)."""
-    _check_range("sack_psn", sack_psn, 0, PSN_MAX)
+    check_range("sack_psn", sack_psn, 0, PSN_MAX)
     _AETH.pack_into(buf, offset, sack_psn)
 
 
@@ -304,9 +305,9 @@ _RETH = struct.Struct("!QII")
 def pack_reth_into(buf: Union[bytearray, memoryview], offset: int, va: int,
                    r_key: int, dma_length_bytes: int) -> None:
     """Write a 16-byte RETH (IBA 9.3.3): virtual address (64 bit), R_Key, DMA length."""
-    _check_range("va", va, 0, (1 << 64) - 1)
-    _check_range("r_key", r_key, 0, _U32_MAX)
-    _check_range("dma_length_bytes", dma_length_bytes, 0, _U32_MAX)
+    check_range("va", va, 0, (1 << 64) - 1)
+    check_range("r_key", r_key, 0, U32_MAX)
+    check_range("dma_length_bytes", dma_length_bytes, 0, U32_MAX)
     _RETH.pack_into(buf, offset, va, r_key, dma_length_bytes)
 
 
@@ -330,7 +331,7 @@ def prepare_udp_socket(sock, tos: int = TOS_DATA) -> None:
     sending with ``sendto``, IP id 0; see the module docstring). Do not
     ``connect()`` the socket: connected sockets number their IP ids.
     """
-    _check_range("tos", tos, 0, 0xFF)
+    check_range("tos", tos, 0, 0xFF)
     sock.setsockopt(_IPPROTO_IP, _IP_TOS, tos)
     sock.setsockopt(_SOL_SOCKET, _SO_NO_CHECK, 1)
     sock.setsockopt(_IPPROTO_IP, _IP_MTU_DISCOVER, _IP_PMTUDISC_DO)

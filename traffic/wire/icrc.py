@@ -38,7 +38,7 @@ import struct
 import zlib
 
 from traffic.wire.headers import *  # noqa: F401,F403
-from traffic.wire.headers import _U32_MAX, Buffer, _check_range, _ipv4_bytes, _ipv4_checksum  # noqa: F401
+from traffic.wire.headers import U32_MAX, Buffer, check_range, ipv4_bytes, ipv4_checksum  # noqa: F401
 
 
 # --- ICRC --------------------------------------------------------------------
@@ -91,18 +91,18 @@ def ipv4_udp_headers(src_ip: str, dst_ip: str, sport: int, dport: int, udp_len: 
     checksum is written as given (0 = none, what RoCE NICs send; RFC 768).
     Raises ValueError for out-of-range values or malformed addresses.
     """
-    src = _ipv4_bytes("src_ip", src_ip)
-    dst = _ipv4_bytes("dst_ip", dst_ip)
-    _check_range("sport", sport, 0, 0xFFFF)
-    _check_range("dport", dport, 0, 0xFFFF)
-    _check_range("udp_len", udp_len, UDP_HEADER_BYTES, 0xFFFF - IPV4_HEADER_BYTES)
-    _check_range("tos", tos, 0, 0xFF)
-    _check_range("ttl", ttl, 0, 0xFF)
-    _check_range("ip_id", ip_id, 0, 0xFFFF)
-    _check_range("udp_checksum", udp_checksum, 0, 0xFFFF)
+    src = ipv4_bytes("src_ip", src_ip)
+    dst = ipv4_bytes("dst_ip", dst_ip)
+    check_range("sport", sport, 0, 0xFFFF)
+    check_range("dport", dport, 0, 0xFFFF)
+    check_range("udp_len", udp_len, UDP_HEADER_BYTES, 0xFFFF - IPV4_HEADER_BYTES)
+    check_range("tos", tos, 0, 0xFF)
+    check_range("ttl", ttl, 0, 0xFF)
+    check_range("ip_id", ip_id, 0, 0xFFFF)
+    check_range("udp_checksum", udp_checksum, 0, 0xFFFF)
     ip = bytearray(struct.pack("!BBHHHBBH4s4s", 0x45, tos, IPV4_HEADER_BYTES + udp_len,
                                ip_id, 0x4000 if df else 0, ttl, 17, 0, src, dst))
-    struct.pack_into("!H", ip, 10, _ipv4_checksum(ip))
+    struct.pack_into("!H", ip, 10, ipv4_checksum(ip))
     return bytes(ip) + struct.pack("!HHHH", sport, dport, udp_len, udp_checksum)
 
 

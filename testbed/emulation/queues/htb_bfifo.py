@@ -83,7 +83,7 @@ def burst_bytes_for(rate_bps: float, mtu_bytes: int = 1500) -> int:
     return int(max(BURST_MTUS * frame_bytes(mtu_bytes), rate_bps / 8 * BURST_MIN_S))
 
 
-def _find(msgs, handle: int, kind: str, missing: str):
+def find_tc_object(msgs, handle: int, kind: str, missing: str):
     """The tc message of ``handle`` and ``kind`` among ``msgs``; ValueError ``missing`` when there is none."""
     found = next((m for m in msgs if m["handle"] == handle and m.get_attr("TCA_KIND") == kind), None)
     if found is None:
@@ -123,8 +123,8 @@ class HtbBfifo(QueueBackend):
                 10: (i.e. it was not shaped by :func:`shape_egress`).
         """
         index = tc.ifindex(ipr, ifname)
-        cls = _find(ipr.get_classes(index=index), CLASS_HANDLE, "htb", f"{ifname}: no HTB class 1:1")
-        fifo = _find(ipr.get_qdiscs(index=index), FIFO_HANDLE, "bfifo", f"{ifname}: no bfifo qdisc 10:")
+        cls = find_tc_object(ipr.get_classes(index=index), CLASS_HANDLE, "htb", f"{ifname}: no HTB class 1:1")
+        fifo = find_tc_object(ipr.get_qdiscs(index=index), FIFO_HANDLE, "bfifo", f"{ifname}: no bfifo qdisc 10:")
         opts = cls.get_attr("TCA_OPTIONS")
         parms = opts.get_attr("TCA_HTB_PARMS")
         rate_Bps = opts.get_attr("TCA_HTB_RATE64") or parms["rate"]

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from testbed.emulation.queues import tc
 from testbed.emulation.queues.base import QueueBackend, QueueConfig, ShapedLink, TcRequest, frame_bytes
-from testbed.emulation.queues.htb_bfifo import CLASS_HANDLE, ROOT_HANDLE, _find, burst_bytes_for
+from testbed.emulation.queues.htb_bfifo import CLASS_HANDLE, ROOT_HANDLE, burst_bytes_for, find_tc_object
 
 #: share of the link each class is guaranteed before priority lending (see module doc)
 GUARANTEED_SHARE = 0.01
@@ -120,7 +120,7 @@ class HtbClasses(QueueBackend):
         """The shaper (class 1:1) and the summed tbf limits of ``ifname``; ValueError when not this layout."""
         index = tc.ifindex(ipr, ifname)
         classes = ipr.get_classes(index=index)
-        cls = _find(classes, CLASS_HANDLE, "htb", f"{ifname}: no HTB class 1:1")
+        cls = find_tc_object(classes, CLASS_HANDLE, "htb", f"{ifname}: no HTB class 1:1")
         leaves = [q for q in ipr.get_qdiscs(index=index) if q.get_attr("TCA_KIND") == "tbf"]
         if not leaves:
             raise ValueError(f"{ifname}: no tbf leaf (not shaped by htb_classes?)")

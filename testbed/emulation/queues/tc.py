@@ -13,10 +13,10 @@ import logging
 import struct
 
 from pyroute2.netlink.exceptions import NetlinkError
+from pyroute2.netlink.rtnl import TC_H_ROOT
 
 log = logging.getLogger(__name__)
 
-TC_H_ROOT = 0xFFFFFFFF
 
 _NLMSG_ERROR = 2
 _NLM_F_CAPPED = 0x100

@@ -4,7 +4,7 @@ Two hosts send into a third through one leaf, each at its full host link
 rate, so the leaf's port toward the receiver is overloaded 2:1 and its
 lossless-class queue stays full. Its tbf ``limit`` (the class buffer) is set
 to each target backlog in turn: the backlog is then held just below that
-limit while the marker (:class:`testbed.emulation.ecn_marker.EcnLoop`) marks.
+limit while the marker (:class:`EcnLoop`, a marking loop in this process) marks.
 
 Each sender sends 1000-byte UDP datagrams from a blocking socket (paced by its
 own NIC's HTB), in a repeating pattern of eight: five ECT(0) in the lossless
@@ -15,7 +15,7 @@ after a warm-up that lets the queue fill. Counts at the receiver are of
 delivered packets: a packet marked and then tail-dropped is not seen, which
 leaves the delivered fraction unbiased (marking is decided before the queue).
 
-Host side: ``python -m testbed.measure.ecn_curve send DST SECONDS`` and
+Host side: ``python -m benchmarks.instruments.ecn_curve send DST SECONDS`` and
 ``... recv SECONDS WARMUP_S`` (prints one JSON line).
 """
 from __future__ import annotations
@@ -24,8 +24,16 @@ import json
 import socket
 import sys
 import time
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from testbed.emulation.ecn_marker import NftEcnMarker
+
+#: the repository root: host-side runs (``python -m benchmarks.instruments.ecn_curve``) start there
+ROOT = Path(__file__).resolve().parents[2]
 
 #: (kind, TOS, UDP port, share of the pattern of eight)
 KINDS = (("ect", 0x6A, 47_910, 5), ("not_ect", 0x68, 47_911, 2), ("lossy_ect", 0x02, 47_912, 1))
@@ -33,6 +41,52 @@ PAYLOAD_BYTES = 1000
 FRAME_BYTES = PAYLOAD_BYTES + 8 + 20 + 14
 IP_RECVTOS = 13
 SNDBUF_BYTES = 16_384
+
+
+class EcnLoop:
+    """A marking loop in THIS process: a 1 ms sampler of the marked class's leaf on every switch port,
+    feeding :class:`testbed.emulation.ecn_marker.NftEcnMarker` (context manager), for this measurement,
+    which reads its samples while it runs. A run's loop is the controller's (controllers/congestion/loop.py).
+    :meth:`for_run` builds it from a scenario, or returns None when ``congestion.ecn`` is absent."""
+
+    #: period of the marking loop's sampler, s (DESIGN.md: ~10 % of a core for 24 ports)
+    PERIOD_S = 0.001
+
+    def __init__(self, marker: NftEcnMarker, sampler):
+        self.marker, self.sampler = marker, sampler
+
+    @classmethod
+    def for_run(cls, spec, run_id: str, ports: list[str], backend) -> "EcnLoop | None":
+        """``spec``: the ScenarioSpec; ``ports``: switch ports; ``backend``: the fabric's queue backend."""
+        from controllers.congestion.ecn import MarkingPolicy
+        from testbed.emulation.ecn_marker import NftEcnMarker
+        from testbed.measure.telemetry import QdiscSampler
+        from testbed.spec.congestion import CLASS_NAMES, DSCP_LOSSLESS
+
+        ecn = spec.congestion.ecn
+        if ecn is None:
+            return None
+        lossless = spec.congestion.traffic_classes(spec.fabric.buffer_bytes, spec.fabric.mtu_bytes + 14)[1]
+        policy = MarkingPolicy(lossless.marking, ports, spec.congestion.ecn_probability_step)
+        marker = NftEcnMarker(run_id, policy, (DSCP_LOSSLESS,))
+        sampler = QdiscSampler(ports, cls.PERIOD_S, parent=backend.class_parent(CLASS_NAMES.index("lossless")),
+                               on_sample=marker.on_sample)
+        return cls(marker, sampler)
+
+    def __enter__(self) -> "EcnLoop":
+        self.marker.start()
+        try:
+            self.sampler.start()
+        except BaseException:
+            self.marker.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.sampler.stop()
+        finally:
+            self.marker.stop()
 
 
 def send(dst: str, seconds: float) -> None:
@@ -116,12 +170,12 @@ def measure_point(fab, loop, senders, receiver, port: str, limit_bytes: int, sec
     rate_bps, mtu = link.rate_bps, fab.spec.fabric.mtu_bytes
     set_class_limit(port, limit_bytes, rate_bps, mtu)
     py = sys.executable
-    rx = fab.host(receiver).popen([py, "-m", "testbed.measure.ecn_curve", "recv", str(warmup_s + seconds),
-                                   str(warmup_s)], stdout=-1, stderr=-1, text=True)
+    rx = fab.host(receiver).popen([py, "-m", "benchmarks.instruments.ecn_curve", "recv", str(warmup_s + seconds),
+                                   str(warmup_s)], stdout=-1, stderr=-1, text=True, cwd=ROOT)
     time.sleep(0.3)
     dst = fab.layout.hosts[receiver].ip
-    tx = [fab.host(r).popen([py, "-m", "testbed.measure.ecn_curve", "send", dst, str(warmup_s + seconds)],
-                            stdout=-1, stderr=-1, text=True) for r in senders]
+    tx = [fab.host(r).popen([py, "-m", "benchmarks.instruments.ecn_curve", "send", dst, str(warmup_s + seconds)],
+                            stdout=-1, stderr=-1, text=True, cwd=ROOT) for r in senders]
     t_warm_ns = time.time_ns() + int(warmup_s * 1e9)
     out, err = rx.communicate(timeout=warmup_s + seconds + 20)
     for p in tx:

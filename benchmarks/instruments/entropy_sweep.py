@@ -8,7 +8,7 @@ peer's agent (if any) drops it as unknown.
 
 Run inside a host namespace::
 
-    python -m traffic.entropy_sweep --run-id RID --ip 10.0.1.1 --peer 10.0.2.1 --sports 49152-51151
+    python -m benchmarks.instruments.entropy_sweep --run-id RID --ip 10.0.1.1 --peer 10.0.2.1 --sports 49152-51151
 
 Prints one JSON line ``{"sent_pkts": N}``. Paced (``--gap-us``) so the host's
 NIC queue never overflows: every datagram leaves the host.
@@ -20,9 +20,8 @@ import json
 import socket
 import time
 
-from traffic.flows import parse_ports
-
-ROCEV2_UDP_PORT = 4791
+from benchmarks.instruments.flows import parse_ports
+from traffic.wire import ROCEV2_UDP_PORT
 
 
 def sweep(ip: str, peer: str, sports: list[int], payload_bytes: int = 64, gap_us: float = 300.0) -> int:
@@ -40,7 +39,8 @@ def sweep(ip: str, peer: str, sports: list[int], payload_bytes: int = 64, gap_us
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m traffic.entropy_sweep", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.instruments.entropy_sweep",
+                                 description=__doc__.splitlines()[0])
     ap.add_argument("--run-id", required=True, help="run id (lets cleanup find this process)")
     ap.add_argument("--ip", required=True)
     ap.add_argument("--peer", required=True)

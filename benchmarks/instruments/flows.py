@@ -6,8 +6,8 @@ message of ``size_bytes`` from its own (or a shared) UDP source port.
 
 Run inside a host namespace::
 
-    python -m traffic.flows --run-id RID recv --ip 10.0.2.1 --peer 10.0.1.1 --flows 64 --size-bytes 262144
-    python -m traffic.flows --run-id RID send --ip 10.0.1.1 --peer 10.0.2.1 --sports 49152-49215 --size-bytes 262144
+    python -m benchmarks.instruments.flows --run-id RID recv --ip 10.0.2.1 --peer 10.0.1.1 --flows 64 --size-bytes 262144
+    python -m benchmarks.instruments.flows --run-id RID send --ip 10.0.1.1 --peer 10.0.2.1 --sports 49152-49215 --size-bytes 262144
 
 Both print one JSON line ``{"event": "ready"}`` when their QPs are up and one
 JSON line with per-flow counters when done (the receiver when every flow

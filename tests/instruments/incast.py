@@ -11,7 +11,7 @@ pause. Each datagram carries its sender's sequence number.
 The receiver counts datagrams and bytes per sender until nothing arrived for
 ``idle_s`` (after the first) or ``max_s`` passed, and prints one JSON line.
 
-Host side: ``python -m testbed.measure.incast send DST PORT TOS RATE_BPS TOTAL_BYTES`` (prints
+Host side: ``python -m tests.instruments.incast send DST PORT TOS RATE_BPS TOTAL_BYTES`` (prints
 ``{"sent_bytes", "datagrams", "seconds"}``) and ``... recv PORT IDLE_S MAX_S`` (prints
 ``{"bytes": {src: n}, "datagrams": {src: n}, "seconds"}``).
 """
@@ -22,12 +22,15 @@ import socket
 import struct
 import sys
 import time
+from pathlib import Path
 
 PAYLOAD_BYTES = 1000
 #: UDP 8 + IPv4 20 + Ethernet 14
 FRAME_BYTES = PAYLOAD_BYTES + 42
 SNDBUF_BYTES = 16_384
 TOS_LOSSLESS, TOS_LOSSY = 26 << 2, 0
+#: the repository root: host-side runs (``python -m tests.instruments.incast``) start there
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def send(dst: str, port: int, tos: int, rate_bps: float, total_bytes: int) -> dict:
@@ -73,14 +76,14 @@ def run_incast(fab, senders: list[int], receiver: int, tos: int, rate_bps: float
     "received": {ip: bytes}, "t_start_ns", "t_end_ns"}`` (Unix-epoch ns). RuntimeError when a side fails."""
     py = sys.executable
     max_s = total_bytes * 8 * len(senders) / rate_bps * 4 + 10
-    rx = fab.host(receiver).popen([py, "-m", "testbed.measure.incast", "recv", str(port), str(idle_s), str(max_s)],
-                                  stdout=-1, stderr=-1, text=True)
+    rx = fab.host(receiver).popen([py, "-m", "tests.instruments.incast", "recv", str(port), str(idle_s), str(max_s)],
+                                  stdout=-1, stderr=-1, text=True, cwd=ROOT)
     time.sleep(0.3)
     dst = fab.layout.hosts[receiver].ip
     t_start_ns = time.time_ns()
     tx = {fab.layout.hosts[r].ip: fab.host(r).popen(
-        [py, "-m", "testbed.measure.incast", "send", dst, str(port), str(tos), str(rate_bps), str(total_bytes)],
-        stdout=-1, stderr=-1, text=True) for r in senders}
+        [py, "-m", "tests.instruments.incast", "send", dst, str(port), str(tos), str(rate_bps), str(total_bytes)],
+        stdout=-1, stderr=-1, text=True, cwd=ROOT) for r in senders}
     sent = {}
     for ip, p in tx.items():
         out, err = p.communicate(timeout=max_s)

@@ -1,7 +1,7 @@
 """Share of flows each uplink of a leaf carries, measured with real packets (load-balancing checks).
 
 One datagram per UDP source port goes from the first host to the second
-(:mod:`traffic.entropy_sweep`); each source port is one flow to the select
+(:mod:`benchmarks.instruments.entropy_sweep`); each source port is one flow to the select
 group's hash, so the packets counted on each uplink of the first host's leaf
 (``/sys/class/net/<if>/statistics/tx_packets``) are its share of flows.
 """
@@ -10,6 +10,9 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+
+#: the repository root: host-side runs (``python -m benchmarks.instruments.entropy_sweep``) start there
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def tx_pkts(ifname: str) -> int:
@@ -34,8 +37,9 @@ def uplink_flow_shares(fab, flows: int, first_sport: int = 49152) -> dict[str, f
     ha, hb = fab.layout.hosts[0], fab.layout.hosts[1]
     up = uplinks(fab.layout)
     before = {s: tx_pkts(i) for s, i in up.items()}
-    out = fab.host(0).cmd(f"{sys.executable} -m traffic.entropy_sweep --run-id {fab.run_id} --ip {ha.ip} "
-                          f"--peer {hb.ip} --sports {first_sport}-{first_sport + flows - 1}")
+    out = fab.host(0).cmd(f"cd {ROOT} && {sys.executable} -m benchmarks.instruments.entropy_sweep "
+                          f"--run-id {fab.run_id} --ip {ha.ip} --peer {hb.ip} "
+                          f"--sports {first_sport}-{first_sport + flows - 1}")
     assert json.loads(out.strip().splitlines()[-1]) == {"sent_pkts": flows}, out
     moved = {s: tx_pkts(i) - before[s] for s, i in up.items()}
     assert flows <= sum(moved.values()) <= flows + 20, moved
