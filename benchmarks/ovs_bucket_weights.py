@@ -19,7 +19,7 @@ from pathlib import Path
 from testbed.emulation.fabric import Fabric
 from testbed.host.runlock import RunLock
 from testbed.measure.flow_shares import raw_weight_group, uplink_flow_shares
-from testbed.naming import new_run_id
+from topology.naming import new_run_id
 from testbed.spec.scenario import parse_scenario
 
 

@@ -189,7 +189,7 @@ def run(scenario: Scenario, results: str | os.PathLike = "results", quiet: bool 
     interrupted run was torn down.
     """
     from testbed import runner
-    from testbed.naming import new_run_id
+    from topology.naming import new_run_id
 
     if os.geteuid() != 0:
         raise PermissionError("testbed.run needs root (it builds network namespaces, veths, OVS bridges); "

@@ -29,7 +29,7 @@ and the interface's name: a run is reproducible. Interfaces are redrawn one
 at a time, staggered over the step.
 
 Cost. One prebuilt ``RTM_NEWTCLASS`` message per change on a raw
-NETLINK_ROUTE socket per namespace (as the PFC gate, controllers.congestion.gate),
+NETLINK_ROUTE socket per namespace (as the PFC gate, dataplane.pfc_gate),
 5-10 us each measured on a veth; the quickstart (40 interfaces, 4 KiB frames,
 step 0.33 s at fraction 0.005) makes about 120 changes per second.
 
@@ -54,6 +54,7 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
+from dataplane.pfc_gate import Netlink
 from testbed.lifecycle import StartStop
 
 log = logging.getLogger(__name__)
@@ -155,8 +156,6 @@ class ClockWander(StartStop):
 
     def start(self) -> None:
         from pyroute2 import IPRoute
-
-        from controllers.congestion.gate import Netlink
 
         plan = []
         for i, ln in enumerate(self.links):

@@ -30,8 +30,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dataplane.atomic_files import write_json
 from testbed.lifecycle import StartStop, raise_if_interrupted
-from testbed.results.tables import write_json
 from testbed.spec.pcap import CapturePort, PcapSpec, resolve_ports
 
 log = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ Two hosts send into a third through one leaf, each at its full host link
 rate, so the leaf's port toward the receiver is overloaded 2:1 and its
 lossless-class queue stays full. Its tbf ``limit`` (the class buffer) is set
 to each target backlog in turn: the backlog is then held just below that
-limit while the marker (:class:`testbed.emulation.ecn_marker.EcnLoop`) marks.
+limit while the marker (:class:`testbed.measure.ecn_loop.EcnLoop`) marks.
 
 Each sender sends 1000-byte UDP datagrams from a blocking socket (paced by its
 own NIC's HTB), in a repeating pattern of eight: five ECT(0) in the lossless
@@ -93,8 +93,8 @@ def set_class_limit(port: str, limit_bytes: int, rate_bps: float, mtu_bytes: int
     """Set the tbf ``limit`` of class ``class_index`` on switch port ``port`` (root namespace)."""
     from pyroute2 import IPRoute
 
-    from testbed.emulation.queues import htb_classes
-    from testbed.emulation.queues.htb_bfifo import burst_bytes_for
+    from dataplane.queues import htb_classes
+    from dataplane.queues.htb_bfifo import burst_bytes_for
 
     with IPRoute() as ipr:
         index = ipr.link_lookup(ifname=port)[0]
@@ -134,7 +134,7 @@ def measure_point(fab, loop, senders, receiver, port: str, limit_bytes: int, sec
     q = frame[(frame["port"] == port) & (frame["time_ns"] >= t_warm_ns) & (frame["time_ns"] <= t_end_ns)]
     backlog = q["backlog_bytes"].to_numpy(dtype=float)
     curve, step = loop.marker.policy.curve, loop.marker.policy.step
-    from controllers.congestion.ecn import quantize
+    from dataplane.ecn_policy import quantize
     mean = float(backlog.mean()) if len(backlog) else float("nan")
     return {"limit_bytes": int(limit_bytes), "backlog_mean_bytes": round(mean, 1),
             "backlog_p5_bytes": float(np.percentile(backlog, 5)) if len(backlog) else None,

@@ -37,9 +37,10 @@ import math
 import numpy as np
 import pandas as pd
 
+from dataplane.atomic_files import write_csv
 from testbed.patterns.ideal import ideal_rates, resources, max_min_rates
 from testbed.patterns.plan import short
-from testbed.results.tables import percentile_us, write_csv
+from testbed.results.tables import percentile_us
 
 FCT_COLUMNS = ["trial", "flow", "src", "dst", "size_bytes", "start_ns", "end_ns", "fct_us", "ideal_fct_us",
                "slowdown", "lost_pkts"]

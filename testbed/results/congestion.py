@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from testbed.results.tables import write_csv
+from dataplane.atomic_files import write_csv
 
 RESULT_FILE = "congestion_loop.json"  # controllers.congestion.loop.RESULT_FILE
 
@@ -37,7 +37,7 @@ def kick_frames(run_dir: Path) -> int:
 
 
 def watchdog_drops_pkts(run_dir: Path) -> int:
-    """Lossless packets the PFC watchdog's drop action took (testbed.emulation.watchdog_drop; 0 without)."""
+    """Lossless packets the PFC watchdog's drop action took (dataplane.pfc_watchdog_drop; 0 without)."""
     return int(_pfc_doc(run_dir).get("watchdog_drops_pkts", 0))
 
 

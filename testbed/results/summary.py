@@ -24,6 +24,7 @@ import logging
 import sys
 from dataclasses import dataclass
 
+from dataplane.atomic_files import write_json
 from testbed.results.congestion import congestion_block
 from testbed import signals
 from testbed.measure import timing
@@ -89,7 +90,7 @@ def write_partial(ctx: RunContext, rec: Recording, exc: BaseException) -> None:
             "percentile_method": tables.PERCENTILE_METHOD, "sizes": tables.size_rows_json(sizes),
         }
         write_parquet_or_warn(ctx.run_dir)
-        tables.write_json(ctx.run_dir / "summary.json", summary)
+        write_json(ctx.run_dir / "summary.json", summary)
         if done:
             printing.print_partial(reason, sizes)
         print(report_command.after_run(ctx.run_dir), file=sys.stderr)
@@ -168,7 +169,7 @@ def finish(ctx: RunContext, rec: Recording, note: str | None = None) -> dict:
                         "done, without the controller's final report (the controller block is from the end of "
                         "the measurement)"})
         try:
-            tables.write_json(ctx.run_dir / "summary.json", summary)
+            write_json(ctx.run_dir / "summary.json", summary)
         except Exception as e:  # noqa: BLE001  the complete results written before the teardown stay
             log.warning("could not update %s after the teardown (%s); it holds the results as of the end of "
                         "the measurement", ctx.run_dir / "summary.json", e)
@@ -240,6 +241,6 @@ def _write_results_now(ctx: RunContext, rec: Recording) -> Written:
         summary["fit"] = fits
     timing.add_busbw_error_bounds(summary["sizes"], ctx.spec, ctx.efficiency)
     write_parquet_or_warn(ctx.run_dir)  # every table is in: NAME.parquet beside NAME.csv
-    tables.write_json(ctx.run_dir / "summary.json", summary)
+    write_json(ctx.run_dir / "summary.json", summary)
     tables.mark_complete(ctx.run_dir)
     return Written(summary, sizes, t, verdict, fits)

@@ -28,7 +28,7 @@ import pytest
 from controllers.ofplan import plan_fabric
 from testbed.emulation.controller_proc import write_conf
 from topology import model, spine_leaf
-from testbed.naming import new_run_id
+from topology.naming import new_run_id
 from testbed.host.runlock import RunLock
 
 pytestmark = pytest.mark.integration

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from testbed.emulation.ecn_marker import EcnLoop, leftover_tables
+from dataplane.nft import leftover_tables
 from testbed.emulation.fabric import Fabric
 from testbed.host.runlock import RunLock
 from testbed.measure.ecn_curve import congested_port, fabric_spec, measure_point
-from testbed.naming import new_run_id
+from testbed.measure.ecn_loop import EcnLoop
+from topology.naming import new_run_id
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from ecn_curve import KMIN_BYTES, scenario  # noqa: E402  (the benchmark's scenario)
@@ -63,11 +64,12 @@ def test_a_run_with_ecn_records_marks_backend_and_loop_time(tmp_path):
 
 
 def test_clean_removes_a_dead_runs_marker_table_and_no_other():
-    from testbed.emulation.ecn_marker import _Nft, table_name
+    from dataplane.ecn_marker import table_name
+    from dataplane.nft import Nft
     from testbed.host import cleanup
 
     rid, other = new_run_id(), new_run_id()
-    nft = _Nft()
+    nft = Nft()
     nft.run(f"add table netdev {table_name(rid)}\nadd table netdev {table_name(other)}")
     try:
         report = cleanup.clean([rid])

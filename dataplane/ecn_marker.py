@@ -1,7 +1,7 @@
 """ECN marker actuator: an nftables netdev egress rule per switch port, driven by sampled class backlog.
 
 The kernel here has no ``sch_red`` (DESIGN.md), so RED marking is done in two
-halves. The policy (:class:`controllers.congestion.ecn.MarkingPolicy`, pure)
+halves. The policy (:class:`dataplane.ecn_policy.MarkingPolicy`, pure)
 turns each sample of the marked class's backlog into a marking probability
 per port; this actuator holds that probability in the port's egress chain::
 
@@ -18,7 +18,7 @@ sampled at most one period earlier. A change rewrites only the changed ports'
 chains (flush + add, one atomic batch): the named counters survive it.
 
 The loop (:meth:`NftEcnMarker.on_sample`) runs in the thread of the 1 ms
-:class:`~testbed.measure.telemetry.QdiscSampler` that reads the marked class's
+:class:`~dataplane.qdisc_sampler.QdiscSampler` that reads the marked class's
 leaf: in a run, in the controller process (controllers/congestion/loop.py). ``loop_ns`` keeps each tick's time from the
 sample's clock reading to the end of the actuation.
 
@@ -28,60 +28,20 @@ libnftables (Debian ``python3-nftables``) runs the batches; without it, one
 from __future__ import annotations
 
 import logging
-import re
-import subprocess
 import threading
 
 import numpy as np
 
-from controllers.congestion.ecn import MarkingPolicy
-from testbed.naming import check_run_id, run_id_of
+from dataplane.ecn_policy import MarkingPolicy
+from dataplane.nft import COUNTER_RE, Nft
+from topology.naming import check_run_id
 from traffic.clock import unix_ns
 
 log = logging.getLogger(__name__)
 
 #: numgen modulus: probabilities are held in units of 1/10000
 NUMGEN_MOD = 10000
-_BACKLOG_COL = 3  # telemetry.COUNTERS: tx_bytes, tx_pkts, drops_pkts, backlog_bytes, backlog_pkts
-_COUNTER_RE = re.compile(r"counter (\w+) \{\s*packets (\d+) bytes (\d+)")
-
-
-class NftError(RuntimeError):
-    """nft refused a batch; the message holds its error output."""
-
-
-class _Nft:
-    """Runs nft command batches: libnftables when importable, else ``nft -f -``."""
-
-    def __init__(self):
-        try:
-            import nftables
-            self._lib = nftables.Nftables()
-            self.backend = "nftables (libnftables)"
-        except ImportError:
-            self._lib = None
-            self.backend = "nftables (nft -f)"
-
-    def run(self, text: str) -> str:
-        """Run ``text`` (nft commands, one per line); return nft's output; NftError on failure."""
-        if self._lib is not None:
-            rc, out, err = self._lib.cmd(text)
-        else:
-            p = subprocess.run(["nft", "-f", "-"], input=text, capture_output=True, text=True)
-            rc, out, err = p.returncode, p.stdout, p.stderr
-        if rc != 0:
-            raise NftError(f"nft failed ({rc}): {err.strip()[:400]}")
-        return out
-
-
-def nft_run(text: str) -> str:
-    """Run an nft batch (commands, one per line) and return nft's output; NftError on failure."""
-    return _Nft().run(text)
-
-
-def nft_backend() -> str:
-    """Which way nft batches run on this machine: ``nftables (libnftables)`` or ``nftables (nft -f)``."""
-    return _Nft().backend
+_BACKLOG_COL = 3  # qdisc_sampler.COUNTERS: tx_bytes, tx_pkts, drops_pkts, backlog_bytes, backlog_pkts
 
 
 def table_name(run_id: str) -> str:
@@ -108,7 +68,7 @@ class NftEcnMarker:
         self.policy = policy
         self.ports = list(policy.ports)
         self._match = f"ip dscp {{ {', '.join(str(d) for d in dscp)} }} ip ecn {{ ect0, ect1 }}"
-        self._nft = _Nft()
+        self._nft = Nft()
         self.backend = self._nft.backend
         self.loop_ns: list[int] = []
         self.changes: list[tuple[int, str, float]] = []
@@ -152,7 +112,7 @@ class NftEcnMarker:
     def read_counts(self) -> dict[str, tuple[int, int]]:
         """port -> (ECT packets of the class seen at egress, packets marked CE), read from nft now."""
         out = self._nft.run(f"list counters table netdev {self.table}")
-        got = {name: int(pkts) for name, pkts, _ in _COUNTER_RE.findall(out)}
+        got = {name: int(pkts) for name, pkts, _ in COUNTER_RE.findall(out)}
         return {p: (got.get(f"ect{i}", 0), got.get(f"ce{i}", 0)) for i, p in enumerate(self.ports)}
 
     def stop(self) -> None:
@@ -179,62 +139,3 @@ class NftEcnMarker:
         a = np.asarray(self.loop_ns) / 1e6
         return {"p50": round(float(np.percentile(a, 50)), 3), "p99": round(float(np.percentile(a, 99)), 3),
                 "ticks": len(a)}
-
-
-def leftover_tables(run_id: str | None = None) -> list[str]:
-    """netdev tables made by runs (``run_id`` only, when given), listed from nft; [] when nft is absent."""
-    try:
-        out = _Nft().run("list tables netdev")
-    except (NftError, FileNotFoundError):
-        return []
-    names = re.findall(r"^table netdev (\S+)", out, re.M)
-    return [n for n in names if run_id_of(n) and (run_id is None or run_id_of(n) == run_id)]
-
-
-def delete_table(name: str) -> None:
-    """Delete netdev table ``name``; NftError when nft refuses."""
-    _Nft().run(f"delete table netdev {name}")
-
-
-class EcnLoop:
-    """A marking loop in THIS process: a 1 ms sampler of the marked class's leaf on every switch port,
-    feeding :class:`NftEcnMarker` (context manager), for measurements that read its samples while it
-    runs (testbed.measure.ecn_curve). A run's loop is the controller's (controllers/congestion/loop.py).
-    :meth:`for_run` builds it from a scenario, or returns None when ``congestion.ecn`` is absent."""
-
-    #: period of the marking loop's sampler, s (DESIGN.md: ~10 % of a core for 24 ports)
-    PERIOD_S = 0.001
-
-    def __init__(self, marker: NftEcnMarker, sampler):
-        self.marker, self.sampler = marker, sampler
-
-    @classmethod
-    def for_run(cls, spec, run_id: str, ports: list[str], backend) -> "EcnLoop | None":
-        """``spec``: the ScenarioSpec; ``ports``: switch ports; ``backend``: the fabric's queue backend."""
-        from testbed.measure.telemetry import QdiscSampler
-        from testbed.spec.congestion import CLASS_NAMES, DSCP_LOSSLESS
-
-        ecn = spec.congestion.ecn
-        if ecn is None:
-            return None
-        lossless = spec.congestion.traffic_classes(spec.fabric.buffer_bytes, spec.fabric.mtu_bytes + 14)[1]
-        policy = MarkingPolicy(lossless.marking, ports, spec.congestion.ecn_probability_step)
-        marker = NftEcnMarker(run_id, policy, (DSCP_LOSSLESS,))
-        sampler = QdiscSampler(ports, cls.PERIOD_S, parent=backend.class_parent(CLASS_NAMES.index("lossless")),
-                               on_sample=marker.on_sample)
-        return cls(marker, sampler)
-
-    def __enter__(self) -> "EcnLoop":
-        self.marker.start()
-        try:
-            self.sampler.start()
-        except BaseException:
-            self.marker.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        try:
-            self.sampler.stop()
-        finally:
-            self.marker.stop()

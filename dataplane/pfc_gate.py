@@ -1,7 +1,7 @@
 """PFC actuator: pause and resume the lossless class of one egress interface (netlink from the controller).
 
 DESIGN.md "Facts measured for congestion handling": the lossless class of
-:mod:`testbed.emulation.queues.htb_classes` is an HTB class with a tbf leaf.
+:mod:`dataplane.queues.htb_classes` is an HTB class with a tbf leaf.
 
 - **pause**: the tbf leaf's rate becomes 1 byte/s (``rate 8bit``) with a
   bucket of one full frame: nothing of the class leaves, nothing is dropped
@@ -32,6 +32,9 @@ import socket
 import struct
 import time
 from typing import Optional
+
+from dataplane.queues import htb_classes
+from dataplane.queues.htb_bfifo import burst_bytes_for
 
 ETH_P_LOCAL_EXP = 0x88B5
 #: while paused: 1 byte/s (8 bit/s)
@@ -117,9 +120,6 @@ class ClassGate:
 
     def __init__(self, ipr, nl: Netlink, kick_sock, ifname: str, class_index: int, rate_bps: float,
                  mtu_bytes: int, limit_bytes: int):
-        from testbed.emulation.queues import htb_classes
-        from testbed.emulation.queues.htb_bfifo import burst_bytes_for
-
         self.ifname = ifname
         self._nl, self._sock = nl, kick_sock
         index = ipr.link_lookup(ifname=ifname)[0]

@@ -22,22 +22,22 @@ tick took 170 ms once, holding the port paused that much longer), a chain per po
 """
 from __future__ import annotations
 
-from testbed.emulation.ecn_marker import _COUNTER_RE, _Nft
-from testbed.naming import check_run_id
+from dataplane.nft import COUNTER_RE, Nft
+from topology.naming import check_run_id
 
 
 class WatchdogDrop:
     """Drop rules for the lossless class (``dscp``) on switch egress ports of run ``run_id`` (module doc).
 
     :meth:`drop` / :meth:`release` per port; :attr:`dropped` port -> (packets, bytes) of every closed
-    drop, plus open ones after :meth:`stop`. Raises NftError (testbed.emulation.ecn_marker) when nft
+    drop, plus open ones after :meth:`stop`. Raises NftError (dataplane.nft) when nft
     refuses a batch, OSError when the veth pair cannot be made."""
 
     def __init__(self, run_id: str, dscp: int = 26):
         self.table = f"{check_run_id(run_id)}wdog"
         self.hole = (f"{run_id}wdh", f"{run_id}wdhb")
         self.dscp = int(dscp)
-        self._nft = _Nft()
+        self._nft = Nft()
         self._index: dict[str, int] = {}
         self.active: set[str] = set()
         self.dropped: dict[str, tuple[int, int]] = {}
@@ -85,7 +85,7 @@ class WatchdogDrop:
 
     def _read(self) -> dict[str, tuple[int, int]]:
         out = self._nft.run(f"list counters table netdev {self.table}")
-        return {name: (int(p), int(b)) for name, p, b in _COUNTER_RE.findall(out)}
+        return {name: (int(p), int(b)) for name, p, b in COUNTER_RE.findall(out)}
 
     @property
     def dropped_pkts(self) -> int:
