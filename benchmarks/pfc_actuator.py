@@ -36,7 +36,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dataplane.pfc_gate import ClassGate, Netlink, kick_socket  # noqa: E402
+from dataplane.pfc_gate import ClassGate, kick_socket  # noqa: E402
+from dataplane.rtnetlink import Netlink  # noqa: E402
 from dataplane.queues import QueueConfig, get  # noqa: E402
 from dataplane.queues.base import TrafficClass  # noqa: E402
 from testbed.host.runlock import RunLock  # noqa: E402

@@ -10,6 +10,7 @@ library, numpy, pandas, pyroute2), never ``controllers`` or ``testbed``
 - :mod:`dataplane.ecn_policy`: the RED marking curve and the per-port marking decision (pure);
 - :mod:`dataplane.ecn_marker`: the nftables egress rules that mark CE with that probability;
 - :mod:`dataplane.pfc_gate`: pause and resume of a traffic class's tbf leaf (raw netlink) plus the kick frame;
+- :mod:`dataplane.rtnetlink`: prebuilt tc change requests on a raw NETLINK_ROUTE socket (PFC gate, clock wander);
 - :mod:`dataplane.pfc_frames`: IEEE 802.1Qbb PFC frames sent from a switch port;
 - :mod:`dataplane.pfc_watchdog_drop`: the PFC watchdog's drop rules for a port in storm;
 - :mod:`dataplane.nft`: running nftables batches, reading named counters, a run's leftover tables;

@@ -120,7 +120,8 @@ class CongestionLoop:
         from pyroute2 import IPRoute
 
         from dataplane.pfc_frames import PfcSender
-        from dataplane.pfc_gate import ClassGate, Netlink, kick_socket
+        from dataplane.pfc_gate import ClassGate, kick_socket
+        from dataplane.rtnetlink import Netlink
 
         by_ns: Dict[Optional[str], tuple] = {}
         for ingress in self.policy.paused:
@@ -149,7 +150,8 @@ class CongestionLoop:
         from pyroute2 import IPRoute
 
         from controllers.congestion.rx_pauses import RxPauses, frame_socket
-        from dataplane.pfc_gate import ClassGate, Netlink, kick_socket
+        from dataplane.pfc_gate import ClassGate, kick_socket
+        from dataplane.rtnetlink import Netlink
         from dataplane.pfc_watchdog_drop import WatchdogDrop
 
         if None not in by_ns:
