@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dataplane.atomic_files import write_csv, write_json
 from testbed.results import tables as results
 from traffic import collectives
 
@@ -72,10 +73,10 @@ def test_p99_needs_100_and_p999_1000_samples(n, p99, p999):
 def test_blank_percentiles_alike_in_csv_json_and_printed_table(tmp_path):
     sizes = pd.concat([results.size_table(_ops(C09, size=65536), 8, 10e6),
                        results.size_table(_ops(np.arange(1, 101, dtype=float), size=1 << 20), 8, 10e6)])
-    results.write_csv(sizes, tmp_path / "sizes.csv")
+    write_csv(sizes, tmp_path / "sizes.csv")
     csv = pd.read_csv(tmp_path / "sizes.csv")
     assert csv["p99_us"].isna().tolist() == [True, False] and csv["p999_us"].isna().all()
-    results.write_json(tmp_path / "summary.json", {"sizes": results.size_rows_json(sizes)})
+    write_json(tmp_path / "summary.json", {"sizes": results.size_rows_json(sizes)})
     js = json.loads((tmp_path / "summary.json").read_text())["sizes"]
     assert [(r["count"], r["p50_us"], r["p99_us"], r["p999_us"]) for r in js] == [(5, 102.0, None, None),
                                                                                   (100, 50.0, 99.0, None)]
