@@ -151,8 +151,8 @@ class CongestionLoop:
 
         from controllers.congestion.rx_pauses import RxPauses, frame_socket
         from dataplane.pfc_gate import ClassGate, kick_socket
-        from dataplane.rtnetlink import Netlink
         from dataplane.pfc_watchdog_drop import WatchdogDrop
+        from dataplane.rtnetlink import Netlink
 
         if None not in by_ns:
             by_ns[None] = (IPRoute(), Netlink(None), kick_socket(None))
