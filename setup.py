@@ -6,7 +6,7 @@ setup(
     description="Packet-level testbed for AI training cluster networks: "
     "Mininet spine-leaf fabric, os-ken controller, RoCEv2-style collectives.",
     python_requires=">=3.9",
-    packages=find_packages(include=["testbed*", "controllers*", "traffic*", "topology*"]),
+    packages=find_packages(include=["testbed*", "controllers*", "dataplane*", "traffic*", "topology*"]),
     # every third-party package topology/, traffic/, controllers/ and testbed/ import (Mininet, Open
     # vSwitch and python3-nftables come from the distribution: scripts/install); pins: requirements.txt
     install_requires=[

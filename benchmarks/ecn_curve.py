@@ -3,8 +3,8 @@
 One leaf, three hosts: h1 and h2 send into h3 at their full 10 Mbit/s, so the
 leaf's port toward h3 is overloaded 2:1. For each target backlog its lossless
 class buffer (tbf limit) is set to that target, the queue stays full just
-below it, and the nftables marker (testbed.emulation.ecn_marker, policy
-controllers.congestion.ecn) marks ECT packets of the lossless class from the
+below it, and the nftables marker (dataplane.ecn_marker, policy
+dataplane.ecn_policy) marks ECT packets of the lossless class from the
 1 ms samples of that class's backlog. Method: benchmarks.instruments.ecn_curve.
 
 Prints one row per point: limit, mean sampled backlog, the RED formula at that
@@ -31,7 +31,7 @@ from benchmarks.instruments.ecn_curve import EcnLoop, congested_port, fabric_spe
 from testbed.emulation.fabric import Fabric
 from testbed.host.capabilities import probe
 from testbed.host.runlock import RunLock
-from testbed.naming import new_run_id
+from topology.naming import new_run_id
 from testbed.spec.scenario import parse_scenario
 
 KMIN_BYTES, KMAX_BYTES, PMAX = 10_000, 50_000, 0.5

@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))  # this tree's packages and benchmarks.instruments
 from benchmarks.instruments.flow_shares import raw_weight_group, uplink_flow_shares
 from testbed.emulation.fabric import Fabric
 from testbed.host.runlock import RunLock
-from testbed.naming import new_run_id
+from topology.naming import new_run_id
 from testbed.spec.scenario import parse_scenario
 
 

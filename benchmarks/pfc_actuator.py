@@ -1,4 +1,4 @@
-"""PFC actuator latency: pause and resume of the lossless class's tbf leaf (controllers/congestion/gate.py).
+"""PFC actuator latency: pause and resume of the lossless class's tbf leaf (dataplane/pfc_gate.py).
 
 A veth pair (named with a fresh run id, removed at the end) gets the
 ``htb_classes`` queues of a 10 Mbit/s switch port (150 KB lossless buffer). A
@@ -7,7 +7,7 @@ small send buffer sends 1042-byte IPv4/UDP frames with DSCP 26 out of one
 end (like a sender that blocks when its NIC queue is full); another thread
 stamps every frame arriving at the other end. Then ``--cycles`` times:
 pause (hold for ``--pause-ms``), resume (open for ``--open-ms``), each through
-the same :class:`~controllers.congestion.gate.ClassGate` the controller's loop uses.
+the same :class:`~dataplane.pfc_gate.ClassGate` the controller's loop uses.
 
 Printed, p50 / p99 / max:
 
@@ -36,11 +36,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from controllers.congestion.gate import ClassGate, Netlink, kick_socket  # noqa: E402
-from testbed.emulation.queues import QueueConfig, get  # noqa: E402
-from testbed.emulation.queues.base import TrafficClass  # noqa: E402
+from dataplane.pfc_gate import ClassGate, kick_socket  # noqa: E402
+from dataplane.rtnetlink import Netlink  # noqa: E402
+from dataplane.queues import QueueConfig, get  # noqa: E402
+from dataplane.queues.base import TrafficClass  # noqa: E402
 from testbed.host.runlock import RunLock  # noqa: E402
-from testbed.naming import new_run_id  # noqa: E402
+from topology.naming import new_run_id  # noqa: E402
 
 RATE_BPS, MTU, BUFFER = 10e6, 1500, 150_000
 ETH_P_ALL = 0x0003

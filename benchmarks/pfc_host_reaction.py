@@ -28,10 +28,10 @@ from benchmarks.instruments.pfc_host_reaction import (LINK_BPS, capture, expiry_
                                                       streaming)
 from testbed.emulation.agents import AgentGroup, transport_params
 from testbed.emulation.fabric import Fabric
-from testbed.emulation.pfc_frames import PfcSender, send_pfc
+from dataplane.pfc_frames import PfcSender, send_pfc
 from testbed.host.capabilities import probe
 from testbed.host.runlock import RunLock
-from testbed.naming import new_run_id
+from topology.naming import new_run_id
 from traffic.wire.pfc import LOSSLESS_PRIORITY, quanta_for_s
 
 

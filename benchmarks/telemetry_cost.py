@@ -1,4 +1,4 @@
-"""Cost of sampling qdisc counters: pyroute2 parsing vs testbed.measure.telemetry's decoder.
+"""Cost of sampling qdisc counters: pyroute2 parsing vs dataplane.qdisc_sampler's decoder.
 
 Builds 24 veth pairs ``tbbe01v<N>a``/``tbbe01v<N>b`` in the root namespace, shapes
 the ``a`` ends with :func:`testbed.emulation.htb_bfifo.shape_egress` (HTB + bfifo, as on
@@ -8,8 +8,8 @@ switch ports), then prints
   (1) ``IPRoute().get_qdiscs()`` (full pyroute2 parsing),
   (2) a raw socket + pyroute2 ``Marshal`` with a lean tcmsg class mapping only
       TCA_KIND and TCA_STATS2/{BASIC,QUEUE}, skipping unwatched messages first,
-  (3) ``testbed.measure.telemetry.QdiscDumper`` (struct decoder);
-* the CPU % of one core used by the :class:`~testbed.measure.telemetry.QdiscSampler`
+  (3) ``dataplane.qdisc_sampler.QdiscDumper`` (struct decoder);
+* the CPU % of one core used by the :class:`~dataplane.qdisc_sampler.QdiscSampler`
   thread at 1 ms and 10 ms periods, with achieved sample counts.
 
 Every interface it creates is deleted in ``finally``. Needs root.
@@ -25,8 +25,8 @@ import time
 from pyroute2 import IPRoute
 from pyroute2.netlink import NLM_F_DUMP, NLM_F_REQUEST, nla, nlmsg
 
-from testbed.emulation.queues import htb_bfifo
-from testbed.measure import telemetry
+from dataplane.queues import htb_bfifo
+from dataplane import qdisc_sampler
 from testbed.host.runlock import RunLock
 
 PREFIX = "tbbe01"
@@ -54,7 +54,7 @@ class _LeanTcmsg(nlmsg):
 
 
 def _lean_pyroute2_dump(sock: socket.socket, want: set[int], buf: bytearray) -> list:
-    sock.send(struct.pack("=IHHII", 36, telemetry.RTM_GETQDISC, NLM_F_REQUEST | NLM_F_DUMP, 1, 0)
+    sock.send(struct.pack("=IHHII", 36, qdisc_sampler.RTM_GETQDISC, NLM_F_REQUEST | NLM_F_DUMP, 1, 0)
               + struct.pack("=BBHiIII", 0, 0, 0, 0, 0, 0, 0))
     out = []
     while True:
@@ -63,11 +63,11 @@ def _lean_pyroute2_dump(sock: socket.socket, want: set[int], buf: bytearray) -> 
         off = 0
         while off < n:
             length, mtype = struct.unpack_from("=IH", data, off)
-            if mtype == telemetry.NLMSG_DONE:
+            if mtype == qdisc_sampler.NLMSG_DONE:
                 return out
-            if mtype == telemetry.RTM_NEWQDISC:
+            if mtype == qdisc_sampler.RTM_NEWQDISC:
                 ifindex, _h, parent = struct.unpack_from("=iII", data, off + 20)
-                if parent == telemetry.TC_H_ROOT and ifindex in want:
+                if parent == qdisc_sampler.TC_H_ROOT and ifindex in want:
                     msg = _LeanTcmsg(data, offset=off)
                     msg.decode()
                     st = msg.get_attr("TCA_STATS2")
@@ -114,13 +114,13 @@ def _bench(args, names: list[str], lock: RunLock) -> None:
         sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
         sock.bind((0, 0))
         buf = bytearray(1 << 16)
-        dumper = telemetry.QdiscDumper(indexes)
+        dumper = qdisc_sampler.QdiscDumper(indexes)
         row = [-1] * (5 * len(indexes))
         want = set(indexes)
         results = [
             ("pyroute2 IPRoute.get_qdiscs() full parsing", lambda: list(ipr.get_qdiscs())),
             ("pyroute2 lean tcmsg class, pre-filtered", lambda: _lean_pyroute2_dump(sock, want, buf)),
-            ("testbed.measure.telemetry.QdiscDumper (struct)", lambda: dumper.dump_into(row)),
+            ("dataplane.qdisc_sampler.QdiscDumper (struct)", lambda: dumper.dump_into(row)),
         ]
         for label, fn in results:
             print(f"  {label:48s} {_cpu_per_call_ms(fn):7.3f} ms CPU per dump")
@@ -128,7 +128,7 @@ def _bench(args, names: list[str], lock: RunLock) -> None:
         sock.close()
 
         for period_s in (0.001, 0.01):
-            with telemetry.QdiscSampler(names, period_s) as s:
+            with qdisc_sampler.QdiscSampler(names, period_s) as s:
                 time.sleep(args.seconds)
             expected = s.wall_s / period_s
             print(f"  sampler period {period_s * 1e3:4.0f} ms: thread CPU {s.cpu_pct:5.1f}% of one core, "

@@ -53,10 +53,7 @@ Runs under os-ken (``python -m controllers.run --config-file controller.conf
 """
 from __future__ import annotations
 
-import json
 import logging
-import os
-import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -82,6 +79,7 @@ from controllers.ryu_api import (
     packet,
     set_ev_cls,
 )
+from dataplane.atomic_files import write_json
 from topology.model import Layout, load
 
 LOG = logging.getLogger(__name__)
@@ -380,27 +378,7 @@ class FabricRoutingApp(AdaptiveMixin, FailoverMixin, BaseApp):
 
     def _write_ready(self) -> None:
         report = self.ready_report()
-        write_json_atomic(self.ready_file, contract.encode(report))
+        write_json(self.ready_file, contract.encode(report))
         LOG.info("wrote %s: %d switches, %d flows, %d groups, %d errors",
                  self.ready_file, len(report.dpids), report.flows, report.groups, len(report.errors))
 
-
-def write_json_atomic(path: str, doc: Any) -> None:
-    """Write ``doc`` as JSON to ``path`` via a temp file in the same directory
-    and ``os.replace``, so readers never see a partial file. Raises OSError."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".ready-", dir=directory)
-    try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "w") as fh:
-            json.dump(doc, fh, indent=1, sort_keys=True)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise

@@ -142,7 +142,7 @@ def _run(args, build_spec) -> int:
 def _cmd_clean(args) -> int:
     _require_root("clean")
     from testbed.host.cleanup import clean
-    from testbed.naming import check_run_id
+    from topology.naming import check_run_id
 
     for rid in args.run_ids:
         try:

@@ -33,9 +33,9 @@ from mininet.log import setLogLevel
 
 from testbed import signals
 
-#: tbf rate of a paused lossless class (controllers.congestion.gate: 1 byte/s)
+#: tbf rate of a paused lossless class (dataplane.pfc_gate: 1 byte/s)
 PAUSED_RATE_BPS = 8
-#: class names of htb_classes' tbf leaves, by handle (testbed.emulation.queues.htb_classes.leaf_handle)
+#: class names of htb_classes' tbf leaves, by handle (dataplane.queues.htb_classes.leaf_handle)
 CLASS_BY_LEAF = {"10:": "control", "20:": "lossless", "30:": "lossy"}
 TESTBED_COMMANDS = ("queues", "ecmp", "pauses", "collective")
 

@@ -65,12 +65,12 @@ from testbed.measure.capture import captures_for
 from testbed.measure.cpu import CpuIdleMonitor
 from testbed.measure.drops import DropSnapshot
 from testbed.measure.send_buffer import RunRefused, check_run_send_buffer
-from testbed.measure.telemetry import QdiscSampler
+from dataplane.qdisc_sampler import QdiscSampler
 from testbed.emulation.agents import AgentGroup, transport_params
 from testbed.emulation import congestion_conf, controller_proc
 from testbed.emulation.fabric import Fabric
 from testbed.emulation.faults import FaultScheduler
-from testbed.naming import new_run_id
+from topology.naming import new_run_id
 from testbed.plan import PlannedOp
 from testbed.host.runlock import RunLock
 from testbed.results import manifest, summary as results_summary

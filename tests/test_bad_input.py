@@ -117,7 +117,7 @@ def _created_by_us(before: dict, after: dict, our_pid: int) -> dict:
     whose state file names another process; objects that vanish within 2 s
     belong to someone's short-lived probe (nothing would remove ours).
     """
-    from testbed.naming import run_id_of
+    from topology.naming import run_id_of
     from testbed.host.runlock import is_live, known_runs, read_state
 
     def new_objects(snap):

@@ -6,7 +6,7 @@ import subprocess
 import pytest
 
 from testbed.host.capabilities import QDISCS, TOOLS, Capabilities, Feature, format_report, probe
-from testbed.naming import new_run_id
+from topology.naming import new_run_id
 
 
 def _caps(**overrides) -> Capabilities:

@@ -96,7 +96,7 @@ def test_cli_parses_ovs_ofctl_groups_and_bucket_stats():
 
 
 def test_cli_names_htb_classes_leaves_and_reads_a_paused_rate():
-    from testbed.emulation.queues.htb_classes import leaf_handle
+    from dataplane.queues.htb_classes import leaf_handle
     from testbed.interactive import CLASS_BY_LEAF, PAUSED_RATE_BPS, leaf_class_name, tbf_rate_bps
 
     assert [f"{leaf_handle(i) >> 16:x}:" for i in range(3)] == list(CLASS_BY_LEAF)

@@ -16,7 +16,7 @@ import pytest
 
 from testbed import cli
 from testbed.host.cleanup import CleanReport, RunCleanup, clean, process_run_ids
-from testbed.naming import new_run_id
+from topology.naming import new_run_id
 from testbed.host.runlock import RunLock
 
 TESTBED = Path(sys.executable).parent / "testbed"  # the venv's console script
@@ -391,7 +391,7 @@ def test_clean_warns_and_skips_bridges_when_ovs_unreachable(tmp_path, monkeypatc
         env_dir = tmp_path / "ovs-run"  # an empty OVS run dir: ovs-vsctl cannot connect
         env_dir.mkdir()
         monkeypatch.setenv("OVS_RUNDIR", str(env_dir))
-        monkeypatch.setattr("testbed.naming.STATE_DIR", tmp_path)
+        monkeypatch.setattr("testbed.host.runlock.STATE_DIR", tmp_path)
         rep = clean([rid], grace_s=1.0)
         assert any("OVS is not reachable" in w for w in rep.warnings), rep.warnings
         assert rep.runs[0].counts()["processes"] == 1

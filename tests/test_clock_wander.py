@@ -4,8 +4,9 @@ import struct
 
 import pytest
 
+from dataplane.skb_marks import SECOND_PASS_MARK
 from testbed.emulation.clock_wander import LEVELS, ClockWander, band_bps, htb_class_change_msg, step_s
-from testbed.emulation.switch_tail_drop import CHAIN_PRIORITY, SECOND_PASS_MARK, ruleset, table_name
+from testbed.emulation.switch_tail_drop import CHAIN_PRIORITY, ruleset, table_name
 from testbed.spec.scenario import ScenarioError, parse_scenario
 
 

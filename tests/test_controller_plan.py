@@ -28,8 +28,9 @@ from topology import routing as R
 from topology import spine_leaf
 from testbed.emulation.controller_proc import write_conf
 from controllers import contract
-from controllers.app import CONF_GROUP, FabricRoutingApp, write_json_atomic
+from controllers.app import CONF_GROUP, FabricRoutingApp
 from controllers.contract import ControllerSettings, FailoverSettings, LoadBalanceSettings
+from dataplane.atomic_files import write_json
 from controllers.ofmsg import build_flow_mod, build_group_mod
 from controllers.ryu_api import (
     DEAD_DISPATCHER,
@@ -200,7 +201,7 @@ def test_proxy_arp_answers_known_hosts_only(topo):
 
 def test_ready_file_written_atomically(tmp_path):
     path = tmp_path / "ready.json"
-    write_json_atomic(str(path), {"dpids": [1], "flows": 3, "groups": 0, "errors": []})
+    write_json(str(path), {"dpids": [1], "flows": 3, "groups": 0, "errors": []})
     assert json.loads(path.read_text()) == {"dpids": [1], "flows": 3, "groups": 0, "errors": []}
     assert [p.name for p in tmp_path.iterdir()] == ["ready.json"]
 

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from controllers.congestion.ecn import MarkingPolicy, RedCurve, quantize
-from testbed.emulation import queues
-from testbed.emulation.ecn_marker import NftEcnMarker, table_name
-from testbed.emulation.queues.base import QueueConfig, TrafficClass
+from dataplane.ecn_policy import MarkingPolicy, RedCurve, quantize
+from dataplane import queues
+from dataplane.ecn_marker import NftEcnMarker, table_name
+from dataplane.queues.base import QueueConfig, TrafficClass
 from testbed.spec.scenario import ScenarioError, parse_scenario
 
 SIZES = {"sizes": {"min_bytes": 65536, "max_bytes": 65536}}

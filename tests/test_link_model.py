@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from testbed.emulation.queues import htb_bfifo
+from dataplane.queues import htb_bfifo
 from testbed.measure import timing
 from testbed.spec.scenario import ScenarioError, parse_scenario
 

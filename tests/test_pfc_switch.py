@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from controllers.congestion.gate import kick_frame
+from dataplane.pfc_gate import kick_frame
 from controllers.congestion.pfc import PfcPolicy, feeds, headroom_bytes, upstreams, worst_case_bytes
 from testbed.results.congestion import congestion_block, pfc_ports
 from testbed.spec.scenario import ScenarioError, parse_scenario

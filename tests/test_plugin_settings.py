@@ -6,7 +6,7 @@ import pytest
 
 from testbed.emulation import queues
 from testbed.emulation.agents import transport_params
-from testbed.emulation.queues.htb_bfifo import HtbBfifo
+from dataplane.queues.htb_bfifo import HtbBfifo
 from testbed.spec.scenario import ScenarioError, parse_scenario
 from testbed.spec.transport import congestion_control_manifest
 from traffic import protocol

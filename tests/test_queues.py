@@ -1,4 +1,4 @@
-"""Queue backends registry (testbed.emulation.queues): lookup, refusals, and htb_bfifo's tc requests.
+"""Queue backends registry (dataplane.queues): lookup, refusals, and htb_bfifo's tc requests.
 
 The requests are compared with the literal netlink requests the fabric sent
 before the registry existed (testbed/emulation/shaping.py); the kernel side is
@@ -6,10 +6,10 @@ tested in tests/integration/test_shaping_telemetry.py. No root needed.
 """
 import pytest
 
-from testbed.emulation import queues
-from testbed.emulation.queues import htb_bfifo
-from testbed.emulation.queues.base import QueueConfig, RedCurve, TrafficClass
-from testbed.measure import telemetry
+from dataplane import queues
+from dataplane.queues import htb_bfifo
+from dataplane.queues.base import QueueConfig, RedCurve, TrafficClass
+from dataplane import qdisc_sampler
 from testbed.spec.scenario import ScenarioError, parse_scenario
 
 SIZES = {"sizes": {"min_bytes": 65536, "max_bytes": 65536}}
@@ -33,7 +33,7 @@ def test_scenario_refuses_an_unknown_backend_before_anything_is_built():
 
 
 def test_sampler_reads_the_root_qdisc_named_by_the_backend():
-    assert queues.get("htb_bfifo").sampled_parent == telemetry.TC_H_ROOT == 0xFFFFFFFF
+    assert queues.get("htb_bfifo").sampled_parent == qdisc_sampler.TC_H_ROOT == 0xFFFFFFFF
 
 
 @pytest.mark.parametrize("rate_bps,buffer_bytes,mtu,rate_Bps,burst,quantum", [

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from testbed.host import runlock
-from testbed.naming import new_run_id
+from topology.naming import new_run_id
 from testbed.host.runlock import RunLock, RunLockError, is_live, known_runs, read_state
 
 
@@ -83,6 +83,6 @@ def test_lock_held_by_other_process_then_killed(tmp_path):
 
 
 def test_state_dir_follows_naming(monkeypatch, tmp_path):
-    monkeypatch.setattr("testbed.naming.STATE_DIR", tmp_path)
+    monkeypatch.setattr("testbed.host.runlock.STATE_DIR", tmp_path)
     assert runlock.state_dir() == tmp_path
     assert known_runs() == []

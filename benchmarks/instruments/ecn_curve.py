@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from testbed.emulation.ecn_marker import NftEcnMarker
+    from dataplane.ecn_marker import NftEcnMarker
 
 #: the repository root: host-side runs (``python -m benchmarks.instruments.ecn_curve``) start there
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,7 +45,7 @@ SNDBUF_BYTES = 16_384
 
 class EcnLoop:
     """A marking loop in THIS process: a 1 ms sampler of the marked class's leaf on every switch port,
-    feeding :class:`testbed.emulation.ecn_marker.NftEcnMarker` (context manager), for this measurement,
+    feeding :class:`dataplane.ecn_marker.NftEcnMarker` (context manager), for this measurement,
     which reads its samples while it runs. A run's loop is the controller's (controllers/congestion/loop.py).
     :meth:`for_run` builds it from a scenario, or returns None when ``congestion.ecn`` is absent."""
 
@@ -58,9 +58,9 @@ class EcnLoop:
     @classmethod
     def for_run(cls, spec, run_id: str, ports: list[str], backend) -> "EcnLoop | None":
         """``spec``: the ScenarioSpec; ``ports``: switch ports; ``backend``: the fabric's queue backend."""
-        from controllers.congestion.ecn import MarkingPolicy
-        from testbed.emulation.ecn_marker import NftEcnMarker
-        from testbed.measure.telemetry import QdiscSampler
+        from dataplane.ecn_policy import MarkingPolicy
+        from dataplane.ecn_marker import NftEcnMarker
+        from dataplane.qdisc_sampler import QdiscSampler
         from testbed.spec.congestion import CLASS_NAMES, DSCP_LOSSLESS
 
         ecn = spec.congestion.ecn
@@ -147,8 +147,8 @@ def set_class_limit(port: str, limit_bytes: int, rate_bps: float, mtu_bytes: int
     """Set the tbf ``limit`` of class ``class_index`` on switch port ``port`` (root namespace)."""
     from pyroute2 import IPRoute
 
-    from testbed.emulation.queues import htb_classes
-    from testbed.emulation.queues.htb_bfifo import burst_bytes_for
+    from dataplane.queues import htb_classes
+    from dataplane.queues.htb_bfifo import burst_bytes_for
 
     with IPRoute() as ipr:
         index = ipr.link_lookup(ifname=port)[0]
@@ -188,7 +188,7 @@ def measure_point(fab, loop, senders, receiver, port: str, limit_bytes: int, sec
     q = frame[(frame["port"] == port) & (frame["time_ns"] >= t_warm_ns) & (frame["time_ns"] <= t_end_ns)]
     backlog = q["backlog_bytes"].to_numpy(dtype=float)
     curve, step = loop.marker.policy.curve, loop.marker.policy.step
-    from controllers.congestion.ecn import quantize
+    from dataplane.ecn_policy import quantize
     mean = float(backlog.mean()) if len(backlog) else float("nan")
     return {"limit_bytes": int(limit_bytes), "backlog_mean_bytes": round(mean, 1),
             "backlog_p5_bytes": float(np.percentile(backlog, 5)) if len(backlog) else None,

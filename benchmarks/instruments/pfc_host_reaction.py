@@ -3,7 +3,7 @@
 Set-up shared by ``tests/integration/test_pfc_host.py`` and ``benchmarks/pfc_host_reaction.py``: one
 leaf, two hosts at 10 Mbit/s (path MTU 4096) streaming to each other (a 2-rank ring all-reduce, real
 agents and QPs), tcpdump at h1's end of its link, PFC frames sent from the leaf's port toward h1
-(:mod:`testbed.emulation.pfc_frames`). Frames sent past the qdisc skip the sending interface's packet
+(:mod:`dataplane.pfc_frames`). Frames sent past the qdisc skip the sending interface's packet
 taps, so the capture runs in h1's namespace, where they arrive.
 
 For each pause, from the capture (one clock: pcap timestamps are CLOCK_REALTIME in every namespace):

@@ -1,8 +1,8 @@
-"""Congestion handling of the controller (issue 7): pure policies, their actuators, and the loop that runs them.
+"""Congestion handling of the controller: pure policies and the loop that runs them.
 
-Policies (pure, no kernel access): :mod:`controllers.congestion.ecn` (the RED marking curve and the per-port
-marking decision), :mod:`controllers.congestion.pfc` (ingress attribution, Xoff/Xon, headroom),
-:mod:`controllers.congestion.watchdog` (the PFC watchdog: storm detection, drop action, restore).
-Actuator: :mod:`controllers.congestion.gate` (pause/resume of a class over netlink). The loop:
+Policies (pure, no kernel access): :mod:`controllers.congestion.pfc` (ingress attribution, Xoff/Xon,
+headroom), :mod:`controllers.congestion.watchdog` (the PFC watchdog: storm detection, drop action, restore);
+the ECN marking policy is :mod:`dataplane.ecn_policy`, shared with the testbed. Actuators live in
+:mod:`dataplane` (the PFC gate, PFC frames, the ECN marker, the watchdog's drop rules). The loop:
 :mod:`controllers.congestion.loop` (a thread of the os-ken app: 1 ms sampler -> policies -> actuators).
 """

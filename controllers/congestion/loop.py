@@ -6,15 +6,15 @@ actuators act through netlink and nftables from this process (OpenFlow
 cannot pause a queue or mark by queue depth). Each tick:
 
 1. one ``RTM_GETQDISC`` dump of the lossless class's tbf leaf on every switch
-   port (:class:`testbed.measure.telemetry.QdiscSampler`, ``period_s``);
-2. ECN (``ecn`` set): the RED policy (:mod:`controllers.congestion.ecn`) and
-   the nftables marker (:class:`testbed.emulation.ecn_marker.NftEcnMarker`);
+   port (:class:`dataplane.qdisc_sampler.QdiscSampler`, ``period_s``);
+2. ECN (``ecn`` set): the RED policy (:mod:`dataplane.ecn_policy`) and
+   the nftables marker (:class:`dataplane.ecn_marker.NftEcnMarker`);
 3. PFC (``pfc`` set): the Xoff/Xon policy on the bytes charged to each ingress
    (:mod:`controllers.congestion.pfc`), pausing or resuming the lossless
-   class of the upstream device's egress toward it (:mod:`controllers.congestion.gate`:
+   class of the upstream device's egress toward it (:mod:`dataplane.pfc_gate`:
    a switch's port in the root namespace, a host's NIC in its namespace) and,
    toward a host, sending real PFC frames from the switch port
-   (:class:`testbed.emulation.pfc_frames.PfcSender`: one long-lived socket per
+   (:class:`dataplane.pfc_frames.PfcSender`: one long-lived socket per
    port, priority 3, refreshed at half the pause time while paused; opening and
    closing an AF_PACKET socket per frame took 16 ms here, an RCU grace period);
 4. PFC frames received from hosts (:mod:`controllers.congestion.rx_pauses`): honoured on the
@@ -69,7 +69,7 @@ class CongestionLoop:
 
     def __init__(self, conf: LoopSettings, layout):
         from controllers.congestion import pfc
-        from testbed.measure.telemetry import QdiscSampler
+        from dataplane.qdisc_sampler import QdiscSampler
 
         self.conf, self.layout = conf, layout
         self.results_dir = Path(conf.results_dir)
@@ -106,8 +106,8 @@ class CongestionLoop:
         return PfcWatchdog(detect_ms=wd.detect_ms, restore_ms=wd.restore_ms, mitigate=wd.enabled)
 
     def _marker(self):
-        from controllers.congestion.ecn import MarkingPolicy, RedCurve
-        from testbed.emulation.ecn_marker import NftEcnMarker
+        from dataplane.ecn_marker import NftEcnMarker
+        from dataplane.ecn_policy import MarkingPolicy, RedCurve
 
         e = self.conf.ecn
         policy = MarkingPolicy(RedCurve(e.kmin_bytes, e.kmax_bytes, e.pmax), self.ports, e.step)
@@ -119,8 +119,9 @@ class CongestionLoop:
         so a tick never waits for a namespace)."""
         from pyroute2 import IPRoute
 
-        from controllers.congestion.gate import ClassGate, Netlink, kick_socket
-        from testbed.emulation.pfc_frames import PfcSender
+        from dataplane.pfc_frames import PfcSender
+        from dataplane.pfc_gate import ClassGate, kick_socket
+        from dataplane.rtnetlink import Netlink
 
         by_ns: Dict[Optional[str], tuple] = {}
         for ingress in self.policy.paused:
@@ -148,9 +149,10 @@ class CongestionLoop:
         lossless egress, the frame socket, the watchdog's drop actuator."""
         from pyroute2 import IPRoute
 
-        from controllers.congestion.gate import ClassGate, Netlink, kick_socket
         from controllers.congestion.rx_pauses import RxPauses, frame_socket
-        from testbed.emulation.watchdog_drop import WatchdogDrop
+        from dataplane.pfc_gate import ClassGate, kick_socket
+        from dataplane.pfc_watchdog_drop import WatchdogDrop
+        from dataplane.rtnetlink import Netlink
 
         if None not in by_ns:
             by_ns[None] = (IPRoute(), Netlink(None), kick_socket(None))
@@ -230,7 +232,7 @@ class CongestionLoop:
 
     # ------------------------------------------------------------ the tick
     def _tick(self, time_ns: int, counters) -> None:
-        """``counters``: the sampler's int64 array, one row per port (testbed.measure.telemetry.COUNTERS)."""
+        """``counters``: the sampler's int64 array, one row per port (dataplane.qdisc_sampler.COUNTERS)."""
         if self.marker is not None:
             self.marker.on_sample(time_ns, counters)
         if self.policy is not None:
@@ -283,7 +285,7 @@ class CongestionLoop:
         """Write the result files (module doc); return congestion_loop.json's content."""
         import pandas as pd
 
-        from testbed.results.tables import write_csv
+        from dataplane.atomic_files import write_csv
 
         frame = self.sampler.to_frame()
         frame.insert(2, "class", "lossless")

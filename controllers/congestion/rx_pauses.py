@@ -14,9 +14,9 @@ emulated host link); a new frame reloads the timer, quanta 0 resumes at once, as
   about a period early or late), then per
   port: the demand goes to the PFC watchdog (key ``(port, 3, "rx")``) when configured, and what it
   says to honour to the port's own lossless egress: the tbf leaf held at 8 bit/s
-  (:class:`controllers.congestion.gate.ClassGate`, the actuator of switch pauses). A port in storm
+  (:class:`dataplane.pfc_gate.ClassGate`, the actuator of switch pauses). A port in storm
   is resumed and, when the watchdog mitigates, its lossless packets are dropped at egress
-  (:class:`testbed.emulation.watchdog_drop.WatchdogDrop`) until the watchdog restores it. What its
+  (:class:`dataplane.pfc_watchdog_drop.WatchdogDrop`) until the watchdog restores it. What its
   queue held then drains to the host (a real switch drops it), and its backlog is no longer charged
   to the ingresses feeding it (:meth:`RxPauses.uncharge_storms`), as a switch that discarded the queue
   frees its buffer: the pauses the storm spread upstream end at the detection.

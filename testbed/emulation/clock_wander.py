@@ -29,7 +29,7 @@ and the interface's name: a run is reproducible. Interfaces are redrawn one
 at a time, staggered over the step.
 
 Cost. One prebuilt ``RTM_NEWTCLASS`` message per change on a raw
-NETLINK_ROUTE socket per namespace (as the PFC gate, controllers.congestion.gate),
+NETLINK_ROUTE socket per namespace (dataplane.rtnetlink, as the PFC gate),
 5-10 us each measured on a veth; the quickstart (40 interfaces, 4 KiB frames,
 step 0.33 s at fraction 0.005) makes about 120 changes per second.
 
@@ -54,25 +54,17 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
+from dataplane.rtnetlink import RTM_NEWTCLASS, Netlink, nlattr, ratespec, tc_change_msg
 from testbed.lifecycle import StartStop
 
 log = logging.getLogger(__name__)
 
-# include/uapi/linux/{netlink,rtnetlink,pkt_sched}.h
-_RTM_NEWTCLASS, _NLM_F_REQUEST, _NLM_F_ACK = 40, 0x1, 0x4
-_TCA_KIND, _TCA_OPTIONS = 1, 2
+# include/uapi/linux/pkt_sched.h
 _TCA_HTB_PARMS, _TCA_HTB_RATE64, _TCA_HTB_CEIL64 = 1, 6, 7
-_TC_LINKLAYER_ETHERNET = 1
-_NLA_F_NESTED = 0x8000
 #: quantized rate levels per band: a draw picks one of them (prebuilt messages)
 LEVELS = 33
 #: redraws no faster than this (s) and no slower (the phases must still mix within a run)
 MIN_STEP_S, MAX_STEP_S = 0.02, 2.0
-
-
-def _attr(kind: int, payload: bytes) -> bytes:
-    raw = struct.pack("=HH", 4 + len(payload), kind) + payload
-    return raw + bytes(-len(raw) % 4)
 
 
 def htb_class_change_msg(ifindex: int, handle: int, parent: int, rate_bytes_s: int, burst_bytes: int,
@@ -82,17 +74,14 @@ def htb_class_change_msg(ifindex: int, handle: int, parent: int, rate_bytes_s: i
     (net/sched/sch_htb.c). ``rate_bytes_s`` > 0."""
     if rate_bytes_s <= 0:
         raise ValueError(f"rate_bytes_s={rate_bytes_s}: must be > 0")
-    rate32 = min(rate_bytes_s, 0xFFFFFFFF)
-    spec = struct.pack("=BBHhHI", 0, _TC_LINKLAYER_ETHERNET, 0, 0, 0, rate32)  # struct tc_ratespec
+    spec = ratespec(rate_bytes_s)
     ticks = min(0xFFFFFFFF, (burst_bytes * 10**9 // rate_bytes_s) >> 6)  # PSCHED_NS2TICKS
     opt = spec + spec + struct.pack("=IIIII", ticks, ticks, quantum_bytes, 0, 0)  # struct tc_htb_opt
-    opts = _attr(_TCA_HTB_PARMS, opt)
+    opts = nlattr(_TCA_HTB_PARMS, opt)
     if rate_bytes_s > 0xFFFFFFFF:
-        opts += _attr(_TCA_HTB_RATE64, struct.pack("=Q", rate_bytes_s)) + \
-            _attr(_TCA_HTB_CEIL64, struct.pack("=Q", rate_bytes_s))
-    body = struct.pack("=BBHiIII", 0, 0, 0, ifindex, handle, parent, 0) + _attr(_TCA_KIND, b"htb\0") \
-        + _attr(_TCA_OPTIONS | _NLA_F_NESTED, opts)
-    return struct.pack("=IHHII", 16 + len(body), _RTM_NEWTCLASS, _NLM_F_REQUEST | _NLM_F_ACK, 0, 0) + body
+        opts += nlattr(_TCA_HTB_RATE64, struct.pack("=Q", rate_bytes_s)) + \
+            nlattr(_TCA_HTB_CEIL64, struct.pack("=Q", rate_bytes_s))
+    return tc_change_msg(RTM_NEWTCLASS, ifindex, handle, parent, b"htb", opts)
 
 
 def step_s(fraction: float, frame_bytes: int, rate_bps: float) -> float:
@@ -155,8 +144,6 @@ class ClockWander(StartStop):
 
     def start(self) -> None:
         from pyroute2 import IPRoute
-
-        from controllers.congestion.gate import Netlink
 
         plan = []
         for i, ln in enumerate(self.links):

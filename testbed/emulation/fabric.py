@@ -11,7 +11,7 @@ OpenFlow 1.5, fail-mode secure), turn checksum/segmentation offloads off on
 every veth when the userspace datapath is used (it cannot fill in checksums),
 disable IPv6 in hosts (no neighbour-discovery noise), set every veth's MTU and
 every OVS port's ``mtu_request`` to ``fabric.mtu_bytes``, install every egress queue with
-the ``fabric.queue_backend`` (testbed.emulation.queues; rate, buffer and MTU), read every
+the ``fabric.queue_backend`` (dataplane.queues; rate, buffer and MTU), read every
 rate back (self-check), hand the controller's ECN/PFC loop its settings when the scenario has
 ``congestion.ecn`` or ``congestion.pfc`` (testbed.emulation.congestion_conf), and wait until the controller confirmed every
 switch's flows and groups with a barrier, then supervise the controller
@@ -38,7 +38,8 @@ NUD_PERMANENT = 0x80  # <linux/neighbour.h>
 
 from controllers.contract import TOPOLOGY_FILE, ControllerReady
 from testbed.host import cleanup
-from testbed.emulation import congestion_conf, queues
+from dataplane import queues
+from testbed.emulation import congestion_conf
 from testbed.emulation.controller_proc import ControllerProcess, controller_settings
 from testbed.emulation.controller_supervisor import ControllerSupervisor
 from traffic.clock import unix_ns
@@ -315,7 +316,7 @@ class Fabric(StartStop):
 
     def _wandering(self, netns: str | None, ifname: str, rate_bps: float, switch_port: bool) -> WanderingLink:
         """The clock wander's view of a shaper the backend just installed (class 1:1 under root 1:)."""
-        from testbed.emulation.queues.htb_bfifo import CLASS_HANDLE, ROOT_HANDLE, burst_bytes_for
+        from dataplane.queues.htb_bfifo import CLASS_HANDLE, ROOT_HANDLE, burst_bytes_for
         mtu = self.spec.fabric.mtu_bytes
         return WanderingLink(netns, ifname, rate_bps, switch_port, CLASS_HANDLE, ROOT_HANDLE,
                              burst_bytes_for(rate_bps, mtu), mtu + 14)

@@ -52,7 +52,7 @@ from typing import Optional
 
 from pyroute2 import IPRoute
 
-from testbed.emulation.ecn_marker import delete_table, nft_run
+from dataplane.nft import delete_table, nft_run
 from testbed.spec.faults import GRAY_LOSS_MOD, FaultSpec
 from topology.model import Layout, Link
 from traffic.clock import unix_ns

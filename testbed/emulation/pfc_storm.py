@@ -3,7 +3,7 @@
 A NIC that stops draining its receive buffer keeps sending IEEE 802.1Qbb XOFF for the lossless class
 and so keeps its switch port paused (the "PFC storm" of deployed RoCE fabrics, e.g. Guo et al., SIGCOMM
 2016, section 4.3). :class:`PfcStorm` makes one from the host's namespace: a
-:class:`testbed.emulation.pfc_frames.PfcSender` bound to the host's NIC sends a pause of priority 3
+:class:`dataplane.pfc_frames.PfcSender` bound to the host's NIC sends a pause of priority 3
 with 65535 quanta (3.36 s at 10 Mbit/s) and refreshes it at half its time (before it expires) for
 ``duration_s``; then the NIC "recovers" and sends one frame of quanta 0 (XON), as a NIC whose receive
 buffer drained does. The frames pass the NIC's qdisc (the MAC makes them) and reach the switch port,
@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 from typing import Optional
 
-from testbed.emulation.pfc_frames import LOSSLESS_PRIORITY, MAX_QUANTA, PfcSender
+from dataplane.pfc_frames import LOSSLESS_PRIORITY, MAX_QUANTA, PfcSender
 
 STORMS_FILE = "pfc_storms.csv"
 CSV_COLUMNS = ("fault", "host", "switch_port", "start_ns", "end_ns", "xoff_frames", "xon_frames")

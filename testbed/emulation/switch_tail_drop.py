@@ -42,12 +42,11 @@ dead run's (testbed.host.cleanup, like the ECN marker's tables).
 """
 from __future__ import annotations
 
-from testbed.emulation.ecn_marker import Nft, NftError
+from dataplane.nft import Nft, NftError
+from dataplane.skb_marks import SECOND_PASS_MARK
 from testbed.lifecycle import StartStop
-from testbed.naming import check_run_id
+from topology.naming import check_run_id
 
-#: skb mark of a frame's second pass ("tb" in ASCII, as the controller's flow cookie)
-SECOND_PASS_MARK = 0x7462
 #: the chain runs before the run's other netdev egress chains (ECN marker 0, faults 0, watchdog -1)
 CHAIN_PRIORITY = -100
 

@@ -11,7 +11,7 @@ from topology.model import Layout
 class FabricTopo(Topo):
     """Every switch (with its dpid), host (IP with the fabric prefix length, MAC) and link
     (with its port numbers; a host's further interfaces with their topology.model.Nic address
-    and prefix length) of ``layout``. No link shaping here: see testbed.emulation.queues."""
+    and prefix length) of ``layout``. No link shaping here: see dataplane.queues."""
 
     def build(self, layout: Layout) -> None:  # noqa: D102 (Mininet hook)
         prefix_len = ipaddress.IPv4Network(layout.fabric_prefix).prefixlen

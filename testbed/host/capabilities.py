@@ -33,7 +33,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
-from testbed.naming import check_run_id, new_run_id
+from topology.naming import check_run_id, new_run_id
 
 #: Qdiscs tried, in report order.
 QDISCS = ("htb", "tbf", "red", "netem", "prio", "fq_codel", "clsact")

@@ -1,7 +1,7 @@
 """Remove what dead runs left behind, and nothing else.
 
 An object belongs to run ``RID`` (``tb`` + 4 hex digits, see
-:mod:`testbed.naming`) when:
+:mod:`topology.naming`) when:
 
 - OVS bridge, root-namespace interface or named netns: its name is ``RID``
   followed by a lowercase letter (``tb3fa1l1``, ``tb3fa1h1-eth0``, ``tb3fa1probe``);
@@ -30,8 +30,8 @@ from pathlib import Path
 
 import psutil
 
-from testbed.emulation import ecn_marker
-from testbed.naming import RUN_ID_RE, check_run_id, run_id_of
+from dataplane import nft
+from topology.naming import RUN_ID_RE, check_run_id, run_id_of
 from testbed.host.runlock import is_live, known_runs, lock_path, state_path
 
 #: Processes never signalled, whatever matched them (last line of defence).
@@ -418,7 +418,7 @@ def _del_netns(names: list[str], warnings: list[str]) -> list[str]:
 
 
 def _del_tables(names: list[str], warnings: list[str]) -> list[str]:
-    return _remove_each(names, ecn_marker.delete_table, "nft table", ecn_marker.NftError, warnings)
+    return _remove_each(names, nft.delete_table, "nft table", nft.NftError, warnings)
 
 
 def _del_state(rid: str) -> list[str]:
@@ -456,7 +456,7 @@ def clean(
     wanted = None if run_ids is None else {check_run_id(r) for r in run_ids}
     report = CleanReport()
     found, bridges, _ = _discover(report.warnings)
-    tables = ecn_marker.leftover_tables()  # the ECN marker's netdev tables, <rid>ecn
+    tables = nft.leftover_tables()  # the runs' netdev tables (<rid>ecn, <rid>tail, ...)
     for rid in sorted(wanted if wanted is not None else set(found) | {run_id_of(t) for t in tables}):
         if not include_live and is_live(rid):
             report.skipped_live.append(rid)

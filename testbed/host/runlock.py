@@ -19,8 +19,10 @@ import sys
 import time
 from pathlib import Path
 
-from testbed import naming
-from testbed.naming import RUN_ID_RE, check_run_id
+from topology.naming import RUN_ID_RE, check_run_id
+
+#: Per-run lock and state files live here; a live run holds an flock on its lock.
+STATE_DIR = Path(os.environ.get("TESTBED_STATE_DIR", "/run/aifabric"))
 
 
 class RunLockError(RuntimeError):
@@ -28,8 +30,8 @@ class RunLockError(RuntimeError):
 
 
 def state_dir() -> Path:
-    """Return the directory holding lock and state files (``naming.STATE_DIR``)."""
-    return Path(naming.STATE_DIR)
+    """Return the directory holding lock and state files (:data:`STATE_DIR`)."""
+    return Path(STATE_DIR)
 
 
 def lock_path(run_id: str, directory: Path | None = None) -> Path:

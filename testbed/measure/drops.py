@@ -370,7 +370,7 @@ def _switch_queue_drops(ifnames: list[str]) -> dict[str, int]:
     """port -> cumulative drops of its root qdisc (root netns), read in one netlink dump."""
     if not ifnames:
         return {}
-    from testbed.measure.telemetry import COUNTERS, QdiscDumper
+    from dataplane.qdisc_sampler import COUNTERS, QdiscDumper
 
     dumper = QdiscDumper([socket.if_nametoindex(n) for n in ifnames])
     try:

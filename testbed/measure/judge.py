@@ -58,7 +58,7 @@ def judge_run(ctx: RunContext, rec: Recording, qps: pd.DataFrame, ports: pd.Data
     """
     fab = rec.fab
     # switch queue drops from the queue counters read before and after the traffic, not from sampler rows,
-    # and the PFC watchdog's drops (a switch feature: testbed.emulation.watchdog_drop)
+    # and the PFC watchdog's drops (a switch feature: dataplane.pfc_watchdog_drop)
     switch_drops = drops.queue_drops_delta(rec.drops_before, rec.drops_after) + watchdog_drops_pkts(ctx.run_dir)
     t = transport_totals(qps, [st.rx_pkts for st in rec.stats], switch_drops, ctx.transport.window_pkts)
     t["loss_recovery"] = ctx.transport.loss_recovery
@@ -110,7 +110,7 @@ def judge_controller(verdict: FidelityVerdict, report: dict, measured_until_ns: 
 
 
 def discount_kick_frames(counter_drops: dict[str, int], run_dir) -> dict[str, int]:
-    """Open vSwitch's pipeline drops less the PFC loop's kick frames (controllers/congestion/gate.py: sent on
+    """Open vSwitch's pipeline drops less the PFC loop's kick frames (dataplane/pfc_gate.py: sent on
     resume, dropped by the next switch on table miss, by design), at most down to 0."""
     from testbed.results.congestion import kick_frames
 

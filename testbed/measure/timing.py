@@ -3,7 +3,7 @@
 Link model (C17)
 ----------------
 Every egress (host NIC and switch port) is an HTB class at the link rate over
-a tail-drop FIFO (:mod:`testbed.emulation.queues.htb_bfifo`). HTB releases a frame as soon as the
+a tail-drop FIFO (:mod:`dataplane.queues.htb_bfifo`). HTB releases a frame as soon as the
 class holds non-negative tokens and charges the frame's serialization time
 (``frame_bytes * 8 / rate_bps``) afterwards (net/sched/sch_htb.c,
 ``htb_charge_class``), so:
@@ -65,7 +65,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from testbed.emulation.queues import htb_bfifo
+from dataplane.queues import htb_bfifo
 from testbed.spec.scenario import ScenarioError, ScenarioSpec
 from traffic import clock, wire
 from traffic.transport import ACK_FRAME_BYTES, wire_bytes
@@ -409,8 +409,8 @@ def judged_gaps(departures: pd.DataFrame, samples: pd.DataFrame, rate_bps: float
 
 def _burst_ns(frame_bytes: np.ndarray, rate_bps: float) -> float:
     """HTB's bucket depth in ns at ``rate_bps`` for the largest of ``frame_bytes``
-    (testbed.emulation.queues.htb_bfifo.burst_bytes_for)."""
-    from testbed.emulation.queues.htb_bfifo import burst_bytes_for
+    (dataplane.queues.htb_bfifo.burst_bytes_for)."""
+    from dataplane.queues.htb_bfifo import burst_bytes_for
     mtu = int(frame_bytes.max()) - 14 if len(frame_bytes) else 1500
     return burst_bytes_for(rate_bps, max(mtu, 68)) * 8e9 / rate_bps
 

@@ -486,7 +486,7 @@ def evaluate(
         cpu: :meth:`testbed.measure.cpu.CpuIdleMonitor.samples` (time_ns, idle_pct,
             min_cpu_idle_pct, cpu<N>_idle_pct...).
         drops: :func:`testbed.measure.drops.delta` of two snapshots (packets per key).
-        port_samples: :meth:`testbed.measure.telemetry.QdiscSampler.to_frame` of the
+        port_samples: :meth:`dataplane.qdisc_sampler.QdiscSampler.to_frame` of the
             switch ports (time_ns, port, tx_bytes, backlog_bytes, backlog_pkts, ...).
         port_rate_bps: port -> configured rate in bit/s; may also hold host
             names -> host link rate (used when ``host_tx`` has no link_bps).

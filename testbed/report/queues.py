@@ -1,4 +1,4 @@
-"""Queue depth plots from ports.csv (the qdisc sampler, testbed.measure.telemetry): a ports x time heatmap
+"""Queue depth plots from ports.csv (the qdisc sampler, dataplane.qdisc_sampler): a ports x time heatmap
 of the whole fabric and lines for the busiest ports.
 
 Each cell is the largest backlog sampled in its time bin (so a short burst is

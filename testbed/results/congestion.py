@@ -19,7 +19,6 @@ from pathlib import Path
 import pandas as pd
 
 from testbed.results.rundir import RunDir
-from controllers.contract import LOOP_RESULT_FILE as RESULT_FILE
 
 
 def pfc_doc(run_dir: Path) -> dict:
@@ -35,7 +34,7 @@ def kick_frames(run_dir: Path) -> int:
 
 
 def watchdog_drops_pkts(run_dir: Path) -> int:
-    """Lossless packets the PFC watchdog's drop action took (testbed.emulation.watchdog_drop; 0 without)."""
+    """Lossless packets the PFC watchdog's drop action took (dataplane.pfc_watchdog_drop; 0 without)."""
     return int(pfc_doc(run_dir).get("watchdog_drops_pkts", 0))
 
 

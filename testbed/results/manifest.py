@@ -48,12 +48,12 @@ def ecn_marker_backend(spec, caps) -> str:
     ``congestion.ecn`` is on, else ``off (the machine offers <caps.ecn_marker>)``."""
     if spec.congestion.ecn is None:
         return f"off (the machine offers {caps.ecn_marker})"
-    from testbed.emulation.ecn_marker import nft_backend
+    from dataplane.nft import nft_backend
     return nft_backend()
 
 
 def pfc_backend(spec) -> str:
-    """How this run pauses the lossless class (controllers/congestion/gate.py), or ``off``."""
+    """How this run pauses the lossless class (dataplane/pfc_gate.py), or ``off``."""
     if not spec.congestion.pfc_on:
         return "off"
     return ("controller loop: tbf class gate over netlink + kick frame (switches); host NIC class gate + PFC "

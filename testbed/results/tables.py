@@ -41,15 +41,14 @@ written. A directory with ``INCOMPLETE`` holds partial results (or none).
 """
 from __future__ import annotations
 
-import json
 import math
-import os
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from dataplane.atomic_files import write_csv, write_json, write_text  # noqa: F401  (write_json: RunDir writes through this module)
 from traffic import collectives
 
 #: (percentile, column, fewest samples for which it is reported)
@@ -200,22 +199,6 @@ def format_size_table(sizes: pd.DataFrame) -> str:
 # ---------------------------------------------------------------------------
 # The run directory
 # ---------------------------------------------------------------------------
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-def write_json(path: Path, obj) -> None:
-    """Write ``obj`` as indented JSON, atomically (a reader never sees half a file)."""
-    _atomic_write(Path(path), json.dumps(obj, indent=1, default=float))
-
-
-def write_csv(df: pd.DataFrame, path: Path) -> None:
-    """Write ``df`` as CSV without the index, atomically."""
-    _atomic_write(Path(path), df.to_csv(index=False))
-
-
 def write_tables(run, n: int, goodput_bps: float, rank_rows: list, op_meta: dict[int, dict],
                  stats: list, ports: pd.DataFrame | None, cpu: pd.DataFrame | None):
     """Write rank_ops, ops, sizes (always), qps and msgs (when agent ``stats`` are in; with them qp_rates,
@@ -256,7 +239,7 @@ def write_tables(run, n: int, goodput_bps: float, rank_rows: list, op_meta: dict
 
 def mark_incomplete(run_dir: Path, reason: str) -> None:
     """Write ``run_dir/INCOMPLETE`` holding ``reason`` (one line)."""
-    _atomic_write(Path(run_dir) / INCOMPLETE_FILE, reason.rstrip("\n") + "\n")
+    write_text(Path(run_dir) / INCOMPLETE_FILE, reason.rstrip("\n") + "\n")
 
 
 def mark_complete(run_dir: Path) -> None:

@@ -1,11 +1,11 @@
 """The ``congestion`` section: per-class switch buffers, the ECN marking curve and PFC (issue 7, items 1, 2, 4).
 
 Every switch egress has three classes when ``fabric.queue_backend`` is
-``htb_classes`` (:mod:`testbed.emulation.queues.htb_classes`): ``control``
+``htb_classes`` (:mod:`dataplane.queues.htb_classes`): ``control``
 (DSCP 48: CNPs and ACKs, strict priority), ``lossless`` (DSCP 26, RoCE
 priority 3) and ``lossy`` (everything else). Their buffers default to
 ``fabric.buffer_bytes`` each. ``ecn`` switches on RED-curve marking of ECT
-packets of the lossless class (:mod:`controllers.congestion.ecn`); thresholds
+packets of the lossless class (:mod:`dataplane.ecn_policy`); thresholds
 in bytes, in packets of one full frame (``fabric.mtu_bytes + 14``), or in fractions of the
 bandwidth-delay product (``*_bdp``; :func:`bdp_basis` gives the BDP: host link rate x computed base
 RTT, set on the spec when the scenario is checked)::
@@ -152,13 +152,13 @@ class CongestionSpec(SpecModel):
         return {name: int(getattr(b, f"{name}_bytes") or default_bytes) for name in CLASS_NAMES}
 
     def traffic_classes(self, default_bytes: int, frame_bytes: int, switch_port: bool = True) -> tuple:
-        """The three egress classes as queue-backend input (testbed.emulation.queues.base.TrafficClass).
+        """The three egress classes as queue-backend input (dataplane.queues.base.TrafficClass).
 
         Switch ports take the class buffers (``default_bytes`` where not given) and the lossless
         class carries the ECN curve; a host NIC (``switch_port=False``) gets ``default_bytes`` per
         class and no marking.
         """
-        from testbed.emulation.queues.base import RedCurve, TrafficClass
+        from dataplane.queues.base import RedCurve, TrafficClass
 
         buffers = self.class_buffers_bytes(default_bytes) if switch_port else dict.fromkeys(CLASS_NAMES, default_bytes)
         marking = None

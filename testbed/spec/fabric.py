@@ -7,7 +7,7 @@ from typing import Literal, Optional
 from pydantic import BeforeValidator, ConfigDict, Field, model_serializer, model_validator
 from typing_extensions import Annotated
 
-from testbed.emulation.queues import BACKENDS as QUEUE_BACKENDS, DEFAULT_BACKEND as DEFAULT_QUEUE_BACKEND
+from dataplane.queues import BACKENDS as QUEUE_BACKENDS, DEFAULT_BACKEND as DEFAULT_QUEUE_BACKEND
 from topology import KIND_PARAMS, KINDS, build as build_layout, scale_up
 from topology.routing import max_switch_hops
 from testbed.spec import plugins
@@ -58,7 +58,7 @@ class FabricSpec(SpecModel):
     4200 or 9000 for the 4096-byte RoCE path MTU. ``link_delay_us`` is the
     one-way propagation delay added on every link (netem; refused where the
     kernel has no ``sch_netem``, before anything is built). ``queue_backend``
-    picks how every egress queue is built (testbed.emulation.queues.BACKENDS;
+    picks how every egress queue is built (dataplane.queues.BACKENDS;
     ``htb_bfifo``: HTB rate limit and a bfifo tail-drop buffer). ``clock_wander`` is the relative
     width of the band every shaper's rate wanders in (host NICs below their nominal rate, switch
     ports above it; testbed.emulation.clock_wander), so that no two transmitters keep a fixed
@@ -82,7 +82,7 @@ class FabricSpec(SpecModel):
     datapath: Literal["auto", "user", "kernel"] = "auto"
     mtu_bytes: Count = Field(1500, ge=MIN_LINK_MTU_BYTES, le=MAX_LINK_MTU_BYTES)
     link_delay_us: Count = Field(0, ge=0, le=MAX_LINK_DELAY_US)
-    queue_backend: str = DEFAULT_QUEUE_BACKEND  # a key of testbed.emulation.queues.BACKENDS
+    queue_backend: str = DEFAULT_QUEUE_BACKEND  # a key of dataplane.queues.BACKENDS
     #: relative width of every shaper's rate wander (testbed.emulation.clock_wander); ``off``: exact rates
     clock_wander: Annotated[Optional[Annotated[float, Field(gt=0, le=0.02, allow_inf_nan=False)]],
                             BeforeValidator(off_to_none)] = DEFAULT_CLOCK_WANDER

@@ -102,7 +102,7 @@ class ScenarioSpec(SpecModel):
 def _check_congestion(spec: "ScenarioSpec") -> None:
     """A ``congestion`` section needs a backend with the three classes; Kmin < Kmax, Kmin below the
     lossless buffer. ValueError naming the keys."""
-    from testbed.emulation import queues
+    from dataplane import queues
 
     c, f = spec.congestion, spec.fabric
     backend = queues.BACKENDS[f.queue_backend]

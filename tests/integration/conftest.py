@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from testbed.emulation.fabric import Fabric
-from testbed.naming import new_run_id
+from topology.naming import new_run_id
 from testbed.host.runlock import RunLock
 from testbed.results.rundir import RunDir
 from testbed.spec.scenario import parse_scenario

@@ -9,7 +9,7 @@ import pytest
 
 from testbed.emulation.fabric import Fabric
 from testbed.host.runlock import RunLock
-from testbed.naming import new_run_id
+from topology.naming import new_run_id
 from testbed.results.congestion import congestion_block
 from testbed.spec.scenario import parse_scenario
 from tests.instruments.incast import TOS_LOSSLESS, TOS_LOSSY, run_incast

@@ -16,7 +16,7 @@ from conftest import running_scenario
 
 from testbed.emulation.controller_supervisor import RECONNECT_TARGET_S
 from testbed.emulation.fabric import Fabric
-from testbed.naming import new_run_id
+from topology.naming import new_run_id
 from testbed.host.runlock import RunLock
 from testbed.spec.scenario import parse_scenario
 from traffic.clock import unix_ns

@@ -30,7 +30,7 @@ from controllers import contract
 from testbed.emulation.controller_proc import controller_settings, write_conf
 from testbed.spec.scenario import parse_scenario
 from topology import model, spine_leaf
-from testbed.naming import new_run_id
+from topology.naming import new_run_id
 from testbed.host.runlock import RunLock
 
 pytestmark = pytest.mark.integration

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from benchmarks.instruments.ecn_curve import EcnLoop, congested_port, fabric_spec, measure_point
-from testbed.emulation.ecn_marker import leftover_tables
+from dataplane.nft import leftover_tables
 from testbed.emulation.fabric import Fabric
 from testbed.host.runlock import RunLock
-from testbed.naming import new_run_id
+from topology.naming import new_run_id
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from ecn_curve import KMIN_BYTES, scenario  # noqa: E402  (the benchmark's scenario)
@@ -63,7 +63,8 @@ def test_a_run_with_ecn_records_marks_backend_and_loop_time(tmp_path):
 
 
 def test_clean_removes_a_dead_runs_marker_table_and_no_other():
-    from testbed.emulation.ecn_marker import Nft, table_name
+    from dataplane.ecn_marker import table_name
+    from dataplane.nft import Nft
     from testbed.host import cleanup
 
     rid, other = new_run_id(), new_run_id()

@@ -11,11 +11,11 @@ import time
 import pytest
 from pyroute2 import IPRoute
 
-from testbed.emulation.queues import htb_bfifo
+from dataplane.queues import htb_bfifo
 from testbed.measure import timing
-from testbed.naming import new_run_id
+from topology.naming import new_run_id
 from testbed.host.runlock import RunLock
-from testbed.measure.telemetry import QdiscSampler
+from dataplane.qdisc_sampler import QdiscSampler
 
 pytestmark = pytest.mark.integration
 

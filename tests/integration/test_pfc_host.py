@@ -15,10 +15,10 @@ import pytest
 from benchmarks.instruments.pfc_host_reaction import LINK_BPS, capture, read_capture, reaction, scenario, streaming
 from testbed.emulation.agents import AgentGroup, transport_params
 from testbed.emulation.fabric import Fabric
-from testbed.emulation.pfc_frames import PfcSender, send_pfc
+from dataplane.pfc_frames import PfcSender, send_pfc
 from testbed.host.runlock import RunLock
 from testbed.measure.drops import DropSnapshot, queue_drops_delta
-from testbed.naming import new_run_id
+from topology.naming import new_run_id
 from traffic.wire.pfc import LOSSLESS_PRIORITY, quanta_for_s, quanta_s
 
 pytestmark = pytest.mark.integration

@@ -23,7 +23,7 @@ import pytest
 from conftest import run_cli, run_scenario_file, running_scenario
 
 from testbed.emulation.controller_proc import RYU_HOWTO, RYU_VENV, ryu_manager
-from testbed.naming import new_run_id
+from topology.naming import new_run_id
 
 SCENARIO = """
 name: ryu-{framework}

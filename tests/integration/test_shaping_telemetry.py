@@ -16,11 +16,11 @@ from pyroute2.netlink.rtnl.ndmsg import NUD_PERMANENT
 
 from testbed.measure.thresholds import FidelityThresholds
 from testbed.measure.verdict import evaluate
-from testbed.emulation import queues
-from testbed.emulation.queues import htb_bfifo, tc
-from testbed.naming import new_run_id
+from dataplane import queues
+from dataplane.queues import htb_bfifo, tc
+from topology.naming import new_run_id
 from testbed.host.runlock import RunLock
-from testbed.measure.telemetry import QdiscSampler
+from dataplane.qdisc_sampler import QdiscSampler
 
 pytestmark = pytest.mark.integration
 
@@ -222,14 +222,14 @@ def test_no_quantum_warning_at_rates_where_the_default_quantum_would_warn(caplog
             assert seen or (dmesg_after_bad is not None and dmesg_after_bad != dmesg_before), \
                 "kernel did not report the default-quantum warning anywhere: the check below would prove nothing"
             dmesg_before = dmesg_after_bad
-            with caplog.at_level("WARNING", logger="testbed.emulation.queues"):
+            with caplog.at_level("WARNING", logger="dataplane.queues"):
                 for rate_bps in (64e3, 20e6, 100e6, 40e9):
                     back = htb_bfifo.shape_egress(ipr, name, rate_bps, 64_000)
                     assert queues.self_check({name: rate_bps}, {name: back}) == []
                     assert back.quantum_bytes == 1514
         finally:
             ipr.link("del", ifname=name)
-    assert [r.getMessage() for r in caplog.records if r.name.startswith("testbed.emulation.queues")] == []
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("dataplane.queues")] == []
     if dmesg_before is not None:
         assert _dmesg_quantum_lines() == dmesg_before
 

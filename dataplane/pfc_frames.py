@@ -26,7 +26,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from testbed.emulation.switch_tail_drop import SECOND_PASS_MARK
+from dataplane.skb_marks import SECOND_PASS_MARK
 from traffic.clock import unix_ns
 from traffic.wire.pfc import (LOSSLESS_PRIORITY, MAX_QUANTA, PRIORITIES, class_vector, pfc_frame, parse_pfc,  # noqa: F401
                               quanta_s)

@@ -4,7 +4,7 @@
 that starts it (the root namespace, where Mininet leaves the switch-side veth
 ports). Each period it sends one ``RTM_GETQDISC`` dump and keeps, for each
 watched interface, the counters of its ROOT qdisc. With the layout of
-:mod:`testbed.emulation.queues.htb_bfifo` the root is HTB 1:, whose counters aggregate its child
+:mod:`dataplane.queues.htb_bfifo` the root is HTB 1:, whose counters aggregate its child
 bfifo (net/sched/sch_htb.c: ``htb_enqueue`` counts the leaf's drops and the
 backlog on the root; ``htb_dequeue`` counts sent bytes/packets on the root):
 
@@ -42,7 +42,7 @@ raw socket + ``struct`` decoder below (this module)           0.06-0.07 ms
 
 A 1 ms sampler with the best pyroute2 variant would use ~80 % of a core; the
 decoder here is ~12x cheaper, so it is used for sampling while all
-configuration stays in pyroute2 (:mod:`testbed.emulation.queues.htb_bfifo`). Whole sampler thread
+configuration stays in pyroute2 (:mod:`dataplane.queues.htb_bfifo`). Whole sampler thread
 (dump + store + wake-up; thread CPU time / wall time, 24 ports, 10 s):
 10-12 % of one core at a 1 ms period (0-4 % of ticks missed, the latter with
 the machine loaded), 2.7-3.1 % at 10 ms. At 10 ms the per-tick wake-up of this

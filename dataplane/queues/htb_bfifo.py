@@ -54,15 +54,15 @@ shows ``Warning: sch_htb: quantum of class 10001 is big``), which pyroute2 0.9
 does not decode. We always pass ``quantum = frame_bytes`` (one full frame per
 DRR round, which is what a single class needs), so the kernel never computes
 or warns. Open the ``IPRoute`` with ``ext_ack=True`` and :func:`shape_egress`
-logs any kernel warning it receives (see :func:`testbed.emulation.queues.tc.extack_messages`).
+logs any kernel warning it receives (see :func:`dataplane.queues.tc.extack_messages`).
 """
 from __future__ import annotations
 
 from pyroute2.netlink.rtnl.tcmsg import plugins as _tc_plugins
 from pyroute2.netlink.rtnl.tcmsg import sched_pfifo as _sched_pfifo
 
-from testbed.emulation.queues import tc
-from testbed.emulation.queues.base import QueueBackend, QueueConfig, ShapedLink, TcRequest, frame_bytes
+from dataplane.queues import tc
+from dataplane.queues.base import QueueBackend, QueueConfig, ShapedLink, TcRequest, frame_bytes
 
 # pyroute2 0.9 ships a 'pfifo' plugin but none for 'bfifo'; both use the same
 # options struct (struct tc_fifo_qopt { __u32 limit; }, include/uapi/linux/
@@ -151,7 +151,7 @@ def shape_egress(ipr, ifname: str, rate_bps: float, buffer_bytes: int, mtu_bytes
     Returns:
         The :class:`ShapedLink` read back from the kernel after configuring.
         Kernel extended-ACK warnings (only with ``IPRoute(ext_ack=True)``) are
-        logged at WARNING level (logger ``testbed.emulation.queues.tc``).
+        logged at WARNING level (logger ``dataplane.queues.tc``).
 
     Raises:
         ValueError: rate_bps <= 0, buffer_bytes < one frame, bad mtu_bytes, or

@@ -11,17 +11,13 @@ characters: ``tb3fa1l12-eth12``).
 """
 from __future__ import annotations
 
-import os
 import re
 import secrets
-from pathlib import Path
 
 from topology.model import RUN_ID_RE  # noqa: F401  (re-exported: testbed's run-id checks)
 
 #: Matches any name made by any run (interfaces, bridges, netns).
 ANY_RUN_OBJECT_RE = re.compile(r"^(tb[0-9a-f]{4})[a-z]")
-#: Per-run lock and state files live here; a live run holds an flock on its lock.
-STATE_DIR = Path(os.environ.get("TESTBED_STATE_DIR", "/run/aifabric"))
 
 
 def new_run_id() -> str:

@@ -1,7 +1,7 @@
 """PFC actuator: pause and resume the lossless class of one egress interface (netlink from the controller).
 
 DESIGN.md "Facts measured for congestion handling": the lossless class of
-:mod:`testbed.emulation.queues.htb_classes` is an HTB class with a tbf leaf.
+:mod:`dataplane.queues.htb_classes` is an HTB class with a tbf leaf.
 
 - **pause**: the tbf leaf's rate becomes 1 byte/s (``rate 8bit``) with a
   bucket of one full frame: nothing of the class leaves, nothing is dropped
@@ -21,26 +21,26 @@ bucket is a time, capped at 2^32 ns, and at 8 bit/s the largest packet becomes
 4 bytes: measured, every packet of a paused spine port was dropped.
 
 Each change is one prebuilt ``RTM_NEWQDISC`` message on a raw NETLINK_ROUTE
-socket of the interface's namespace, waiting for the kernel's ack: pyroute2's
-``tc()`` took about 1 ms per change here (p99 3.7 ms on the loaded machine),
-above the 2 ms target; configuration elsewhere stays in pyroute2.
+socket of the interface's namespace, waiting for the kernel's ack
+(:mod:`dataplane.rtnetlink`): pyroute2's ``tc()`` took about 1 ms per change
+here (p99 3.7 ms on the loaded machine), above the 2 ms target.
 """
 from __future__ import annotations
 
-import os
 import socket
 import struct
 import time
 from typing import Optional
 
+from dataplane.queues import htb_classes
+from dataplane.queues.htb_bfifo import burst_bytes_for
+from dataplane.rtnetlink import RTM_NEWQDISC, Netlink, nlattr, ratespec, tc_change_msg
+
 ETH_P_LOCAL_EXP = 0x88B5
 #: while paused: 1 byte/s (8 bit/s)
 PAUSED_RATE_BYTES_S = 1
-# include/uapi/linux/{netlink,rtnetlink,pkt_sched}.h
-_RTM_NEWQDISC, _NLM_F_REQUEST, _NLM_F_ACK, _NLMSG_ERROR = 36, 0x1, 0x4, 2
-_TCA_KIND, _TCA_OPTIONS, _TCA_TBF_PARMS, _TCA_TBF_RATE64, _TCA_TBF_BURST = 1, 2, 1, 4, 6
-_TC_LINKLAYER_ETHERNET = 1
-_NLA_F_NESTED = 0x8000
+# include/uapi/linux/pkt_sched.h
+_TCA_TBF_PARMS, _TCA_TBF_RATE64, _TCA_TBF_BURST = 1, 4, 6
 
 
 def kick_frame(src_mac: bytes) -> bytes:
@@ -48,58 +48,16 @@ def kick_frame(src_mac: bytes) -> bytes:
     return b"\xff" * 6 + src_mac + struct.pack("!H", ETH_P_LOCAL_EXP) + bytes(46)
 
 
-def _attr(kind: int, payload: bytes) -> bytes:
-    raw = struct.pack("=HH", 4 + len(payload), kind) + payload
-    return raw + bytes(-len(raw) % 4)
-
-
 def tbf_change_msg(ifindex: int, handle: int, parent: int, rate_bytes_s: int, burst_bytes: int,
                    limit_bytes: int) -> bytes:
     """``RTM_NEWQDISC`` (change, ack requested) setting tbf ``handle``'s rate, bucket and limit; the
     sequence number (bytes 8-11) is 0, to be filled in per send."""
-    rate32 = min(rate_bytes_s, 0xFFFFFFFF)
-    spec = struct.pack("=BBHhHI", 0, _TC_LINKLAYER_ETHERNET, 0, 0, 0, rate32)  # struct tc_ratespec
     buffer_ticks = min(0xFFFFFFFF, (burst_bytes * 10**9 // max(1, rate_bytes_s)) >> 6)
-    qopt = spec + bytes(12) + struct.pack("=III", limit_bytes, buffer_ticks, 0)  # struct tc_tbf_qopt
-    opts = _attr(_TCA_TBF_PARMS, qopt) + _attr(_TCA_TBF_BURST, struct.pack("=I", burst_bytes))
+    qopt = ratespec(rate_bytes_s) + bytes(12) + struct.pack("=III", limit_bytes, buffer_ticks, 0)  # struct tc_tbf_qopt
+    opts = nlattr(_TCA_TBF_PARMS, qopt) + nlattr(_TCA_TBF_BURST, struct.pack("=I", burst_bytes))
     if rate_bytes_s > 0xFFFFFFFF:
-        opts += _attr(_TCA_TBF_RATE64, struct.pack("=Q", rate_bytes_s))
-    body = struct.pack("=BBHiIII", 0, 0, 0, ifindex, handle, parent, 0) + _attr(_TCA_KIND, b"tbf\0") \
-        + _attr(_TCA_OPTIONS | _NLA_F_NESTED, opts)
-    return struct.pack("=IHHII", 16 + len(body), _RTM_NEWQDISC, _NLM_F_REQUEST | _NLM_F_ACK, 0, 0) + body
-
-
-class Netlink:
-    """A raw NETLINK_ROUTE socket (in ``netns``, e.g. ``/proc/<pid>/ns/net``; None: ours) that sends
-    prebuilt requests and waits for their ack. OSError when the kernel refuses one."""
-
-    def __init__(self, netns: Optional[str] = None):
-        if netns is None:
-            self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC,
-                                      socket.NETLINK_ROUTE)
-        else:
-            from pyroute2.netns import create_socket
-            self.sock = create_socket(netns, socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE, flags=0)
-        self.sock.bind((0, 0))
-        self._seq = 0
-
-    def request(self, msg: bytes) -> None:
-        self._seq = (self._seq + 1) & 0xFFFFFFFF
-        self.sock.send(msg[:8] + struct.pack("=I", self._seq) + msg[12:])
-        while True:
-            data = self.sock.recv(65536)
-            off = 0
-            while off + 16 <= len(data):
-                length, mtype, _f, seq, _p = struct.unpack_from("=IHHII", data, off)
-                if seq == self._seq and mtype == _NLMSG_ERROR:
-                    (err,) = struct.unpack_from("=i", data, off + 16)
-                    if err:
-                        raise OSError(-err, f"tbf change refused: {os.strerror(-err)}")
-                    return
-                off += (length + 3) & ~3 or len(data)
-
-    def close(self) -> None:
-        self.sock.close()
+        opts += nlattr(_TCA_TBF_RATE64, struct.pack("=Q", rate_bytes_s))
+    return tc_change_msg(RTM_NEWQDISC, ifindex, handle, parent, b"tbf", opts)
 
 
 class ClassGate:
@@ -107,7 +65,7 @@ class ClassGate:
 
     Args:
         ipr: a pyroute2 IPRoute of the interface's namespace (index and MAC lookups at construction).
-        nl: a :class:`Netlink` of the same namespace; kick_sock: an AF_PACKET raw socket there.
+        nl: a :class:`~dataplane.rtnetlink.Netlink` of the same namespace; kick_sock: an AF_PACKET raw socket there.
         ifname: the egress interface.
         class_index: the class (htb_classes numbering; the lossless class is 1).
         rate_bps, mtu_bytes, limit_bytes: the leaf as installed (link rate, IP MTU, class buffer).
@@ -117,9 +75,6 @@ class ClassGate:
 
     def __init__(self, ipr, nl: Netlink, kick_sock, ifname: str, class_index: int, rate_bps: float,
                  mtu_bytes: int, limit_bytes: int):
-        from testbed.emulation.queues import htb_classes
-        from testbed.emulation.queues.htb_bfifo import burst_bytes_for
-
         self.ifname = ifname
         self._nl, self._sock = nl, kick_sock
         index = ipr.link_lookup(ifname=ifname)[0]

@@ -1,17 +1,17 @@
 """Queue backends of the fabric: the egress queue of every switch port and host link, by name.
 
 ``fabric.queue_backend`` picks one of :data:`BACKENDS`: ``htb_bfifo`` (default:
-HTB rate limit + bfifo tail drop, :mod:`testbed.emulation.queues.htb_bfifo`) or
-``htb_classes`` (priority classes by DSCP with tbf leaves, :mod:`testbed.emulation.queues.htb_classes`).
-A new backend is one module with a :class:`~testbed.emulation.queues.base.QueueBackend`
+HTB rate limit + bfifo tail drop, :mod:`dataplane.queues.htb_bfifo`) or
+``htb_classes`` (priority classes by DSCP with tbf leaves, :mod:`dataplane.queues.htb_classes`).
+A new backend is one module with a :class:`~dataplane.queues.base.QueueBackend`
 subclass (its parameters, if any, in its ``Settings``: the scenario's ``fabric.<name>`` block),
-added to :data:`BACKENDS`; the interface is in :mod:`testbed.emulation.queues.base`.
+added to :data:`BACKENDS`; the interface is in :mod:`dataplane.queues.base`.
 """
 from __future__ import annotations
 
-from testbed.emulation.queues.base import QueueBackend, QueueConfig, ShapedLink  # noqa: F401
-from testbed.emulation.queues.htb_bfifo import HtbBfifo
-from testbed.emulation.queues.htb_classes import HtbClasses
+from dataplane.queues.base import QueueBackend, QueueConfig, ShapedLink  # noqa: F401
+from dataplane.queues.htb_bfifo import HtbBfifo
+from dataplane.queues.htb_classes import HtbClasses
 
 #: name -> backend class
 BACKENDS: dict[str, type[QueueBackend]] = {HtbBfifo.name: HtbBfifo, HtbClasses.name: HtbClasses}

@@ -1,7 +1,7 @@
 """ECN marker actuator: an nftables netdev egress rule per switch port, driven by sampled class backlog.
 
 The kernel here has no ``sch_red`` (DESIGN.md), so RED marking is done in two
-halves. The policy (:class:`controllers.congestion.ecn.MarkingPolicy`, pure)
+halves. The policy (:class:`dataplane.ecn_policy.MarkingPolicy`, pure)
 turns each sample of the marked class's backlog into a marking probability
 per port; this actuator holds that probability in the port's egress chain::
 
@@ -18,7 +18,7 @@ sampled at most one period earlier. A change rewrites only the changed ports'
 chains (flush + add, one atomic batch): the named counters survive it.
 
 The loop (:meth:`NftEcnMarker.on_sample`) runs in the thread of the 1 ms
-:class:`~testbed.measure.telemetry.QdiscSampler` that reads the marked class's
+:class:`~dataplane.qdisc_sampler.QdiscSampler` that reads the marked class's
 leaf: in a run, in the controller process (controllers/congestion/loop.py). ``loop_ns`` keeps each tick's time from the
 sample's clock reading to the end of the actuation.
 
@@ -28,62 +28,20 @@ libnftables (Debian ``python3-nftables``) runs the batches; without it, one
 from __future__ import annotations
 
 import logging
-import re
-import subprocess
 import threading
 
 import numpy as np
 
-from controllers.congestion.ecn import MarkingPolicy
-from testbed.naming import check_run_id, run_id_of
+from dataplane.ecn_policy import MarkingPolicy
+from dataplane.nft import COUNTER_RE, Nft
+from topology.naming import check_run_id
 from traffic.clock import unix_ns
 
 log = logging.getLogger(__name__)
 
 #: numgen modulus: probabilities are held in units of 1/10000
 NUMGEN_MOD = 10000
-_BACKLOG_COL = 3  # telemetry.COUNTERS: tx_bytes, tx_pkts, drops_pkts, backlog_bytes, backlog_pkts
-#: one named counter in ``nft list`` output: groups (name, packets, bytes)
-COUNTER_RE = re.compile(r"counter (\w+) \{\s*packets (\d+) bytes (\d+)")
-
-
-class NftError(RuntimeError):
-    """nft refused a batch; the message holds its error output."""
-
-
-class Nft:
-    """Runs nft command batches: libnftables when importable, else ``nft -f -`` (``backend`` says which);
-    :meth:`run` raises NftError when nft refuses a batch. Shared by every nftables user in the fabric."""
-
-    def __init__(self):
-        try:
-            import nftables
-            self._lib = nftables.Nftables()
-            self.backend = "nftables (libnftables)"
-        except ImportError:
-            self._lib = None
-            self.backend = "nftables (nft -f)"
-
-    def run(self, text: str) -> str:
-        """Run ``text`` (nft commands, one per line); return nft's output; NftError on failure."""
-        if self._lib is not None:
-            rc, out, err = self._lib.cmd(text)
-        else:
-            p = subprocess.run(["nft", "-f", "-"], input=text, capture_output=True, text=True)
-            rc, out, err = p.returncode, p.stdout, p.stderr
-        if rc != 0:
-            raise NftError(f"nft failed ({rc}): {err.strip()[:400]}")
-        return out
-
-
-def nft_run(text: str) -> str:
-    """Run an nft batch (commands, one per line) and return nft's output; NftError on failure."""
-    return Nft().run(text)
-
-
-def nft_backend() -> str:
-    """Which way nft batches run on this machine: ``nftables (libnftables)`` or ``nftables (nft -f)``."""
-    return Nft().backend
+_BACKLOG_COL = 3  # qdisc_sampler.COUNTERS: tx_bytes, tx_pkts, drops_pkts, backlog_bytes, backlog_pkts
 
 
 def table_name(run_id: str) -> str:
@@ -181,18 +139,3 @@ class NftEcnMarker:
         a = np.asarray(self.loop_ns) / 1e6
         return {"p50": round(float(np.percentile(a, 50)), 3), "p99": round(float(np.percentile(a, 99)), 3),
                 "ticks": len(a)}
-
-
-def leftover_tables(run_id: str | None = None) -> list[str]:
-    """netdev tables made by runs (``run_id`` only, when given), listed from nft; [] when nft is absent."""
-    try:
-        out = Nft().run("list tables netdev")
-    except (NftError, FileNotFoundError):
-        return []
-    names = re.findall(r"^table netdev (\S+)", out, re.M)
-    return [n for n in names if run_id_of(n) and (run_id is None or run_id_of(n) == run_id)]
-
-
-def delete_table(name: str) -> None:
-    """Delete netdev table ``name``; NftError when nft refuses."""
-    Nft().run(f"delete table netdev {name}")

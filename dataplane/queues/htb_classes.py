@@ -1,7 +1,7 @@
 """Queue backend ``htb_classes``: priority classes under one HTB shaper, a tbf leaf per class, DSCP filters.
 
 Layout on the egress side of one interface, for classes ``c0, c1, ...`` of a
-:class:`~testbed.emulation.queues.base.QueueConfig` (the scenario's three:
+:class:`~dataplane.queues.base.QueueConfig` (the scenario's three:
 control DSCP 48, lossless DSCP 26, lossy the rest; :mod:`testbed.spec.congestion`)::
 
     root  htb 1:   default 1:<last class>          (its counters aggregate every class)
@@ -20,20 +20,20 @@ kernel here has no ``prio``/``ets`` qdisc: DESIGN.md "Facts measured").
 Leaves are tbf, not bfifo: the PFC actuator pauses a class by setting its
 tbf rate to 8 bit/s (DESIGN.md). The tbf rate is the link rate, so it never
 binds while HTB shapes; its ``limit`` is the class buffer (tail drop beyond)
-and its burst :func:`~testbed.emulation.queues.htb_bfifo.burst_bytes_for`.
+and its burst :func:`~dataplane.queues.htb_bfifo.burst_bytes_for`.
 
 The telemetry sampler reads the root (all classes together, as with
 ``htb_bfifo``); a class alone is read at the qdisc whose parent is
 :meth:`HtbClasses.class_parent` (the ECN marker reads the lossless class so).
 ECN marking is not done by a qdisc here (no ``sch_red``): the nftables egress
-marker (:mod:`testbed.emulation.ecn_marker`) marks ECT packets of the marked
+marker (:mod:`dataplane.ecn_marker`) marks ECT packets of the marked
 class, with the probability the 1 ms loop sets from that class's backlog.
 """
 from __future__ import annotations
 
-from testbed.emulation.queues import tc
-from testbed.emulation.queues.base import QueueBackend, QueueConfig, ShapedLink, TcRequest, frame_bytes
-from testbed.emulation.queues.htb_bfifo import CLASS_HANDLE, ROOT_HANDLE, burst_bytes_for, find_tc_object
+from dataplane.queues import tc
+from dataplane.queues.base import QueueBackend, QueueConfig, ShapedLink, TcRequest, frame_bytes
+from dataplane.queues.htb_bfifo import CLASS_HANDLE, ROOT_HANDLE, burst_bytes_for, find_tc_object
 
 #: share of the link each class is guaranteed before priority lending (see module doc)
 GUARANTEED_SHARE = 0.01
@@ -64,7 +64,7 @@ class HtbClasses(QueueBackend):
 
     name = "htb_classes"
     max_classes = 8
-    #: marking is the nftables egress marker's (testbed.emulation.ecn_marker), driven by class backlog
+    #: marking is the nftables egress marker's (dataplane.ecn_marker), driven by class backlog
     marks_ecn = True
 
     def check(self, cfg: QueueConfig) -> None:

@@ -13,8 +13,8 @@ the instantaneous queue, not RED's EWMA average). :class:`MarkingPolicy`
 turns sampled backlogs into the probabilities the marker should hold,
 quantized to ``step`` so that the actuator changes a port only when its
 probability moved (DESIGN.md: one rule change 0.13 ms; every port every
-millisecond would eat a core). Used by the testbed's 1 ms loop
-(:mod:`testbed.emulation.ecn_marker`) and importable by the os-ken app.
+millisecond would eat a core). Used by the marker (:mod:`dataplane.ecn_marker`) in the
+controller's 1 ms congestion loop; the queue backends take the class's :class:`RedCurve`.
 """
 from __future__ import annotations
 

@@ -23,8 +23,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar, Optional
 
-from controllers.congestion.ecn import RedCurve  # noqa: F401  (the marking curve lives with its policy)
-from testbed.emulation.queues import tc
+from dataplane.ecn_policy import RedCurve  # noqa: F401  (the marking curve lives with its policy)
+from dataplane.queues import tc
 from traffic.registry import NoSettings
 
 ETH_HLEN_BYTES = 14
@@ -113,7 +113,7 @@ class ShapedLink:
 
 
 class QueueBackend(ABC):
-    """One way to build an egress queue; registered by :attr:`name` in ``testbed.emulation.queues.BACKENDS``."""
+    """One way to build an egress queue; registered by :attr:`name` in ``dataplane.queues.BACKENDS``."""
 
     #: the key ``fabric.queue_backend`` selects it by
     name: ClassVar[str]

@@ -22,15 +22,15 @@ tick took 170 ms once, holding the port paused that much longer), a chain per po
 """
 from __future__ import annotations
 
-from testbed.emulation.ecn_marker import COUNTER_RE, Nft
-from testbed.naming import check_run_id
+from dataplane.nft import COUNTER_RE, Nft
+from topology.naming import check_run_id
 
 
 class WatchdogDrop:
     """Drop rules for the lossless class (``dscp``) on switch egress ports of run ``run_id`` (module doc).
 
     :meth:`drop` / :meth:`release` per port; :attr:`dropped` port -> (packets, bytes) of every closed
-    drop, plus open ones after :meth:`stop`. Raises NftError (testbed.emulation.ecn_marker) when nft
+    drop, plus open ones after :meth:`stop`. Raises NftError (dataplane.nft) when nft
     refuses a batch, OSError when the veth pair cannot be made."""
 
     def __init__(self, run_id: str, dscp: int = 26):
