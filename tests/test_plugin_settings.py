@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from testbed.emulation import queues
+from dataplane import queues
 from testbed.emulation.agents import transport_params
 from dataplane.queues.htb_bfifo import HtbBfifo
 from testbed.spec.scenario import ScenarioError, parse_scenario
