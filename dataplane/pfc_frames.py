@@ -1,4 +1,4 @@
-"""Send real PFC frames (IEEE 802.1Qbb) from a switch port toward the device it faces (issue 7, item 4).
+"""Send real PFC frames (IEEE 802.1Qbb) from a switch port toward the device it faces.
 
 A switch pauses an upstream HOST with MAC control frames (format: :mod:`traffic.wire.pfc`), sent
 from the switch port's own interface: the switch veths of a run live in the root namespace (userspace

@@ -43,7 +43,7 @@ from topology.routing import next_hop_ports
 
 #: bytes of a PFC frame on the wire (minimum Ethernet frame)
 PFC_FRAME_BYTES = 64
-#: the actuator's target time from decision to effect, s (issue 7: pause and resume within 2 ms)
+#: the actuator's target time from decision to effect, s (pause and resume within 2 ms)
 ACTUATION_TARGET_S = 0.002
 
 

@@ -6,7 +6,7 @@ namespace, or a host NIC in the host's namespace): it installs it with a
 rate, buffer and MTU, reads it back from the kernel, and names the qdisc the
 telemetry sampler reads (:attr:`QueueBackend.sampled_parent`).
 
-Room for what comes next (issue 7, not built here): per-class queues
+Room for what comes next (not built here): per-class queues
 (:attr:`QueueConfig.classes`, each with its DSCP values, priority and buffer)
 and ECN marking thresholds per class (:class:`RedCurve`: Kmin, Kmax, Pmax, the
 RED curve of Floyd & Jacobson 1993). A backend states how many classes it

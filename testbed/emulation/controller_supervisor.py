@@ -36,7 +36,7 @@ from traffic.clock import unix_ns
 
 log = logging.getLogger(__name__)
 
-#: A restart must reconnect every switch within this many seconds (C10).
+#: A restart must reconnect every switch within this many seconds.
 RECONNECT_TARGET_S = 5.0
 #: Give up on one restart after this many seconds (then the run is not faithful).
 RESTART_READY_TIMEOUT_S = 30.0

@@ -3,7 +3,7 @@
 Handigol et al. (CoNEXT 2012) flag an emulation whose CPU was the bottleneck.
 On a 2-core machine one core pegged at 100 % (the userspace OVS datapath, or a
 process outside the testbed) leaves the machine average near 50 % idle, so the
-verdict judges the least idle single core, not only the average (case C13).
+verdict judges the least idle single core, not only the average.
 """
 from __future__ import annotations
 

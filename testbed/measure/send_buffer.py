@@ -1,4 +1,4 @@
-"""Open vSwitch's send socket on the userspace datapath: can it hold every emulated switch buffer? (C14)
+"""Open vSwitch's send socket on the userspace datapath: can it hold every emulated switch buffer?
 
 On the userspace datapath ``ovs-vswitchd`` sends to every port of every
 bridge through ONE AF_PACKET socket (:func:`ovs_send_socket`); every packet
@@ -90,7 +90,7 @@ class RunRefused(RuntimeError):
 
 
 def check_run_send_buffer(spec, datapath: str) -> dict:
-    """Refuse a userspace-datapath run whose queues Open vSwitch's send socket cannot hold (C14).
+    """Refuse a userspace-datapath run whose queues Open vSwitch's send socket cannot hold.
 
     ``spec``: a :class:`testbed.spec.scenario.ScenarioSpec` (every switch port of its
     layout has an egress queue, ``fabric.n_switch_ports``; a host has at

@@ -1,6 +1,6 @@
 """Link model and packet-timing fidelity: what a link does to a frame, stated and checked.
 
-Link model (C17)
+Link model
 ----------------
 Every egress (host NIC and switch port) is an HTB class at the link rate over
 a tail-drop FIFO (:mod:`dataplane.queues.htb_bfifo`). HTB releases a frame as soon as the

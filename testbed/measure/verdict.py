@@ -394,7 +394,7 @@ def _check_throughput(sizes, port_samples, switch_drops_pkts: int, frame_bytes: 
     switch queue dropped: then every bandwidth-optimal algorithm runs at the link rate
     (busbw/link near 1; nccl-tests' busbw is defined so, doc/PERFORMANCE.md), and a busbw/link below
     :data:`MIN_UNCONTENDED_BUSBW_RATIO` means the emulation (the CPU: agents, Open vSwitch, softirqs)
-    did not keep up, whatever the other checks saw (issue 16: a 500 Mbit/s ring at 0.12-0.17 was
+    did not keep up, whatever the other checks saw (a 500 Mbit/s ring at 0.12-0.17 was
     called faithful). Not judged: no collectives, a largest size under :data:`MIN_THROUGHPUT_FRAMES`
     frames per rank, a contended fabric, a window under 4 packets or a link delay (then the window,
     not the link, may bound the rate)."""

@@ -12,7 +12,7 @@ group at the switch's barrier reply). Output::
 ``changes``: group-mods confirmed; ``moves``: buckets moved; ``reaction_ms``:
 from the first poll that saw the imbalance to the barrier reply after the
 change; ``since_hot_ms``: from the first poll of the port-level imbalance
-(its upper bound: it also counts polls whose bucket counters showed no useful move yet); percentiles by the nearest-rank method (as sizes.csv's, C09).
+(its upper bound: it also counts polls whose bucket counters showed no useful move yet); percentiles by the nearest-rank method (as sizes.csv's).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""summary.json's ``pfc_hosts`` block: the PFC frames the hosts' NICs received and obeyed (issue 7, item 6).
+"""summary.json's ``pfc_hosts`` block: the PFC frames the hosts' NICs received and obeyed.
 
 From each agent's :class:`traffic.protocol.PfcRxStats` (traffic.transport.pfc_rx); every frame is
 in ``pfc_rx.csv`` (rank, time_ns, class_enable_vector, lossless_quanta) and each requester QP's

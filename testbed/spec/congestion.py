@@ -1,4 +1,4 @@
-"""The ``congestion`` section: per-class switch buffers, the ECN marking curve and PFC (issue 7, items 1, 2, 4).
+"""The ``congestion`` section: per-class switch buffers, the ECN marking curve and PFC.
 
 Every switch egress has three classes when ``fabric.queue_backend`` is
 ``htb_classes`` (:mod:`dataplane.queues.htb_classes`): ``control``

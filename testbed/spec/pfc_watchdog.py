@@ -1,4 +1,4 @@
-"""The ``congestion.pfc.watchdog`` sub-block: PFC storm detection and mitigation (issue 7, item 5).
+"""The ``congestion.pfc.watchdog`` sub-block: PFC storm detection and mitigation.
 
 Policy: :class:`controllers.congestion.watchdog.PfcWatchdog` (times, state machine, why the defaults)::
 

@@ -33,7 +33,7 @@ def rto_basis(spec: ScenarioSpec) -> dict:
     longest path (``hops`` switches, ``fabric.max_switch_hops``) plus an ACK interval. ``queue_bytes`` per hop is the smaller
     of the switch buffer and all data the senders may have unacknowledged
     (hosts x QPS_PER_HOST x window_pkts x frame): a queue cannot hold more than
-    is in flight, so a 100 MB buffer does not make a 40-minute timeout (C15).
+    is in flight, so a 100 MB buffer does not make a 40-minute timeout.
     The 2 s cap bounds how long one lost packet stalls a collective; where the
     derived value is larger (deep buffers on slow links) ``capped`` is true,
     and an ACK later than 2 s would show as a spurious retransmission in the

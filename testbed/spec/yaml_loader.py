@@ -2,10 +2,10 @@
 
 PyYAML implements YAML 1.1, where ``0100000`` is octal 32768, ``1:30`` is
 base 60 (90), ``1e5`` is a string while ``1.0e+5`` is a float, and
-``yes``/``no``/``on``/``off`` are booleans (case C08). :func:`load_yaml`
+``yes``/``no``/``on``/``off`` are booleans. :func:`load_yaml`
 resolves plain scalars by the YAML 1.2 core schema instead, refuses the
 ambiguous forms naming the key path and the literal, refuses alias
-expansion bombs (case C18) and duplicate keys, and clips every message to
+expansion bombs and duplicate keys, and clips every message to
 :data:`MAX_ERROR_CHARS`.
 """
 from __future__ import annotations
@@ -20,9 +20,9 @@ class ScenarioError(ValueError):
     """A scenario file is malformed; the message names each bad key path."""
 
 
-#: most values a scenario may expand to once YAML aliases are followed (C18: alias bombs)
+#: most values a scenario may expand to once YAML aliases are followed (alias bombs)
 MAX_EXPANDED_VALUES = 10_000
-#: longest error message (C18: an error never repeats a huge value)
+#: longest error message (an error never repeats a huge value)
 MAX_ERROR_CHARS = 3000
 
 _AMBIGUOUS_TAG = "tag:testbed,2026:ambiguous-number"

@@ -1,4 +1,4 @@
-"""``flows``: an explicit list of flows, each ``{src, dst, size_bytes, start_s}`` (issue 7's victim flow:
+"""``flows``: an explicit list of flows, each ``{src, dst, size_bytes, start_s}`` (e.g. a victim flow:
 two long flows, then a burst into the receiver of one)."""
 from __future__ import annotations
 

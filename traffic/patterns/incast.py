@@ -1,4 +1,4 @@
-"""``incast``: N senders each send ``size_bytes`` to one receiver at once (N:1; issue 7's 4:1 incast).
+"""``incast``: N senders each send ``size_bytes`` to one receiver at once (N:1).
 
 ``senders``: a count N (the hosts on other switches than the receiver's first, in rank order, then
 the receiver's neighbours) or a list of hosts; ``receiver``: default the first host."""

@@ -228,7 +228,7 @@ class CnpPacketBuilder(_Builder):
     """Builds RoCEv2 CNPs (Annex A17.9.3): opcode 0x81, BECN=1, PSN 0, 16 zero bytes.
 
     ``dest_qp`` of :meth:`build` is the QP being notified (the data sender's
-    QP). The default TOS is :data:`TOS_CNP` (0xc2, case C05). build() returns
+    QP). The default TOS is :data:`TOS_CNP` (0xc2). build() returns
     the 32-byte UDP payload view. Constructor arguments as for
     :class:`DataPacketBuilder`.
     """

@@ -61,7 +61,7 @@ ECN_CE = 0b11
 DSCP_DATA = 26                  #: RoCE data class (lossless priority 3 in our scenarios)
 TOS_DATA = (DSCP_DATA << 2) | ECN_ECT0     #: 0x6a: DSCP 26, ECT(0)
 DSCP_CNP = 48
-TOS_CNP = (DSCP_CNP << 2) | ECN_ECT0       #: 0xc2: DSCP 48, ECT(0), as in case C05
+TOS_CNP = (DSCP_CNP << 2) | ECN_ECT0       #: 0xc2: DSCP 48, ECT(0)
 TTL_DEFAULT = 64
 
 #: Every data payload starts with (msg_id, pkt_index), both uint32 big-endian;
