@@ -42,7 +42,7 @@ def test_fat_tree_k4_routes_every_pair_without_loops_on_every_equal_cost_hop(mak
     fab = make_fabric(kind="fat_tree", k=4, host_link_bps="4M", mtu_bytes=4200)
     build_s = time.monotonic() - t0
     layout = fab.layout
-    assert len(fab.ready["dpids"]) == 20 and fab.ready["groups"] == 16 and not fab.ready["errors"]
+    assert len(fab.ready.dpids) == 20 and fab.ready.groups == 16 and not fab.ready.errors
     assert fab.net.pingAll(timeout=1) == 0.0          # ARP answered by the controller on the way
     before = _tx_packets(fab.switch_ports)
     assert fab.net.pingAll(timeout=1) == 0.0
@@ -62,9 +62,11 @@ def test_fat_tree_k4_routes_every_pair_without_loops_on_every_equal_cost_hop(mak
 
 
 def test_fat_tree_k4_ring_allreduce_is_faithful(tmp_path):
+    # 2 Mbit/s: 16 hosts and 20 switches at 4 Mbit/s keep one of this machine's 2 cores saturated in 2-4 of
+    # the 5 s (the fidelity monitor rightly fails those runs); at 2 Mbit/s busbw/link 0.998, faithful
     res, s = run_scenario_file(tmp_path, (
         "name: fat-tree-itest\n"
-        "fabric: {kind: fat_tree, k: 4, host_link_bps: 4M, buffer_bytes: 100KB, mtu_bytes: 4200}\n" + TRANSPORT +
+        "fabric: {kind: fat_tree, k: 4, host_link_bps: 2M, buffer_bytes: 100KB, mtu_bytes: 4200}\n" + TRANSPORT +
         "workload: {collective: allreduce, algorithm: ring, sizes: {min_bytes: 512KiB, max_bytes: 512KiB},"
         " iterations: 2, warmup_iterations: 0}\n"), timeout=120)
     ratio = s["sizes"][0]["busbw_ratio"]
