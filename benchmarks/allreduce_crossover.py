@@ -32,6 +32,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from testbed.results.rundir import RunDir
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -47,7 +49,7 @@ def run_one(algorithm: str, scenario: Path, results: Path, args) -> pd.DataFrame
     if res.returncode not in (0, 3):
         raise SystemExit(f"testbed nccl -a {algorithm} exited {res.returncode}: {res.stderr[-2000:]}")
     (run_dir,) = (results / algorithm).iterdir()
-    sizes = pd.read_csv(run_dir / "sizes.csv")
+    sizes = RunDir.open(run_dir).sizes
     sizes["faithful"] = res.returncode == 0
     return sizes
 

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import yaml
 
+from testbed.results.rundir import RunDir
+
 
 def _run(scenario: dict, results: Path, name: str) -> dict:
     path = results / f"{name}.yaml"
@@ -25,8 +27,8 @@ def _run(scenario: dict, results: Path, name: str) -> dict:
     res = subprocess.run([sys.executable, "-m", "testbed.cli", "run", str(path), "--results", str(results / name),
                           "--quiet"], capture_output=True, text=True)
     run_dir = next((results / name).glob("*/summary.json")).parent
-    summary = json.loads((run_dir / "summary.json").read_text())
-    manifest = json.loads((run_dir / "manifest.json").read_text())
+    run = RunDir.open(run_dir)
+    summary, manifest = run.summary, run.manifest
     cpu = summary["fidelity"]["cpu"]
     files = (manifest.get("pcap") or {}).get("files", [])
     return {"rc": res.returncode, "faithful": summary["faithful"], "mean_idle_pct": round(cpu["mean_idle_pct"], 1),

@@ -20,13 +20,14 @@ Needs root; run under the fabric lock. Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import yaml
+
+from testbed.results.rundir import RunDir
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIOS = {"kflows": REPO / "scenarios" / "lb_flows_ecmp.yaml",
@@ -61,7 +62,7 @@ def run(pattern: str, k: int | None, entropy: str, trials: int, size: str, resul
     if p.returncode not in (0, 3):
         raise RuntimeError(f"{path.name}: testbed run exited {p.returncode}: {p.stderr[-2000:]}")
     run_dir = next(results.glob(f"*-{sc['name']}-*"))
-    return json.loads((run_dir / "summary.json").read_text())
+    return RunDir.open(run_dir).summary
 
 
 def main() -> None:

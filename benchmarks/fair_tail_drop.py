@@ -22,13 +22,14 @@ Exit code 0 when every band holds, 1 otherwise.
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import pandas as pd
+
+from testbed.results.rundir import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = """name: fair-tail-drop
@@ -62,8 +63,8 @@ def run(seed: int, out: Path, args) -> None:
 
 def figures(out: Path, seed: int) -> dict:
     (run_dir,) = sorted((out / f"seed{seed}").glob("*/"))[-1:]
-    s = json.loads((run_dir / "summary.json").read_text())
-    fct = pd.read_csv(run_dir / "fct.csv")
+    run = RunDir.open(run_dir)
+    s, fct = run.summary, run.fct
     lost = fct.groupby("src")["lost_pkts"].sum()
     i = s["fidelity"]["transport_loss"]
     return {"seed": seed, "drops": int(i["switch_queue_drops_pkts"]), "lost_h1": int(lost.get("h1", 0)),

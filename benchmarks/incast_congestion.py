@@ -19,13 +19,12 @@ Run under the fabric lock, as root (about 70 s per scenario):
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-import pandas as pd
+from testbed.results.rundir import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ("incast_dcqcn", "incast_pfc", "incast_both", "victim_flow", "victim_flow_dcqcn")
@@ -43,15 +42,15 @@ def run(name: str, results: Path) -> dict:
 
 def summary_of(out: Path) -> dict:
     (path,) = sorted(out.glob("*/summary.json"))[-1:]
-    return json.loads(path.read_text())
+    return RunDir.open(path.parent).summary
 
 
 def steady_pauses(s: dict) -> int | None:
     """Pauses sent in the steady window (pfc_events.csv), None without PFC or a window."""
-    c, run_dir = s["congestion"], Path(s["run_dir"])
-    if "steady_start_ns" not in c or not (run_dir / "pfc_events.csv").exists():
+    c = s["congestion"]
+    ev = RunDir.open(s["run_dir"]).table("pfc_events") if "steady_start_ns" in c else None
+    if ev is None:
         return None
-    ev = pd.read_csv(run_dir / "pfc_events.csv")
     t0 = c["steady_start_ns"]
     t1 = t0 + c["steady_s"] * 1e9
     return int(((ev["event"] == "pause") & (ev["time_ns"] >= t0) & (ev["time_ns"] <= t1)).sum())

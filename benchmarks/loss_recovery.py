@@ -101,15 +101,15 @@ def run_dir_of(out: Path) -> Path:
 
 def figures(run_dir: Path) -> dict:
     """The comparison figures of one finished run (see the module docstring)."""
-    import pandas as pd
+    from testbed.results.rundir import RunDir
 
-    s = json.loads((run_dir / "summary.json").read_text())
-    m = json.loads((run_dir / "manifest.json").read_text())
+    run = RunDir.open(run_dir)
+    s, m = run.summary, run.manifest
     t = s["transport"]
-    ops = pd.read_csv(run_dir / "ops.csv")
+    ops = run.ops
     span_s = (ops["t_end_ns"].max() - ops["t_start_ns"].min()) / 1e9
     sizes = s["sizes"]
-    qps = pd.read_csv(run_dir / "qps.csv")
+    qps = run.qps
     req = qps[qps["role"] == "requester"]
     lossy = req[req["retx_pkts"] > 0]
     cmd = run_dir.parent / "command_s.txt"

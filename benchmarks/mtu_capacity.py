@@ -25,7 +25,6 @@ Usage: ``python benchmarks/mtu_capacity.py [--rates 10,20,40,80,160] [--mtus 102
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
@@ -33,6 +32,7 @@ from pathlib import Path
 
 from traffic import collectives
 from testbed.measure.timing import data_frame_bytes
+from testbed.results.rundir import RunDir
 
 LINK_MTU_FOR = {1024: 1500, 2048: 2100, 4096: 4200}
 #: a point counts as faithful only with the verdict faithful AND busbw/link at least this (see main)
@@ -70,7 +70,7 @@ def run_point(payload: int, rate_m: int, iterations: int, op_s: float, workdir: 
     found = list(out.glob("*/summary.json"))
     if not found:
         return {"payload": payload, "rate_m": rate_m, "size": size, "error": (proc.stderr or proc.stdout)[-300:]}
-    s = json.loads(found[0].read_text())
+    s = RunDir.open(found[0].parent).summary
     cpu = s["fidelity"].get("cpu", {})
     timing = s["fidelity"].get("packet_timing", {})
     return {"payload": payload, "rate_m": rate_m, "size": size, "faithful": s["faithful"],

@@ -20,6 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from testbed.results.rundir import RunDir
+
 REPO = Path(__file__).resolve().parents[1]
 COLUMNS = ("storms", "restores", "storm_detect_ms", "storm_restore_after_end_ms", "watchdog_drops_pkts",
            "lossless_drops_pkts", "rest_goodput_before_bps", "rest_goodput_spreading_bps",
@@ -33,7 +35,7 @@ def one_run(results: Path) -> dict:
     summaries = sorted(results.glob("*/summary.json"))
     if p.returncode not in (0, 3) or not summaries:
         raise RuntimeError(f"testbed run exited {p.returncode}:\n{p.stderr[-2000:]}")
-    s = json.loads(summaries[-1].read_text())
+    s = RunDir.open(summaries[-1].parent).summary
     t, c = s["transport"], s["congestion"]
     row = {k: c.get(k) for k in COLUMNS}
     row["bytes_once"] = t["delivered_bytes"] == t["posted_bytes"] == t["acked_bytes"] and t["order_errors"] == 0

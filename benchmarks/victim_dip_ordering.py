@@ -40,6 +40,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from testbed.results.rundir import RunDir
+
 REPO = Path(__file__).resolve().parents[1]
 PFC, DCQCN = "victim_flow", "victim_flow_dcqcn"
 LOCK = "/tmp/fabric.lock"
@@ -89,7 +91,7 @@ def row_of(results: Path, name: str, k: int) -> dict:
     summaries = sorted(out.glob("*/summary.json"))
     if not summaries:
         return row
-    s = json.loads(summaries[-1].read_text())
+    s = RunDir.open(summaries[-1].parent).summary
     c = s.get("congestion") or {}
     row.update(complete=bool(s.get("complete")), faithful=s.get("faithful"), run_dir=s.get("run_dir"),
                failed_checks=",".join(k for k, v in (s.get("checks") or {}).items() if v.get("status") == "failed"),

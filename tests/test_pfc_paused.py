@@ -10,8 +10,9 @@ MS = 1_000_000
 
 def test_paused_samples_are_left_out_of_the_link_rate(tmp_path):
     pd.DataFrame({"time_ns": [10 * MS, 50 * MS], "port": ["s2-eth2", "s2-eth2"], "class": [3, 3],
-                  "event": ["pause", "resume"], "upstream_port": ["l2-eth4", "l2-eth4"]}).to_csv(
-        tmp_path / "pfc_events.csv", index=False)
+                  "event": ["pause", "resume"], "charged_bytes": [-1, -1], "upstream": ["l2", "l2"],
+                  "upstream_port": ["l2-eth4", "l2-eth4"], "actuation_us": [20.0, 20.0],
+                  "pfc_frame": [False, False]}).to_csv(tmp_path / "pfc_events.csv", index=False)
     assert paused_windows(tmp_path) == {"l2-eth4": [(10 * MS, 50 * MS)]}
     t = list(range(0, 100 * MS, MS))
     # 10 Mbit/s = 1250 bytes per ms while sending, nothing while paused; backlogged throughout

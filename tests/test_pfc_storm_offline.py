@@ -199,8 +199,10 @@ def test_storm_block_and_paused_windows_from_result_files(tmp_path):
     pd.DataFrame([{"trial": 0, "flow": 1, "src": "h3", "dst": "h1", "bin_start_ns": t0 + b * MS,
                    "rx_bytes": 0.0 if 0 <= b < 201 else 1250.0, "goodput_bps": 0} for b in bins]
                  ).to_csv(tmp_path / "flow_rates.csv", index=False)
-    pd.DataFrame([{"trial": 0, "flow": 0, "src": "h5", "dst": "h2", "start_ns": t0 - 500 * MS, "end_ns": t0 + 4000 * MS},
-                  {"trial": 0, "flow": 1, "src": "h3", "dst": "h1", "start_ns": t0 - 500 * MS, "end_ns": t0 + 3500 * MS}]
+    pd.DataFrame([{"trial": 0, "flow": 0, "src": "h5", "dst": "h2", "size_bytes": 0, "start_ns": t0 - 500 * MS,
+                   "end_ns": t0 + 4000 * MS, "fct_us": 0.0, "ideal_fct_us": 0.0, "slowdown": 0.0, "lost_pkts": 0.0},
+                  {"trial": 0, "flow": 1, "src": "h3", "dst": "h1", "size_bytes": 0, "start_ns": t0 - 500 * MS,
+                   "end_ns": t0 + 3500 * MS, "fct_us": 0.0, "ideal_fct_us": 0.0, "slowdown": 0.0, "lost_pkts": 0.0}]
                  ).to_csv(tmp_path / "fct.csv", index=False)
     faults = {"list": [{"fault": 0, "action": "pfc_storm", "detect_ms": None, "detected_by": None}]}
     b = storm_block(tmp_path, faults)

@@ -36,6 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from testbed.results.rundir import RunDir
 from traffic import collectives
 
 #: per-link rates of the steps, bit/s, rising
@@ -176,7 +177,7 @@ def _run_step(rate_bps: float, workdir: Path) -> dict:
     if not found:
         raise RuntimeError(f"calibration run at {rate_bps / 1e6:g} Mbit/s failed (exit {proc.returncode}): "
                            f"{(proc.stderr or proc.stdout).strip()[-400:]}")
-    s = json.loads(found[0].read_text())
+    s = RunDir.open(found[0].parent).summary
     return {"per_host_bps": rate_bps, "size_bytes": size, "faithful": bool(s["faithful"]),
             "violation": s["violations"][0] if s["violations"] else "",
             "busbw_ratio": s["sizes"][0]["busbw_ratio"] if s["sizes"] else None}

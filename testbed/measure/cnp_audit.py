@@ -26,13 +26,13 @@ times compare directly.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from testbed.measure.verdict import FAILED, NOT_JUDGED, PASSED, FidelityVerdict
+from testbed.results.rundir import RunDir, TableError
 
 CHECK = "cnp_interval"
 #: an NP interval counts as below N when shorter than N - this (module docstring)
@@ -152,9 +152,9 @@ def stated_interval_ns(run_dir: Path) -> int | None:
     """N as the run states it: manifest.json ``congestion_control.parameters.cnp_interval_us.value`` x 1000,
     rounded to ns; None when the manifest has none."""
     try:
-        m = json.loads((Path(run_dir) / "manifest.json").read_text())
+        m = RunDir(run_dir).manifest
         return int(round(float(m["congestion_control"]["parameters"]["cnp_interval_us"]["value"]) * 1000))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (TableError, ValueError, KeyError, TypeError):
         return None
 
 
@@ -171,8 +171,7 @@ def judge_cnp_interval(verdict: FidelityVerdict, run_dir: Path, stats: list, tra
     agents_ns = cnp_interval_ns(transport)
     if agents_ns is None:
         return
-    path = Path(run_dir) / "cnp_events.csv"
-    events = pd.read_csv(path) if path.is_file() else None
+    events = RunDir(run_dir).table("cnp_events")
     unrecorded = {"np_cnps": 0, "rp_cnps": 0, "rate_changes": 0}
     for st in stats or ():
         for k, v in st.unrecorded().items():

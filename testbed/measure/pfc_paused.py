@@ -14,20 +14,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from controllers.contract import PFC_EVENTS_FILE
+from testbed.results.rundir import RunDir
 
 
 def paused_windows(run_dir: Path) -> dict[str, list[tuple[int, int]]]:
     """gated port -> [(pause_ns, resume_ns)] from the run's pfc_events.csv ({} without one); a pause never
     resumed lasts to the end of time."""
-    path = Path(run_dir) / PFC_EVENTS_FILE
-    if not path.exists():
+    ev = RunDir(run_dir).table("pfc_events")
+    if ev is None:
         return {}
-    ev = pd.read_csv(path)
     rx = ev["event"].isin(("rx_pause", "rx_resume"))  # a host's PFC frames held the port's own egress
     ev = ev.assign(upstream_port=ev["upstream_port"].where(~rx, ev["port"]),
                    event=ev["event"].replace({"rx_pause": "pause", "rx_resume": "resume"}))
-    ev = ev[ev["event"].isin(("pause", "resume")) & ev["upstream_port"].notna()].sort_values("time_ns")
+    ev = ev[ev["event"].isin(("pause", "resume")) & (ev["upstream_port"] != "")].sort_values("time_ns")
     out: dict[str, list[tuple[int, int]]] = {}
     open_at: dict[str, int] = {}
     for t, port, kind in zip(ev["time_ns"], ev["upstream_port"].astype(str), ev["event"]):

@@ -84,8 +84,9 @@ def congestion_block(run_dir: Path) -> dict | None:
                       "ecn_loop_p50_ms": doc["loop_p50_ms"], "ecn_loop_p99_ms": doc["loop_p99_ms"],
                       "ecn_loop_ticks": doc["ticks"], "ecn_loop_missed_ticks": doc["missed_ticks"]})
     if doc.get("pfc"):
-        ports = pfc_ports(pd.read_csv(run_dir / "pfc_events.csv"))
-        RunDir(run_dir).write_table("pfc_ports", ports)
+        run = RunDir(run_dir)
+        ports = pfc_ports(run["pfc_events"])
+        run.write_table("pfc_ports", ports)
         block.update({"pause_frames": int(ports["pauses_sent"].sum()),
                       "paused_time_s": round(float(ports["paused_time_s"].sum()), 6),
                       "storms": doc["pfc"].get("storms", 0), "pfc": doc["pfc"]})

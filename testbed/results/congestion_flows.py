@@ -30,11 +30,12 @@ qp_rates.csv and topology.json. Definitions:
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from testbed.results.rundir import RunDir
 
 START_SLACK_NS = 50_000_000
 SETTLE_FRACTION = 1 / 3
@@ -97,18 +98,15 @@ def _steady(run_dir: Path, fct: pd.DataFrame, rates: pd.DataFrame, queues: pd.Da
     return out
 
 
-def _cnps(run_dir: Path, cnp_interval_us: float | None) -> dict:
-    qps_path, rates_path = run_dir / "qps.csv", run_dir / "qp_rates.csv"
-    if not qps_path.exists():
-        return {}
-    qps = pd.read_csv(qps_path)
-    if "cnps_tx" not in qps:
+def _cnps(run: RunDir, cnp_interval_us: float | None) -> dict:
+    qps = run.table("qps")
+    if qps is None or "cnps_tx" not in qps:
         return {}
     resp = qps[qps["role"] == "responder"]
     out = {"cnp_sent": int(resp["cnps_tx"].fillna(0).sum()),
            "cnp_received": int(qps.loc[qps["role"] == "requester", "cnps_rx"].fillna(0).sum())}
-    if rates_path.exists():
-        cnp = pd.read_csv(rates_path)
+    cnp = run.table("qp_rates")
+    if cnp is not None:
         cnp = cnp[cnp["event"] == "cnp"].sort_values("time_ns")
         gaps = cnp.groupby(["trial", "rank", "peer"])["time_ns"].diff().dropna()
         out["cnp_min_gap_ms"] = round(float(gaps.min()) / 1e6, 3) if len(gaps) else None
@@ -159,14 +157,13 @@ def flow_figures(run_dir: Path, cnp_interval_us: float | None = None) -> dict:
     trial: lowest Jain), ``cnp_*`` and ``victim`` (list, one row per trial and victim flow; absent
     without a burst). Missing files give no keys."""
     run_dir = Path(run_dir)
-    out = _cnps(run_dir, cnp_interval_us)
-    if not (run_dir / "fct.csv").exists() or not (run_dir / "flow_rates.csv").exists():
+    run = RunDir(run_dir)
+    out = _cnps(run, cnp_interval_us)
+    fct, rates = run.table("fct"), run.table("flow_rates")
+    if fct is None or rates is None:
         return out
-    fct, rates = pd.read_csv(run_dir / "fct.csv"), pd.read_csv(run_dir / "flow_rates.csv")
-    qpath = run_dir / "lossless_queues.csv"
-    queues = pd.read_csv(qpath) if qpath.exists() else None
-    tpath = run_dir / "topology.json"
-    link_bps = _link_rates(json.loads(tpath.read_text())) if tpath.exists() else {}
+    queues = run.table("lossless_queues")
+    link_bps = _link_rates(run.topology) if run.topology else {}
     steady, victims = [], []
     for trial, f in fct.groupby("trial"):
         r = rates[rates["trial"] == trial]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from testbed.emulation.pfc_storm import STORMS_FILE
+from testbed.results.rundir import RunDir
 
 AFTER_WINDOW_NS = 1_000_000_000
 
@@ -57,13 +57,10 @@ def _first(events: pd.DataFrame, kind: str, after_ns: int | None) -> int | None:
 
 def storm_rows(run_dir: Path) -> list[dict]:
     """One dict per storm of pfc_storms.csv with its detection, restore and rest-of-fabric figures."""
-    run_dir = Path(run_dir)
-    storms = pd.read_csv(run_dir / STORMS_FILE)
-    ev_path = run_dir / "pfc_events.csv"
-    ev = pd.read_csv(ev_path) if ev_path.exists() else pd.DataFrame(columns=["time_ns", "port", "event"])
-    fct_path, rates_path = run_dir / "fct.csv", run_dir / "flow_rates.csv"
-    fct = pd.read_csv(fct_path) if fct_path.exists() else None
-    rates = pd.read_csv(rates_path) if rates_path.exists() else None
+    run = RunDir(run_dir)
+    storms = run["pfc_storms"]
+    ev = run.get("pfc_events", pd.DataFrame(columns=["time_ns", "port", "event"]))
+    fct, rates = run.table("fct"), run.table("flow_rates")
     rows = []
     for s in storms.itertuples():
         start = int(s.start_ns) if pd.notna(s.start_ns) else None
@@ -92,7 +89,7 @@ def storm_block(run_dir: Path, faults: dict | None) -> dict:
     (``pfc_watchdog``) on the storm's row of ``faults["list"]``."""
     from testbed.results.congestion import pfc_doc
 
-    if not (Path(run_dir) / STORMS_FILE).exists():
+    if "pfc_storms" not in RunDir(run_dir):
         return {}
     rows = storm_rows(run_dir)
     pfc = pfc_doc(run_dir)

@@ -244,8 +244,8 @@ TABLES: dict[str, Table] = {t.name: t for t in (
            "pattern runs", """
     trial        int   trial
     flow         int   flow index
-    src          int   sending rank
-    dst          int   receiving rank
+    src          str   sending host (short name, e.g. h5)
+    dst          str   receiving host (short name)
     size_bytes   int   flow size, bytes
     start_ns     int   post of the flow's message, Unix ns
     end_ns       int   ACK of its last byte, Unix ns
@@ -258,10 +258,10 @@ TABLES: dict[str, Table] = {t.name: t for t in (
            "pattern runs", """
     trial        int   trial
     flow         int   flow index
-    src          int   sending rank
-    dst          int   receiving rank
+    src          str   sending host (short name, e.g. h5)
+    dst          str   receiving host (short name)
     bin_start_ns int   start of the bin, Unix ns
-    rx_bytes     int   payload bytes received in the bin
+    rx_bytes     float payload bytes received in the bin (interpolated between the receiver's samples)
     goodput_bps  float rx_bytes x 8 / bin length, bit/s
 """),
     _table("uplinks", "bytes each inter-switch port sent during a trial and its share of its switch's uplinks",
@@ -287,7 +287,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     time_ns       int   the sample that decided it, Unix ns
     port          str   ingress switch port charged
     class         int   priority (3: lossless)
-    event         str   pause, resume, storm or restore
+    event         str   pause, resume (the port paused its upstream), rx_pause, rx_resume (the port's egress held for its host's PFC frames), storm or restore (the PFC watchdog)
     charged_bytes int   bytes charged to the ingress at the decision (-1: not applicable)
     upstream      str   device paused (switch or host)
     upstream_port str   its port toward the ingress
@@ -302,6 +302,16 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     upstream_port str   its port
     pauses_sent   int   pauses sent
     paused_time_s float time paused, s
+"""),
+    _table("pfc_storms", "every PFC storm a host NIC sent (testbed.emulation.pfc_storm): its first XOFF and its XON",
+           "runs with a pfc_storm fault", """
+    fault       int   fault index in the scenario
+    host        str   host whose NIC sent the pause frames
+    switch_port str   switch port the frames arrive on
+    start_ns    int   the first XOFF, Unix ns
+    end_ns      int   the XON (storm end), Unix ns; empty when no XON was sent
+    xoff_frames int   XOFF frames sent (the first pause and its refreshes)
+    xon_frames  int   XON frames sent
 """),
     _table("faults", "every fault of the scenario and what happened to it",
            "runs with faults", """

@@ -13,7 +13,8 @@ import time
 
 from benchmarks.instruments.flow_shares import tx_pkts
 from testbed.results.adaptive import adaptive_block
-from controllers.contract import AdaptiveMoved, read_events
+from controllers.contract import AdaptiveMoved
+from testbed.results.rundir import RunDir
 
 RATE_BPS = 20e6
 SIZE_BYTES = 5 << 20  # 2.1 s alone on a link, 4.2 s when two share one
@@ -108,23 +109,24 @@ def test_adaptive_moves_a_colliding_flow_and_fills_the_fabric(make_fabric):
     uplinks = leaf_uplinks(fab.layout)
     sports = colliding_sports(fab, k, uplinks)
     events_file = fab.run_dir / "controller.events.jsonl"
-    n_before = len(read_events(fab.run_dir))
+    run = RunDir(fab.run_dir)  # the live run's directory: events() reads the file anew on every call
+    n_before = len(run.events())
     procs = start_flows(fab, k, sports, SIZE_BYTES)
     t0 = time.monotonic()  # the senders were told to go
     moved_at = None
     while time.monotonic() - t0 < 4.0 and moved_at is None:
-        if any(isinstance(e, AdaptiveMoved) for e in read_events(fab.run_dir)[n_before:]):
+        if any(isinstance(e, AdaptiveMoved) for e in run.events()[n_before:]):
             moved_at = time.monotonic() - t0
         time.sleep(0.02)
     time.sleep(0.3)  # the moved flow's queue drains, go-back-N resends what the reordering cost
     ratio, used = uplink_ratio(uplinks, 1.0, RATE_BPS)
     counts = finish_flows(procs)
-    block = adaptive_block(read_events(fab.run_dir)[n_before:])
+    block = adaptive_block(run.events()[n_before:])
     print(f"adaptive k={k}: sports {sports}, move confirmed {moved_at} s after start, "
           f"{json.dumps({x: block[x] for x in ('changes', 'moves', 'reaction_ms_max', 'since_hot_ms_max')})}, "
           f"after the move throughput ratio {ratio:.3f} on {used} uplinks, {counts}")
     assert events_file.exists()
-    assert json.loads((fab.run_dir / "controller.ready").read_text())["errors"] == []  # the group-mod was taken
+    assert run.read_json("controller.ready")["errors"] == []  # the group-mod was taken
     assert moved_at is not None and moved_at <= MOVE_WITHIN_S, block
     first = block["list"][0]
     assert first["switch"] == "l1" and first["buckets"] == 1, block

@@ -2,15 +2,13 @@
 class buffers, Xoff 100 KB, Xon 70 KB), two senders on the receiver's leaf and two behind the spine, so
 the pauses must spread hop by hop (receiver's leaf -> spine -> the far leaf -> its hosts). The PFC loop
 runs in the controller process; its files are read after the fabric stopped."""
-import json
-
-import pandas as pd
 import pytest
 
 from testbed.emulation.fabric import Fabric
 from testbed.host.runlock import RunLock
 from topology.naming import new_run_id
 from testbed.results.congestion import congestion_block
+from testbed.results.rundir import RunDir
 from testbed.spec.scenario import parse_scenario
 from tests.instruments.incast import TOS_LOSSLESS, TOS_LOSSY, run_incast
 
@@ -40,9 +38,9 @@ def test_c07_lossless_class_never_drops_and_pauses_every_sender_port(tmp_path, d
         lossless = run_incast(fab, SENDERS, RECEIVER, TOS_LOSSLESS, RATE_BPS, TOTAL_BYTES, port=47_930)
         lossy = run_incast(fab, SENDERS, RECEIVER, TOS_LOSSY, RATE_BPS, TOTAL_BYTES, port=47_931)
     # the controller stopped: its loop wrote its files
-    loop = json.loads((tmp_path / "congestion_loop.json").read_text())
-    events = pd.read_csv(tmp_path / "pfc_events.csv")
-    queues = pd.read_csv(tmp_path / "lossless_queues.csv")
+    run = RunDir(tmp_path)
+    loop = run.congestion_loop
+    events, queues = run.pfc_events, run.lossless_queues
     block = congestion_block(tmp_path)
 
     # 0 drops on priority 3: every byte sent arrived, and the switches' lossless queues dropped nothing
@@ -60,7 +58,7 @@ def test_c07_lossless_class_never_drops_and_pauses_every_sender_port(tmp_path, d
     assert queues["backlog_bytes"].max() <= BUFFER_BYTES, queues["backlog_bytes"].max()
     assert block["pause_frames"] >= len(sender_ports) and block["paused_time_s"] > 0, block
     assert block["controller_loop_p99_ms"] is not None and loop["ticks"] > 1000, loop
-    assert pd.read_csv(tmp_path / "pfc_ports.csv")["pauses_sent"].min() >= 1
+    assert RunDir(tmp_path).pfc_ports["pauses_sent"].min() >= 1
     # control: the same load on the lossy class drops packets
     assert sum(lossy["received"].values()) < sum(lossy["sent"].values()), lossy
 
@@ -80,8 +78,9 @@ def test_a_run_with_pfc_pauses_hosts_loses_nothing_and_reports_it(tmp_path):
     assert c["controller_loop_p99_ms"] is not None and c["pfc"]["kick_frames"] > 0, c
     assert not any("of_pipeline" in v for v in s["violations"]), s["violations"]  # kick frames are not losses
     run_dir = tmp_path / "scenario" / next(p.name for p in (tmp_path / "scenario").iterdir())
-    manifest = json.loads((run_dir / "manifest.json").read_text())
+    run = RunDir.open(run_dir)
+    manifest = run.manifest
     assert manifest["backends"]["pfc"].startswith("controller loop"), manifest["backends"]
-    ports = pd.read_csv(run_dir / "pfc_ports.csv")
+    ports = run.pfc_ports
     assert ports["upstream_port"].str.endswith("-eth0").any(), ports  # hosts were paused
     assert "pause_frames" in res.stdout  # the terminal's congestion line

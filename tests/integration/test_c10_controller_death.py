@@ -1,14 +1,12 @@
 """C10: the controller dies mid-run (SIGKILL). Installed paths lose nothing; the death is reported;
 with restarting on, the controller comes back, reconnects every switch within 5 s and resyncs
 without an OpenFlow error or a changed entry; with restarting off, the fabric keeps forwarding."""
-import json
 import os
 import signal
 import subprocess
 import time
 from pathlib import Path
 
-import pandas as pd
 import psutil
 import pytest
 
@@ -16,6 +14,7 @@ from conftest import running_scenario
 
 from testbed.emulation.controller_supervisor import RECONNECT_TARGET_S
 from testbed.emulation.fabric import Fabric
+from testbed.results.rundir import RunDir
 from topology.naming import new_run_id
 from testbed.host.runlock import RunLock
 from testbed.spec.scenario import parse_scenario
@@ -52,7 +51,8 @@ def test_controller_killed_mid_run_is_restarted_and_loses_nothing(tmp_path):
         out, err = run.communicate(timeout=240)
     print(out)
     assert run.returncode == 0, f"testbed run failed ({run.returncode}):\n{out}\n{err}"
-    s = json.loads((run_dir / "summary.json").read_text())
+    run_files = RunDir.open(run_dir)
+    s = run_files.summary
 
     c = s["controller"]
     assert (c["restart"], c["deaths"], c["restarts"], c["switches"]) == (True, 1, 1, 6)
@@ -64,7 +64,7 @@ def test_controller_killed_mid_run_is_restarted_and_loses_nothing(tmp_path):
     assert restart["pid"] != pid and restart["switches"] == 6
     assert restart["reconnect_s"] < RECONNECT_TARGET_S, restart
     # Idempotent resync: every planned flow found in place, nothing added, replaced or removed.
-    final_ready = json.loads((run_dir / "controller.ready").read_text())
+    final_ready = run_files.read_json("controller.ready")
     assert final_ready["dpids"] and final_ready["errors"] == []
     assert restart["resync"] == {"flows_unchanged": final_ready["flows"], "flows_added": 0, "flows_replaced": 0,
                                  "flows_removed": 0, "groups_added": 0, "groups_modified": final_ready["groups"],
@@ -74,7 +74,7 @@ def test_controller_killed_mid_run_is_restarted_and_loses_nothing(tmp_path):
     assert "OFPT_ERROR" not in log and c["openflow_errors"] == 0 and c["violations"] == []
 
     # Traffic crossed the fabric while the controller was dead and lost nothing.
-    ops = pd.read_csv(run_dir / "rank_ops.csv")
+    ops = run_files.rank_ops
     assert ops["t_start_ns"].min() < kill_ns < ops["t_end_ns"].max()
     t = s["transport"]
     assert t["retx_pkts"] == 0 and t["timeouts"] == 0 and t["naks"] == 0, t

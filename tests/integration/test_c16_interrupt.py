@@ -1,17 +1,16 @@
 """C16: results survive interrupts. SIGINT during traffic keeps the collectives that finished (partial
 tables, directory marked INCOMPLETE); SIGINT just after the last collective keeps the full results.
 Either way nothing of the run is left and the exit code is 130. Also: every table is on one clock."""
-import json
 import re
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pandas as pd
 
 from test_c06_cleanup import run_leftovers
+from testbed.results.rundir import RunDir
 
 SCENARIO = """
 name: c16
@@ -48,16 +47,16 @@ def _run_and_interrupt(tmp_path, max_bytes: str, after_op: int, delay_s: float =
     return proc.returncode, out, err, rid, run_dirs[0]
 
 
-def _assert_one_clock(run_dir: Path, ops: pd.DataFrame) -> None:
+def _assert_one_clock(run: RunDir, ops: pd.DataFrame) -> None:
     """ops, ports and cpu share the Unix-ns clock: every operation lies inside the sampling spans
     (ports.csv: give or take one sampling period, as a sampler stopped by an interrupt samples no more)."""
-    ports, cpu = pd.read_csv(run_dir / "ports.csv"), pd.read_csv(run_dir / "cpu.csv")
-    period_ns = json.loads((run_dir / "manifest.json").read_text())["scenario"]["output"]["sample_period_ms"] * 1e6
+    ports, cpu = run.ports, run.cpu
+    period_ns = run.manifest["scenario"]["output"]["sample_period_ms"] * 1e6
     assert ports["time_ns"].min() <= ops["t_start_ns"].min()
     assert ops["t_end_ns"].max() <= ports["time_ns"].max() + period_ns
     # cpu.csv stamps each 1 s interval at its end
     assert cpu["time_ns"].min() - 1e9 <= ops["t_start_ns"].min() and ops["t_end_ns"].max() <= cpu["time_ns"].max()
-    ranks = pd.read_csv(run_dir / "rank_ops.csv")
+    ranks = run.rank_ops
     assert ranks.groupby("op_id")["t_start_ns"].min().tolist() == ops["t_start_ns"].tolist()
     assert abs(ops["t_start_ns"].min() - time.time_ns()) < 600e9  # epoch ns, not CLOCK_MONOTONIC
 
@@ -67,23 +66,24 @@ def test_sigint_during_traffic_keeps_finished_collectives(tmp_path):
     print(err[-600:])
     assert code == 130, err
     assert run_leftovers(rid) == {"links": [], "bridges": [], "netns": [], "procs": []}
-    s = json.loads((run_dir / "summary.json").read_text())
+    run = RunDir.open(run_dir)
+    s = run.summary
     done = s["ops_done"]
     assert s["complete"] is False and s["faithful"] is None and s["ops_planned"] == 8
     assert 3 <= done < 8, s
     reason = (run_dir / "INCOMPLETE").read_text()
     assert reason == s["incomplete_reason"] + "\n"
     assert f"interrupted by SIGINT during traffic after {done} of 8 collectives" in reason
-    ops = pd.read_csv(run_dir / "ops.csv")
+    ops = run.ops
     assert ops["op_id"].tolist() == list(range(done))
     assert ops["size_bytes"].tolist() == [32768 << i for i in range(done)]
     assert (ops["time_rank_avg_us"] <= ops["time_us"]).all() and (ops["time_us"] > 0).all()
-    sizes = pd.read_csv(run_dir / "sizes.csv")
+    sizes = run.sizes
     assert sizes["count"].tolist() == [1] * done and sizes["p99_us"].isna().all()
     assert sizes["p50_us"].tolist() == ops["time_us"].tolist()   # one sample: p50 is that sample
     assert [r["size_bytes"] for r in s["sizes"]] == ops["size_bytes"].tolist()
-    assert len(pd.read_csv(run_dir / "rank_ops.csv")) == 4 * done
-    _assert_one_clock(run_dir, ops)
+    assert len(run.rank_ops) == 4 * done
+    _assert_one_clock(run, ops)
     assert f"partial results ({done} of 8 collectives) kept in {run_dir}" in err
     assert "INCOMPLETE" in out
 
@@ -94,18 +94,18 @@ def test_sigint_after_the_last_collective_keeps_full_results(tmp_path):
     assert code == 130, err
     assert run_leftovers(rid) == {"links": [], "bridges": [], "netns": [], "procs": []}
     assert not (run_dir / "INCOMPLETE").exists()
-    s = json.loads((run_dir / "summary.json").read_text())
+    run = RunDir.open(run_dir)
+    s = run.summary
     assert s["complete"] is True and s["ops_done"] == 3
     assert s["interrupted"].startswith("interrupted by SIGINT during the teardown")
     assert s["teardown"] == "done" and s["controller"]["deaths"] == 0   # updated after the teardown
     t = s["transport"]
     assert t["delivered_bytes"] == t["posted_bytes"] == t["acked_bytes"] > 0
-    ops = pd.read_csv(run_dir / "ops.csv")
+    ops = run.ops
     assert ops["size_bytes"].tolist() == [32768, 65536, 131072]
-    qps = pd.read_csv(run_dir / "qps.csv")
-    msgs = pd.read_csv(run_dir / "msgs.csv")
+    qps, msgs = run.qps, run.msgs
     assert msgs["fct_us"].notna().all() and len(msgs) == 4 * 3 * 2 * 3   # ranks x ops x 2(n-1) chunks
     assert {"first_psn", "acks_rx"} <= set(qps.columns)
-    _assert_one_clock(run_dir, ops)
+    _assert_one_clock(run, ops)
     assert f"complete results kept in {run_dir}" in err and "removed" in err
     assert "busbw(Mb/s)" in out

@@ -1,10 +1,8 @@
 """C17: the link model is stated (manifest) and honoured (window-1 goodput matches its formula)."""
-import json
-from pathlib import Path
-
 from conftest import run_scenario_file
 
 from testbed.measure import timing
+from testbed.results.rundir import RunDir
 
 WINDOW1 = """
 name: c17
@@ -17,7 +15,7 @@ workload: {sizes: {min_bytes: 256KiB, max_bytes: 256KiB}, iterations: 3, warmup_
 def _run(tmp_path):
     tmp_path.mkdir()
     res, s = run_scenario_file(tmp_path, WINDOW1, timeout=120, expect_rc=None)  # judged below
-    manifest = json.loads((Path(s["run_dir"]) / "manifest.json").read_text())
+    manifest = RunDir.open(s["run_dir"]).manifest
     return s, manifest, s["sizes"][0]["busbw_ratio"]
 
 

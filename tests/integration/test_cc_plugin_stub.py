@@ -6,12 +6,9 @@ scenario's ``transport.fixed_rate`` block). The run proves the parameter reached
 log, qp_rates.csv) and changed a figure (the bus bandwidth falls to about that fraction), and the test
 states the files the new control needed: its own module, plus the registry line inside it; nothing in
 the repository changes."""
-import json
 import subprocess
 import sys
-from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from conftest import REPO
@@ -92,16 +89,15 @@ def test_a_one_parameter_cc_stub_runs_end_to_end_from_its_own_module(tmp_path, m
     from testbed import api
     r = api.run(api.Scenario.from_dict(SCENARIO), results=tmp_path / "results")
     assert r.run_dir is not None and r.summary["complete"] is True, r.exit_code
-    run_dir = Path(r.run_dir)
 
     # the parameter reached the agents: every rate they logged is the fraction of the line rate
-    m = json.loads((run_dir / "manifest.json").read_text())
+    m = r.tables.manifest
     assert m["transport"]["congestion_control"] == "fixed_rate"
     assert m["transport"]["cc_settings"] == {"rate_fraction": FRACTION}
     assert m["transport"]["cc_module"] == STUB_MODULE
     assert m["congestion_control"] == {"name": "fixed_rate",
                                        "parameters": {"rate_fraction": {"value": FRACTION, "origin": "scenario"}}}
-    rates = pd.read_csv(run_dir / "qp_rates.csv")
+    rates = r.qp_rates
     assert len(rates) >= 2 and set(rates["rate_bps"]) == {FRACTION * 10e6}, rates
     # ... and changed a figure: the bus bandwidth is about that fraction of the line rate (quickstart: >= 0.95)
     largest = max(r.summary["sizes"], key=lambda s: s["size_bytes"])

@@ -8,9 +8,8 @@ payload efficiency)) lies in the band measured here for 512 KiB (figures in BAND
 """
 from pathlib import Path
 
-import pandas as pd
-
 from testbed.plan import PlannedOp
+from testbed.results.rundir import RunDir
 from testbed.runner import run_scenario
 from testbed.spec.scenario import load_scenario
 from traffic import collectives
@@ -49,9 +48,8 @@ def _run(tmp_path, keys) -> dict:
     fabric = spec.fabric.model_copy(update={"buffer_bytes": BUFFER_BYTES})
     spec = spec.model_copy(update={"name": "collectives", "fabric": fabric})
     summary = run_scenario(spec, REPO / "scenarios" / "quickstart.yaml", tmp_path, quiet=True, ops_plan=_plan(keys))
-    run_dir = Path(summary["run_dir"])
-    ranks = pd.read_csv(run_dir / "rank_ops.csv").merge(pd.read_csv(run_dir / "ops.csv")[
-        ["op_id", "collective", "algorithm"]], on="op_id")
+    run = RunDir.open(summary["run_dir"])
+    ranks = run.rank_ops.merge(run.ops[["op_id", "collective", "algorithm"]], on="op_id")
     want_total = 0
     for (c, a), g in ranks.groupby(["collective", "algorithm"]):
         alg = collectives.get(c, a)

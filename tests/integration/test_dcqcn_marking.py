@@ -5,13 +5,10 @@ on both leaves' host-facing ports sets CE on 30 % of the ECT packets (``numgen r
 the fallback marker of DESIGN.md does; it is removed after the run. 2 hosts, 10 Mbit/s links
 standing for 1 Gbit/s (dilation 100: CNP interval N = 5 ms, rate timer T = 5.5 ms).
 """
-import json
 import subprocess
-from pathlib import Path
-
-import pandas as pd
 
 from test_fidelity_verdict import finish_run, start_run, wait_fabric_up
+from testbed.results.rundir import RunDir
 
 SCENARIO = """
 name: dcqcn_marking
@@ -45,20 +42,20 @@ def test_ce_marks_bring_paced_cnps_and_rate_cuts_with_every_byte_delivered_once(
         subprocess.run(["nft", "delete", "table", "netdev", f"{rid}ce"], capture_output=True)
     print(out)
     assert rc in (0, 3), err
-    run_dir = Path(s["run_dir"])
+    run = RunDir.open(s["run_dir"])
     t = s["transport"]
     # every byte delivered exactly once; every packet (CNPs included) accounted for
     assert t["delivered_bytes"] == t["posted_bytes"] == t["acked_bytes"] == 2 * 2 * 512 * 1024
     assert t["order_errors"] == 0 and t["unexplained_lost_pkts"] == 0
     assert s["checks"]["bytes"]["status"] == "passed"
-    m = json.loads((run_dir / "manifest.json").read_text())
+    m = run.manifest
     assert m["congestion_control"]["parameters"]["cnp_interval_us"]["value"] == CNP_INTERVAL_NS / 1000
 
-    qps = pd.read_csv(run_dir / "qps.csv")
+    qps = run.qps
     resp = qps[qps["role"] == "responder"].set_index("rank")
     req = qps[qps["role"] == "requester"].set_index("rank")
-    rates = pd.read_csv(run_dir / "qp_rates.csv")
-    ops = pd.read_csv(run_dir / "rank_ops.csv")
+    rates = run.qp_rates
+    ops = run.rank_ops
     traffic_s = (ops["t_end_ns"].max() - ops["t_start_ns"].min()) / 1e9
     for rank in (0, 1):
         peer = 1 - rank

@@ -41,8 +41,7 @@ def test_marks_only_ect_none_below_kmin_and_follows_red(tmp_path, datapath):
 def test_a_run_with_ecn_records_marks_backend_and_loop_time(tmp_path):
     """scenarios/ecn_marking.yaml, one size: the lossless queues pass Kmin at the 2:1 uplinks."""
     from conftest import REPO, run_scenario_file
-    import json
-    import pandas as pd
+    from testbed.results.rundir import RunDir
 
     text = (REPO / "scenarios" / "ecn_marking.yaml").read_text().replace(
         "sizes: {min_bytes: 256KiB, max_bytes: 1MiB, factor: 4}", "sizes: {min_bytes: 1MiB, max_bytes: 1MiB}")
@@ -53,11 +52,11 @@ def test_a_run_with_ecn_records_marks_backend_and_loop_time(tmp_path):
     assert c["ect_pkts"] > 1000 and 0 < c["ce_marked_pkts"] < c["ect_pkts"], c
     assert c["lossless_queue_p99_bytes"] > c["kmin_bytes"], c
     assert c["ecn_loop_ticks"] > 1000 and c["ecn_loop_p50_ms"] is not None, c
-    run_dir = Path(s["run_dir"])
-    assert json.loads((run_dir / "manifest.json").read_text())["backends"]["ecn_marker"] == c["ecn_marker"]
-    q = pd.read_csv(run_dir / "lossless_queues.csv")
+    run = RunDir.open(s["run_dir"])
+    assert run.manifest["backends"]["ecn_marker"] == c["ecn_marker"]
+    q = run.lossless_queues
     assert set(q["class"]) == {"lossless"} and q["backlog_bytes"].max() > c["kmin_bytes"]
-    marks = pd.read_csv(run_dir / "ecn_marking.csv")
+    marks = run.ecn_marking
     assert marks["probability"].between(0, 1).all() and len(marks) > 0
     assert leftover_tables(s["run_id"]) == []
 

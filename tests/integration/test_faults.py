@@ -7,9 +7,8 @@ l1-s2; each test first checks that the link carried data before the fault, so a 
 instead of testing an idle link."""
 import json
 
-import pandas as pd
-
 from conftest import assert_losses_accounted, run_scenario_file
+from testbed.results.rundir import RunDir
 
 FABRIC = """
 seed: 1
@@ -21,7 +20,7 @@ transport: {payload_bytes: 4096, window_pkts: 16, ack_every_pkts: 4}
 
 def _bytes_on(run_dir, port_suffix: str, t_from_ns: float, t_to_ns: float) -> int:
     """Bytes the switch port ``<run id><port_suffix>`` sent between two times (the queue sampler's ports.csv)."""
-    p = pd.read_csv(run_dir / "ports.csv")
+    p = RunDir.open(run_dir).ports
     g = p[p["port"].str.endswith(port_suffix) & (p["time_ns"] >= t_from_ns) & (p["time_ns"] <= t_to_ns)]
     assert len(g) > 1, f"no samples of {port_suffix}"
     return int(g["tx_bytes"].max() - g["tx_bytes"].min())

@@ -7,12 +7,11 @@ import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-import pandas as pd
 import psutil
 
 from conftest import EXIT_FAITHFUL, EXIT_NOT_FAITHFUL, run_scenario_file
+from testbed.results.rundir import RunDir
 
 TWO_HOSTS = """
 name: {name}
@@ -53,8 +52,7 @@ def finish_run(proc, tmp_path, name):
     out, err = proc.communicate(timeout=300)
     summaries = list((tmp_path / name).glob("*/summary.json"))
     assert len(summaries) == 1, err
-    import json
-    return proc.returncode, out, err, json.loads(summaries[0].read_text())
+    return proc.returncode, out, err, RunDir.open(summaries[0].parent).summary
 
 
 def test_c13_one_pegged_core_is_not_faithful(tmp_path):
@@ -69,7 +67,7 @@ def test_c13_one_pegged_core_is_not_faithful(tmp_path):
     finally:
         spin.kill()
     print(out)
-    cpu = pd.read_csv(Path(s["run_dir"]) / "cpu.csv")
+    cpu = RunDir.open(s["run_dir"]).cpu
     assert {"cpu0_idle_pct", "cpu1_idle_pct", "min_cpu_idle_pct"} <= set(cpu.columns)
     pegged = int((cpu["cpu1_idle_pct"] < 5).sum())
     print(f"C13: {pegged} s with cpu1 idle < 5%, machine idle min {cpu['idle_pct'].min():.1f}%")
@@ -155,7 +153,7 @@ def test_c14_emulated_queue_is_the_only_buffer_that_fills(tmp_path):
     res, s = run_scenario_file(tmp_path, C14.format(buffer="1MB", transport="{window_pkts: 128}", size="512KiB",
                                                     iterations=1), name="c14_1mb", expect_rc=None)
     print(res.stdout)
-    ports = pd.read_csv(Path(s["run_dir"]) / "ports.csv")
+    ports = RunDir.open(s["run_dir"]).ports
     peak = int(ports["backlog_bytes"].max())
     print(f"C14 1 MB buffer: queue peak {peak} bytes, transport {s['transport']}")
     assert peak > 100_000

@@ -3,13 +3,12 @@ full and below Kmax; with PFC too, no pause in steady state; CNPs paced on a rea
 dips under PFC alone and, averaged over three runs, for at most 0.9 of that time with DCQCN, 0 lossless
 drops in all. Runs scenarios/incast_dcqcn.yaml, incast_both.yaml, victim_flow.yaml and victim_flow_dcqcn.yaml
 as they are (10 Mbit/s, 8 hosts; the incasts about 15 s of traffic, the victim runs about 6 s)."""
-import json
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from conftest import assert_losses_accounted, run_scenario_file
+from testbed.results.rundir import RunDir
 
 pytestmark = pytest.mark.integration
 
@@ -33,19 +32,19 @@ def _run(tmp_path, name: str) -> dict:
 
 def _cnp_interval_ns(s: dict) -> float:
     """N of the run, ns (manifest.json's congestion_control block: the published 50 us x dilation)."""
-    manifest = json.loads((Path(s["run_dir"]) / "manifest.json").read_text())
+    manifest = RunDir.open(s["run_dir"]).manifest
     return manifest["congestion_control"]["parameters"]["cnp_interval_us"]["value"] * 1e3
 
 
 def _cnps_paced(s: dict, cnp_interval_ns: float) -> None:
     """At most one CNP per interval per QP, from the NPs' counters over their requesters' busy time, and
     the RPs' timestamps: no two CNPs to one QP closer than the interval less the reverse path's jitter."""
-    run_dir = Path(s["run_dir"])
-    qps = pd.read_csv(run_dir / "qps.csv")
+    run = RunDir.open(s["run_dir"])
+    qps = run.qps
     busy = qps[qps["role"] == "requester"].set_index(["rank", "peer"])["tx_busy_ns"]
     for _, r in qps[qps["role"] == "responder"].iterrows():
         assert r["cnps_tx"] <= busy[(r["peer"], r["rank"])] / cnp_interval_ns + 1, r.to_dict()
-    cnp = pd.read_csv(run_dir / "qp_rates.csv").query("event == 'cnp'").sort_values("time_ns")
+    cnp = run.qp_rates.query("event == 'cnp'").sort_values("time_ns")
     gaps = cnp.groupby(["rank", "peer"])["time_ns"].diff().dropna()
     assert len(gaps) >= 20 and (gaps < 0.9 * cnp_interval_ns).mean() <= 0.05, gaps.describe()  # 48-67 ms seen
 
@@ -62,7 +61,7 @@ def test_dcqcn_incast_converges_fair_full_and_below_kmax_and_pfc_stays_quiet(tmp
         assert c["controller_loop_p99_ms"] < 5
         if name == "incast_both":
             assert c["lossless_drops_pkts"] == 0
-            events = pd.read_csv(Path(s["run_dir"]) / "pfc_events.csv")
+            events = RunDir.open(s["run_dir"]).pfc_events
             t0 = c["steady_start_ns"]
             steady = events[(events["time_ns"] >= t0) & (events["time_ns"] <= t0 + c["steady_s"] * 1e9)]
             assert (steady["event"] == "pause").sum() == 0, steady

@@ -1,9 +1,8 @@
 """Doctor's faithful-capacity calibration on a real fabric, and C15 (deep buffers) end to end."""
-import json
-
 import pytest
 
 from testbed.measure import capacity
+from testbed.results.rundir import RunDir
 from tests.integration.conftest import run_cli
 
 
@@ -40,9 +39,10 @@ def test_c15_deep_buffer_completes_with_bounded_rto(tmp_path):
     summaries = list((tmp_path / "results").glob("*/summary.json"))
     assert len(summaries) == 1, f"run did not complete ({res.returncode}):\n{res.stderr}"
     assert "retransmission timeout 2000 ms (auto" in res.stderr and "capped at 2 s" in res.stderr
-    manifest = json.loads((summaries[0].parent / "manifest.json").read_text())
+    run = RunDir.open(summaries[0].parent)
+    manifest = run.manifest
     assert manifest["transport"]["rto_us"] == 2_000_000 and manifest["rto"]["capped"] is True
-    t = json.loads(summaries[0].read_text())["transport"]
+    t = run.summary["transport"]
     print(f"C15: {t['delivered_bytes']} of {t['posted_bytes']} bytes delivered, {t['retx_pkts']} retransmitted, "
           f"{t['timeouts']} timeouts")
     assert t["posted_bytes"] > 0 and t["delivered_bytes"] == t["posted_bytes"] == t["acked_bytes"]

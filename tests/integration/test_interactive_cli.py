@@ -1,7 +1,6 @@
 """Issue 10 item 7: ``testbed run SCENARIO --cli`` on a real pty. After the workload the fabric stays up in the
 Mininet CLI; ``queues``, ``ecmp``, ``pauses`` and a ``collective`` work on the live fabric; ``exit`` tears down
 like a normal run (results written, nothing of the run left: processes, interfaces, bridges)."""
-import json
 import os
 import re
 import select
@@ -11,6 +10,8 @@ import time
 
 import psutil
 import pytest
+
+from testbed.results.rundir import RunDir
 
 pytestmark = pytest.mark.integration
 
@@ -114,7 +115,7 @@ def test_cli_commands_on_the_live_fabric_and_exit_cleans_up(tmp_path):
             tty.proc.wait()
         os.close(tty.master)
     assert rc in (0, 3), tty.text  # completed (faithful or not: the CPU is shared)
-    (summary,) = [json.loads(p.read_text()) for p in results.glob("*/summary.json")]
+    (summary,) = [RunDir.open(p.parent).summary for p in results.glob("*/summary.json")]
     assert summary["complete"] and summary["ops_done"] == 1
     assert (results / next(results.iterdir()).name / "cli" / "collective-0").is_dir()
     # nothing of the run left behind

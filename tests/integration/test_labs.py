@@ -1,13 +1,11 @@
 """The teaching labs (labs/, issue 10 item 6): each test runs one lab's scenario files as they are, with
 ``testbed run`` as the lab's README tells students, and checks the lab's expected observation within a
 band set from runs measured on this machine class (each lab's README gives the numbers)."""
-import json
 from pathlib import Path
-
-import pandas as pd
 
 from conftest import EXIT_FAITHFUL, EXIT_NOT_FAITHFUL, run_cli
 from testbed.results.congestion_flows import victim_dip
+from testbed.results.rundir import RunDir
 
 LABS = Path(__file__).resolve().parents[2] / "labs"
 TREE_SMALL, RING_LARGE = 0.85, 0.85   # lab 4: tree/ring time below 1 and 4 KiB, ring/tree from 64 KiB
@@ -20,7 +18,7 @@ def run_lab(tmp_path, lab: str, name: str, timeout: float = 240) -> dict:
     res = run_cli("run", LABS / lab / f"{name}.yaml", "--results", results, "--quiet", timeout=timeout)
     assert res.returncode in (EXIT_FAITHFUL, EXIT_NOT_FAITHFUL), f"{lab}/{name}: {res.returncode}\n{res.stderr}"
     (path,) = results.glob("*/summary.json")
-    s = json.loads(path.read_text())
+    s = RunDir.open(path.parent).summary
     t = s["transport"]
     assert t["delivered_bytes"] == t["posted_bytes"] == t["acked_bytes"] > 0 and t["order_errors"] == 0
     print(f"{lab}/{name}: faithful {s['faithful']} {s.get('violations')}")
@@ -30,9 +28,9 @@ def run_lab(tmp_path, lab: str, name: str, timeout: float = 240) -> dict:
 def switch_tx_bytes(run_dir: Path, role: str) -> int:
     """Bytes the switches of one role (topology.json ``role``: spine, leaf, rail, ...) sent on all their
     ports during the run: ports.csv's cumulative ``tx_bytes``, last sample less first, summed."""
-    topo = json.loads((run_dir / "topology.json").read_text())
-    names = {s["name"] for s in topo["switches"] if s["role"] == role}
-    ports = pd.read_csv(run_dir / "ports.csv")
+    run = RunDir.open(run_dir)
+    names = {s["name"] for s in run.topology["switches"] if s["role"] == role}
+    ports = run.ports
     ports = ports[ports["port"].str.split("-").str[0].isin(names)]
     per_port = ports.groupby("port")["tx_bytes"]
     return int((per_port.max() - per_port.min()).sum())
@@ -73,8 +71,8 @@ def test_lab3_pfc_pauses_the_victim_that_never_goes_to_the_congested_host(tmp_pa
     lossy = run_lab(tmp_path, "03_pfc_hol", "lossy")
     c = pfc["congestion"]
     (vp,) = c["victim"]
-    run_dir = Path(lossy["run_dir"])
-    (vl,) = victim_dip(pd.read_csv(run_dir / "fct.csv"), pd.read_csv(run_dir / "flow_rates.csv"))
+    run = RunDir.open(lossy["run_dir"])
+    (vl,) = victim_dip(run.fct, run.flow_rates)
     print("pfc", {k: c.get(k) for k in ("pause_frames", "paused_time_s", "lossless_drops_pkts")}, vp)
     print("lossy", {"retx_pkts": lossy["transport"]["retx_pkts"]}, vl)
     assert vp["src"] == vl["src"] == "h5" and vp["dst"] == vl["dst"] == "h2"

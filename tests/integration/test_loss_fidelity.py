@@ -13,10 +13,10 @@ Each case is a real ``testbed run``:
 """
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from conftest import EXIT_FAITHFUL, REPO, assert_losses_accounted, run_scenario_file
+from testbed.results.rundir import RunDir
 
 TWO_SENDERS = """
 name: fair-tail-drop
@@ -31,7 +31,7 @@ workload:
 
 def loss_shares(run_dir: Path) -> dict[str, float]:
     """sender -> its share of the data packets lost (fct.csv ``lost_pkts``)."""
-    fct = pd.read_csv(Path(run_dir) / "fct.csv")
+    fct = RunDir.open(run_dir).fct
     return (fct.groupby("src")["lost_pkts"].sum() / fct["lost_pkts"].sum()).to_dict()
 
 

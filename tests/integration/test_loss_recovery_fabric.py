@@ -7,13 +7,12 @@ of their estimated time (measured: 0.17-0.18 and 1.20-1.22x; go-back-N on the sa
 than the posted bytes and takes about 5x). Go-back-N on one size: its resend share is in summary.json.
 Both runs' losses are accounted for exactly (every lost packet a tail drop of an emulated queue) and
 the selective-repeat run is judged faithful."""
-import json
 from pathlib import Path
 
-import pandas as pd
 import yaml
 
 from conftest import assert_losses_accounted, run_scenario_file
+from testbed.results.rundir import RunDir
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -27,8 +26,8 @@ def _scenario(recovery: str, sizes: dict, iterations: int) -> str:
     return yaml.safe_dump(s, sort_keys=False)
 
 
-def _ops_span_s(run_dir: Path) -> float:
-    ops = pd.read_csv(run_dir / "ops.csv")
+def _ops_span_s(run: RunDir) -> float:
+    ops = run.ops
     return (ops["t_end_ns"].max() - ops["t_start_ns"].min()) / 1e9
 
 
@@ -38,12 +37,12 @@ def test_selective_repeat_resends_little_and_keeps_to_its_estimate(tmp_path):
     text = _scenario("selective_repeat", {"min_bytes": "256KiB", "max_bytes": "1MiB", "factor": 2}, 2)
     res, s = run_scenario_file(tmp_path, text, timeout=300, expect_rc=None, name="sr")
     assert "assumes no loss" in res.stderr  # the printed estimate says it can be short
-    run_dir = Path(s["run_dir"])
-    m = json.loads((run_dir / "manifest.json").read_text())
+    run = RunDir.open(s["run_dir"])
+    m = run.manifest
     assert m["transport"]["loss_recovery"] == "selective_repeat" and m["transport"]["reorder_window_us"] == 0
     assert m["transport"]["bdp_cap_pkts"] == 4 and m["transport"]["rto_low_us"] > 0
     t = s["transport"]
-    span_s, est_s = _ops_span_s(run_dir), m["estimated_duration_s"] - SETUP_S
+    span_s, est_s = _ops_span_s(run), m["estimated_duration_s"] - SETUP_S
     print(f"selective repeat: resent {t['retx_bytes']} of {t['posted_bytes']} B ({t['resent_share']:.3f}), "
           f"{t['timeouts']} timeouts, {t['naks']} NAKs, ops {span_s:.1f} s against {est_s:.1f} s estimated "
           f"({span_s / est_s:.2f}x), busbw/link {[round(x['busbw_ratio'], 3) for x in s['sizes']]}")

@@ -5,13 +5,12 @@ read above 1, under 7 %). nccl-tests' time is each rank's time averaged over the
 the op, busbw = size / time x 2(N-1)/N (doc/PERFORMANCE.md); a ring at link speed reads busbw/link
 (busbw / (host link x payload efficiency)) near 1, never about 8/N as when the idle hosts counted as
 0 us ranks (19.7 Mbit/s on a 10 Mbit/s link at N = 4)."""
-import json
 import re
 
-import pandas as pd
 import pytest
 
 from conftest import EXIT_FAITHFUL, run_cli
+from testbed.results.rundir import RunDir
 
 #: busbw/link band: a ring all-reduce runs at the link's goodput, above 1 by at most the HTB burst bound
 #: summary.json states per size (busbw_ratio_error_bound, README "busbw/link above 1": 0.037-0.064 for
@@ -28,7 +27,8 @@ def test_nccl_g_reports_over_its_ranks(tmp_path, ranks):
                   timeout=300)
     assert res.returncode == EXIT_FAITHFUL, f"exit {res.returncode}\n{res.stdout}\n{res.stderr[-3000:]}"
     (run_dir,) = [p.parent for p in tmp_path.glob("*/summary.json")]
-    s = json.loads((run_dir / "summary.json").read_text())
+    run = RunDir.open(run_dir)
+    s = run.summary
     (row,) = s["sizes"]
     goodput_bps = s["host_link_bps"] * s["payload_efficiency"]
     nccl_ratio = row["busbw_rank_avg_bps"] / goodput_bps     # nccl-tests' busbw (per-rank mean time) / link
@@ -44,10 +44,10 @@ def test_nccl_g_reports_over_its_ranks(tmp_path, ranks):
     assert row["busbw_rank_avg_bps"] == pytest.approx(SIZE * 8 / (row["time_rank_avg_us"] / 1e6)
                                                       * 2 * (ranks - 1) / ranks)
     # only the N ranks have per-rank rows; every op's rows are theirs
-    ranks_df = pd.read_csv(run_dir / "rank_ops.csv")
+    ranks_df = run.rank_ops
     assert sorted(set(ranks_df["rank"])) == list(range(ranks)) and len(ranks_df) == 3 * ranks
     assert (ranks_df["group_size"] == ranks).all() and (ranks_df["group_index"] == 0).all()
-    ops = pd.read_csv(run_dir / "ops.csv")
+    ops = run.ops
     assert (ops["group_size"] == ranks).all() and len(ops) == 3
     rank_mean_us = ranks_df.assign(t=(ranks_df["t_end_ns"] - ranks_df["t_start_ns"]) / 1e3).groupby("op_id")["t"].mean()
     assert ops["time_rank_avg_us"].tolist() == pytest.approx(rank_mean_us.tolist())

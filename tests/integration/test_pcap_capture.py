@@ -5,7 +5,6 @@ class vector 0x08: the lossless priority 3), in tshark where installed, else in 
 The incast is scenarios/incast_both.yaml with 1 MiB per sender and h2 (on the receiver's leaf) among the
 senders: when l1's port to h1 passes Xoff, l1 pauses h2 with PFC frames. Captured: h2's NIC (its data
 out, CNPs and PFC frames in) and the bottleneck port l1-h1 (data to h1, CNPs from h1). One run, ~20 s."""
-import json
 import re
 import shutil
 import subprocess
@@ -16,6 +15,7 @@ import psutil
 import pytest
 
 from conftest import REPO, run_scenario_file
+from testbed.results.rundir import RunDir
 
 pytestmark = pytest.mark.integration
 
@@ -69,7 +69,7 @@ def capture_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("pcap")
     res, summary = run_scenario_file(tmp, _scenario(), timeout=240, expect_rc=None, name="incast_pcap")
     run_dir = Path(summary["run_dir"])
-    return res, summary, run_dir, json.loads((run_dir / "manifest.json").read_text())
+    return res, summary, run_dir, RunDir.open(run_dir).manifest
 
 
 def test_manifest_lists_each_capture_with_its_packet_count(capture_run):

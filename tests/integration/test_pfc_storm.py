@@ -4,10 +4,10 @@ links, about 6 s of traffic): h2's NIC sends real PFC XOFF frames for 2 s, 1.5 s
 scheduler starts (about 0.8 s into the flows), while h5 sends 2 MiB to h2 and five other flows run."""
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from conftest import assert_losses_accounted, run_scenario_file
+from testbed.results.rundir import RunDir
 
 pytestmark = pytest.mark.integration
 
@@ -24,9 +24,9 @@ def storm(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("pfc_storm")
     _, s = run_scenario_file(tmp, (SCENARIOS / "pfc_storm.yaml").read_text(), timeout=240, expect_rc=None,
                              name="pfc_storm")
-    run_dir = Path(s["run_dir"])
+    run = RunDir.open(s["run_dir"])
     print({k: v for k, v in s["congestion"].items() if not isinstance(v, (dict, list))})
-    return s, run_dir, pd.read_csv(run_dir / "pfc_storms.csv").iloc[0], pd.read_csv(run_dir / "pfc_events.csv")
+    return s, run, run.pfc_storms.iloc[0], run.pfc_events
 
 
 def test_watchdog_fires_once_and_restores_once_after_the_storm_ended(storm):
@@ -49,7 +49,7 @@ def test_watchdog_fires_once_and_restores_once_after_the_storm_ended(storm):
 
 
 def test_only_the_storming_port_drops_and_every_byte_arrives_once(storm):
-    s, run_dir, st, _ = storm
+    s, run, st, _ = storm
     c, t = s["congestion"], s["transport"]
     assert t["delivered_bytes"] == t["posted_bytes"] == t["acked_bytes"] and t["order_errors"] == 0
     assert c["lossless_drops_pkts"] == 0  # no lossless queue dropped anything
@@ -57,7 +57,7 @@ def test_only_the_storming_port_drops_and_every_byte_arrives_once(storm):
     assert t["switch_drops_pkts"] == c["watchdog_drops_pkts"]
     i = assert_losses_accounted(s)  # every loss the watchdog's, counted once
     assert i["watchdog_drops_pkts"] == c["watchdog_drops_pkts"] and i["switch_queue_drops_pkts"] == 0
-    qps = pd.read_csv(run_dir / "qps.csv")
+    qps = run.qps
     hosts = {f"h{r + 1}": r for r in range(8)}
     req = qps[(qps["role"] == "requester") & (qps["tx_pkts"] > 0)]
     to_storm = req["peer"] == hosts[st["host"]]

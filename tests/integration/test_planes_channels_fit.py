@@ -12,6 +12,7 @@
 import pandas as pd
 
 from conftest import run_scenario_file
+from testbed.results.rundir import RunDir
 
 TRANSPORT = "transport: {payload_bytes: 4096, window_pkts: 16, ack_every_pkts: 4}\n"
 KIB = 1024
@@ -27,7 +28,7 @@ def _run(tmp_path, name: str, fabric: str, workload: str) -> dict:
 
 def _port_bytes(run_dir) -> pd.Series:
     """Bytes each switch port sent over the run (last sample of ports.csv)."""
-    ports = pd.read_csv(run_dir / "ports.csv")
+    ports = RunDir.open(run_dir).ports
     return ports.groupby("port")["tx_bytes"].max()
 
 
@@ -77,7 +78,7 @@ def test_ring_allreduce_in_channels_fits_a_plus_b_s(tmp_path):
           f"R^2 {fit['r2']:.5f}, b / (2(n-1)/(n B)) {fit['b_ratio']:.3f}")
     assert (fit["collective"], fit["algorithm"], fit["group_size"], fit["sizes"]) == ("allreduce", "ring", 4, 5)
     assert fit["r2"] >= 0.98 and abs(fit["b_ratio"] - 1) <= 0.10
-    qps = pd.read_csv(next(tmp_path.glob("scenario/*/qps.csv")))
+    qps = RunDir.open(s["run_dir"]).qps
     resp = qps[qps["role"] == "responder"].groupby("channel")["delivered_bytes"].sum()
     sizes = [64 * KIB << i for i in range(5)]
     want = [sum(2 * 2 * 3 * ((sz + 1 - c) // 2) for sz in sizes) for c in (0, 1)]   # 2 iterations x 2(n-1) x share

@@ -9,7 +9,6 @@ by the supervisor (C10 under Ryu), and ``testbed clean`` removes a ryu-manager
 whose testbed died (found by ``--testbed-run-id``). Skipped, with the reason, where scripts/install
 found no Python 3.9 and so made no ``.venv-ryu``.
 """
-import json
 import os
 import signal
 import subprocess
@@ -23,6 +22,7 @@ import pytest
 from conftest import run_cli, run_scenario_file, running_scenario
 
 from testbed.emulation.controller_proc import RYU_HOWTO, RYU_VENV, ryu_manager
+from testbed.results.rundir import RunDir
 from topology.naming import new_run_id
 
 SCENARIO = """
@@ -44,7 +44,7 @@ pytestmark = pytest.mark.skipif(not ryu_manager().exists(), reason=f"no {RYU_VEN
 def _run(tmp_path: Path, framework: str) -> dict:
     _, s = run_scenario_file(tmp_path, SCENARIO.format(framework=framework), timeout=150, expect_rc=None,
                              name=framework)
-    manifest = json.loads((Path(s["run_dir"]) / "manifest.json").read_text())
+    manifest = RunDir.open(s["run_dir"]).manifest
     assert manifest["controller"]["framework"] == framework
     assert manifest["scenario"]["controller"]["framework"] == framework
     assert s["controller"]["framework"] == framework
@@ -81,7 +81,7 @@ def test_ryu_controller_killed_mid_run_is_restarted_under_ryu(tmp_path):
         os.kill(victim.pid, signal.SIGKILL)
         out, err = run.communicate(timeout=120)
     assert run.returncode == 0, f"testbed run failed ({run.returncode}):\n{out}\n{err}"
-    s = json.loads((run_dir / "summary.json").read_text())
+    s = RunDir.open(run_dir).summary
     c = s["controller"]
     (death,) = c["events"]
     assert death["signal"] == "SIGKILL" and death["pid"] == victim.pid

@@ -2,13 +2,8 @@
 testbed traced through the switches and split evenly over both spines, so its packets spread over
 both paths in equal shares and overtake each other; selective repeat places them. On an uncongested
 fabric every byte arrives exactly once and in order, with at most 1% retransmissions."""
-import json
-from pathlib import Path
-
-import pandas as pd
-
 from conftest import run_scenario_file
-from topology.model import load
+from testbed.results.rundir import RunDir
 
 SCENARIO = """
 name: spray
@@ -24,14 +19,14 @@ workload: {collective: allreduce, algorithm: ring, sizes: {min_bytes: 1MiB, max_
 
 def test_spray_delivers_everything_once_in_order_with_few_retransmissions(tmp_path):
     _, s = run_scenario_file(tmp_path, SCENARIO, timeout=150, expect_rc=None)
-    run_dir = Path(s["run_dir"])
-    manifest = json.loads((run_dir / "manifest.json").read_text())
+    run = RunDir.open(s["run_dir"])
+    manifest = run.manifest
     assert manifest["transport"]["entropy"] == "spray" and manifest["transport"]["entropy_ports"] == 64
     assert manifest["transport"]["loss_recovery"] == "selective_repeat"
     t = s["transport"]
     assert s["complete"] and t["delivered_bytes"] == t["posted_bytes"] == t["acked_bytes"] > 0
     assert t["order_errors"] == 0
-    qps = pd.read_csv(run_dir / "qps.csv")
+    qps = run.qps
     req, resp = qps[qps["role"] == "requester"], qps[qps["role"] == "responder"]
     tx = int(req["tx_pkts"].sum())
     print(f"spray: busbw/link {s['sizes'][-1]['busbw_ratio']:.3f}, {t['retx_pkts']} of {tx} packets resent, "
@@ -44,8 +39,8 @@ def test_spray_delivers_everything_once_in_order_with_few_retransmissions(tmp_pa
     # one port, are 0.5% of the bytes). Measured 0.498 / 0.502. Random draws from 64 untraced ports
     # spread a leaf's share by +-6 points. Round robin over equal paths reorders few packets (8 of 7,168
     # measured), so reordering alone would not show the spraying.
-    layout = load(run_dir / "topology.json")
-    ports = pd.read_csv(run_dir / "ports.csv").groupby("port")["tx_bytes"].max()
+    layout = run.layout()
+    ports = run.ports.groupby("port")["tx_bytes"].max()
     for leaf in (sw for sw in layout.switches if sw.role == "leaf"):
         up = [ln.a.intf if ln.a.node == leaf.name else ln.b.intf for ln in layout.links_of(leaf.name)
               if getattr(layout.node(ln.peer(leaf.name).node), "role", "") == "spine"]
@@ -53,7 +48,7 @@ def test_spray_delivers_everything_once_in_order_with_few_retransmissions(tmp_pa
         print(f"{leaf.name} uplink shares {[round(x, 4) for x in shares]}")
         assert shares.min() >= 0.48, shares
     # the traced pools: a pair on two leaves has 2 paths (one per spine) of at least 32 ports, on one leaf 1
-    traced = json.loads((run_dir / "entropy_paths.json").read_text())
+    traced = run.read_json("entropy_paths.json")
     print(f"traced {len(traced['pairs'])} address pairs in {traced['trace_s']} s")
     for pair in traced["pairs"]:
         cross = pair["src_ip"].split(".")[2] != pair["dst_ip"].split(".")[2]  # 10.0.<leaf>.<host>

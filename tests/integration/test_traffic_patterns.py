@@ -1,11 +1,10 @@
 """Traffic patterns on a real fabric (issue 8 items 3-4, issue 7's incast): the load_balance block agrees
 with the switch counters, and a 4:1 incast delivers every byte."""
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 
 from conftest import assert_losses_accounted, run_scenario_file
+from testbed.results.rundir import RunDir
 
 def scenario(name: str, shape: str, buffer: str, pattern: str) -> str:
     """A scenario at 10 Mbit/s with path MTU 4096 and no congestion control: ``shape`` the spine-leaf
@@ -31,14 +30,12 @@ def _uplink_bytes(ports: pd.DataFrame, port: str, t0: int, t1: int) -> float:
 
 def test_kflows_load_balance_block_matches_the_uplink_counters(tmp_path):
     _, s = run_scenario_file(tmp_path, KFLOWS, timeout=240, expect_rc=None)
-    run_dir = Path(s["run_dir"])
+    run = RunDir.open(s["run_dir"])
     lb = s["load_balance"]
     assert s["complete"] and lb["pattern"] == "kflows" and lb["trials"] == 4 and lb["policy"] == "ecmp"
     t = s["transport"]
     assert t["delivered_bytes"] == t["posted_bytes"] == t["acked_bytes"] == 4 * 2 * 512 * 1024
-    fct = pd.read_csv(run_dir / "fct.csv")
-    up = pd.read_csv(run_dir / "uplinks.csv")
-    ports = pd.read_csv(run_dir / "ports.csv")
+    fct, up, ports = run.fct, run.uplinks, run.ports
     assert len(fct) == 8 and (fct["slowdown"] > 0.9).all()
     jains = []
     for trial, rows in up.groupby("trial"):
@@ -60,7 +57,7 @@ def test_kflows_load_balance_block_matches_the_uplink_counters(tmp_path):
     assert lb["idle_capacity_fraction"] is not None
     assert abs(lb["idle_capacity_fraction"] - (1 - expected_ratio)) < 0.15, (lb, jains)
     assert lb["fct_p50_us"] > 0 and lb["fct_p99_us"] >= lb["fct_p50_us"]
-    rates = pd.read_csv(run_dir / "flow_rates.csv")
+    rates = run.flow_rates
     assert (rates.groupby(["trial", "flow"])["rx_bytes"].sum().round() == 512 * 1024).all()
     print(f"kflows k=2 x4: throughput {lb['throughput_ratio_mean']:.3f}, idle {lb['idle_capacity_fraction']:.3f}, "
           f"balance {lb['balance_index']:.3f}, jains {[round(j, 2) for j in jains]}")
@@ -68,14 +65,14 @@ def test_kflows_load_balance_block_matches_the_uplink_counters(tmp_path):
 
 def test_incast_4_to_1_completes_with_every_byte_delivered(tmp_path):
     _, s = run_scenario_file(tmp_path, INCAST, timeout=240, expect_rc=None)
-    run_dir = Path(s["run_dir"])
+    run = RunDir.open(s["run_dir"])
     t = s["transport"]
     assert s["complete"] and t["delivered_bytes"] == t["posted_bytes"] == t["acked_bytes"] == 4 * 256 * 1024
     assert t["order_errors"] == 0
     assert t["switch_drops_pkts"] > 0 and assert_losses_accounted(s)  # the receiver's port drops: counted once
-    fct = pd.read_csv(run_dir / "fct.csv")
+    fct = run.fct
     assert sorted(fct["src"]) == ["h3", "h4", "h5", "h6"] and set(fct["dst"]) == {"h1"}
-    rates = pd.read_csv(run_dir / "flow_rates.csv")
+    rates = run.flow_rates
     assert (rates.groupby("flow")["rx_bytes"].sum().round() == 256 * 1024).all()
     lb = s["load_balance"]
     # no congestion control and 100 KB buffers: the receiver's port drops and go-back-N resends, so the
