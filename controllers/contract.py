@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, List, Optional, Union
 
-from traffic.codec import DecodeError, from_dict, to_dict
+from traffic.codec import DecodeError, from_dict, from_tagged_line, to_dict
 
 # -- file names (in the run directory) -----------------------------------------------------------
 #: the run's layout (topology.model.save), written by the testbed, read by the app
@@ -369,16 +369,9 @@ def parse_event(line: str):
     """The record of one events-file line. Raises ContractError naming the unknown event, or the event
     and field path of an unknown, missing or mistyped field."""
     try:
-        obj = json.loads(line)
-    except ValueError as e:
-        raise ContractError(f"not a JSON line ({e}): {line[:120]!r}") from None
-    if not isinstance(obj, dict) or "event" not in obj:
-        raise ContractError(f"an event is a JSON object with an 'event' key; got {line[:120]!r}")
-    tag = obj.pop("event")
-    cls = EVENTS.get(tag) if isinstance(tag, str) else None
-    if cls is None:
-        raise ContractError(f"unknown controller event {tag!r}; allowed: {', '.join(EVENTS)}")
-    return decode(cls, obj, tag)
+        return from_tagged_line(line, "event", EVENTS, "an event", "controller event")
+    except DecodeError as e:
+        raise ContractError(str(e)) from None
 
 
 def read_events(run_dir: Union[str, Path]) -> List[Event]:

@@ -10,6 +10,7 @@ fill a missing field that has a default). Runs on Python 3.9 (the Ryu controller
 from __future__ import annotations
 
 import dataclasses
+import json
 import types
 import typing
 from functools import lru_cache
@@ -94,4 +95,23 @@ def _value(t, v, path: str):
     return float(v) if t is float else v
 
 
-__all__ = ["DecodeError", "from_dict", "to_dict"]
+def from_tagged_line(line, tag_key: str, classes: dict, noun: str, what: str):
+    """The record of one JSON line ``{tag_key: TAG, ...fields}``, its class looked up by TAG in ``classes``.
+    ``noun`` names a record in errors (with its article: "a message"), ``what`` its tag ("message type").
+    Raises DecodeError: not JSON, not an
+    object with ``tag_key``, an unknown tag (naming the allowed ones), or a bad field (its path)."""
+    try:
+        obj = json.loads(line)
+    except ValueError as e:
+        raise DecodeError(f"not a JSON line ({e}): {str(line)[:120]!r}") from None
+    if not isinstance(obj, dict) or tag_key not in obj:
+        raise DecodeError(f"{noun} is a JSON object with a {tag_key!r} key; "
+                          f"got {str(line)[:120]!r}")
+    tag = obj.pop(tag_key)
+    cls = classes.get(tag) if isinstance(tag, str) else None
+    if cls is None:
+        raise DecodeError(f"unknown {what} {tag!r}; allowed: {', '.join(classes)}")
+    return from_dict(cls, obj, tag)
+
+
+__all__ = ["DecodeError", "from_dict", "from_tagged_line", "to_dict"]

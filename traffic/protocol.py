@@ -24,7 +24,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, Optional, Union
 
-from traffic.codec import DecodeError, from_dict
+from traffic.codec import DecodeError, from_tagged_line
 from traffic.transport.params import TransportParams
 from traffic.transport.qp import QPCounters
 from traffic.transport.responder import ResponderCounters
@@ -377,17 +377,7 @@ def decode(line: Union[str, bytes]) -> Any:
     """The message in one JSON line. Raises ProtocolError naming the unknown type, or the message
     type and field path of an unknown, missing or mistyped field."""
     try:
-        obj = json.loads(line)
-    except ValueError as e:
-        raise ProtocolError(f"not a JSON line ({e}): {str(line)[:120]!r}") from None
-    if not isinstance(obj, dict) or "type" not in obj:
-        raise ProtocolError(f"a message is a JSON object with a 'type' key; got {str(line)[:120]!r}")
-    tag = obj.pop("type")
-    cls = MESSAGES.get(tag) if isinstance(tag, str) else None
-    if cls is None:
-        raise ProtocolError(f"unknown message type {tag!r}; allowed: {', '.join(MESSAGES)}")
-    try:
-        return from_dict(cls, obj, tag)
+        return from_tagged_line(line, "type", MESSAGES, "a message", "message type")
     except DecodeError as e:
         raise ProtocolError(str(e)) from None
 
