@@ -22,6 +22,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "integration" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
+            # Real-time emulation on a shared 2-core VM: a neighbour's burst of CPU can make one run NOT
+            # faithful (the verdict says so) or move a physical figure out of its band. One fresh re-run
+            # (pytest-rerunfailures; shown as "R" and listed by -ra) tells that from a real defect, which
+            # fails both times.
+            item.add_marker(pytest.mark.flaky(reruns=1))
             if os.geteuid() != 0:
                 item.add_marker(pytest.mark.skip(reason="integration tests build real fabrics: run as root"))
 
