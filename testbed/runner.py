@@ -294,6 +294,7 @@ def _validate(spec: ScenarioSpec, results_root: Path, quiet: bool, max_duration_
     est_s = workload.estimate_s(plan.ops) + workload.extra_s(plan)
     cap_s = max_duration_s or estimate.MAX_DURATION_S
     if not quiet:
-        printing.print_estimate(est_s, len(ops_plan), cap_s, workload.loss_note(plan.ops))
+        printing.print_estimate(est_s, len(ops_plan), cap_s, workload.loss_note(plan.ops),
+                                estimate.describe_setup(spec.fabric))
     estimate.check_duration(workload.scaling_keys(), est_s, cap_s)
     return ops_plan

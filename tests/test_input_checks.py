@@ -34,7 +34,7 @@ def test_ring_allreduce_time_worked_value():
 
 def test_c11_huge_allreduce_is_about_two_hours_and_refused():
     ops = [{"size_bytes": 4919918592, "iteration": 0, "warmup": False, "layer": ""}]
-    est = estimate.estimate_run_s(ops, 8, 10e6, 10e6, 2, 1024)
+    est = estimate.estimate_run_s(ops, 8, 10e6, 10e6, 2, 1024, setup_s=10.0)
     # 1.75 * 4919918592 * 8 / (10e6 * 0.94640) = 7278.0 s, + 10 s setup + 0.04 s per op
     assert est == pytest.approx(7288.06, abs=0.01)
     spec = spec_of(fabric={"spines": 2, "leaves": 4, "hosts_per_leaf": 2})
@@ -48,13 +48,13 @@ def test_c11_huge_allreduce_is_about_two_hours_and_refused():
 
 def test_group_size_shortens_and_fabric_rate_bounds():
     op = {"size_bytes": 1 << 20}
-    whole = estimate.estimate_run_s([op], 8, 10e6, 10e6, 2, 1024) - estimate.SETUP_S
-    tp2 = estimate.estimate_run_s([{**op, "group_size": 2}], 8, 10e6, 10e6, 2, 1024) - estimate.SETUP_S
+    whole = estimate.estimate_run_s([op], 8, 10e6, 10e6, 2, 1024, 0.0)
+    tp2 = estimate.estimate_run_s([{**op, "group_size": 2}], 8, 10e6, 10e6, 2, 1024, 0.0)
     # a 2-rank ring moves 2(2-1)/2 = 1x the size, an 8-rank one 1.75x (C11: 0.89 s vs 1.55 s)
     assert tp2 == pytest.approx(0.8866 + estimate.OP_OVERHEAD_S, abs=1e-3)
     assert whole == pytest.approx(1.5515 + estimate.OP_OVERHEAD_S, abs=1e-3)
     # crossing leaves over a 2 Mbit/s fabric link: 5x slower than the 10 Mbit/s host link
-    slow = estimate.estimate_run_s([op], 8, 10e6, 2e6, 2, 1024) - estimate.SETUP_S
+    slow = estimate.estimate_run_s([op], 8, 10e6, 2e6, 2, 1024, 0.0)
     assert slow - estimate.OP_OVERHEAD_S == pytest.approx(5 * 1.5515, abs=5e-3)
 
 
@@ -62,12 +62,28 @@ def test_quickstart_estimate_matches_its_documented_80_s():
     from testbed.spec.scenario import load_scenario
     spec = load_scenario(QUICKSTART)
     est = workload_for(spec).estimate_s(plan_workload(spec).ops)
-    # 10 s set-up + 41 ops x 0.04 s + 35 timed and 6 warm-up ops moving 1.75 x their size at
-    # 10 Mbit/s x 4096/4154: 64 KiB..4 MiB, 6 ops each (4 MiB: 5, max_bytes_per_size 16 MiB)
+    # set-up (6 switches, 16 links, 8 hosts) + 41 ops x 0.04 s + 35 timed and 6 warm-up ops moving 1.75 x their
+    # size at 10 Mbit/s x 4096/4154: 64 KiB..4 MiB, 6 ops each (4 MiB: 5, max_bytes_per_size 16 MiB)
     # measured 2026-11-30: the quickstart took 69 s in all (README: about 80 s)
     eff = 4096 / 4154
     moved = 6 * sum(65536 << k for k in range(6)) + 5 * (4 << 20)
-    assert est == pytest.approx(10 + 41 * 0.04 + 1.75 * moved * 8 / (10e6 * eff), abs=0.01)
+    assert est == pytest.approx(estimate.setup_s(spec.fabric) + 41 * 0.04 + 1.75 * moved * 8 / (10e6 * eff), abs=0.01)
+    assert 70 <= est <= 80
+
+
+def test_setup_grows_per_switch_link_and_host():
+    # quickstart: 6 switches, 16 links (8 host links, 8 leaf-spine), 8 hosts
+    qs = spec_of(fabric={"leaves": 4})
+    assert estimate.fabric_counts(qs.fabric) == (6, 16, 8)
+    build, down = estimate.fabric_s(6, 16, 8)
+    assert build == pytest.approx(estimate.BUILD_S_FIXED + 6 * estimate.BUILD_S_PER_SWITCH
+                                  + 16 * estimate.BUILD_S_PER_LINK + 8 * estimate.BUILD_S_PER_HOST)
+    assert estimate.setup_s(qs.fabric) == pytest.approx(estimate.RUN_FIXED_S + 8 * estimate.AGENT_S_PER_HOST
+                                                         + build + down)
+    big = spec_of(fabric={"spines": 2, "leaves": 32, "hosts_per_leaf": 30, "buffer_bytes": "20KB"})
+    assert estimate.fabric_counts(big.fabric) == (34, 1024, 960)
+    assert estimate.setup_s(big.fabric) > 10 * estimate.setup_s(qs.fabric)  # minutes, not "10 s"
+    assert estimate.describe_setup(qs.fabric).endswith("(6 switches, 16 links, 8 hosts)")
 
 
 def test_max_bytes_per_size_off_runs_every_iteration():
