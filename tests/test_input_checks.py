@@ -1,12 +1,10 @@
 """Checks made before anything is built: duration estimate and cap, retransmission timeout,
-results directory, CLI flags, faithful-capacity arithmetic. No root, no fabric."""
-import json
+results directory, CLI flags (faithful capacity: tests/test_capacity_check.py). No root, no fabric."""
 import os
 from pathlib import Path
 
 import pytest
 
-from testbed.measure import capacity
 from testbed.spec import estimate
 from testbed.results.rundir import check_results_root
 from testbed.workloads import plan_workload, workload_for
@@ -190,50 +188,12 @@ def test_max_duration_flag_parsed():
         build_parser().parse_args(["run", "s.yaml", "--max-duration", "soon"])
 
 
-# ------------------------------------------------------------------ faithful capacity
-
-def _step(mbps, faithful=True, violation=""):
-    return {"per_host_bps": mbps * 1e6, "faithful": faithful, "violation": violation, "busbw_ratio": 0.99}
 
 
-def test_capacity_is_the_last_faithful_step():
-    steps = [_step(2.5), _step(5), _step(7.5), _step(10, False, "CPU saturated: idle < 5% in 9 of 20 s"), _step(15)]
-    cap = capacity.capacity_from_steps(steps)
-    # 8 hosts x 7.5 Mbit/s = 60 Mbit/s of host link traffic = 60e6 / (1082 B x 8) = 6931 packets/s
-    assert cap["capacity_bps"] == pytest.approx(60e6) and not cap["lower_bound"]
-    assert cap["capacity_pps"] == pytest.approx(60e6 / (1082 * 8))
-    assert cap["limited_by"] == "at 10 Mbit/s per host: CPU saturated: idle < 5% in 9 of 20 s"
-    assert capacity.capacity_from_steps([_step(2.5, False)])["capacity_bps"] == 0
-    top = capacity.capacity_from_steps([_step(2.5), _step(5)])
-    assert top["lower_bound"] and top["capacity_bps"] == pytest.approx(40e6)
-    assert capacity.format_capacity(top).startswith("at least 40 Mbit/s of host link traffic")
-
-
-def test_step_sizes_take_the_same_time_at_every_rate():
-    # 2 s x 10 Mbit/s x 1024/1082 / 8 / 1.75 = 1,352,125 B, rounded down to whole 8 x 1024 B: 1,351,680
-    assert capacity.step_size_bytes(10e6) == 1351680
-    assert capacity.step_size_bytes(2.5e6) == 335872
-
-
-def test_scenario_warned_above_calibrated_capacity(tmp_path, monkeypatch):
-    monkeypatch.setenv("TESTBED_CACHE_DIR", str(tmp_path))
-    assert capacity.load_cached() is None and capacity.check_scenario(spec_of()) is None  # nothing cached
-    cal = {"capacity_pps": 20000.0, "capacity_bps": 20000 * 1082 * 8.0, "limited_by": "cpu",
-           "machine": capacity.machine_facts("user"), "measured_utc": "2026-11-30T16:00:00Z"}
-    capacity.save(cal)
-    assert capacity.load_cached("user")["capacity_pps"] == 20000
-    assert capacity.load_cached("kernel") is None  # another datapath: not this calibration
-    # 8 hosts x 10 Mbit/s / (1082 B x 8) = 9242 pps: within
-    assert capacity.check_scenario(spec_of(fabric={"leaves": 4})) is None
-    # 8 hosts x 40 Mbit/s = 36969 pps: above
-    w = capacity.check_scenario(spec_of(fabric={"leaves": 4, "host_link_bps": "40M", "fabric_link_bps": "40M"}))
-    assert w and "8 hosts x 40 Mbit/s" in w and "36,969 packets/s" in w and "20,000 packets/s" in w
-    # 4 KB packets: 8 x 40 Mbit/s / (4154 B x 8) = 9629 pps, within (the cost is per packet)
-    assert capacity.check_scenario(spec_of(fabric={"leaves": 4, "host_link_bps": "40M", "fabric_link_bps": "40M",
-                                                   "mtu_bytes": 4200},
-                                           transport={"payload_bytes": 4096})) is None
-    # a calibration made on another kernel is not used
-    stale = json.loads(capacity.cache_path().read_text())
-    stale["machine"]["kernel"] = "0.0.1"
-    capacity.cache_path().write_text(json.dumps(stale))
-    assert capacity.load_cached("user") is None
+def test_printed_estimate_names_the_fabric_build_and_teardown(capsys):
+    from testbed.results.printing import print_estimate
+    qs = spec_of(fabric={"leaves": 4})
+    print_estimate(79.0, 41, 7200.0, None, estimate.describe_setup(qs.fabric))
+    err = capsys.readouterr().err
+    assert err.startswith("testbed: estimated duration 79 s (41 operations; fabric build ~")
+    assert "(6 switches, 16 links, 8 hosts); cap 2.00 h)\n" in err
