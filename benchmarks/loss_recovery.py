@@ -114,7 +114,9 @@ def figures(run_dir: Path) -> dict:
     lossy = req[req["retx_pkts"] > 0]
     cmd = run_dir.parent / "command_s.txt"
     est = m["estimated_duration_s"]
-    from testbed.spec.estimate import SETUP_S
+    from testbed.spec.estimate import setup_s
+    from testbed.spec.scenario import parse_scenario
+    setup = setup_s(parse_scenario(m["scenario"]).fabric)
     return {
         "recovery": t.get("loss_recovery", m["transport"]["loss_recovery"]),
         "posted_bytes": t["posted_bytes"], "resent_bytes": t.get("retx_bytes"),
@@ -126,8 +128,8 @@ def figures(run_dir: Path) -> dict:
         "order_errors": t["order_errors"], "delivered_once": t["delivered_bytes"] == t["posted_bytes"] == t["acked_bytes"],
         "busbw_link_largest": sizes[-1].get("busbw_ratio") if sizes else None,
         "busbw_link_sizes": [x.get("busbw_ratio") for x in sizes],
-        "ops_span_s": span_s, "estimate_s": est, "estimate_ops_s": est - SETUP_S,
-        "span_vs_estimate": span_s / (est - SETUP_S),
+        "ops_span_s": span_s, "estimate_s": est, "estimate_ops_s": est - setup,
+        "span_vs_estimate": span_s / (est - setup),
         "command_s": float(cmd.read_text()) if cmd.exists() else None,
         "estimate_note": m.get("estimate_loss_note"),
         "faithful": s.get("faithful"), "switch_drops_pkts": t["switch_drops_pkts"],

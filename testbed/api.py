@@ -35,13 +35,14 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from testbed.exitcodes import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_FAITHFUL, EXIT_INTERRUPTED_BASE, EXIT_NOT_FAITHFUL,
                                EXIT_NOT_JUDGED)
+from testbed.measure.capacity_check import CapacityError
 from testbed.spec.estimate import DurationError
 from testbed.spec.scenario import ScenarioError, ScenarioSpec, load_scenario, parse_scenario
 from testbed.spec.yaml_loader import load_yaml
 
 SCENARIOS_DIR = Path(__file__).resolve().parents[1] / "scenarios"
 #: errors that mean bad input (exit code 2, nothing built): :func:`run_spec` raises them
-BAD_INPUT_ERRORS = (ScenarioError, FileNotFoundError, IsADirectoryError, DurationError)
+BAD_INPUT_ERRORS = (ScenarioError, FileNotFoundError, IsADirectoryError, DurationError, CapacityError)
 _VERDICTS = {EXIT_FAITHFUL: "faithful", EXIT_NOT_FAITHFUL: "NOT faithful", EXIT_NOT_JUDGED: "NOT judged",
              EXIT_FAILED: "failed", EXIT_BAD_INPUT: "bad input"}
 
@@ -187,19 +188,21 @@ class RunResult:
 
 
 def run(scenario: Scenario, results: str | os.PathLike = "results", quiet: bool = True,
-        max_duration_s: float | None = None) -> RunResult:
+        max_duration_s: float | None = None, over_capacity: bool = False) -> RunResult:
     """Run ``scenario`` as ``testbed run`` does (root); return its :class:`RunResult`.
 
     ``results``: the results root (default ./results); ``quiet``: no progress lines (the table and verdict
-    are printed); ``max_duration_s``: the duration cap (default 2 h). Raises PermissionError without root,
-    ScenarioError / estimate.DurationError on bad input (nothing built), KeyboardInterrupt after an
-    interrupted run was torn down.
+    are printed); ``max_duration_s``: the duration cap (default 2 h); ``over_capacity``: run a scenario
+    above ``fidelity.max_capacity_ratio`` x this machine's faithful capacity (``testbed run
+    --over-capacity``). Raises PermissionError without root, ScenarioError / estimate.DurationError /
+    capacity_check.CapacityError on bad input (nothing built), KeyboardInterrupt after an interrupted run
+    was torn down.
     """
     if os.geteuid() != 0:
         raise PermissionError("testbed.run needs root (it builds network namespaces, veths, OVS bridges); "
                               "run the script with sudo")
     outcome = run_spec(scenario.spec, results, scenario_path=scenario.path, quiet=quiet,
-                       max_duration_s=max_duration_s)
+                       max_duration_s=max_duration_s, over_capacity=over_capacity)
     if outcome.exit_code >= EXIT_INTERRUPTED_BASE:
         raise KeyboardInterrupt(f"run of {scenario.name!r} interrupted (exit code {outcome.exit_code}); "
                                 f"results in {outcome.run_dir or 'none'}")
@@ -207,13 +210,15 @@ def run(scenario: Scenario, results: str | os.PathLike = "results", quiet: bool 
 
 
 def run_spec(spec: ScenarioSpec, results: str | os.PathLike = "results", *, scenario_path: Path | None = None,
-             quiet: bool = False, max_duration_s: float | None = None, debug: bool = False, cli: bool = False):
+             quiet: bool = False, max_duration_s: float | None = None, debug: bool = False, cli: bool = False,
+             over_capacity: bool = False):
     """Run a validated ScenarioSpec (testbed.runner.run: same checks, cleanup, teardown, printed lines);
     return its testbed.runner.RunOutcome (exit code, run directory or None). The entry of ``testbed run``
     and ``testbed nccl``; :func:`run` for scripts.
 
     ``scenario_path``: the scenario file the manifest names (None: built in code); ``debug``: a failed run
-    prints its traceback; ``cli``: the Mininet CLI on the live fabric after the workload. The caller's
+    prints its traceback; ``cli``: the Mininet CLI on the live fabric after the workload; ``over_capacity``:
+    warn instead of refusing a scenario above this machine's capacity. The caller's
     SIGINT/SIGTERM handlers are restored afterwards (the runner routes them to its teardown meanwhile).
     Raises :data:`BAD_INPUT_ERRORS` on bad input (nothing built); an interrupted run is exit code
     128+N, not an exception.
@@ -223,7 +228,7 @@ def run_spec(spec: ScenarioSpec, results: str | os.PathLike = "results", *, scen
     saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         return runner.run(spec, results, scenario_path=scenario_path, quiet=quiet, max_duration_s=max_duration_s,
-                          debug=debug, cli=cli)
+                          debug=debug, cli=cli, over_capacity=over_capacity)
     finally:
         for sig, handler in saved.items():
             signal.signal(sig, handler)

@@ -17,7 +17,8 @@ RUN_EXIT_CODES = """exit codes:
   0        completed and faithful (every judged fidelity check passed)
   3        completed but NOT faithful (summary.json lists the failed checks)
   6        completed but NOT JUDGED: no link or host rate could be measured
-  2        bad input (scenario or arguments); nothing was built
+  2        bad input (scenario or arguments), or a scenario above twice this
+           machine's faithful capacity (see --over-capacity); nothing was built
   4        failed run: an error, a refused run (e.g. Open vSwitch's send buffer
            smaller than the emulated buffers), or posted/acknowledged/delivered
            bytes that differ
@@ -57,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-duration", metavar="SECONDS", type=_duration, default=None,
                      help="refuse runs estimated to take longer (seconds, or 90s/30m/3h; "
                      "default 2h); the estimate is printed before anything is built")
+    from testbed.measure.capacity_check import OVER_CAPACITY_HELP
+    run.add_argument("--over-capacity", action="store_true", help=OVER_CAPACITY_HELP)
     from testbed import interactive
     interactive.add_run_flag(run)
 
@@ -82,8 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", help="probe what this machine supports (root)", parents=[common])
     doctor.add_argument("--json", action="store_true", help="print the probe as JSON")
     doctor.add_argument("--calibrate", action="store_true",
-                        help="measure this machine's faithful capacity on a small real fabric (about 20 s) "
-                        "and cache it")
+                        help="measure this machine's faithful capacity at path MTU 1024 and 4096 with short real "
+                        "runs of the quickstart fabric (about 3 min, on a quiet machine) and cache it")
     return parser
 
 
@@ -132,7 +135,7 @@ def _run(args, build_spec) -> int:
         spec = build_spec()
         return run_spec(spec, args.results or "results", scenario_path=Path(args.scenario) if args.scenario else None,
                         quiet=args.quiet, max_duration_s=args.max_duration, debug=args.debug,
-                        cli=getattr(args, "cli", False)).exit_code
+                        cli=getattr(args, "cli", False), over_capacity=args.over_capacity).exit_code
     except BAD_INPUT_ERRORS as e:
         what = f"no such file: {e.filename}" if isinstance(e, FileNotFoundError) and e.filename else e
         print(f"{PROG}: error: {what}", file=sys.stderr)
@@ -176,7 +179,7 @@ def _cmd_regress(args) -> int:
 
 
 def _cmd_doctor(args) -> int:
-    from testbed.measure import capacity
+    from testbed.measure import calibrate, capacity
     from testbed.host.capabilities import format_report, probe
 
     if args.calibrate:
@@ -186,7 +189,7 @@ def _cmd_doctor(args) -> int:
     if args.calibrate:
         if caps.datapath == "none":
             raise CliError("cannot calibrate: no Open vSwitch datapath works here (see 'testbed doctor')")
-        cal = capacity.calibrate(caps.datapath, quiet=args.json)
+        cal = calibrate.calibrate(caps.datapath, quiet=args.json)
         path = capacity.save(cal)
         if not args.json:
             print(f"calibration cached in {path}", file=sys.stderr)

@@ -54,6 +54,8 @@ def add_parser(sub, parents) -> None:
     p.add_argument("--quiet", action="store_true", help="print only the table and the verdict")
     p.add_argument("--max-duration", metavar="SECONDS", default=None,
                    help="refuse runs estimated to take longer (seconds, or 90s/30m/3h; default 2h)")
+    from testbed.measure.capacity_check import OVER_CAPACITY_HELP
+    p.add_argument("--over-capacity", action="store_true", help=OVER_CAPACITY_HELP)
 
 
 def default_algorithm(collective: str) -> str:

@@ -3,8 +3,9 @@
 The steps of a run, in order, each a call into its room:
 
 1. validate the scenario and the op plan (testbed.spec, testbed.workloads; nothing
-   touches the kernel before this passes) and the results root
-   (testbed.results.rundir);
+   touches the kernel before this passes), the results root
+   (testbed.results.rundir), the duration cap and the machine's faithful
+   capacity (testbed.spec.estimate, testbed.measure.capacity_check);
 2. remove leftovers of dead runs (testbed.host.cleanup);
 3. take the run lock (testbed.host.runlock), probe capabilities
    (testbed.host.capabilities), check Open vSwitch's send buffer
@@ -60,7 +61,7 @@ from testbed import signals
 from testbed.host import capabilities
 from testbed.host import cleanup
 from testbed.spec import estimate
-from testbed.measure import timing
+from testbed.measure import capacity_check, timing
 from testbed.measure.capture import captures_for
 from testbed.measure.cpu import CpuIdleMonitor
 from testbed.measure.drops import DropSnapshot
@@ -227,26 +228,27 @@ class RunOutcome:
 
 def run(spec: ScenarioSpec, results_root: str | os.PathLike = "results", *, scenario_path: Optional[Path] = None,
         quiet: bool = False, max_duration_s: Optional[float] = None, debug: bool = False,
-        cli: bool = False) -> RunOutcome:
+        cli: bool = False, over_capacity: bool = False) -> RunOutcome:
     """``testbed run`` of a validated scenario: check, remove leftovers, run, print; return its outcome.
 
     ``results_root``: where the run directory goes (checked before anything is built); ``scenario_path``:
     the scenario file (manifest.json), None for a scenario built in code; ``quiet``: no progress lines;
     ``max_duration_s``: the duration cap (default :data:`testbed.spec.estimate.MAX_DURATION_S`);
     ``debug``: a failed run prints its traceback; ``cli``: open the Mininet CLI on the live fabric after
-    the workload (testbed.interactive).
+    the workload (testbed.interactive); ``over_capacity``: only warn when the scenario offers more than
+    ``fidelity.max_capacity_ratio`` x this machine's faithful capacity (testbed.measure.capacity_check).
 
     Raises one of testbed.api.BAD_INPUT_ERRORS on bad input (the scenario, its op plan, the results root, the
-    duration cap, the controller framework), nothing built. A failed or refused run is exit code 4 (one
-    line printed, the traceback with ``debug``), an interrupted one 128+N after its teardown.
+    duration cap, the machine's capacity, the controller framework), nothing built. A failed or refused run
+    is exit code 4 (one line printed, the traceback with ``debug``), an interrupted one 128+N after its
+    teardown.
     """
     results_root = Path(results_root)
-    ops_plan = _validate(spec, results_root, quiet, max_duration_s)
-    from testbed.measure import capacity
+    ops_plan = _validate(spec, results_root, quiet, max_duration_s, over_capacity)
     from testbed.emulation.congestion_conf import headroom_warning
-    for warning in (capacity.check_scenario(spec), headroom_warning(spec)):
-        if warning:
-            print(f"testbed: warning: {warning}", file=sys.stderr)
+    warning = headroom_warning(spec)
+    if warning:
+        print(f"testbed: warning: {warning}", file=sys.stderr)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # SIGTERM tears down like Ctrl-C: context managers remove what the run created
     signals.install()
@@ -280,11 +282,14 @@ def _outcome(code: int, ctx: Optional[RunContext]) -> RunOutcome:
     return RunOutcome(code, ctx.run_dir if made else None)
 
 
-def _validate(spec: ScenarioSpec, results_root: Path, quiet: bool, max_duration_s: Optional[float]) -> list[PlannedOp]:
-    """The op plan of ``spec``'s workload (notes printed), the results root and the duration cap, checked; the
-    estimate printed unless ``quiet``.
+def _validate(spec: ScenarioSpec, results_root: Path, quiet: bool, max_duration_s: Optional[float],
+              over_capacity: bool = False) -> list[PlannedOp]:
+    """The op plan of ``spec``'s workload (notes printed), the results root, the duration cap and the machine's
+    faithful capacity (testbed.measure.capacity_check: a warning printed above it), checked; the estimate
+    printed unless ``quiet``.
 
-    Raises ScenarioError, FileNotFoundError, IsADirectoryError or estimate.DurationError; nothing is built.
+    Raises ScenarioError, FileNotFoundError, IsADirectoryError, estimate.DurationError or
+    capacity_check.CapacityError; nothing is built.
     """
     workload = workload_for(spec)
     plan = workload.plan()
@@ -294,6 +299,10 @@ def _validate(spec: ScenarioSpec, results_root: Path, quiet: bool, max_duration_
     est_s = workload.estimate_s(plan.ops) + workload.extra_s(plan)
     cap_s = max_duration_s or estimate.MAX_DURATION_S
     if not quiet:
-        printing.print_estimate(est_s, len(ops_plan), cap_s, workload.loss_note(plan.ops))
+        printing.print_estimate(est_s, len(ops_plan), cap_s, workload.loss_note(plan.ops),
+                                estimate.describe_setup(spec.fabric))
     estimate.check_duration(workload.scaling_keys(), est_s, cap_s)
+    warning = capacity_check.check_scenario(spec, workload.peers(plan.ops), over_capacity=over_capacity)
+    if warning:
+        print(f"testbed: warning: {warning}", file=sys.stderr)
     return ops_plan

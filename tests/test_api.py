@@ -80,7 +80,7 @@ def test_estimate_is_the_printed_one():
     f = s.spec.fabric
     assert s.estimate_s() == estimate.estimate_run_s(plan_workload(s.spec).ops, f.n_hosts, f.host_link_bps,
                                                      f.fabric_link_bps, f.ranks_per_switch,
-                                                     s.spec.transport.payload_bytes)
+                                                     s.spec.transport.payload_bytes, estimate.setup_s(f))
     assert s.with_({"fabric.host_link_bps": "20M", "fabric.fabric_link_bps": "20M"}).estimate_s() < s.estimate_s()
 
 

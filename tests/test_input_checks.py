@@ -1,12 +1,10 @@
 """Checks made before anything is built: duration estimate and cap, retransmission timeout,
-results directory, CLI flags, faithful-capacity arithmetic. No root, no fabric."""
-import json
+results directory, CLI flags (faithful capacity: tests/test_capacity_check.py). No root, no fabric."""
 import os
 from pathlib import Path
 
 import pytest
 
-from testbed.measure import capacity
 from testbed.spec import estimate
 from testbed.results.rundir import check_results_root
 from testbed.workloads import plan_workload, workload_for
@@ -34,7 +32,7 @@ def test_ring_allreduce_time_worked_value():
 
 def test_c11_huge_allreduce_is_about_two_hours_and_refused():
     ops = [{"size_bytes": 4919918592, "iteration": 0, "warmup": False, "layer": ""}]
-    est = estimate.estimate_run_s(ops, 8, 10e6, 10e6, 2, 1024)
+    est = estimate.estimate_run_s(ops, 8, 10e6, 10e6, 2, 1024, setup_s=10.0)
     # 1.75 * 4919918592 * 8 / (10e6 * 0.94640) = 7278.0 s, + 10 s setup + 0.04 s per op
     assert est == pytest.approx(7288.06, abs=0.01)
     spec = spec_of(fabric={"spines": 2, "leaves": 4, "hosts_per_leaf": 2})
@@ -48,13 +46,13 @@ def test_c11_huge_allreduce_is_about_two_hours_and_refused():
 
 def test_group_size_shortens_and_fabric_rate_bounds():
     op = {"size_bytes": 1 << 20}
-    whole = estimate.estimate_run_s([op], 8, 10e6, 10e6, 2, 1024) - estimate.SETUP_S
-    tp2 = estimate.estimate_run_s([{**op, "group_size": 2}], 8, 10e6, 10e6, 2, 1024) - estimate.SETUP_S
+    whole = estimate.estimate_run_s([op], 8, 10e6, 10e6, 2, 1024, 0.0)
+    tp2 = estimate.estimate_run_s([{**op, "group_size": 2}], 8, 10e6, 10e6, 2, 1024, 0.0)
     # a 2-rank ring moves 2(2-1)/2 = 1x the size, an 8-rank one 1.75x (C11: 0.89 s vs 1.55 s)
     assert tp2 == pytest.approx(0.8866 + estimate.OP_OVERHEAD_S, abs=1e-3)
     assert whole == pytest.approx(1.5515 + estimate.OP_OVERHEAD_S, abs=1e-3)
     # crossing leaves over a 2 Mbit/s fabric link: 5x slower than the 10 Mbit/s host link
-    slow = estimate.estimate_run_s([op], 8, 10e6, 2e6, 2, 1024) - estimate.SETUP_S
+    slow = estimate.estimate_run_s([op], 8, 10e6, 2e6, 2, 1024, 0.0)
     assert slow - estimate.OP_OVERHEAD_S == pytest.approx(5 * 1.5515, abs=5e-3)
 
 
@@ -62,12 +60,28 @@ def test_quickstart_estimate_matches_its_documented_80_s():
     from testbed.spec.scenario import load_scenario
     spec = load_scenario(QUICKSTART)
     est = workload_for(spec).estimate_s(plan_workload(spec).ops)
-    # 10 s set-up + 41 ops x 0.04 s + 35 timed and 6 warm-up ops moving 1.75 x their size at
-    # 10 Mbit/s x 4096/4154: 64 KiB..4 MiB, 6 ops each (4 MiB: 5, max_bytes_per_size 16 MiB)
+    # set-up (6 switches, 16 links, 8 hosts) + 41 ops x 0.04 s + 35 timed and 6 warm-up ops moving 1.75 x their
+    # size at 10 Mbit/s x 4096/4154: 64 KiB..4 MiB, 6 ops each (4 MiB: 5, max_bytes_per_size 16 MiB)
     # measured 2026-11-30: the quickstart took 69 s in all (README: about 80 s)
     eff = 4096 / 4154
     moved = 6 * sum(65536 << k for k in range(6)) + 5 * (4 << 20)
-    assert est == pytest.approx(10 + 41 * 0.04 + 1.75 * moved * 8 / (10e6 * eff), abs=0.01)
+    assert est == pytest.approx(estimate.setup_s(spec.fabric) + 41 * 0.04 + 1.75 * moved * 8 / (10e6 * eff), abs=0.01)
+    assert 70 <= est <= 80
+
+
+def test_setup_grows_per_switch_link_and_host():
+    # quickstart: 6 switches, 16 links (8 host links, 8 leaf-spine), 8 hosts
+    qs = spec_of(fabric={"leaves": 4})
+    assert estimate.fabric_counts(qs.fabric) == (6, 16, 8)
+    build, down = estimate.fabric_s(6, 16, 8)
+    assert build == pytest.approx(estimate.BUILD_S_FIXED + 6 * estimate.BUILD_S_PER_SWITCH
+                                  + 16 * estimate.BUILD_S_PER_LINK + 8 * estimate.BUILD_S_PER_HOST)
+    assert estimate.setup_s(qs.fabric) == pytest.approx(estimate.RUN_FIXED_S + 8 * estimate.AGENT_S_PER_HOST
+                                                         + build + down)
+    big = spec_of(fabric={"spines": 2, "leaves": 32, "hosts_per_leaf": 30, "buffer_bytes": "20KB"})
+    assert estimate.fabric_counts(big.fabric) == (34, 1024, 960)
+    assert estimate.setup_s(big.fabric) > 10 * estimate.setup_s(qs.fabric)  # minutes, not "10 s"
+    assert estimate.describe_setup(qs.fabric).endswith("(6 switches, 16 links, 8 hosts)")
 
 
 def test_max_bytes_per_size_off_runs_every_iteration():
@@ -174,50 +188,12 @@ def test_max_duration_flag_parsed():
         build_parser().parse_args(["run", "s.yaml", "--max-duration", "soon"])
 
 
-# ------------------------------------------------------------------ faithful capacity
-
-def _step(mbps, faithful=True, violation=""):
-    return {"per_host_bps": mbps * 1e6, "faithful": faithful, "violation": violation, "busbw_ratio": 0.99}
 
 
-def test_capacity_is_the_last_faithful_step():
-    steps = [_step(2.5), _step(5), _step(7.5), _step(10, False, "CPU saturated: idle < 5% in 9 of 20 s"), _step(15)]
-    cap = capacity.capacity_from_steps(steps)
-    # 8 hosts x 7.5 Mbit/s = 60 Mbit/s of host link traffic = 60e6 / (1082 B x 8) = 6931 packets/s
-    assert cap["capacity_bps"] == pytest.approx(60e6) and not cap["lower_bound"]
-    assert cap["capacity_pps"] == pytest.approx(60e6 / (1082 * 8))
-    assert cap["limited_by"] == "at 10 Mbit/s per host: CPU saturated: idle < 5% in 9 of 20 s"
-    assert capacity.capacity_from_steps([_step(2.5, False)])["capacity_bps"] == 0
-    top = capacity.capacity_from_steps([_step(2.5), _step(5)])
-    assert top["lower_bound"] and top["capacity_bps"] == pytest.approx(40e6)
-    assert capacity.format_capacity(top).startswith("at least 40 Mbit/s of host link traffic")
-
-
-def test_step_sizes_take_the_same_time_at_every_rate():
-    # 2 s x 10 Mbit/s x 1024/1082 / 8 / 1.75 = 1,352,125 B, rounded down to whole 8 x 1024 B: 1,351,680
-    assert capacity.step_size_bytes(10e6) == 1351680
-    assert capacity.step_size_bytes(2.5e6) == 335872
-
-
-def test_scenario_warned_above_calibrated_capacity(tmp_path, monkeypatch):
-    monkeypatch.setenv("TESTBED_CACHE_DIR", str(tmp_path))
-    assert capacity.load_cached() is None and capacity.check_scenario(spec_of()) is None  # nothing cached
-    cal = {"capacity_pps": 20000.0, "capacity_bps": 20000 * 1082 * 8.0, "limited_by": "cpu",
-           "machine": capacity.machine_facts("user"), "measured_utc": "2026-11-30T16:00:00Z"}
-    capacity.save(cal)
-    assert capacity.load_cached("user")["capacity_pps"] == 20000
-    assert capacity.load_cached("kernel") is None  # another datapath: not this calibration
-    # 8 hosts x 10 Mbit/s / (1082 B x 8) = 9242 pps: within
-    assert capacity.check_scenario(spec_of(fabric={"leaves": 4})) is None
-    # 8 hosts x 40 Mbit/s = 36969 pps: above
-    w = capacity.check_scenario(spec_of(fabric={"leaves": 4, "host_link_bps": "40M", "fabric_link_bps": "40M"}))
-    assert w and "8 hosts x 40 Mbit/s" in w and "36,969 packets/s" in w and "20,000 packets/s" in w
-    # 4 KB packets: 8 x 40 Mbit/s / (4154 B x 8) = 9629 pps, within (the cost is per packet)
-    assert capacity.check_scenario(spec_of(fabric={"leaves": 4, "host_link_bps": "40M", "fabric_link_bps": "40M",
-                                                   "mtu_bytes": 4200},
-                                           transport={"payload_bytes": 4096})) is None
-    # a calibration made on another kernel is not used
-    stale = json.loads(capacity.cache_path().read_text())
-    stale["machine"]["kernel"] = "0.0.1"
-    capacity.cache_path().write_text(json.dumps(stale))
-    assert capacity.load_cached("user") is None
+def test_printed_estimate_names_the_fabric_build_and_teardown(capsys):
+    from testbed.results.printing import print_estimate
+    qs = spec_of(fabric={"leaves": 4})
+    print_estimate(79.0, 41, 7200.0, None, estimate.describe_setup(qs.fabric))
+    err = capsys.readouterr().err
+    assert err.startswith("testbed: estimated duration 79 s (41 operations; fabric build ~")
+    assert "(6 switches, 16 links, 8 hosts); cap 2.00 h)\n" in err

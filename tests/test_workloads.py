@@ -27,7 +27,7 @@ def test_a_shipped_scenario_gets_its_mode(name, cls):
     assert type(w) is cls
     plan = w.plan()
     est = w.estimate_s(plan.ops)
-    assert est > estimate.SETUP_S and w.extra_s(plan) >= 0
+    assert est > estimate.setup_s(spec.fabric) and w.extra_s(plan) >= 0
     assert w.scaling_keys().startswith(f"workload.{cls.section}")
     assert w.fan_in(plan.ops) >= 1
     assert w.peers(plan.ops)  # every mode opens queue pairs

@@ -1,11 +1,15 @@
 """How long a run will take, known before anything is built; the cap on it.
 
 The estimate adds, for every planned operation, the time its collective
-needs at the bottleneck link rate plus a fixed per-operation overhead, and a
-fixed setup-and-teardown time for the whole run:
+needs at the bottleneck link rate plus a fixed per-operation overhead, and
+the time the run spends around its traffic: building and tearing down the
+fabric, per switch, link and host, and starting the agents, per host:
 
-    op_s   = F(n) * S * 8 / (link_bps * payload_efficiency) + OP_OVERHEAD_S
-    run_s  = SETUP_S + sum(op_s)
+    op_s       = F(n) * S * 8 / (link_bps * payload_efficiency) + OP_OVERHEAD_S
+    build_s    = BUILD_S_FIXED + BUILD_S_PER_SWITCH * switches + BUILD_S_PER_LINK * links + BUILD_S_PER_HOST * hosts
+    teardown_s = the same with the TEARDOWN_S_* constants
+    setup_s    = RUN_FIXED_S + AGENT_S_PER_HOST * hosts + build_s + teardown_s
+    run_s      = setup_s + sum(op_s)
 
 F(n) is the op's busbw factor (nccl-tests: busbw = algbw x F(n), the rate each
 rank's link carries in a bandwidth-optimal algorithm), so ``F(n) * S`` is the
@@ -16,11 +20,12 @@ bytes of a full data packet (:func:`traffic.transport.payload_efficiency`);
 ``link_bps`` is the host link rate, or the fabric link rate when that is
 slower and the ring crosses leaves (one queue pair takes one path). n is the
 op's ``group_size`` when the op plan gives one (a collective over a group of
-ranks), else every host. OP_OVERHEAD_S and SETUP_S are measured on the
-quickstart scenario (2 cores, userspace OVS, 2026-11-30): 41 operations whose
-ideal times add to 67.7 s took 69.2 s from the first rank's start to the last
-rank's end (0.037 s more per op), and the whole command 77.2 s (8 s of
-set-up and teardown); this estimate says 79.3 s.
+ranks), else every host. OP_OVERHEAD_S is measured on the quickstart scenario
+(2 cores, userspace OVS, 2026-11-30): 41 operations whose ideal times add to
+67.7 s took 69.2 s from the first rank's start to the last rank's end (0.037 s
+more per op). Switches, links (host links and links between switches alike)
+and hosts are the layout's (``fabric.layout_preview()``); the set-up constants
+are measured with benchmarks/fabric_setup_cost.py (see :data:`BUILD_S_PER_LINK`).
 
 The estimate assumes no loss. Where the scenario can drop packets in its
 switch queues (:func:`loss_regime`: no PFC, and a window's worth of data
@@ -39,8 +44,25 @@ from typing import Iterable, Mapping
 from traffic import collectives
 from traffic.transport import payload_efficiency
 
-#: fabric build, controller, agents, teardown and results (quickstart on 2 cores: 8 s measured)
-SETUP_S = 10.0
+# Fabric build and teardown, and the rest of a run around its traffic, s. Least-squares fits (every
+# coefficient >= 0) of benchmarks/fabric_setup_cost.py on this project's machine class (2 vCPUs, Intel
+# Xeon, kernel 6.18, userspace Open vSwitch, 2026-12-02): `testbed run` of one 64 KiB all-reduce
+# on 8 spine-leaf fabrics of 3 to 20 switches, 4 to 128 links and 2 to 64 hosts, each twice (largest
+# residual 1.6 s build, 0.5 s teardown, at 20 switches / 128 links: 16.2-17.1 s build, 11.7-12.2 s
+# teardown measured); build =
+# from the "run tb..." line to "fabric up" (controller, hosts, bridges, veths, MTU, queues, flows
+# confirmed), teardown = from "tearing down" to the process's exit, the rest = start-up, probe, run
+# directory, agents and results.
+BUILD_S_FIXED = 0.0
+BUILD_S_PER_SWITCH = 0.0   # an OVS bridge's own cost is lost in the noise of its links (fit: 0)
+BUILD_S_PER_LINK = 0.094   # veth pair, offloads, MTU, egress queues on both ends, rate read back
+BUILD_S_PER_HOST = 0.058   # network namespace, its shell, IPv6 off, static neighbours
+TEARDOWN_S_FIXED = 2.07
+TEARDOWN_S_PER_SWITCH = 0.048
+TEARDOWN_S_PER_LINK = 0.069
+TEARDOWN_S_PER_HOST = 0.003
+RUN_FIXED_S = 2.10
+AGENT_S_PER_HOST = 0.147
 #: runner <-> agent round trips and the last ACKs of each operation (quickstart: 0.037 s measured)
 OP_OVERHEAD_S = 0.04
 #: longest run allowed without ``testbed run --max-duration``: 2 hours
@@ -65,8 +87,37 @@ def collective_s(size_bytes: int, n_ranks: int, link_bps: float, payload_bytes: 
     return factor * size_bytes * 8 / (link_bps * payload_efficiency(payload_bytes))
 
 
+def fabric_s(n_switches: int, n_links: int, n_hosts: int) -> tuple[float, float]:
+    """(build_s, teardown_s) of a fabric of ``n_switches``, ``n_links`` and ``n_hosts`` (module docstring)."""
+    build = BUILD_S_FIXED + BUILD_S_PER_SWITCH * n_switches + BUILD_S_PER_LINK * n_links + BUILD_S_PER_HOST * n_hosts
+    down = (TEARDOWN_S_FIXED + TEARDOWN_S_PER_SWITCH * n_switches + TEARDOWN_S_PER_LINK * n_links
+            + TEARDOWN_S_PER_HOST * n_hosts)
+    return build, down
+
+
+def fabric_counts(fabric) -> tuple[int, int, int]:
+    """(switches, links, hosts) of a testbed.spec.fabric.FabricSpec's layout."""
+    layout = fabric.layout_preview()
+    return len(layout.switches), len(layout.links), len(layout.hosts)
+
+
+def setup_s(fabric) -> float:
+    """Seconds a run of ``fabric`` (a FabricSpec) spends besides its traffic (module docstring ``setup_s``)."""
+    n_sw, n_links, n_hosts = fabric_counts(fabric)
+    build, down = fabric_s(n_sw, n_links, n_hosts)
+    return RUN_FIXED_S + AGENT_S_PER_HOST * n_hosts + build + down
+
+
+def describe_setup(fabric) -> str:
+    """``fabric build ~3 s, teardown ~4 s (6 switches, 16 links, 8 hosts)`` for the printed estimate."""
+    n_sw, n_links, n_hosts = fabric_counts(fabric)
+    build, down = fabric_s(n_sw, n_links, n_hosts)
+    return (f"fabric build ~{format_duration(build)}, teardown ~{format_duration(down)} ({n_sw} switches, "
+            f"{n_links} links, {n_hosts} hosts)")
+
+
 def estimate_run_s(ops: Iterable[Mapping], n_hosts: int, host_link_bps: float, fabric_link_bps: float,
-                   hosts_per_leaf: int, payload_bytes: int) -> float:
+                   hosts_per_leaf: int, payload_bytes: int, setup_s: float) -> float:
     """Estimated seconds of a whole run (module docstring formula).
 
     Args:
@@ -78,8 +129,9 @@ def estimate_run_s(ops: Iterable[Mapping], n_hosts: int, host_link_bps: float, f
         hosts_per_leaf: a group larger than this crosses leaves and runs at
             min(host_link_bps, fabric_link_bps).
         payload_bytes: transport payload per packet (path MTU).
+        setup_s: the run's time around its traffic (:func:`setup_s` of the fabric).
     """
-    total = SETUP_S
+    total = setup_s
     for op in ops:
         op = op.meta() if hasattr(op, "meta") else op
         n = int(op.get("group_size") or n_hosts)

@@ -21,7 +21,7 @@ class Collectives(Workload):
     def estimate_s(self, ops: tuple[PlannedOp, ...]) -> float:
         f = self.spec.fabric
         return estimate.estimate_run_s(ops, f.n_hosts, f.host_link_bps, f.fabric_link_bps, f.ranks_per_switch,
-                                       self.spec.transport.payload_bytes)
+                                       self.spec.transport.payload_bytes, estimate.setup_s(f))
 
     def fan_in(self, ops: tuple[PlannedOp, ...]) -> int:
         return estimate.collective_fan_in(self.spec, ops)

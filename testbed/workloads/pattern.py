@@ -29,7 +29,7 @@ class PatternTrials(Workload):
 
     def estimate_s(self, ops: tuple[PlannedOp, ...]) -> float:
         """Set-up plus the trials of the pattern's ideal completion time (testbed.patterns.plan.estimate_s)."""
-        return estimate.SETUP_S + trials_s(self.spec)
+        return estimate.setup_s(self.spec.fabric) + trials_s(self.spec)
 
     def scaling_keys(self) -> str:
         return "workload.pattern.size_bytes, workload.pattern.trials (or fabric.host_link_bps)"

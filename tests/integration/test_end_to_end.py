@@ -58,6 +58,7 @@ FAST = """
 name: toofast
 fabric: {spines: 2, leaves: 4, hosts_per_leaf: 2, host_link_bps: 500M, fabric_link_bps: 500M, buffer_bytes: 1MB}
 workload: {sizes: {min_bytes: 2MiB, max_bytes: 2MiB}, iterations: 3, warmup_iterations: 0}
+fidelity: {max_capacity_ratio: off}   # far above the machine on purpose: run it instead of refusing it
 """
 
 

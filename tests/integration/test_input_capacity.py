@@ -1,27 +1,67 @@
-"""Doctor's faithful-capacity calibration on a real fabric, and C15 (deep buffers) end to end."""
+"""Doctor's faithful-capacity calibration on a real fabric, the refusal of a fabric too large for the machine,
+and C15 (deep buffers) end to end."""
+import os
+import re
+import time
+
 import pytest
 
-from testbed.measure import capacity
+from testbed.exitcodes import EXIT_BAD_INPUT
+from testbed.measure import calibrate, capacity
 from testbed.results.rundir import RunDir
 from tests.integration.conftest import run_cli
 
 
 def test_calibration_judges_real_runs_by_the_verdict(datapath, tmp_path, monkeypatch):
     monkeypatch.setenv("TESTBED_CACHE_DIR", str(tmp_path))
-    # two low steps keep the test short; 'testbed doctor --calibrate' sweeps up to 40 Mbit/s
-    cal = capacity.calibrate(datapath, quiet=True, rates_bps=(2.5e6, 5e6))
-    for s in cal["steps"]:
+    # two low rates and a confirmation keep the test short; 'testbed doctor --calibrate' searches up to the edge
+    cal = calibrate.calibrate(datapath, quiet=True, payloads=(1024,), start_bps={1024: 2.5e6}, max_bps=5e6)
+    rec = cal["mtus"]["1024"]
+    for s in rec["steps"]:
         print(f"calibration {s['per_host_bps'] / 1e6:g} Mbit/s/link: busbw/link {s['busbw_ratio']:.3f}, "
               f"faithful {s['faithful']} {s['violation']}")
-    print(f"calibrated faithful capacity {cal['capacity_bps'] / 1e6:g} Mbit/s ({cal['limited_by']})")
-    first = cal["steps"][0]
+    print(f"calibrated faithful capacity {rec['hop_pps']:,.0f} packet-hops/s at {rec['per_host_bps'] / 1e6:g} "
+          f"Mbit/s per link ({rec['limited_by']})")
+    first = rec["steps"][0]
     # 2.5 Mbit/s x 8 hosts at path MTU 1024 is far below what this machine emulates: faithful, at the link rate
     assert first["faithful"], first
     assert first["busbw_ratio"] == pytest.approx(1.0, abs=0.05)
-    assert cal["capacity_bps"] >= 8 * 2.5e6
-    assert cal["lower_bound"] == all(s["faithful"] for s in cal["steps"])
+    assert [s["per_host_bps"] for s in rec["steps"]] == [2.5e6, 5e6, 5e6]  # 5 Mbit/s confirmed by a second run
+    assert rec["per_host_bps"] == 5e6 and rec["lower_bound"]
+    assert rec["hop_pps"] == pytest.approx(calibrate.step_hop_pps(5e6, 1024))
     capacity.save(cal)
-    assert capacity.load_cached(datapath)["capacity_bps"] == cal["capacity_bps"]
+    assert capacity.figures(capacity.load_cached(datapath)) == {1024: rec["hop_pps"]}
+
+
+BIG = """
+name: big960
+fabric: {spines: 2, leaves: 32, hosts_per_leaf: 30, buffer_bytes: 20KB}
+workload: {sizes: {min_bytes: 64KiB, max_bytes: 4MiB}, iterations: 5}
+"""
+
+
+def test_960_hosts_are_refused_before_anything_is_built(tmp_path):
+    """Issue 19: 960 hosts passed every check and started building 2,000 interfaces on a 2-core machine."""
+    p = tmp_path / "big960.yaml"
+    p.write_text(BIG)
+    env = {**os.environ, "TESTBED_CACHE_DIR": str(tmp_path / "cache")}  # no calibration: the default, said so
+    bridges = set(os.popen("ovs-vsctl list-br").read().split())
+    t0 = time.monotonic()
+    res = run_cli("run", p, "--results", tmp_path / "results", env=env, timeout=120)
+    took = time.monotonic() - t0
+    print(res.stderr)
+    assert res.returncode == EXIT_BAD_INPUT, res.stderr
+    err = res.stderr
+    assert "testbed: error: fabric too large for this machine: 960 sending hosts (of 960) x 10 Mbit/s" in err
+    assert "NOT calibrated: a conservative default" in err
+    assert re.search(r"What fits faithfully on this machine: at most \d+ sending hosts at 10 Mbit/s, or ", err)
+    assert "transport.payload_bytes: 4096" in err and "--over-capacity" in err
+    assert "estimated duration" in err and "1024 links, 960 hosts" in err  # the estimate counts the fabric's build
+    # nothing was built: no run started, no results directory, no new bridge
+    assert "run tb" not in err and "fabric up" not in err
+    assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir())
+    assert set(os.popen("ovs-vsctl list-br").read().split()) <= bridges
+    assert took < 60
 
 
 C15 = """

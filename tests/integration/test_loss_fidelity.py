@@ -75,6 +75,7 @@ fabric: {spines: 1, leaves: 2, hosts_per_leaf: 2, host_link_bps: 500M, fabric_li
 transport: {payload_bytes: 4096, window_pkts: 16, ack_every_pkts: 4}
 workload: {collective: allreduce, algorithm: ring, sizes: {min_bytes: 4MiB, max_bytes: 4MiB}, iterations: 3,
            warmup_iterations: 1}
+fidelity: {max_capacity_ratio: off}   # far above the machine on purpose: run it instead of refusing it
 """
 
 

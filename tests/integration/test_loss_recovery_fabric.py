@@ -32,7 +32,9 @@ def _ops_span_s(run: RunDir) -> float:
 
 
 def test_selective_repeat_resends_little_and_keeps_to_its_estimate(tmp_path):
-    from testbed.spec.estimate import SETUP_S
+    from testbed.spec.estimate import setup_s
+    from testbed.spec.scenario import parse_scenario
+    from testbed.spec.yaml_loader import load_yaml
 
     text = _scenario("selective_repeat", {"min_bytes": "256KiB", "max_bytes": "1MiB", "factor": 2}, 2)
     res, s = run_scenario_file(tmp_path, text, timeout=300, expect_rc=None, name="sr")
@@ -42,7 +44,8 @@ def test_selective_repeat_resends_little_and_keeps_to_its_estimate(tmp_path):
     assert m["transport"]["loss_recovery"] == "selective_repeat" and m["transport"]["reorder_window_us"] == 0
     assert m["transport"]["bdp_cap_pkts"] == 4 and m["transport"]["rto_low_us"] > 0
     t = s["transport"]
-    span_s, est_s = _ops_span_s(run), m["estimated_duration_s"] - SETUP_S
+    span_s = _ops_span_s(run)
+    est_s = m["estimated_duration_s"] - setup_s(parse_scenario(load_yaml(text, "sr")).fabric)
     print(f"selective repeat: resent {t['retx_bytes']} of {t['posted_bytes']} B ({t['resent_share']:.3f}), "
           f"{t['timeouts']} timeouts, {t['naks']} NAKs, ops {span_s:.1f} s against {est_s:.1f} s estimated "
           f"({span_s / est_s:.2f}x), busbw/link {[round(x['busbw_ratio'], 3) for x in s['sizes']]}")
