@@ -7,7 +7,8 @@ Open vSwitch thread's, plus the machine's softirq and irq time (/proc/stat), eve
 ``--period-s``. The judged window is the time the traffic agents were alive (the workload and
 its warm-up; fabric build and teardown are left out). Components:
 
-* ``agents``: the transport agents (``python -m traffic.agent``, one per host);
+* ``agents``: the transport agents (``python -m traffic.agent``, one per host; an exiting agent, whose
+  command line /proc no longer shows, stays an agent);
 * ``runner``: the ``testbed run`` process (queue sampler, CPU monitor, departure capture, driver);
 * ``controller``: the OpenFlow controller (os-ken / ryu-manager: routing, congestion loop, PFC);
 * ``ovs-vswitchd:<thread>``: the userspace datapath by thread kind (main thread = forwarding of
@@ -19,13 +20,12 @@ CNP frames, from qps.csv), and by the frames the switches forwarded (ports.csv).
 context switches per frame sent (voluntary, involuntary; every thread's /proc/<pid>/task/*/status,
 summed). Prints a table; ``--json`` writes it as JSON.
 
-Measured (quickstart, this 2-core VM shared with other sessions): agents 17.3, 19.3 and 21.7 CPU-s
-in a ~67.6 s window (88-111 us per host frame, 1.27-1.30 voluntary context switches per frame) before
-issue 19's cuts of the agents' per-packet wake-ups and Python work; 19.7, 18.4 and 16.9 CPU-s
-(86-101 us per frame, 1.15-1.31 voluntary) after: within the run-to-run noise, although
-transport_cpu.py measures 35% less per packet. Per packet the agents wake about once per datagram
-received and 0.4 times per data packet sent (the send buffer's half-empty wake-up), the floor of
-one receive thread and one sender thread per QP.
+Measured (quickstart, this 2-core VM shared with other sessions), agents' CPU-s in a ~67.7 s window:
+before issue 19's cuts of the agents' per-packet wake-ups and Python work 17.3, 19.3, 21.7, 20.2, 18.8
+(mean 19.5; 88-111 us per host frame); after 19.7, 18.4, 16.9, 18.0, 18.2 (mean 18.2, -6%; 86-101 us
+per frame); the last two of each interleaved (20.2, 18.8 before; 18.0, 18.2 after). Voluntary context
+switches 1.29-1.30 per frame before and after: about one per datagram received and 0.4 per data
+packet sent (the send buffer's half-empty wake-up), the floor of one receive and one sender thread.
 
 Usage (root, Open vSwitch running; nothing else on the machine):
     flock /tmp/fabric.lock .venv/bin/python benchmarks/cpu_per_packet.py [scenario.yaml] [--json out.json]
