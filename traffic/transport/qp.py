@@ -157,7 +157,10 @@ class RequesterQP:
         self.udp_sport = ports[0]
         self.builders = [wire.DataPacketBuilder(src_ip, dst_ip, port, params.payload_bytes) for port in ports]
         self.builder = self.builders[0]
-        self.cond = threading.Condition()
+        #: the QP's lock and its condition; the hot paths hold ``_lock`` itself (a C-level ``with``, where
+        #: ``with cond`` runs two Python-level calls), the same lock as ``cond``'s
+        self._lock = threading.RLock()
+        self.cond = threading.Condition(self._lock)
         self.messages: list[_Message] = []
         self._first_psns: list[int] = []
         self.una = first_psn       # oldest unacknowledged PSN
@@ -171,6 +174,8 @@ class RequesterQP:
         self._work_since_ns = 0
         self._last_progress = time.monotonic()
         self._stop = False
+        self._sender_waiting = False  # the sender thread waits on cond (see _wake)
+        self._acked_waits: list[int] = []  # the message each wait_acked caller waits for
         self.thread = threading.Thread(target=self._run, name=f"qp{qpn:#x}", daemon=True)
         self.thread.start()
 
@@ -198,7 +203,11 @@ class RequesterQP:
         Raises TransportError when a send error stopped the QP (see :func:`send_error_text`).
         """
         with self.cond:
-            ok = self.cond.wait_for(lambda: self.done_msgs > seq or self._stop or self.error, timeout_s)
+            self._acked_waits.append(seq)
+            try:
+                ok = self.cond.wait_for(lambda: self.done_msgs > seq or self._stop or self.error, timeout_s)
+            finally:
+                self._acked_waits.remove(seq)
             if self.error:
                 raise TransportError(self.error)
             return ok
@@ -222,17 +231,17 @@ class RequesterQP:
     # -- called by the Endpoint's receive thread ------------------------------
     def on_cnp(self) -> None:
         """A CNP for this QP arrived: count it, record its arrival and tell the congestion control."""
-        with self.cond:
+        with self._lock:
             now_ns = time.monotonic_ns()
             self.counters.cnps_rx += 1
             self.cnp_rx.add(now_ns)
             self.cc.on_cnp(now_ns)
-            self.cond.notify_all()
+            self._wake()
 
     def on_ack(self, psn24: int, nak: bool, sack24: int = -1) -> None:
         """An ACK of ``psn24`` (and everything before it) or a NAK whose PSN is the responder's
         expected one. ``sack24``: the PSN of IRN's NACK extension (selective repeat only), else -1."""
-        with self.cond:
+        with self._lock:
             psn = self._unwrap(psn24)
             # an ACK acknowledges psn and all before; a NAK's PSN is the responder's
             # expected PSN: everything before it arrived, resend from it (go-back-N)
@@ -251,7 +260,20 @@ class RequesterQP:
                 self._recover_nak(psn)
             if self.next_psn < self.una:
                 self.next_psn = self.una
+            self._wake()
+
+    def _wake(self) -> None:
+        """After an ACK or CNP: wake the sender thread if it waits on ``cond`` (the window may have
+        opened, the pacing changed), and ``wait_acked`` callers only once a message they wait for is
+        acknowledged, not on every ACK (a woken waiter would take the lock and sleep again). Under ``cond``."""
+        if self._sender_waiting or (self._acked_waits and self.done_msgs > min(self._acked_waits)):
             self.cond.notify_all()
+
+    def _wait(self, timeout_s: float) -> None:
+        """The sender thread waits on ``cond`` (at most ``timeout_s``) and says so to :meth:`_wake`. Under ``cond``."""
+        self._sender_waiting = True
+        self.cond.wait(timeout_s)
+        self._sender_waiting = False
 
     # -- loss recovery (go-back-N here; traffic.transport.selective overrides) --------
     def _recover_nak(self, psn: int) -> None:
@@ -318,8 +340,22 @@ class RequesterQP:
         c, cc, ent, pause = self.counters, self.cc, self.entropy, self.pause
         ack_every = self.ack_interval(p)
         port_choice = len(self.builders) > 1
+        payload_bytes, first_psn, dest_qpn = p.payload_bytes, self.first_psn, self.dest_qpn
+        ack_every_retx = self.ACK_EVERY_RETRANSMISSION
+        send_only, send_first, send_last, send_middle = (int(o) for o in (
+            wire.Opcode.RC_SEND_ONLY, wire.Opcode.RC_SEND_FIRST, wire.Opcode.RC_SEND_LAST, wire.Opcode.RC_SEND_MIDDLE))
+        m, m_first, m_end = None, 0, 0  # the message of the last packet sent, its PSNs m_first..m_end-1
+        sent_bytes = sent_ns = 0  # frame bytes and decision time of the packet just sent: cc.on_send under the
+        # next hold of the lock
+        lock = self._lock
         while True:
-            with self.cond:
+            with lock:  # one hold per packet: the receive thread calls on_ack/on_cnp under it too
+                if sent_bytes:
+                    cc.on_send(sent_bytes, sent_ns)
+                    # the retransmission timer runs from the last transmission or ACK progress, whichever
+                    # is later: a QP that is still sending (slowly, sharing its NIC) is not timed out
+                    self._last_progress = time.monotonic()
+                    sent_bytes = 0
                 while True:
                     if self._stop:
                         return
@@ -337,14 +373,14 @@ class RequesterQP:
                         now_ns = time.monotonic_ns()
                         paused_until_ns = pause.paused_until_ns(now_ns) if pause is not None else 0
                         if paused_until_ns:  # PFC: the lossless class is paused, as an RNIC obeys it
-                            self.cond.wait((paused_until_ns - now_ns) / 1e9)
+                            self._wait((paused_until_ns - now_ns) / 1e9)
                             c.pfc_paused_ns += time.monotonic_ns() - now_ns
                             self._last_progress = time.monotonic()  # a paused QP is not timed out
                             continue
                         at_ns = cc.next_send_ns(now_ns)
                         if at_ns <= now_ns:  # the pacing decision: send now
                             break
-                        self.cond.wait((at_ns - now_ns) / 1e9)
+                        self._wait((at_ns - now_ns) / 1e9)
                         c.tx_paced_ns += time.monotonic_ns() - now_ns
                         # a QP held back by its pacing is still sending: the timer runs from here
                         self._last_progress = time.monotonic()
@@ -352,7 +388,7 @@ class RequesterQP:
                     if busy_since is not None:
                         c.tx_busy_ns += time.monotonic_ns() - busy_since
                         busy_since = None
-                    self.cond.wait(rto if outstanding else 1.0)
+                    self._wait(rto if outstanding else 1.0)
                 if busy_since is None:
                     busy_since = time.monotonic_ns()
                 psn = self._take_psn()
@@ -361,32 +397,28 @@ class RequesterQP:
                     c.retx_pkts += 1
                 else:
                     self.high_psn = psn + 1
-                i = bisect.bisect_right(self._first_psns, psn) - 1
-                m = self.messages[i]
-            idx = psn - m.first_psn
-            last = idx == m.npkts - 1
-            plen = m.size_bytes - idx * p.payload_bytes if last else p.payload_bytes
+                if not m_first <= psn < m_end:
+                    m = self.messages[bisect.bisect_right(self._first_psns, psn) - 1]
+                    m_first, m_end = m.first_psn, m.end_psn
+            idx = psn - m_first
+            last = psn == m_end - 1
+            plen = m.size_bytes - idx * payload_bytes if last else payload_bytes
             if retx:
                 c.retx_bytes += plen
-            if m.npkts == 1:
-                opcode = wire.Opcode.RC_SEND_ONLY
-            elif idx == 0:
-                opcode = wire.Opcode.RC_SEND_FIRST
-            elif last:
-                opcode = wire.Opcode.RC_SEND_LAST
+            if idx == 0:
+                opcode = send_only if last else send_first
             else:
-                opcode = wire.Opcode.RC_SEND_MIDDLE
-            ack_req = (last or (psn - self.first_psn) % ack_every == ack_every - 1
-                       or (retx and self.ACK_EVERY_RETRANSMISSION))
+                opcode = send_last if last else send_middle
+            ack_req = (last or (psn - first_psn) % ack_every == ack_every - 1 or (retx and ack_every_retx))
             if ack_req and use_low and not retx:  # an RTT sample when its ACK comes (never a resend: Karn)
                 self._rtt_sent[psn] = now_ns
             # payload tag = (message sequence, packet index): what the responder checks
             if port_choice:  # the entropy policy picks this packet's source port; whole IP packet, raw socket
                 builder = self.builders[ent.port_index(now_ns)]
-                pkt = builder.build(opcode, self.dest_qpn, psn & PSN_MASK, ack_req, m.seq, idx, plen)
+                pkt = builder.build(opcode, dest_qpn, psn & PSN_MASK, ack_req, m.seq, idx, plen)
                 out, dst = builder.ip_packet(), (self.dst[0], 0)
             else:
-                pkt = out = self.builder.build(opcode, self.dest_qpn, psn & PSN_MASK, ack_req, m.seq, idx, plen)
+                pkt = out = self.builder.build(opcode, dest_qpn, psn & PSN_MASK, ack_req, m.seq, idx, plen)
                 dst = self.dst
             try:
                 if not send_lossless(self.sock, out, dst, c):
@@ -394,11 +426,6 @@ class RequesterQP:
             except OSError as e:
                 self._fail(e)
                 return
-            # the retransmission timer runs from the last transmission or ACK progress, whichever is
-            # later: a QP that is still sending (slowly, sharing its NIC) is not timed out
-            self._last_progress = time.monotonic()
             c.tx_pkts += 1
-            frame_bytes = wire_bytes(len(pkt))
-            c.tx_wire_bytes += frame_bytes
-            with self.cond:  # the receive thread calls on_ack/on_cnp under the lock: one caller at a time
-                cc.on_send(frame_bytes, now_ns)
+            sent_bytes, sent_ns = wire_bytes(len(pkt)), now_ns
+            c.tx_wire_bytes += sent_bytes

@@ -94,7 +94,7 @@ class SelectiveRequesterQP(RequesterQP):
         return params.ack_every_pkts
 
     def on_ack(self, psn24: int, nak: bool, sack24: int = -1) -> None:
-        with self.cond:
+        with self._lock:
             una = self.una
             psn = self._unwrap(psn24)
             new_una = psn if nak else psn + 1
@@ -129,7 +129,7 @@ class SelectiveRequesterQP(RequesterQP):
             if self._recovery and una >= self._recovery_psn:
                 self._recovery = False
                 self._resent.clear()
-            self.cond.notify_all()
+            self._wake()
 
     def _rtt_sample(self, psn: int) -> None:
         """An ACK of ``psn``: when its first transmission asked for it, an RTT sample; RTO_low becomes
