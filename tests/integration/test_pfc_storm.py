@@ -15,9 +15,10 @@ SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 DETECT_MS = RESTORE_MS = 200  # the scenario's watchdog
 #: the loop samples every 1 ms and stamps a frame with the clock reading of the tick that reads it (taken
 #: before the tick's queue dump: up to about a period early, 199.2 ms seen; a restore 197.2 ms after the
-#: storm's recorded end once); ticks missed on a loaded machine delay a decision (loop max 10 ms seen):
-#: detection and restore within -5 .. +50 ms of the setting
-EARLY_MS, LATE_MS = 5, 50
+#: storm's recorded end once, 192.96 ms in a full-suite run whose loop missed 2,517 of 4,884 ticks, max 40 ms);
+#: ticks missed on a loaded machine delay a decision (loop max 10-40 ms seen):
+#: detection and restore within -10 .. +50 ms of the setting
+EARLY_MS, LATE_MS = 10, 50
 
 
 @pytest.fixture(scope="module")
