@@ -45,8 +45,6 @@ Options: ``--frames 1024,4096`` (RoCE path MTUs), ``--rates 5,7.5,10,15,20,30,40
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import json
 import math
 import os
@@ -63,6 +61,7 @@ if str(REPO) not in sys.path:  # run as a script: the checkout's packages first
     sys.path.insert(0, str(REPO))
 
 from testbed import signals  # noqa: E402
+from testbed.host.runlock import held_flock  # noqa: E402
 from testbed.measure.capacity import machine_facts  # noqa: E402
 from testbed.measure.timing import data_frame_bytes  # noqa: E402
 from testbed.spec.yaml_loader import load_yaml  # noqa: E402
@@ -106,20 +105,6 @@ class Step:
         return (f"{self.side} {self.payload_bytes:>5} B {self.rate_bps / 1e6:>5g} Mbit/s{retry}: delivered "
                 f"{self.delivered_bps / 1e6:6.2f} Mbit/s ({ratio:.3f}), min core idle {self.min_core_idle_pct:5.1f}%, "
                 f"{verdict}{cpu} ({self.seconds:.0f} s)")
-
-
-@contextlib.contextmanager
-def held(lock_file: str | None):
-    """flock ``lock_file`` (exclusive, waiting) for the block; no-op for None."""
-    if not lock_file:
-        yield
-        return
-    with open(lock_file, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 # -- scenarios ---------------------------------------------------------------------------------------------------
@@ -179,7 +164,7 @@ def step_udp(base: dict, payload_bytes: int, rate_bps: float, datapath: str, win
     from topology.naming import new_run_id
 
     spec = parse_scenario(scenario_for(base, payload_bytes, rate_bps), "udp ring step")
-    with held(lock_file):
+    with held_flock(lock_file):
         t0 = time.monotonic()
         send_buffer = check_run_send_buffer(spec, datapath)
         rid = new_run_id()
@@ -224,7 +209,7 @@ def step_testbed(base: dict, payload_bytes: int, rate_bps: float, op_s: float, i
         path = Path(tmp) / f"{scen['name']}.yaml"
         path.write_text(yaml.safe_dump(scen, sort_keys=False))
         out = Path(tmp) / "results"
-        with held(lock_file):
+        with held_flock(lock_file):
             t0 = time.monotonic()
             # --over-capacity: the steps are meant to find the edge; the verdict, not the pre-run capacity check, judges
             proc = _run_cli(["run", str(path), "--results", str(out), "--quiet", "--over-capacity", *run_args],
@@ -347,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from testbed.host.capabilities import probe
 
-    with held(args.lock):
+    with held_flock(args.lock):
         datapath = probe().datapath
     if datapath == "none":
         print("udp_ring_vs_testbed: Open vSwitch is not usable (scripts/start-ovs)", file=sys.stderr)

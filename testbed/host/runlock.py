@@ -17,6 +17,7 @@ import json
 import os
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from topology.naming import RUN_ID_RE, check_run_id
@@ -174,3 +175,21 @@ def known_runs(directory: Path | None = None) -> list[str]:
         if ext in ("lock", "json") and RUN_ID_RE.match(stem):
             ids.add(stem)
     return sorted(ids)
+
+
+@contextmanager
+def held_flock(lock_file: str | None):
+    """Hold ``flock(lock_file, LOCK_EX)`` (waiting for it) for the block; no-op for None or "".
+
+    The shared fabric lock of a machine where several people or tools build fabrics (e.g.
+    ``/tmp/fabric.lock``): ``testbed regress --lock`` and the benchmarks take it per run.
+    """
+    if not lock_file:
+        yield
+        return
+    with open(lock_file, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

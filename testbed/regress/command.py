@@ -21,17 +21,16 @@ scenario, baseline, option); 128+N interrupted by signal N.
 """
 from __future__ import annotations
 
-import fcntl
 import os
 import signal
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 from testbed.exitcodes import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED_BASE, EXIT_NOT_FAITHFUL, EXIT_NOT_JUDGED,
                                EXIT_REGRESSED)
+from testbed.host.runlock import held_flock
 from testbed.regress import baseline as baselines
 from testbed.regress.junit import Case, write as write_junit
 from testbed.regress.suite import Entry, Suite, SuiteError, load_suite, parse_set, scenario_data, write_scenario
@@ -92,26 +91,13 @@ def prepare(suite: Suite, entries: list[Entry], update: bool) -> tuple[dict, dic
     return data, base
 
 
-@contextmanager
-def _held(lock: str | None):
-    if lock is None:
-        yield
-        return
-    with open(lock, "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def run_entry(scenario: Path, out_dir: Path, lock: str | None) -> tuple[int, Path | None, float]:
     """``testbed run SCENARIO --results OUT_DIR --quiet`` in a child process, output in ``run.log``.
 
     Returns (exit code, the run directory or None when none was made, seconds the run took: the wait
     for ``lock`` left out)."""
     cmd = [sys.executable, "-m", "testbed.cli", "run", str(scenario), "--results", str(out_dir), "--quiet"]
-    with _held(lock), open(out_dir / "run.log", "w") as log:
+    with held_flock(lock), open(out_dir / "run.log", "w") as log:
         t0 = time.monotonic()
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         try:
