@@ -306,6 +306,9 @@ def _validate(spec: ScenarioSpec, results_root: Path, quiet: bool, max_duration_
         printing.print_estimate(est_s, len(ops_plan), cap_s, workload.loss_note(plan.ops),
                                 estimate.describe_setup(spec.fabric))
     estimate.check_duration(workload.scaling_keys(), est_s, cap_s)
+    if spec.tenants:  # a workload across tenants would only time out against the isolation drops
+        from testbed.spec.tenants import check_peers, tenant_map
+        check_peers(tenant_map(spec), workload.peers(plan.ops))
     warning = capacity_check.check_scenario(spec, workload.peers(plan.ops), over_capacity=over_capacity)
     if warning:
         print(f"testbed: warning: {warning}", file=sys.stderr)

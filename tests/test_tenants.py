@@ -234,3 +234,20 @@ def test_a_delivered_cross_tenant_probe_fails_the_isolation_check(tmp_path):
     R.add_results(bad, {}, v, tmp_path)
     assert v.checks["isolation"]["status"] == "failed" and not v.faithful
     assert "probe h1 (alpha) -> h5 (beta) delivered 3 of 20 packets, ARP answered" in v.violations[0]
+
+
+def test_a_workload_across_tenants_is_refused_before_the_run():
+    from testbed.spec.tenants import check_peers
+    from testbed.workloads import workload_for
+
+    def peers(s):
+        w = workload_for(s)
+        return w.peers(w.plan().ops)
+
+    s = spec(**TWO, workload={"ranks": 4, "sizes": {"min_bytes": 65536, "max_bytes": 65536}})
+    check_peers(tenant_map(s), peers(s))  # h1-h4: all alpha
+    wide = spec(**TWO)  # every host: alpha's ring reaches beta's h5
+    with pytest.raises(ScenarioError, match=r"workload: ranks 3 \(h4, tenant alpha\) and 4 \(h5, tenant beta\) "
+                                            r"exchange traffic, which isolation drops"):
+        check_peers(tenant_map(wide), peers(wide))
+    check_peers(tenant_map(spec(**TWO, isolation="off")), peers(wide))

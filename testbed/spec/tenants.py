@@ -171,6 +171,23 @@ def tenant_map(spec, extra: Optional[Mapping[str, str]] = None, require_all_plac
                      isolation=iso, tenants=tenants)
 
 
+def check_peers(tmap: TenantMap, peers: Mapping[int, list]) -> None:
+    """Refuse a workload whose ranks exchange traffic across tenants while isolation is on: its packets
+    would be dropped by design and the run would only time out. ``peers``: rank -> the ranks it has queue
+    pairs with (testbed.workloads.base.Workload.peers); rank r is ``tmap.hosts[r]``. Raises ScenarioError
+    naming ``workload`` and the first such pair."""
+    if not tmap.isolation:
+        return
+    for rank in sorted(peers):
+        for peer in sorted(peers[rank]):
+            a, b = tmap.hosts[rank], tmap.hosts[peer]
+            if a != b and not tmap.allows(a, b):
+                _fail("workload", f"ranks {rank} ({a}, tenant {tmap.label(a)}) and {peer} ({b}, tenant "
+                                  f"{tmap.label(b)}) exchange traffic, which isolation drops: run the workload "
+                                  f"within one tenant (and shared hosts), e.g. workload.ranks over hosts of one "
+                                  f"tenant, or set isolation: off")
+
+
 def check_tenants(spec) -> None:
     """Scenario validation: :func:`tenant_map` when the scenario has tenants, shared hosts or isolation set.
     Raises ValueError (its message starts with the key path) for the scenario's error collector."""
@@ -182,4 +199,4 @@ def check_tenants(spec) -> None:
         raise ValueError(str(e)) from None
 
 
-__all__ = ["Isolation", "TenantMap", "TenantSpec", "check_tenants", "isolation_on", "tenant_map"]
+__all__ = ["Isolation", "TenantMap", "TenantSpec", "check_peers", "check_tenants", "isolation_on", "tenant_map"]

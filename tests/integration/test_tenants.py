@@ -2,8 +2,13 @@
 8 hosts) tenant alpha (h1-h4, leaves 1-2) runs a ring all-reduce while beta (h5-h7) and the shared host
 h8 sit on leaves 3-4. Real probe packets from alpha to beta and back are dropped at the ingress leaf
 (0 delivered, no ARP answer, each drop counted by its flow), probes to the shared host and within a
-tenant arrive, and alpha's all-reduce keeps the busbw of the same run without tenants."""
-from conftest import EXIT_FAITHFUL, assert_losses_accounted, run_scenario_file
+tenant arrive, and alpha's all-reduce keeps the busbw of the same run without tenants. A controller that
+does not enforce the isolation the scenario asks for is caught: the run is NOT faithful."""
+import json
+import subprocess
+import sys
+
+from conftest import EXIT_FAITHFUL, EXIT_NOT_FAITHFUL, REPO, assert_losses_accounted, run_scenario_file
 from testbed.results.rundir import RunDir
 
 FABRIC = """
@@ -57,3 +62,40 @@ def test_cross_tenant_probes_deliver_nothing_and_tenant_traffic_is_unaffected(tm
     with_t, without = s["sizes"][-1]["busbw_ratio"], base["sizes"][-1]["busbw_ratio"]
     print(f"alpha busbw/link {with_t:.4f} with tenants, {without:.4f} without")
     assert abs(with_t - without) <= BUSBW_BAND
+
+
+#: a run whose controller is given no tenant settings (as a controller that ignores them would be): the
+#: probes must catch it
+LEAKY_RUN = """
+import json, sys, dataclasses
+from pathlib import Path
+from testbed.emulation import fabric
+from testbed.runner import run
+from testbed.spec.scenario import parse_scenario
+
+real = fabric.controller_settings
+fabric.controller_settings = lambda *a, **k: dataclasses.replace(real(*a, **k), tenants=None)
+spec = parse_scenario({
+    "name": "leaky", "fabric": {"spines": 1, "leaves": 2, "hosts_per_leaf": 2, "mtu_bytes": 4200},
+    "transport": {"payload_bytes": 4096, "window_pkts": 16, "ack_every_pkts": 4},
+    "tenants": {"alpha": {"hosts": ["h1", "h2"]}, "beta": {"hosts": ["h3"]}}, "shared_hosts": ["h4"],
+    "workload": {"ranks": 2, "sizes": {"min_bytes": 262144, "max_bytes": 262144}, "iterations": 2,
+                 "warmup_iterations": 0}})
+out = run(spec, sys.argv[1], quiet=True)
+print(json.dumps({"exit_code": out.exit_code, "run_dir": str(out.run_dir)}))
+"""
+
+
+def test_a_controller_that_leaks_across_tenants_makes_the_run_not_faithful(tmp_path):
+    res = subprocess.run([sys.executable, "-c", LEAKY_RUN, str(tmp_path / "leaky")], cwd=REPO, capture_output=True,
+                         text=True, timeout=200)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    s = RunDir.open(out["run_dir"]).summary
+    print(s["violations"])
+    assert out["exit_code"] == EXIT_NOT_FAITHFUL and s["faithful"] is False
+    assert s["checks"]["isolation"]["status"] == "failed" and s["tenants"]["proven"] is False
+    probes = {(p["src"], p["dst"]): p for p in s["tenants"]["probes"]}
+    assert probes[("h1", "h3")]["delivered_pkts"] == 20 and probes[("h1", "h3")]["arp_replied"] is True
+    assert any("isolation broken: probe h1 (alpha) -> h3 (beta) delivered 20 of 20 packets, ARP answered" in v
+               for v in s["violations"])
