@@ -23,6 +23,7 @@ NOT faithful (exit code 3).
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -32,6 +33,10 @@ from testbed.spec.tenants import TenantMap, tenant_map
 from testbed.tenants.drop_counters import per_tenant_pair, read_drop_flows
 from testbed.tenants.probes import plan_probes, run_probes
 
+#: Open vSwitch folds each thread's coverage counters into the totals ``ovs-appctl coverage/show`` prints
+#: about once a second (lib/coverage.c): wait that long after the probes, so their drops and controller
+#: upcalls are counted before the run's drop counters are first read, not charged to the traffic
+COVERAGE_SETTLE_S = 1.5
 #: the table of drop flows (testbed.results.schema): tenant_drops.csv
 DROPS_TABLE = "tenant_drops"
 
@@ -47,11 +52,15 @@ class TenantRecord:
 
 def start(spec, fab, tmap: Optional[TenantMap] = None) -> Optional[TenantRecord]:
     """Probe isolation on the live fabric; None when the scenario has no tenants. ``tmap``: the run's map
-    (default testbed.spec.tenants.tenant_map(spec), e.g. with a jobs placement's extra hosts)."""
+    (default: the one the fabric's controller enforces, ``fab.tenants``, else
+    testbed.spec.tenants.tenant_map(spec))."""
     if not spec.tenants:
         return None
-    tmap = tmap or tenant_map(spec)
-    return TenantRecord(tmap, run_probes(fab, tmap, plan_probes(tmap)))
+    tmap = tmap or getattr(fab, "tenants", None) or tenant_map(spec)
+    record = TenantRecord(tmap, run_probes(fab, tmap, plan_probes(tmap)))
+    if record.probes:
+        time.sleep(COVERAGE_SETTLE_S)
+    return record
 
 
 def read_counters(record: Optional[TenantRecord], fab) -> None:

@@ -95,6 +95,7 @@ def test_a_controller_that_leaks_across_tenants_makes_the_run_not_faithful(tmp_p
     print(s["violations"])
     assert out["exit_code"] == EXIT_NOT_FAITHFUL and s["faithful"] is False
     assert s["checks"]["isolation"]["status"] == "failed" and s["tenants"]["proven"] is False
+    assert [n for n, c in s["checks"].items() if c["status"] == "failed"] == ["isolation"], s["violations"]
     probes = {(p["src"], p["dst"]): p for p in s["tenants"]["probes"]}
     assert probes[("h1", "h3")]["delivered_pkts"] == 20 and probes[("h1", "h3")]["arp_replied"] is True
     assert any("isolation broken: probe h1 (alpha) -> h3 (beta) delivered 20 of 20 packets, ARP answered" in v
