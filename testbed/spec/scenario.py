@@ -50,9 +50,11 @@ class ScenarioSpec(SpecModel):
     congestion: CongestionSpec = CongestionSpec()
     faults: tuple[FaultSpec, ...] = ()
     failover: FailoverSpec = FailoverSpec()
-    #: tenant name -> its hosts; hosts every tenant may reach; enforce it (testbed.spec.tenants)
+    #: tenant name -> its hosts (docs/tenants.md, testbed.spec.tenants)
     tenants: dict[str, TenantSpec] = {}
+    #: hosts every tenant may reach (e.g. a storage server); in no tenant
     shared_hosts: tuple[str, ...] = ()
+    #: the controller keeps tenants apart (drops, ARP) and the run probes it; default on with tenants
     isolation: Optional[Isolation] = None
 
     @property
