@@ -123,3 +123,26 @@ def test_a_link_fault_hits_the_whole_bundle_and_results_list_each_member():
     up = _uplinks(layout)[RID + "l1"]
     assert [(intf, peer) for intf, peer, _ in up] == [(f"{RID}l1-eth{p}", f"{RID}s{s}")
                                                       for p, s in ((2, 1), (3, 2), (4, 1), (5, 2))]
+
+
+def test_parallel_links_table_and_figures_from_port_samples():
+    import pandas as pd
+    from types import SimpleNamespace
+    from testbed.patterns.results import bundles, parallel_figures, parallel_link_table
+
+    layout = _layout()
+    assert sorted(bundles(layout)[(RID + "s1", RID + "l2")]) == [f"{RID}s1-eth2", f"{RID}s1-eth4"]
+    assert bundles(_layout(links=1)) == {}
+    sent = [(0, SimpleNamespace(rank=0, peer=1, t_post_ns=100, t_acked_ns=900))]
+    run = SimpleNamespace(fab=SimpleNamespace(layout=layout), flows=[SimpleNamespace(flow=0, src=0, dst=1)],
+                          trials=[SimpleNamespace(trial=0, done=[SimpleNamespace(sent=[s for _, s in sent])])])
+    rows = []
+    for intf in {i for intfs in bundles(layout).values() for i in intfs}:
+        moved = {f"{RID}s1-eth2": 4000, f"{RID}s1-eth4": 0, f"{RID}l1-eth2": 1000}.get(intf, 1000)
+        rows += [{"time_ns": 0, "port": intf, "tx_bytes": 0}, {"time_ns": 1000, "port": intf, "tx_bytes": moved}]
+    table = parallel_link_table(run, pd.DataFrame(rows))
+    s1 = table[(table["switch"] == "s1") & (table["peer"] == "l2")].set_index("port")["share"]
+    assert s1.to_dict() == {f"{RID}s1-eth2": 1.0, f"{RID}s1-eth4": 0.0}  # a polarized bundle
+    figures = parallel_figures(table)
+    assert figures["parallel_min_share"] == 0.0
+    assert figures["parallel_balance_index"] == pytest.approx((7 * 1.0 + 0.5) / 8)  # 8 bundles, one at 1/2
