@@ -14,11 +14,18 @@ switch ASIC indexes its ECMP members.
 
 The leaf's four uplinks carry a quarter each either way (2000 flows: one binomial standard deviation
 of a 25 % share is 1 point; the bands are 7 points wide on each side).
+
+The second test runs the user's scenario (scenarios/parallel_links_polarization.yaml: an alltoall of 8
+hosts on the same shape, shortened to 2 trials of 128 KiB) with each basis and reads what the run wrote:
+parallel_links.csv and the summary's ``load_balance`` block.
 """
 import json
 import sys
 
+import pandas as pd
+
 from benchmarks.instruments.flow_shares import ROOT, tx_pkts
+from conftest import REPO, assert_losses_accounted, run_scenario_file
 
 FLOWS = 2000
 
@@ -66,3 +73,33 @@ def test_same_hash_basis_polarizes_parallel_links_and_per_switch_basis_spreads(m
         pair = sorted(v for k, v in same.items() if k.startswith(spine))
         assert pair[0] <= 0.01 and 0.40 <= pair[1] <= 0.60, same
     assert all(0.18 <= s <= 0.32 for s in per_switch.values()), per_switch
+
+
+def test_polarization_scenario_reports_an_idle_member_per_spine_bundle_and_per_switch_basis_uses_both(tmp_path):
+    text = (REPO / "scenarios" / "parallel_links_polarization.yaml").read_text()
+    assert "hash_basis: same" in text and "size_bytes: 256KiB, trials: 3" in text
+    text = text.replace("size_bytes: 256KiB, trials: 3", "size_bytes: 128KiB, trials: 2")
+    got = {}
+    for basis in ("same", "per_switch"):
+        _, summary = run_scenario_file(tmp_path, text.replace("hash_basis: same", f"hash_basis: {basis}"),
+                                       expect_rc=None, name=basis)
+        assert_losses_accounted(summary)
+        table = pd.read_csv(next((tmp_path / basis).glob("*/parallel_links.csv")))
+        spines = table[table["switch"].str.startswith("s")]
+        shares = spines.groupby(["switch", "peer", "port"])["tx_bytes"].sum()  # over the trials
+        shares = (shares / shares.groupby(level=["switch", "peer"]).transform("sum")).round(3)
+        got[basis] = (shares, summary["load_balance"])
+        lb_block = summary["load_balance"]
+        print(f"hash_basis {basis}: spine member shares {shares.to_dict()}; parallel balance index "
+              f"{lb_block['parallel_balance_index']:.3f}, smallest member share {lb_block['parallel_min_share']:.3f}, "
+              f"completion ideal/measured {lb_block['completion_ratio_mean']:.3f}")
+    same, same_lb = got["same"]
+    per, per_lb = got["per_switch"]
+    for (switch, peer), pair in same.groupby(level=["switch", "peer"]):
+        assert sorted(pair)[0] <= 0.01 and sorted(pair)[1] >= 0.99, same  # one member idle in every spine bundle
+    assert (per >= 0.2).all(), per  # per-switch seeds: both members carry a share
+    assert same_lb["parallel_min_share"] <= 0.01 and per_lb["parallel_min_share"] >= 0.05
+    assert same_lb["parallel_balance_index"] <= 0.8 < 0.85 <= per_lb["parallel_balance_index"]
+    # half of each spine's capacity into a leaf idles: the alltoall takes longer than with both members
+    assert per_lb["completion_ratio_mean"] >= 0.9 and same_lb["completion_ratio_mean"] < 0.9 * per_lb[
+        "completion_ratio_mean"]
