@@ -146,3 +146,14 @@ def test_parallel_links_table_and_figures_from_port_samples():
     figures = parallel_figures(table)
     assert figures["parallel_min_share"] == 0.0
     assert figures["parallel_balance_index"] == pytest.approx((7 * 1.0 + 0.5) / 8)  # 8 bundles, one at 1/2
+
+
+def test_a_capture_by_link_name_is_refused_on_a_bundle_naming_its_members():
+    from testbed.spec.pcap import resolve_ports
+
+    layout = _layout()
+    with pytest.raises(ValueError, match=r"output.pcap.ports.0: 'l1-s1' names 2 parallel links \(fabric.links_per_spine"
+                                         r"\); name each interface instead: l1-eth2, l1-eth4"):
+        resolve_ports(layout, ["l1-s1"])
+    assert [p.port for p in resolve_ports(layout, ["l1-eth4"])] == ["l1-eth4"]
+    assert [p.port for p in resolve_ports(_layout(links=1), ["l1-s1"])] == ["l1-eth2"]
