@@ -273,6 +273,16 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     tx_bytes int   bytes sent during the trial
     share    float tx_bytes / all the switch's uplinks' bytes (0-1)
 """),
+    _table("parallel_links", "bytes each member of a bundle of parallel links sent during a trial and its share of "
+           "the bundle (testbed.patterns.results.parallel_link_table)",
+           "pattern runs on a fabric with fabric.links_per_spine > 1", """
+    trial    int   trial
+    switch   str   switch sending on the bundle
+    peer     str   switch at the other end of every member
+    port     str   switch port of this member
+    tx_bytes int   bytes sent during the trial
+    share    float tx_bytes / all the bundle's bytes (0-1; empty when the bundle sent nothing)
+"""),
     _table("lossless_queues", "the congestion loop's samples of every switch port's lossless class",
            "runs with congestion.ecn or congestion.pfc",
            _QUEUE_SAMPLE + "class str traffic class (lossless)\n" + _QUEUE_COUNTERS),

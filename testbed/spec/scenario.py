@@ -101,6 +101,10 @@ class ScenarioSpec(SpecModel):
                 f"<= {max(m for m in ROCE_MTUS_BYTES if m + ROCEV2_IP_OVERHEAD_BYTES <= self.fabric.mtu_bytes)}")
         check_congestion_control(self)
         check_tenants(self)
+        if self.load_balance.selection_method == "dp_hash" and self.transport.entropy == "spray":
+            raise ValueError("load_balance.selection_method: dp_hash cannot run with transport.entropy = spray: spray "
+                             "traces each UDP port's path with ofproto/trace, which stops at dp_hash's recirculation; "
+                             "allowed with dp_hash: per_flow, flowlet (or selection_method: hash with spray)")
         if self.workload.pattern is not None:  # hosts named and the pattern fitted to this fabric
             from testbed.patterns.plan import check_pattern
             check_pattern(self)
