@@ -114,7 +114,7 @@ def test_all_gpus_must_be_a_multiple_of_the_hosts(tmp_path):
         load_scenario(_scenario(tmp_path, C11_FILE.format(all_gpus=12, n=1, extra="")))
     msg = str(info.value)
     assert "workload.simai.path" in msg and "w.txt:1: all_gpus: 12 but the fabric has 8 hosts" in msg
-    assert "spine_leaf (spines 2, leaves 4, hosts_per_leaf 2)" in msg
+    assert "spine_leaf (spines 2, leaves 4, hosts_per_leaf 2" in msg
     # 16 GPUs on 8 hosts: servers of 2 GPUs (TP 2 inside them); 64 GPUs with TP 2 on 8 hosts would put 4
     # ranks of one DP ring on each host: refused, naming the group; on 64 hosts one rank per host
     load_scenario(_scenario(tmp_path, C11_FILE.format(all_gpus=16, n=1, extra="")))
