@@ -115,9 +115,15 @@ def comm_groups(ranks: int) -> dict[str, list[int]]:
     return {**groups, "ep": list(range(ranks)), "dp": list(range(ranks))}
 
 
-def generate(out_dir, ranks: int = 4, prefix: str = "trace", allreduce_bytes: int = 65536,
-             alltoall_bytes: int = 32768, tp_bytes: int = 16384, p2p_bytes: int = 16384,
-             compute_us: int = 20) -> list[Path]:
+#: the job's default sizes (bytes) and compute (us): MiB-scale messages as a small model's step at a
+#: real fabric's rate; a scenario scales them down with workload.chakra.size_scale (time dilation)
+DEFAULTS = {"allreduce_bytes": 4 << 20, "alltoall_bytes": 4 << 20, "tp_bytes": 2 << 20, "p2p_bytes": 2 << 20,
+            "compute_us": 20}
+
+
+def generate(out_dir, ranks: int = 4, prefix: str = "trace", allreduce_bytes: int = DEFAULTS["allreduce_bytes"],
+             alltoall_bytes: int = DEFAULTS["alltoall_bytes"], tp_bytes: int = DEFAULTS["tp_bytes"],
+             p2p_bytes: int = DEFAULTS["p2p_bytes"], compute_us: int = DEFAULTS["compute_us"]) -> list[Path]:
     """Write the job's trace set into ``out_dir`` (made if missing); return the rank files in rank order.
 
     Sizes in bytes (Chakra's comm_size: nccl-tests' S of each collective, the bytes sent for a
@@ -147,11 +153,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     g.add_argument("--ranks", type=int, default=4)
     g.add_argument("--out", required=True, help="output directory")
     g.add_argument("--prefix", default="trace", help="file names <prefix>.<rank>.et")
-    g.add_argument("--allreduce-bytes", type=int, default=65536)
-    g.add_argument("--alltoall-bytes", type=int, default=32768)
-    g.add_argument("--tp-bytes", type=int, default=16384)
-    g.add_argument("--p2p-bytes", type=int, default=16384)
-    g.add_argument("--compute-us", type=int, default=20)
+    for key, value in DEFAULTS.items():
+        g.add_argument("--" + key.replace("_", "-"), type=int, default=value)
     s = sub.add_parser("show", help="print a trace set's nodes, matched and in replay order")
     s.add_argument("path", help="directory or <prefix> of the rank files")
     s.add_argument("--comm-groups", help="ASTRA-sim comm group JSON (default: inferred)")
