@@ -10,7 +10,9 @@ send/recv pair is one PlannedOp, in the graph's topological order:
 - a send/recv pair runs as a 2-rank broadcast from the sender to the receiver (position 0 sends
   the message to position 1; busbw = algbw, factor 1, as nccl-tests' sendrecv);
 - sizes: comm_size x ``size_scale`` (at least 1 byte); compute waits: duration_micros x the
-  compute scale (``auto`` = dilation x size_scale, as the SimAI replay: testbed.simai_plan).
+  compute scale (``auto`` = dilation x size_scale, as the SimAI replay: testbed.simai_plan);
+- streams (``streams: on``): the collectives of process group k (in name order) run on stream k, every
+  send/recv pair on the stream after the last group's; with ``streams: off`` all on stream 0.
 
 How the graph runs: testbed.chakra_run. Errors: ScenarioError naming the key, then the file, node
 id and reason.
@@ -35,7 +37,8 @@ KEY = "workload.chakra"
 class ChakraPlan:
     """The replay graph (traffic.workloads.chakra.graph.ReplayGraph) with what the run needs: ``op_of``:
     unit index -> op index of the op plan (fabric units), ``sizes``: unit index -> scaled size in bytes,
-    ``compute_scale``: traced compute time -> emulated, ``n_ranks``: ranks of the trace."""
+    ``compute_scale``: traced compute time -> emulated, ``n_ranks``: ranks of the trace, ``streams_on``:
+    ``workload.chakra.streams``."""
 
     path: str
     graph: object
@@ -44,6 +47,8 @@ class ChakraPlan:
     compute_scale: float
     size_scale: float
     n_ranks: int
+    #: fabric ops on streams, submitted as soon as ready (``streams: on``), else one at a time
+    streams_on: bool = False
 
     def compute_s(self, unit) -> float:
         """The emulated seconds of compute unit ``unit``."""
@@ -114,6 +119,9 @@ def chakra_plan(spec: ScenarioSpec) -> WorkloadPlan:
     if n < 2:
         raise ScenarioError(f"{KEY}.path: {c.path} has one rank: nothing crosses the fabric")
     ops, op_of, sizes = [], {}, {}
+    streams_on = c.streams == "on"
+    stream_of = {pg: k for k, pg in enumerate(sorted(graph.groups))}
+    p2p_stream = len(stream_of)
     for u in graph.units:
         if not u.on_fabric:
             continue
@@ -122,12 +130,13 @@ def chakra_plan(spec: ScenarioSpec) -> WorkloadPlan:
         op_of[u.index], sizes[u.index] = len(ops), size
         pg = u.nodes[0].pg_name
         ops.append(PlannedOp(size_bytes=size, iteration=0, warmup=False, layer=u.label, collective=u.collective,
-                             group=("p2p" if u.kind == "p2p" else f"pg:{pg}"), groups=(u.ranks,), algorithm=alg))
+                             group=("p2p" if u.kind == "p2p" else f"pg:{pg}"), groups=(u.ranks,), algorithm=alg,
+                             stream=(p2p_stream if u.kind == "p2p" else stream_of[pg]) if streams_on else 0))
     if not ops:
         raise ScenarioError(f"{KEY}.path: {c.path} has no communication node that crosses the fabric")
     scale = compute_scale(spec)
     plan = ChakraPlan(path=c.path, graph=graph, op_of=op_of, sizes=sizes, compute_scale=scale,
-                      size_scale=c.size_scale, n_ranks=n)
+                      size_scale=c.size_scale, n_ranks=n, streams_on=streams_on)
     kinds = {}
     for u in graph.units:
         kinds[u.kind] = kinds.get(u.kind, 0) + 1
@@ -135,7 +144,9 @@ def chakra_plan(spec: ScenarioSpec) -> WorkloadPlan:
              f"waits (x {scale:g}), {kinds.get('coll', 0)} collectives and {kinds.get('p2p', 0)} send/recv pairs on "
              f"the fabric, in dependency order; process groups: "
              + ", ".join(f"{pg or '(no pg_name)'} {list(m)}" for pg, m in graph.groups.items())
-             + ("" if groups is not None else " (inferred from the traces)")]
+             + ("" if groups is not None else " (inferred from the traces)")
+             + (f"; {p2p_stream + 1} streams: one per process group, one for send/recv" if streams_on
+                else "; one fabric operation at a time (streams: off)")]
     notes += [f"{c.path}: {m}" for m in graph.notes]
     return WorkloadPlan(tuple(ops), tuple(notes), plan)
 

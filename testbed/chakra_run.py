@@ -7,10 +7,12 @@ Model (ASTRA-sim's: a node is issued when all its dependencies are resolved):
   topological order), nothing is reordered beyond what the dependencies allow;
 - compute: one lane per rank, first in first out (a GPU runs one compute kernel at a time):
   the unit waits its emulated duration (``time.sleep``);
-- communication: the fabric lane runs the matched operations on the agents, one at a time,
-  first in first out (the agents run one collective at a time); a rank's compute lane keeps
-  going meanwhile when its dependencies allow (compute overlapping communication, as a GPU
-  overlaps kernels with NCCL's);
+- communication: a ready operation is submitted to the agents on its stream (testbed.chakra_plan:
+  one per process group with ``streams: on``), in replay order; operations on different streams
+  run concurrently, those of one stream in submission order on each agent (NCCL runs each
+  communicator's kernels in order on its CUDA stream). With ``streams: off`` one fabric lane runs
+  them one at a time. A rank's compute lane keeps going meanwhile when its dependencies allow
+  (compute overlapping communication, as a GPU overlaps kernels with NCCL's);
 - a one-rank group's collective ends when it is issued (it moves no data).
 
 Times (Unix ns, traffic.clock.unix_ns): a compute node's start and end around its wait; a
@@ -25,11 +27,12 @@ import math
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import Callable
+from typing import Callable, Optional
 
 import pandas as pd
 
 from testbed import signals
+from testbed.emulation.agents import taking_part
 from testbed.lifecycle import raise_if_interrupted
 from traffic import collectives
 from traffic.clock import unix_ns
@@ -40,13 +43,20 @@ _TYPE_OF_KIND = {"comp": "COMP_NODE", "coll": "COMM_COLL_NODE", "local": "COMM_C
 assert set(_TYPE_OF_KIND.values()) <= set(NODE_TYPES)
 
 
-def run_graph(graph, compute: Callable, fabric: Callable) -> dict:
+#: most threads waiting for fabric operations at once (more ready operations are still submitted at once;
+#: their waits queue)
+MAX_FABRIC_WAITERS = 64
+
+
+def run_graph(graph, compute: Callable, fabric: Callable, issue: Optional[Callable] = None) -> dict:
     """Run every unit of ``graph`` (traffic.workloads.chakra.graph.ReplayGraph) in dependency order.
 
-    ``compute(unit)`` and ``fabric(unit)`` run one unit and return {rank: (t_start_ns, t_end_ns)}; compute
-    units run on their rank's lane, fabric units on the one fabric lane (module docstring). Returns
-    unit index -> that mapping. Raises what a unit raises (the other lanes are shut down, queued units
-    cancelled).
+    ``compute(unit)`` and ``fabric(unit, token)`` run one unit and return {rank: (t_start_ns, t_end_ns)};
+    compute units run on their rank's lane. Fabric units: with ``issue`` None, one at a time on one
+    fabric lane (``token`` None); else ``issue(unit)`` starts the unit from this thread as soon as it is
+    ready (in replay order) and returns the token that ``fabric(unit, token)``, on a thread of its own,
+    waits for (module docstring). Returns unit index -> the times. Raises what a unit raises (the other
+    lanes are shut down, queued units cancelled).
     """
     units = graph.units
     waiting = {u.index: set(graph.preds[u.index]) for u in units}
@@ -56,7 +66,9 @@ def run_graph(graph, compute: Callable, fabric: Callable) -> dict:
             succs[p].append(u.index)
     ranks = sorted({r for u in units if u.kind == "comp" for r in u.ranks})
     lanes = {r: ThreadPoolExecutor(1, thread_name_prefix=f"compute-{r}") for r in ranks}
-    lanes["fabric"] = ThreadPoolExecutor(1, thread_name_prefix="fabric-lane")
+    n_fabric = sum(u.on_fabric for u in units)
+    lanes["fabric"] = ThreadPoolExecutor(1 if issue is None else max(1, min(n_fabric, MAX_FABRIC_WAITERS)),
+                                         thread_name_prefix="fabric-lane")
     done: dict[int, dict] = {}
     running: dict[Future, int] = {}
     ready = sorted(i for i, w in waiting.items() if not w)
@@ -79,7 +91,8 @@ def run_graph(graph, compute: Callable, fabric: Callable) -> dict:
                 elif u.kind == "comp":
                     running[lanes[u.ranks[0]].submit(compute, u)] = u.index
                 else:
-                    running[lanes["fabric"].submit(fabric, u)] = u.index
+                    token = issue(u) if issue is not None else None
+                    running[lanes["fabric"].submit(fabric, u, token)] = u.index
             if not running:
                 break
             finished, _ = wait(list(running), timeout=0.2, return_when=FIRST_COMPLETED)
@@ -110,12 +123,32 @@ class ChakraRun:
             time.sleep(seconds)
         return {unit.ranks[0]: (t0, unix_ns())}
 
-    def fabric(self, unit) -> dict:
+    def _timeout_s(self, op) -> float:
+        """10 x the op's expected time + 20 s, plus every fabric op's expected time (an op may wait behind
+        the others of its stream: its clock runs from its submission)."""
+        expect_s = op.busbw_factor * op.size_bytes * 8 / self.ctx.goodput_bps
+        return 10 * expect_s + 20 + self._all_ops_s
+
+    @property
+    def _all_ops_s(self) -> float:
+        return sum(o.busbw_factor * o.size_bytes * 8 for o in self.ctx.ops_plan) / self.ctx.goodput_bps
+
+    def issue(self, unit):
+        """Submit ``unit``'s op on its stream (testbed.emulation.agents.AgentGroup.submit); the future."""
         k = self.plan.op_of[unit.index]
         op = self.ctx.ops_plan[k]
-        expect_s = op.busbw_factor * op.size_bytes * 8 / self.ctx.goodput_bps
-        recs = self.agents.run_op(k, op.size_bytes, op.groups, timeout_s=10 * expect_s + 20,
-                                  collective=op.collective, algorithm=op.algorithm)
+        return self.agents.submit(k, op.size_bytes, op.groups, self._timeout_s(op), collective=op.collective,
+                                  algorithm=op.algorithm, stream=op.stream)
+
+    def fabric(self, unit, future=None) -> dict:
+        """Run ``unit``'s op (or wait for it when :meth:`issue` submitted it: ``future``); record its rows."""
+        k = self.plan.op_of[unit.index]
+        op = self.ctx.ops_plan[k]
+        if future is None:
+            recs = self.agents.run_op(k, op.size_bytes, op.groups, timeout_s=self._timeout_s(op),
+                                      collective=op.collective, algorithm=op.algorithm, stream=op.stream)
+        else:
+            recs = taking_part(self.agents.wait(future, k, self._timeout_s(op) + 10), op.groups)
         span_ns = max(r.t_end_ns for r in recs) - min(r.t_start_ns for r in recs)
         algbw = op.size_bytes * 8 / max(span_ns / 1e9, 1e-9)
         with self._lock:
@@ -165,7 +198,7 @@ def run_chakra(ctx, agents, rec, progress, plan) -> tuple[dict, pd.DataFrame]:
     Raises what the agents raise (a collective's timeout or error)."""
     run = ChakraRun(ctx, agents, rec, progress, plan)
     t0 = time.monotonic()
-    times = run_graph(plan.graph, run.compute, run.fabric)
+    times = run_graph(plan.graph, run.compute, run.fabric, run.issue if plan.streams_on else None)
     makespan_s = time.monotonic() - t0
     signals.defer()
     rec.phase = "the final measurements"
@@ -174,13 +207,15 @@ def run_chakra(ctx, agents, rec, progress, plan) -> tuple[dict, pd.DataFrame]:
     ops = []
     for u in plan.graph.fabric_units:
         fig, op = run.op_figures[u.index], ctx.ops_plan[plan.op_of[u.index]]
-        ops.append({"op_id": fig["op_id"], "unit": u.index, "label": u.label, "collective": op.collective,
+        ops.append({"op_id": fig["op_id"], "unit": u.index, "label": u.label, "stream": op.stream,
+                    "collective": op.collective,
                     "algorithm": op.algorithm, "ranks": list(u.ranks), "size_bytes": op.size_bytes,
                     "time_us": fig["time_us"], "algbw_bps": fig["algbw_bps"], "busbw_bps": fig["busbw_bps"],
                     "busbw_factor": collectives.busbw_factor(op.collective, op.algorithm, len(u.ranks))})
     block = {"path": plan.path, "ranks": plan.n_ranks, "nodes": int(len(nodes)), "units": len(plan.graph.units),
              "fabric_ops": len(ops), "process_groups": {k: list(v) for k, v in plan.graph.groups.items()},
              "compute_scale": plan.compute_scale, "size_scale": plan.size_scale,
+             "streams": "on" if plan.streams_on else "off",
              "compute_s_per_rank": plan.compute_s_per_rank, "makespan_s": makespan_s,
              "dependency_violations": len(violations), "violations": violations[:10], "ops": ops}
     return block, nodes

@@ -136,7 +136,7 @@ class _Lanes:
             self.active.discard(rank)
         return {rank: (t0, t1)}
 
-    def fabric(self, u):
+    def fabric(self, u, token=None):
         self.fabric_threads.add(threading.current_thread().name)
         t0 = unix_ns()
         time.sleep(self.fabric_s)
@@ -159,6 +159,24 @@ def test_the_scheduler_starts_every_node_after_its_dependencies_ended(tmp_path):
     assert row[(0, "dp_allreduce")].t_start_ns >= max(row[(r, "bwd")].t_end_ns for r in range(4))
 
 
+def test_with_streams_ready_operations_are_issued_in_replay_order_and_overlap(tmp_path):
+    generate(tmp_path, ranks=4)
+    plan = _plan(replay_graph(read_traces(str(tmp_path))), scale=1000)
+    lanes, issued = _Lanes(plan, fabric_s=0.1), []
+
+    def issue(u):
+        issued.append((u.index, threading.current_thread() is threading.main_thread()))
+        return u.index
+    times = run_graph(plan.graph, lanes.compute, lanes.fabric, issue)
+    nodes = node_table(plan, times, {})
+    assert dependency_violations(nodes) == []
+    assert [i for i, _ in issued] == sorted(i for i, _ in issued) == [u.index for u in plan.graph.fabric_units]
+    assert all(main for _, main in issued) and len(lanes.fabric_threads) > 1
+    tp = nodes[nodes["name"] == "tp_allreduce"].groupby("pg_name").agg(start=("t_start_ns", "min"),
+                                                                        end=("t_end_ns", "max"))
+    assert tp.loc["tp0", "start"] < tp.loc["tp1", "end"] and tp.loc["tp1", "start"] < tp.loc["tp0", "end"]
+
+
 def test_the_dependency_check_catches_a_replay_that_ignores_dependencies(tmp_path):
     generate(tmp_path, ranks=2)
     graph = replay_graph(read_traces(str(tmp_path)))
@@ -175,7 +193,7 @@ def test_a_failing_unit_stops_the_replay(tmp_path):
     plan = _plan(replay_graph(read_traces(str(tmp_path))), scale=100)
     lanes = _Lanes(plan)
 
-    def broken(u):
+    def broken(u, token):
         raise RuntimeError("agent died")
     with pytest.raises(RuntimeError, match="agent died"):
         run_graph(plan.graph, lanes.compute, broken)
@@ -199,6 +217,13 @@ def test_plan_of_a_scenario(tmp_path):
     assert [op.size_bytes for op in plan.ops] == [1 << 20, 1 << 20, 2 << 20, 1 << 20, 1 << 20, 1 << 20, 2 << 20]
     assert [op.algorithm for op in plan.ops] == ["ring", "ring", "pairwise", "ring", "ring", "ring", "ring"]
     assert plan.replay.compute_scale == 40000 * 0.5   # dilation 400G / 10M x size_scale
+    # streams: one per process group in name order (dp 0, ep 1, tp0 2, tp1 3), send/recv on 4
+    assert [op.stream for op in plan.ops] == [2, 3, 1, 4, 4, 4, 0] and plan.replay.streams_on
+    f.write_text(SCENARIO.format(hpl=3, path="tr", cs="auto").replace("compute_scale: auto", "compute_scale: auto, "
+                                                                                            "streams: off"))
+    off = chakra_plan(load_scenario(f))
+    assert [op.stream for op in off.ops] == [0] * 7 and not off.replay.streams_on
+    assert "one fabric operation at a time" in off.notes[0]
     assert plan.replay.compute_s_per_rank[1] == pytest.approx((20 + 10 + 10 + 10 + 20 + 10) * 20000 / 1e6)
     assert "process groups: dp [0, 1, 2, 3], ep [0, 1, 2, 3], tp0 [0, 1], tp1 [2, 3] (inferred" in plan.notes[0]
 

@@ -89,11 +89,15 @@ class ChakraSpec(SpecModel):
     members of a group are the ranks whose trace runs collectives on it (Chakra's pg_extractor).
     ``size_scale`` multiplies every comm_size (time dilation, as ``workload.simai.size_scale``);
     ``compute_scale``: emulated / traced compute time, ``auto`` = dilation x size_scale, ``off`` = no
-    compute waits, or a number. The files are read and checked when the scenario is loaded.
+    compute waits, or a number. ``streams``: ``on`` gives every process group its own stream (NCCL's
+    communicator; send/recv pairs share one more), so operations the dependencies leave independent
+    run concurrently; ``off`` runs one fabric operation at a time. The files are read and checked when
+    the scenario is loaded.
     """
 
     path: str
     comm_groups: Optional[str] = None
+    streams: Annotated[Literal["on", "off"], BeforeValidator(_on_off)] = "on"
     size_scale: float = Field(1.0, gt=0, le=1.0)
     compute_scale: Annotated[Union[Literal["auto"], None, float], BeforeValidator(off_to_none),
                              BeforeValidator(refuse_bool)] = "auto"

@@ -1,7 +1,8 @@
 """A 4-rank Chakra trace on a real fabric: TP all-reduces, an all-to-all, a send/recv chain and the DP
 all-reduce, with compute between, replayed in the traces' dependency order (issue 18 item 3).
 
-The shipped trace (scenarios/workloads/chakra, written by the project's generator) runs on 4 hosts at
+Run twice: ``streams: on`` (one stream per process group: independent operations overlap) and ``off``
+(one fabric operation at a time). The shipped trace (scenarios/workloads/chakra, written by the project's generator) runs on 4 hosts at
 20 Mbit/s, sizes x 0.25 (0.5-1 MiB: every op moves at least 100 frames per rank, so the link sets its
 busbw and the fidelity verdict judges it), compute waits of duration_micros x 5000 (20 us -> 0.1 s). The test reorders nothing: it
 reads every rank's file itself and checks, from chakra_nodes.csv, that each node started after every
@@ -31,12 +32,17 @@ fabric: {{spines: 1, leaves: 2, hosts_per_leaf: 2, host_link_bps: 20M, fabric_li
 transport: {{payload_bytes: 4096, window_pkts: 16, ack_every_pkts: 4}}
 workload:
   chakra: {{path: {TRACES}, comm_groups: {TRACES}/comm_groups.json, size_scale: 0.25,
-           compute_scale: {COMPUTE_SCALE}}}
+           compute_scale: {COMPUTE_SCALE}, streams: STREAMS}}
 """
 
 
-def test_chakra_trace_replays_in_dependency_order_with_busbw_per_comm_node(tmp_path):
-    res, s = run_scenario_file(tmp_path, SCENARIO, timeout=180)
+def _spans_overlap(a, b) -> bool:
+    return a.t_start_ns < b.t_end_ns and b.t_start_ns < a.t_end_ns
+
+
+@pytest.mark.parametrize("streams", ["on", "off"])
+def test_chakra_trace_replays_in_dependency_order_with_busbw_per_comm_node(tmp_path, streams):
+    res, s = run_scenario_file(tmp_path, SCENARIO.replace("STREAMS", streams), timeout=180)
     run = RunDir.open(s["run_dir"])
     nodes = run.chakra_nodes
     traces = read_traces(str(TRACES))
@@ -66,7 +72,9 @@ def test_chakra_trace_replays_in_dependency_order_with_busbw_per_comm_node(tmp_p
     assert len(comm) == 3 * 4 + 3 * 2 and (comm["op_id"] >= 0).all()
     goodput_bps = LINK_BPS * payload_efficiency(4096)
     assert comm["busbw_bps"].map(math.isfinite).all()
-    assert comm["busbw_bps"].between(0.1 * goodput_bps, 1.03 * goodput_bps).all(), comm[["name", "busbw_bps"]]
+    # at most 5 % above: HTB's burst lets a message's first frames out above the rate (send/recv of 0.5 MiB was
+    # seen at 1.026 x goodput); at least 0.1 x: every op here moves >= 100 frames per rank
+    assert comm["busbw_bps"].between(0.1 * goodput_bps, 1.05 * goodput_bps).all(), comm[["name", "busbw_bps"]]
     ops = run.ops.set_index("op_id")
     for r in comm.itertuples():
         assert r.busbw_bps == pytest.approx(ops.loc[r.op_id, "busbw_bps"], rel=1e-6)
@@ -81,7 +89,15 @@ def test_chakra_trace_replays_in_dependency_order_with_busbw_per_comm_node(tmp_p
     for r in comm[comm["type"] == "COMM_SEND_NODE"].itertuples():
         assert rank_ops.loc[(r.op_id, r.rank), "sent_bytes"] == r.size_bytes == (2 << 20) // 4
         assert rank_ops.loc[(r.op_id, r.rank + 1), "sent_bytes"] == 0
-    print("Chakra replay: " + json.dumps({o["label"]: round(o["busbw_bps"] / 1e6, 3) for o in s["chakra"]["ops"]})
+    # streams on: the two TP pairs' all-reduces (independent, disjoint leaves, own streams) overlap; off: no two
+    # fabric operations overlap
+    spans = nodes[nodes["op_id"] >= 0].groupby("op_id").agg(t_start_ns=("t_start_ns", "min"),
+                                                             t_end_ns=("t_end_ns", "max"))
+    tp = comm[comm["name"] == "tp_allreduce"]["op_id"].unique()
+    tp_overlap = _spans_overlap(spans.loc[tp[0]], spans.loc[tp[1]])
+    any_overlap = any(_spans_overlap(a, b) for i, a in spans.iterrows() for j, b in spans.iterrows() if i < j)
+    assert (tp_overlap, any_overlap) == ((True, True) if streams == "on" else (False, False))
+    print(f"Chakra replay, streams {streams}: " + json.dumps({o["label"]: round(o["busbw_bps"] / 1e6, 3) for o in s["chakra"]["ops"]})
           + f" Mbit/s busbw; makespan {s['chakra']['makespan_s']:.2f} s")
     assert_losses_accounted(s)
     assert "dependency ended: 0" in res.stdout + res.stderr
