@@ -95,10 +95,15 @@ class ChakraSpec(SpecModel):
     the scenario is loaded.
     """
 
+    #: directory of one ``<prefix>.<rank>.et`` set, or the prefix (relative to the scenario file)
     path: str
+    #: ASTRA-sim comm group JSON {group: [ranks]}; absent: members inferred from the traces
     comm_groups: Optional[str] = None
+    #: on: a stream per process group (independent ops concurrent); off: one fabric op at a time
     streams: Annotated[Literal["on", "off"], BeforeValidator(_on_off)] = "on"
+    #: x every comm_size (time dilation)
     size_scale: float = Field(1.0, gt=0, le=1.0)
+    #: x every duration_micros: auto = dilation x size_scale, off = no compute waits
     compute_scale: Annotated[Union[Literal["auto"], None, float], BeforeValidator(off_to_none),
                              BeforeValidator(refuse_bool)] = "auto"
 
