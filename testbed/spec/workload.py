@@ -80,6 +80,41 @@ class SimaiSpec(SpecModel):
         return self
 
 
+class ChakraSpec(SpecModel):
+    """Replay of MLCommons Chakra execution traces, one file per rank (testbed.chakra_plan, testbed.chakra_run;
+    docs/chakra.md).
+
+    ``path``: a directory holding one ``<prefix>.<rank>.et`` set, or the prefix; rank r runs on host r.
+    ``comm_groups``: ASTRA-sim's comm group JSON (process group name -> member ranks); without it the
+    members of a group are the ranks whose trace runs collectives on it (Chakra's pg_extractor).
+    ``size_scale`` multiplies every comm_size (time dilation, as ``workload.simai.size_scale``);
+    ``compute_scale``: emulated / traced compute time, ``auto`` = dilation x size_scale, ``off`` = no
+    compute waits, or a number. ``streams``: ``on`` gives every process group its own stream (NCCL's
+    communicator; send/recv pairs share one more), so operations the dependencies leave independent
+    run concurrently; ``off`` runs one fabric operation at a time. The files are read and checked when
+    the scenario is loaded.
+    """
+
+    #: directory of one ``<prefix>.<rank>.et`` set, or the prefix (relative to the scenario file)
+    path: str
+    #: ASTRA-sim comm group JSON {group: [ranks]}; absent: members inferred from the traces
+    comm_groups: Optional[str] = None
+    #: on: a stream per process group (independent ops concurrent); off: one fabric op at a time
+    streams: Annotated[Literal["on", "off"], BeforeValidator(_on_off)] = "on"
+    #: x every comm_size (time dilation)
+    size_scale: float = Field(1.0, gt=0, le=1.0)
+    #: x every duration_micros: auto = dilation x size_scale, off = no compute waits
+    compute_scale: Annotated[Union[Literal["auto"], None, float], BeforeValidator(off_to_none),
+                             BeforeValidator(refuse_bool)] = "auto"
+
+    @model_validator(mode="after")
+    def _positive_scale(self) -> "ChakraSpec":
+        c = self.compute_scale
+        if c is not None and c != "auto" and not (c > 0 and math.isfinite(c)):
+            raise ValueError(f"workload.chakra.compute_scale = {c!r}: allowed auto, off or a number > 0")
+        return self
+
+
 class WorkloadSpec(SpecModel):
     """What the hosts run: a size sweep of one collective, or a SimAI replay.
 
@@ -97,6 +132,8 @@ class WorkloadSpec(SpecModel):
     simai: Optional[SimaiSpec] = None
     #: flows for load-balancing and congestion studies (testbed.spec.pattern)
     pattern: Optional[PatternSpec] = None
+    #: Chakra execution traces (testbed.spec.workload.ChakraSpec)
+    chakra: Optional[ChakraSpec] = None
     #: NCCL's channels: each collective split into this many concurrent copies, each on its share of
     #: the data and its own QPs (traffic.collectives.channels); on a dual-plane fabric channel c
     #: runs on plane c mod planes
@@ -109,21 +146,23 @@ class WorkloadSpec(SpecModel):
 
     @model_validator(mode="after")
     def _one_source(self) -> "WorkloadSpec":
-        if [self.sizes, self.simai, self.pattern].count(None) != 2:
-            raise ValueError("workload needs exactly one of workload.sizes, workload.simai or workload.pattern")
+        if [self.sizes, self.simai, self.pattern, self.chakra].count(None) != 3:
+            raise ValueError("workload needs exactly one of workload.sizes, workload.simai, workload.pattern or "
+                             "workload.chakra")
         if self.pattern is not None:
             stray = sorted(k for k in ("collective", "algorithm", "ranks") if k in self.model_fields_set)
             if stray:
                 raise ValueError(f"workload.{stray[0]} applies to collectives (workload.sizes, workload.simai); "
                                  "a pattern (workload.pattern) runs flows: leave it out")
             return self
-        if self.simai is not None:
+        if self.simai is not None or self.chakra is not None:
+            what = "a SimAI replay" if self.simai is not None else "a Chakra replay"
             if self.ranks is not None:
-                raise ValueError(f"workload.ranks = {self.ranks} applies to a size sweep (workload.sizes); a SimAI "
-                                 "replay takes its groups from the file: leave it out")
+                raise ValueError(f"workload.ranks = {self.ranks} applies to a size sweep (workload.sizes); {what} "
+                                 "takes its groups from the file: leave it out")
             if "collective" in self.model_fields_set:
                 raise ValueError(f"workload.collective = {self.collective!r} applies to a size sweep "
-                                 "(workload.sizes); a SimAI replay takes each entry's collective from the file: "
+                                 f"(workload.sizes); {what} takes each entry's collective from the file: "
                                  "leave it out")
             if not any(a == self.algorithm for _, a in collectives.ALGORITHMS):
                 raise ValueError(f"workload.algorithm = {self.algorithm!r} is not registered for any collective: "
