@@ -70,6 +70,8 @@ class _Replay:
         self.streams = [ThreadPoolExecutor(1, thread_name_prefix=f"stream-{i}")
                         for i in range(len(plan.stream_names))]
         self.lock = threading.Lock()
+        #: fabric ops completed so far (progress lines)
+        self.done = 0
         self.zero = simulate(plan.programs, plan.tasks, [0.0] * len(plan.tasks))
 
     def _task(self, it: int, k: int, t0: float) -> tuple:
@@ -94,8 +96,6 @@ class _Replay:
             self.progress.op(self.done, op.size_bytes, op.size_bytes * 8 / max(span_s, 1e-9) * op.busbw_factor,
                              self.done == n_ops)
         return start - t0, end - t0, span_s
-
-    done = 0
 
     def _stage(self, it, s, t0, futs, issued, abort, out):
         """Run stage ``s``'s program (overlap on); figures into ``out[s]``."""
