@@ -136,14 +136,16 @@ class _Replay:
         abort = threading.Event()
         out: list = [None] * n_stages
         t0 = time.monotonic()
-        with ThreadPoolExecutor(n_stages, thread_name_prefix="stage") as pool:
-            stage_futs = [pool.submit(self._stage, it, s, t0, futs, issued, abort, out) for s in range(n_stages)]
-            try:
-                for f in stage_futs:
-                    f.result()
-            except BaseException:
-                abort.set()
-                raise
+        pool = ThreadPoolExecutor(n_stages, thread_name_prefix="stage")
+        stage_futs = [pool.submit(self._stage, it, s, t0, futs, issued, abort, out) for s in range(n_stages)]
+        try:
+            for f in stage_futs:
+                f.result()
+        except BaseException:
+            abort.set()             # the other stages stop at their next action or wait (Ctrl-C, an agent error)
+            raise
+        finally:
+            pool.shutdown(wait=False)
         t_drain = time.monotonic()
         results = [f.result() for f in futs]
         iteration_s = time.monotonic() - t0
