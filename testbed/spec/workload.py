@@ -56,7 +56,10 @@ class SimaiSpec(SpecModel):
     concurrently with the compute that follows; ``off`` waits for every
     collective; ``compare`` runs ``iterations`` of each, alternating off/on,
     on/off, ... (a slow drift of the machine's speed then weighs on both
-    alike). Size-0 entries and one-rank groups are skipped with a note. The
+    alike); with overlap each group scope runs on its own stream, off runs every
+    collective alone (testbed.replay_program). A file with pp > 1 runs its
+    stages as a pipeline of ``micro_batches`` by ``pp_schedule`` (``1f1b`` or
+    ``gpipe``), stage-to-stage transfers of the header's ``pp_comm`` bytes. Size-0 entries and one-rank groups are skipped with a note. The
     file is read and checked when the scenario is loaded, before anything
     touches the kernel.
     """
@@ -71,6 +74,10 @@ class SimaiSpec(SpecModel):
     #: scale-up (NVLink-like) rate inside a server / host_link_bps: H100 SXM NVLink 450 GB/s per direction
     #: against a 400 Gbit/s NIC is 9
     scale_up_ratio: float = Field(9.0, gt=0, le=1000, allow_inf_nan=False)
+    #: pipeline schedule when the file's pp > 1 (traffic.workloads.pipeline_schedule)
+    pp_schedule: Literal["1f1b", "gpipe"] = "1f1b"
+    #: micro-batches per iteration; None: the file's ``ga`` when pp > 1 (AICB writes ga = num_microbatches), else 1
+    micro_batches: Optional[Count] = Field(None, ge=1, le=256)
 
     @model_validator(mode="after")
     def _positive_scale(self) -> "SimaiSpec":
