@@ -114,6 +114,7 @@ class Recording:
     drops_before: object = None
     drops_after: object = None
     faults: object = None  # testbed.emulation.faults.FaultScheduler
+    background: object = None  # testbed.emulation.background.BackgroundTraffic (scenario ``background``)
     workload: object = None  # testbed.workloads.base.Workload
     measured: bool = False
     t_measured_ns: Optional[int] = None

@@ -2,7 +2,7 @@
 
 A scenario is one YAML mapping with the sections ``fabric``, ``transport``,
 ``workload``, ``fidelity``, ``controller``, ``load_balance``, ``congestion``,
-``output``, ``faults`` and ``failover``
+``output``, ``faults``, ``failover`` and ``background``
 (all optional but ``workload``) plus ``name``
 and ``seed``. Unknown keys, wrong types and impossible values raise
 :class:`ScenarioError`, whose message names every bad key path (for example
@@ -20,6 +20,7 @@ from typing import Any, Union
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from testbed.spec.background import BackgroundFlowSpec, check_background
 from testbed.spec.congestion import CongestionSpec
 from testbed.spec.controller import ControllerSpec, LoadBalanceSpec, OutputSpec
 from testbed.spec.fabric import FabricSpec
@@ -49,6 +50,8 @@ class ScenarioSpec(SpecModel):
     congestion: CongestionSpec = CongestionSpec()
     faults: tuple[FaultSpec, ...] = ()
     failover: FailoverSpec = FailoverSpec()
+    #: TCP/UDP/storage flows beside the workload (testbed.spec.background, testbed.emulation.background)
+    background: tuple[BackgroundFlowSpec, ...] = ()
 
     @property
     def scale_factor(self) -> float:
@@ -93,6 +96,10 @@ class ScenarioSpec(SpecModel):
                 f"(at most {MAX_LINK_MTU_BYTES}) or lower transport.payload_bytes to "
                 f"<= {max(m for m in ROCE_MTUS_BYTES if m + ROCEV2_IP_OVERHEAD_BYTES <= self.fabric.mtu_bytes)}")
         check_congestion_control(self)
+        if self.background:
+            from testbed.patterns.plan import host_infos
+            check_background(self.background, [h.name for h in host_infos(self.fabric.layout_preview())],
+                             self.fabric.host_link_bps)
         if self.workload.pattern is not None:  # hosts named and the pattern fitted to this fabric
             from testbed.patterns.plan import check_pattern
             check_pattern(self)

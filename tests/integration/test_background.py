@@ -1,0 +1,71 @@
+"""Background traffic (issue 18 item 4): an iperf3 TCP flow across the spine lowers a ring all-reduce's busbw
+by the share it takes of the links it shares with the ring; both are reported, and the loss identity
+still adds up with the TCP flow's drops in the switch queues.
+
+Fabric: 1 spine, 2 leaves, 2 hosts each (h1 h2 | h3 h4), 10 Mbit/s links. The ring h1->h2->h3->h4->h1
+crosses the spine on h2->h3 and h4->h1; the TCP flow h1->h3 shares h1's uplink with ring flow h1->h2 and
+l1->s1, s1->l2, l2->h3 with ring flow h2->h3 (one spine: ECMP has one path to give). A ring runs at its
+slowest link, so with the TCP flow taking G_wire bit/s of frames on the shared links the ring is left
+R - G_wire: expected busbw = busbw alone x (1 - G_wire / R), G_wire = the TCP goodput iperf3 measured x
+frame / segment payload ((MTU + 14) / (MTU - 52)). The TCP flow is capped (iperf3 -b, 4 Mbit/s): an
+application-limited TCP flow does not grow its window past what it sends, so it does not fill the
+switch buffer and the split of the link is its cap and the rest; an uncapped flow fills the 100 KB
+buffer and its losses also cost the ring go-back-N resends (docs/background.md has both figures).
+"""
+import pytest
+
+from conftest import EXIT_FAITHFUL, assert_losses_accounted, run_scenario_file
+
+LINK_BPS = 10e6
+MTU_BYTES = 4200
+TCP_CAP_BPS = 4e6
+
+SCENARIO = """
+name: {name}
+seed: 1
+fabric: {{spines: 1, leaves: 2, hosts_per_leaf: 2, host_link_bps: 10M, fabric_link_bps: 10M,
+         buffer_bytes: 100KB, mtu_bytes: 4200}}
+transport: {{payload_bytes: 4096, window_pkts: 16, ack_every_pkts: 4}}
+workload:
+  collective: allreduce
+  algorithm: ring
+  sizes: {{min_bytes: 1MiB, max_bytes: 1MiB}}
+  iterations: 4
+  warmup_iterations: 1
+{background}
+"""
+
+BACKGROUND = """background:
+  - {{kind: tcp, name: bulk, src: h1, dst: h3, start_s: 0, duration_s: 300, rate_bps: {rate}}}
+"""
+
+
+def _busbw_bps(summary: dict) -> float:
+    (row,) = summary["sizes"]
+    return float(row["busbw_bps"])
+
+
+def test_tcp_flow_takes_its_share_of_the_ring(tmp_path):
+    _, alone = run_scenario_file(tmp_path, SCENARIO.format(name="ring_alone", background=""), name="alone",
+                                 expect_rc=EXIT_FAITHFUL)
+    _, shared = run_scenario_file(tmp_path, SCENARIO.format(name="ring_tcp", background=BACKGROUND.format(
+        rate=int(TCP_CAP_BPS))), name="shared", expect_rc=EXIT_FAITHFUL)
+    assert "background" not in alone
+    assert_losses_accounted(alone)
+    assert_losses_accounted(shared)  # the TCP flow's drops are left out of the RoCE identity, not unexplained
+
+    bg = shared["background"]
+    (flow,) = bg["flows"]
+    assert (flow["kind"], flow["src"], flow["dst"], flow["status"]) == ("tcp", "h1", "h3", "cut")
+    goodput = flow["goodput_bps"]
+    assert 0.8 * TCP_CAP_BPS <= goodput <= 1.02 * TCP_CAP_BPS, flow
+    assert flow["bytes"] > 0 and flow["retransmits"] is not None
+    g_wire = goodput * (MTU_BYTES + 14) / (MTU_BYTES - 52)
+
+    busbw_alone, busbw_shared = _busbw_bps(alone), _busbw_bps(shared)
+    expected = busbw_alone * (1 - g_wire / LINK_BPS)
+    print(f"busbw alone {busbw_alone / 1e6:.3f} Mbit/s, with TCP {busbw_shared / 1e6:.3f} Mbit/s; TCP goodput "
+          f"{goodput / 1e6:.3f} Mbit/s ({g_wire / 1e6:.3f} on the wire, {flow['retransmits']} retransmits); "
+          f"expected busbw {expected / 1e6:.3f} Mbit/s (ratio {busbw_shared / expected:.3f})")
+    assert busbw_alone > 0.9 * LINK_BPS * alone["payload_efficiency"]
+    assert busbw_shared == pytest.approx(expected, rel=0.15)
