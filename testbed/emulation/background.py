@@ -1,8 +1,10 @@
-"""Background flows on a running fabric: iperf3 servers and clients in the hosts' namespaces.
+"""Background flows on a running fabric: iperf3 (and sized TCP) servers and clients in the hosts' namespaces.
 
 :class:`BackgroundTraffic` runs the scenario's ``background`` list (testbed.spec.background) beside
-the workload: ``start()`` starts one ``iperf3 -s -1`` per client run (a flow, or one client's burst of
-a storage pattern; each on its own port, bound to its host's address, waited for until it listens)
+the workload: ``start()`` starts one server per client run (a flow, or one client's burst of a
+storage pattern; each on its own port, bound to its host's address, waited for until it listens):
+``iperf3 -s -1`` for a duration flow, traffic.sized_tcp's sink for a sized one (iperf3 cannot time
+a sized flow; see there)
 and a scheduler thread that launches each client ``start_s`` after ``start()`` returned (the runner
 enters it with the workload's traffic). ``stop()`` (the workload ended, Ctrl-C or a crash; safe to
 call twice) stops the scheduler, interrupts every client still running (SIGINT: iperf3 then ends the
@@ -11,8 +13,8 @@ after a grace period and reaps every process it started: none outlives the run (
 with SIGKILL leaves them in the run's namespaces, where ``testbed clean`` finds them).
 
 A duration flow is interrupted at ``start_s + duration_s`` (iperf3's ``-t`` takes whole seconds) and
-its bytes are the receiver's count (the server's ``end.sum_received``); a sized flow (``-n``) ends by
-itself and its bytes are those the server reported back to the client. Results:
+its bytes are the receiver's count (the server's ``end.sum_received``); a sized flow ends by itself
+when its sink has read every byte. Results:
 :meth:`BackgroundTraffic.rows` (background.csv, testbed.results.background).
 
 Loss accounting (testbed.measure.accounting): background packets are not RoCE, so the transport's
@@ -29,6 +31,7 @@ import math
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -83,7 +86,13 @@ class ClientRun:
 
     @property
     def tag(self) -> str:
-        return f"{self.name}-{self.burst}"
+        """File stem of the run's records: ``<name>-<burst>-<src rank>``."""
+        return f"{self.name}-{self.burst}-{self.src}"
+
+    @property
+    def sized(self) -> bool:
+        """A sized TCP run (traffic.sized_tcp times its completion); else an iperf3 duration run."""
+        return self.size_bytes is not None
 
 
 def client_runs(flows, host_names: list[str], host_link_bps: float) -> list[ClientRun]:
@@ -110,18 +119,22 @@ def server_args(ip: str, port: int) -> list[str]:
     return ["iperf3", "-s", "-1", "-B", ip, "-p", str(port), "-J"]
 
 
+def sized_args(role: str, run: ClientRun, ip: str, out: Path, run_id: str) -> list[str]:
+    """traffic.sized_tcp's ``sink`` (bound to ``ip``) or ``send`` (to ``ip``) of a sized ``run``."""
+    args = [sys.executable, "-m", "traffic.sized_tcp", role, "--bind" if role == "sink" else "--to", ip,
+            "--port", str(run.port), "--streams", str(run.parallel), "--out", str(out), "--run-id", run_id]
+    return args + (["--bytes", str(run.size_bytes)] if role == "send" else [])
+
+
 def client_args(run: ClientRun, dst_ip: str, mtu_bytes: int) -> list[str]:
-    """The iperf3 client of ``run`` towards ``dst_ip``: ``-n`` for a sized run, else ``-t`` of the
-    duration rounded up plus one second (the scheduler interrupts it at the exact duration); the rate
+    """The iperf3 client of a duration ``run`` towards ``dst_ip``: ``-t`` of the duration rounded up plus
+    one second (the scheduler interrupts it at the exact duration); the rate
     cap per stream: UDP ``-b``; TCP ``--fq-rate``, the socket's SO_MAX_PACING_RATE, which the kernel's
     own TCP pacing keeps without the fq qdisc (iperf3's ``-b`` writes 128 KiB blocks at once, a burst
     larger than an emulated switch buffer); ``-P`` the streams; UDP datagrams of the link MTU less the
     IP and UDP headers."""
-    args = ["iperf3", "-c", dst_ip, "-p", str(run.port), "-J", "--connect-timeout", "5000"]
-    if run.size_bytes is not None:
-        args += ["-n", str(run.size_bytes)]
-    else:
-        args += ["-t", str(int(math.ceil(run.duration_s)) + 1)]
+    args = ["iperf3", "-c", dst_ip, "-p", str(run.port), "-J", "--connect-timeout", "5000",
+            "-t", str(int(math.ceil(run.duration_s)) + 1)]
     if run.kind == "udp":
         args += ["-u", "-l", str(min(mtu_bytes, 9000) - IP_UDP_HEADER_BYTES)]
     if run.rate_bps is not None and run.kind == "udp":
@@ -187,9 +200,19 @@ class BackgroundTraffic(StartStop):
         return self.fab.net.get(self.hosts[rank].name)
 
     def _open(self, run: ClientRun, role: str):
-        f = open(self.dir / f"{run.tag}.{role}.json", "wb")
+        """The file the process's stdout goes to: iperf3's JSON, or traffic.sized_tcp's log (its JSON is
+        ``--out``)."""
+        f = open(self.dir / f"{run.tag}.{role}.{'log' if run.sized else 'json'}", "wb")
         run.files.append(f)
         return f
+
+    def _args(self, run: ClientRun, role: str) -> list[str]:
+        """The command of ``run``'s server or client."""
+        dst_ip = self.hosts[run.dst].ip
+        if run.sized:
+            return sized_args("sink" if role == "server" else "send", run, dst_ip,
+                              self.dir / f"{run.tag}.{role}.json", self.layout.run_id)
+        return server_args(dst_ip, run.port) if role == "server" else client_args(run, dst_ip, self.mtu_bytes)
 
     def start(self) -> None:
         if shutil.which("iperf3") is None:
@@ -198,8 +221,7 @@ class BackgroundTraffic(StartStop):
         self.dir.mkdir(parents=True, exist_ok=True)
         self._segs_before = self._segments()
         for run in self.runs:
-            dst = self.hosts[run.dst]
-            run.server = self._node(run.dst).popen(server_args(dst.ip, run.port), stdout=self._open(run, "server"),
+            run.server = self._node(run.dst).popen(self._args(run, "server"), stdout=self._open(run, "server"),
                                                    stderr=subprocess.STDOUT, preexec_fn=_unblock_teardown_signals)
         deadline = time.monotonic() + LISTEN_TIMEOUT_S
         for run in self.runs:
@@ -237,8 +259,7 @@ class BackgroundTraffic(StartStop):
             with self._lock:
                 if self._stop.is_set():
                     return
-                dst_ip = self.hosts[run.dst].ip
-                run.client = self._node(run.src).popen(client_args(run, dst_ip, self.mtu_bytes),
+                run.client = self._node(run.src).popen(self._args(run, "client"),
                                                        stdout=self._open(run, "client"), stderr=subprocess.STDOUT,
                                                        preexec_fn=_unblock_teardown_signals)
                 run.t_start_ns = unix_ns()

@@ -1,6 +1,9 @@
 """Background flows' results: background.csv, summary.json's ``background`` block and printed lines.
 
-Read from iperf3's JSON (``-J``) of each client run (testbed.emulation.background):
+A sized run (tcp with size_bytes, storage bursts) reports traffic.sized_tcp's JSON: bytes the sink
+read, FCT = the sender's end - start (connection set-up to the sink's close after the last byte),
+goodput = bytes x 8 / FCT, retransmits (TCP_INFO). A duration run is read from iperf3's JSON (``-J``)
+of its client and server (testbed.emulation.background):
 
 - bytes: what the receiver got. A run that ended by itself carries the server's count in the
   client's JSON (``end.sum_received.bytes``); an interrupted one (a duration flow at its end, or
@@ -9,9 +12,7 @@ Read from iperf3's JSON (``-J``) of each client run (testbed.emulation.backgroun
 - seconds: the sender's test time (``end.sum_sent.seconds``, UDP ``end.sum.seconds``), without the
   connection set-up; goodput_bps = bytes x 8 / seconds;
 - retransmits: TCP ``end.sum_sent.retransmits``; lost_pkts: UDP ``end.sum.lost_packets`` of the
-  receiver;
-- fct_s (sized flows that completed): the client process's exit less its launch (it includes
-  iperf3's connection set-up and result exchange, a few round trips).
+  receiver.
 """
 from __future__ import annotations
 
@@ -80,8 +81,30 @@ def sender_seconds(client: Optional[dict], udp: bool) -> Optional[float]:
     return float(v) if v else None
 
 
+def sized_row(run, client: Optional[dict], server: Optional[dict]) -> dict:
+    """The measured columns of a sized run from traffic.sized_tcp's JSON: bytes the sink read (the sender's
+    size when the sink wrote nothing), FCT and goodput over the sender's start..end, retransmits."""
+    status = run.status
+    if status == "done" and (client is None or client.get("error")):
+        status = "failed"
+    got = (server or {}).get("bytes")
+    if got is None and status == "done":
+        got = client["bytes"]
+    start, end = (client or {}).get("start_ns", run.t_start_ns), (client or {}).get("end_ns", run.t_end_ns)
+    fct = (end - start) / 1e9 if status == "done" else None
+    return {"status": status, "start_ns": start, "end_ns": end, "bytes": got, "seconds": fct,
+            "goodput_bps": got * 8 / fct if got is not None and fct else None, "fct_s": fct,
+            "retransmits": (client or {}).get("retransmits"), "lost_pkts": None}
+
+
 def flow_row(run, host_names: list[str], folder: Path) -> dict:
     """background.csv's row of a testbed.emulation.background.ClientRun whose JSON lies in ``folder``."""
+    head = {"name": run.name, "kind": run.kind, "burst": run.burst, "src": host_names[run.src],
+            "dst": host_names[run.dst], "streams": run.parallel, "size_bytes": run.size_bytes}
+    if run.sized:
+        row = sized_row(run, read_iperf_json(folder / f"{run.tag}.client.json"),
+                        read_iperf_json(folder / f"{run.tag}.server.json"))
+        return {c: {**head, **row}[c] for c in COLUMNS}
     udp = run.kind == "udp"
     client = read_iperf_json(folder / f"{run.tag}.client.json")
     server = read_iperf_json(folder / f"{run.tag}.server.json")
@@ -90,17 +113,14 @@ def flow_row(run, host_names: list[str], folder: Path) -> dict:
     if seconds is None and run.t_start_ns is not None and run.t_end_ns is not None:
         seconds = (run.t_end_ns - run.t_start_ns) / 1e9
     status = run.status
-    if status == "done" and client is not None and client.get("error") and run.duration_s is None:
+    if status == "done" and client is None:
         status = "failed"
-    sized_done = run.size_bytes is not None and status == "done"
-    fct = (run.t_end_ns - run.t_start_ns) / 1e9 if sized_done else None
     retrans = _end(client).get("sum_sent", {}).get("retransmits") if not udp else None
     lost = udp_lost(client, server) if udp else None
-    return {"name": run.name, "kind": run.kind, "burst": run.burst, "src": host_names[run.src],
-            "dst": host_names[run.dst], "streams": run.parallel, "status": status,
-            "start_ns": run.t_start_ns, "end_ns": run.t_end_ns, "size_bytes": run.size_bytes, "bytes": got,
-            "seconds": seconds, "goodput_bps": got * 8 / seconds if got is not None and seconds else None,
-            "fct_s": fct, "retransmits": retrans, "lost_pkts": lost}
+    row = {"status": status, "start_ns": run.t_start_ns, "end_ns": run.t_end_ns, "bytes": got,
+           "seconds": seconds, "goodput_bps": got * 8 / seconds if got is not None and seconds else None,
+           "fct_s": None, "retransmits": retrans, "lost_pkts": lost}
+    return {c: {**head, **row}[c] for c in COLUMNS}
 
 
 #: IPv4 + TCP with timestamps, IPv4 + UDP header bytes: a full TCP segment carries MTU - 52 payload bytes

@@ -8,11 +8,13 @@ there (``status: cut``), one not started by then is reported ``not_started``.
 
 Kinds and their keys:
 
-- ``tcp``: ``src``, ``dst``, ``duration_s`` or ``size_bytes`` (one of them), optional ``rate_bps``
-  (a cap, iperf3 ``-b``), ``parallel`` (streams of this host pair, iperf3 ``-P``), ``start_s``;
-- ``udp``: the same with ``rate_bps`` required (iperf3 ``-u -b``; each stream sends at it);
+- ``tcp``: ``src``, ``dst``, ``duration_s`` (iperf3) or ``size_bytes`` (one of them; a sized flow runs
+  traffic.sized_tcp, which times its completion), optional ``rate_bps`` (a cap per stream: the
+  kernel's TCP pacing), ``parallel`` (connections of this host pair), ``start_s``;
+- ``udp``: ``src``, ``dst``, ``duration_s``, ``rate_bps`` (required: iperf3 ``-u -b``, each stream
+  sends at it), ``parallel``, ``start_s``;
 - ``storage``: many-to-one bursts: every host of ``clients`` sends ``burst_bytes`` over TCP to
-  ``server`` at once, ``count`` times, one burst every ``interval_s`` from ``start_s``.
+  ``server`` at once (sized TCP flows), ``count`` times, one burst every ``interval_s`` from ``start_s``.
 
 Example::
 
@@ -131,6 +133,9 @@ def check_background(flows, host_names: list[str], host_link_bps: float) -> list
             if (f.duration_s is None) == (f.size_bytes is None):
                 raise ValueError(f"{at}.duration_s: give exactly one of duration_s (s) or size_bytes "
                                  f"(got {'both' if f.duration_s is not None else 'neither'})")
+            if f.kind == "udp" and f.size_bytes is not None:
+                raise ValueError(f"{at}.size_bytes: a udp flow runs for duration_s; sized flows with a "
+                                 f"completion time are tcp (or storage bursts)")
             if f.kind == "udp" and f.rate_bps is None:
                 raise ValueError(f"{at}.rate_bps: required for kind 'udp' (UDP does not pace itself), "
                                  f"bit/s up to fabric.host_link_bps = {host_link_bps:g}")
