@@ -25,6 +25,9 @@ import pandas as pd
 COLUMNS = ("name", "kind", "burst", "src", "dst", "streams", "status", "start_ns", "end_ns", "size_bytes", "bytes",
            "seconds", "goodput_bps", "fct_s", "retransmits", "lost_pkts")
 
+#: columns of integers that may be empty (a run not started, a duration flow's size)
+INT_COLUMNS = ("start_ns", "end_ns", "size_bytes", "bytes", "retransmits", "lost_pkts")
+
 
 def read_iperf_json(path: Path) -> Optional[dict]:
     """The JSON document iperf3 wrote to ``path`` (its stdout), None when absent, empty or not JSON (a
@@ -144,8 +147,12 @@ def host_tx_wire_bytes(rows: list[dict], mtu_bytes: int) -> dict[str, int]:
 
 
 def frame(rows: list[dict]) -> pd.DataFrame:
-    """background.csv from :func:`flow_row` rows, in :data:`COLUMNS` order."""
-    return pd.DataFrame(rows, columns=list(COLUMNS))
+    """background.csv from :func:`flow_row` rows, in :data:`COLUMNS` order; counts and Unix ns as nullable
+    integers (written exactly; empty where a run has none)."""
+    out = pd.DataFrame(rows, columns=list(COLUMNS))
+    for c in INT_COLUMNS:
+        out[c] = pd.array([None if pd.isna(v) else int(v) for v in out[c]], dtype="Int64")
+    return out
 
 
 def background_block(rows: list[dict], tcp_lost_segments: int) -> dict:
