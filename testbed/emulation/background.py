@@ -26,7 +26,6 @@ receivers counted lost; :attr:`BackgroundTraffic.lost_pkts` is taken out of the 
 """
 from __future__ import annotations
 
-import json
 import math
 import shutil
 import signal
@@ -161,10 +160,9 @@ def _unblock_teardown_signals() -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
 
 
-def _listening(pid: int, port: int, udp: bool) -> bool:
-    """Whether the namespace of ``pid`` has a socket bound to ``port`` (TCP in LISTEN state; iperf3
+def _listening(pid: int, port: int) -> bool:
+    """Whether the namespace of ``pid`` has a TCP socket listening on ``port`` (/proc/PID/net/tcp; iperf3
     listens on TCP for its control connection whatever the test's protocol)."""
-    del udp
     try:
         lines = Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]
     except OSError:
@@ -225,7 +223,7 @@ class BackgroundTraffic(StartStop):
                                                    stderr=subprocess.STDOUT, preexec_fn=_unblock_teardown_signals)
         deadline = time.monotonic() + LISTEN_TIMEOUT_S
         for run in self.runs:
-            while not _listening(run.server.pid, run.port, run.kind == "udp"):
+            while not _listening(run.server.pid, run.port):
                 raise_if_interrupted()
                 if run.server.poll() is not None:
                     raise BackgroundError(f"background {run.tag}: the iperf3 server on "
@@ -294,14 +292,15 @@ class BackgroundTraffic(StartStop):
                 elif run.client is None:
                     run.status = "not_started"
         deadline = time.monotonic() + GRACE_S
-        for p in [r.client for r in self.runs] + [r.server for r in self.runs]:
+        procs = [(r.client, False) for r in self.runs] + [(r.server, True) for r in self.runs]
+        for p, is_server in procs:
             if p is None:
                 continue
             try:
                 p.wait(timeout=max(0.05, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                if p in [r.server for r in self.runs]:
-                    p.send_signal(signal.SIGINT)  # a server whose client never came: ends its JSON
+                if is_server:  # its client never came (or was killed): SIGINT ends it with its JSON
+                    p.send_signal(signal.SIGINT)
                     try:
                         p.wait(timeout=1.0)
                         continue

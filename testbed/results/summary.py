@@ -88,6 +88,9 @@ def write_partial(ctx: RunContext, rec: Recording, exc: BaseException) -> None:
             **_common(ctx), "transport": None,
             "percentile_method": tables.PERCENTILE_METHOD, "sizes": tables.size_rows_json(sizes),
         }
+        if rec.background is not None and rec.background.stopped:  # what the background flows did until then
+            from testbed.results.background import write_background
+            summary["background"] = write_background(ctx.run_dir, rec.background)
         run.write_parquet_or_warn()
         run.write_summary(summary)
         if done:

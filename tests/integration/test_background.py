@@ -69,3 +69,48 @@ def test_tcp_flow_takes_its_share_of_the_ring(tmp_path):
           f"expected busbw {expected / 1e6:.3f} Mbit/s (ratio {busbw_shared / expected:.3f})")
     assert busbw_alone > 0.9 * LINK_BPS * alone["payload_efficiency"]
     assert busbw_shared == pytest.approx(expected, rel=0.15)
+
+
+MIXED = """
+name: bg_mixed
+seed: 1
+fabric: {spines: 1, leaves: 2, hosts_per_leaf: 2, host_link_bps: 10M, fabric_link_bps: 10M,
+         buffer_bytes: 100KB, mtu_bytes: 4200}
+transport: {payload_bytes: 4096, window_pkts: 16, ack_every_pkts: 4}
+workload:
+  collective: allreduce
+  algorithm: ring
+  sizes: {min_bytes: 1MiB, max_bytes: 1MiB}
+  iterations: 3
+  warmup_iterations: 1
+background:
+  - {kind: udp, src: h2, dst: h4, start_s: 0.2, duration_s: 2, rate_bps: 2M}
+  - {kind: tcp, name: ckpt, src: h4, dst: h1, start_s: 0.5, size_bytes: 400KB, parallel: 2}
+  - {kind: storage, name: store, clients: [h2, h3], server: h1, burst_bytes: 100KB, interval_s: 1.5, count: 2}
+  - {kind: tcp, name: late, src: h3, dst: h2, start_s: 600, duration_s: 2}
+"""
+
+
+def test_udp_sized_tcp_and_storage_bursts(tmp_path):
+    """Every kind runs and is reported apart from the all-reduce: UDP at its rate, sized flows with an FCT no
+    shorter than their bytes at the link rate, a flow due after the workload never started; the run is
+    faithful, the loss identity holds and no background process outlives the run."""
+    import psutil
+
+    _, s = run_scenario_file(tmp_path, MIXED, name="mixed", expect_rc=EXIT_FAITHFUL)
+    assert_losses_accounted(s)
+    rows = {(r["name"], r["burst"], r["src"]): r for r in s["background"]["flows"]}
+    assert len(rows) == 1 + 1 + 2 * 2 + 1
+    udp = rows[("udp0", 0, "h2")]
+    assert udp["status"] == "done" and udp["goodput_bps"] == pytest.approx(2e6, rel=0.05) and udp["lost_pkts"] == 0
+    for key in [("ckpt", 0, "h4")] + [("store", b, h) for b in (0, 1) for h in ("h2", "h3")]:
+        r = rows[key]
+        assert r["status"] == "done" and r["bytes"] == r["size_bytes"], r
+        assert r["fct_s"] >= r["size_bytes"] * 8 / LINK_BPS, r  # no faster than the link
+        assert r["retransmits"] is not None
+    assert rows[("ckpt", 0, "h4")]["streams"] == 2
+    assert rows[("late", 0, "h3")]["status"] == "not_started" and rows[("late", 0, "h3")]["bytes"] is None
+    assert (tmp_path / "mixed").glob("*/background.csv")
+    left = [p.info for p in psutil.process_iter(["pid", "name", "cmdline"])
+            if p.info["name"] == "iperf3" or s["run_id"] in " ".join(p.info["cmdline"] or [])]
+    assert not left, left
