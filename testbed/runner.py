@@ -14,7 +14,7 @@ The steps of a run, in order, each a call into its room:
 5. build the fabric (testbed.emulation.fabric: controller ready, queues
    installed and read back) and start one agent per host
    (testbed.emulation.agents);
-6. run the workload while sampling switch queues, CPU and departures
+6. with tenants, probe isolation with real packets (testbed.tenants); run the workload while sampling switch queues, CPU and departures
    (testbed.measure), reading the drop counters before and after; the
    workload's mode (testbed.workloads: size sweep, SimAI replay or pattern
    trials) plans it, names the queue pairs, drives the agents and adds its
@@ -74,7 +74,7 @@ from testbed.emulation import congestion_conf, controller_proc
 from testbed.emulation.fabric import Fabric
 from testbed.emulation.faults import FaultScheduler
 from topology.naming import new_run_id
-from testbed.plan import PlannedOp
+from testbed.plan import PlannedOp, plan_streams
 from testbed.host.runlock import RunLock
 from testbed.results import manifest, summary as results_summary
 from testbed.results import printing
@@ -83,6 +83,7 @@ from testbed.results.rundir import RunDir, check_results_root
 from testbed.run_context import Recording, RunContext
 from testbed.spec.rto import run_rto_us
 from testbed.spec.scenario import ScenarioError, ScenarioSpec
+from testbed.tenants import results as tenant_results
 from testbed.workloads import workload_for
 from traffic.clock import unix_ns
 
@@ -133,7 +134,8 @@ def _probe(ctx: RunContext) -> tuple[RunContext, "capabilities.Capabilities"]:
         raise ScenarioError("fabric.datapath: 'kernel' asked for, but this machine has no openvswitch "
                             "kernel module; allowed here: auto, user")
     peers = workload_for(spec).peers(ctx.ops_plan)
-    transport = transport_params(spec, run_rto_us(spec), max((len(p) for p in peers.values()), default=2))
+    transport = transport_params(spec, run_rto_us(spec), max((len(p) for p in peers.values()), default=2),
+                                 plan_streams(ctx.ops_plan))
     send_buffer = check_run_send_buffer(spec, datapath)
     return ctx.probed(datapath, transport, send_buffer), caps
 
@@ -196,6 +198,7 @@ def _measure(ctx: RunContext, fab: Fabric, agents: AgentGroup | None, rec: Recor
     held back."""
     host_pids = {h.name: fab.net.get(h.name).pid for h in fab.layout.hosts}
     host_ifs = {h.name: fab.host_intfs(h.name) for h in fab.layout.hosts}
+    rec.tenants = tenant_results.start(ctx.spec, fab)  # isolation probes, before the counters are read
     rec.drops_before = DropSnapshot.take(host_pids, fab.switch_ports, host_ifs)
     rec.departures = timing.DepartureCapture(fab.switch_ports)
     rec.sampler = QdiscSampler(fab.switch_ports, ctx.spec.output.sample_period_ms / 1e3,
@@ -209,6 +212,7 @@ def _measure(ctx: RunContext, fab: Fabric, agents: AgentGroup | None, rec: Recor
         with capture, rec.sampler, rec.cpu, rec.departures, rec.faults, rec.background or nullcontext():
             rec.workload.run(ctx, agents, rec, progress)  # signals held back once its traffic is done
         rec.drops_after = DropSnapshot.take(host_pids, fab.switch_ports, host_ifs)
+        tenant_results.read_counters(rec.tenants, fab)  # the isolation drop flows' counters
         rec.t_measured_ns = unix_ns()
         rec.measured = True
         rec.phase = "teardown"
@@ -305,6 +309,9 @@ def _validate(spec: ScenarioSpec, results_root: Path, quiet: bool, max_duration_
         printing.print_estimate(est_s, len(ops_plan), cap_s, workload.loss_note(plan.ops),
                                 estimate.describe_setup(spec.fabric))
     estimate.check_duration(workload.scaling_keys(), est_s, cap_s)
+    if spec.tenants:  # a workload across tenants would only time out against the isolation drops
+        from testbed.spec.tenants import check_peers, tenant_map
+        check_peers(tenant_map(spec), workload.peers(plan.ops))
     warning = capacity_check.check_scenario(spec, workload.peers(plan.ops), over_capacity=over_capacity)
     if warning:
         print(f"testbed: warning: {warning}", file=sys.stderr)

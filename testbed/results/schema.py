@@ -273,6 +273,16 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     tx_bytes int   bytes sent during the trial
     share    float tx_bytes / all the switch's uplinks' bytes (0-1)
 """),
+    _table("parallel_links", "bytes each member of a bundle of parallel links sent during a trial and its share of "
+           "the bundle (testbed.patterns.results.parallel_link_table)",
+           "pattern runs on a fabric with fabric.links_per_spine > 1", """
+    trial    int   trial
+    switch   str   switch sending on the bundle
+    peer     str   switch at the other end of every member
+    port     str   switch port of this member
+    tx_bytes int   bytes sent during the trial
+    share    float tx_bytes / all the bundle's bytes (0-1; empty when the bundle sent nothing)
+"""),
     _table("lossless_queues", "the congestion loop's samples of every switch port's lossless class",
            "runs with congestion.ecn or congestion.pfc",
            _QUEUE_SAMPLE + "class str traffic class (lossless)\n" + _QUEUE_COUNTERS),
@@ -331,6 +341,18 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     fct_s       float flow completion time of a sized flow that completed: end_ns - start_ns, s
     retransmits float TCP retransmitted segments (iperf3 sum_sent.retransmits; empty for udp)
     lost_pkts   float UDP datagrams the receiver counted lost (empty for tcp)
+"""),
+    _table("tenant_drops", "every isolation drop flow the controller installed (controllers.tenants) and "
+           "its OpenFlow counters at the end of the traffic", "runs with tenants and isolation on", """
+    switch     str   ingress switch (name without the run id)
+    in_port    int   the source host's port on it
+    src        str   source host
+    dst        str   destination host it may not reach
+    src_tenant str   the source's tenant (shared or none for hosts in no tenant)
+    dst_tenant str   the destination's tenant
+    installed  bool  the flow was on the switch when read
+    packets    int   packets the flow dropped
+    bytes      int   bytes the flow dropped
 """),
     _table("faults", "every fault of the scenario and what happened to it",
            "runs with faults", """

@@ -46,8 +46,10 @@ MAX_PARALLEL = 16
 
 
 class BackgroundFlowSpec(SpecModel):
-    """One entry of ``background`` (module docstring). Field limits here; the keys each kind takes, the
-    hosts and rates are checked against the fabric by :func:`check_background`."""
+    """One background flow (docs/background.md): ``kind`` tcp (src, dst, duration_s or size_bytes, rate_bps,
+    parallel), udp (src, dst, duration_s, rate_bps) or storage (clients, server, burst_bytes, interval_s,
+    count); times from the workload's start. Field limits here; the keys each kind takes, the hosts and
+    rates are checked against the fabric by :func:`check_background`."""
 
     kind: Literal["tcp", "udp", "storage"]
     #: the flow's name in background.csv (default ``<kind><index>``)

@@ -4,7 +4,7 @@ A scenario is one YAML mapping with the sections ``fabric``, ``transport``,
 ``workload``, ``fidelity``, ``controller``, ``load_balance``, ``congestion``,
 ``output``, ``faults``, ``failover`` and ``background``
 (all optional but ``workload``) plus ``name``
-and ``seed``. Unknown keys, wrong types and impossible values raise
+and ``seed``, and ``tenants``, ``shared_hosts``, ``isolation`` (testbed.spec.tenants). Unknown keys, wrong types and impossible values raise
 :class:`ScenarioError`, whose message names every bad key path (for example
 ``fabric.spines``) and what is allowed.
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
@@ -26,6 +26,7 @@ from testbed.spec.controller import ControllerSpec, LoadBalanceSpec, OutputSpec
 from testbed.spec.fabric import FabricSpec
 from testbed.spec.faults import FailoverSpec, FaultSpec, check_faults, check_storms
 from testbed.spec.fidelity import FidelityThresholdsSpec
+from testbed.spec.tenants import Isolation, TenantSpec, check_tenants
 from testbed.spec.transport import TransportSpec, check_congestion_control
 from testbed.spec.units import (  # noqa: F401
     MAX_LINK_MTU_BYTES, MAX_SCENARIO_BYTES, ROCE_MTUS_BYTES, ROCEV2_IP_OVERHEAD_BYTES, Count, ReferenceBps, SpecModel)
@@ -52,6 +53,12 @@ class ScenarioSpec(SpecModel):
     failover: FailoverSpec = FailoverSpec()
     #: TCP/UDP/storage flows beside the workload (testbed.spec.background, testbed.emulation.background)
     background: tuple[BackgroundFlowSpec, ...] = ()
+    #: tenant name -> its hosts (docs/tenants.md, testbed.spec.tenants)
+    tenants: dict[str, TenantSpec] = {}
+    #: hosts every tenant may reach (e.g. a storage server); in no tenant
+    shared_hosts: tuple[str, ...] = ()
+    #: the controller keeps tenants apart (drops, ARP) and the run probes it; default on with tenants
+    isolation: Optional[Isolation] = None
 
     @property
     def scale_factor(self) -> float:
@@ -100,6 +107,11 @@ class ScenarioSpec(SpecModel):
             from testbed.patterns.plan import host_infos
             check_background(self.background, [h.name for h in host_infos(self.fabric.layout_preview())],
                              self.fabric.host_link_bps)
+        check_tenants(self)
+        if self.load_balance.selection_method == "dp_hash" and self.transport.entropy == "spray":
+            raise ValueError("load_balance.selection_method: dp_hash cannot run with transport.entropy = spray: spray "
+                             "traces each UDP port's path with ofproto/trace, which stops at dp_hash's recirculation; "
+                             "allowed with dp_hash: per_flow, flowlet (or selection_method: hash with spray)")
         if self.workload.pattern is not None:  # hosts named and the pattern fitted to this fabric
             from testbed.patterns.plan import check_pattern
             check_pattern(self)
@@ -164,13 +176,17 @@ def min_rto_us(spec: "ScenarioSpec") -> float:
 def _allowed_keys(model: type[BaseModel], loc: tuple) -> list[str]:
     """Field names allowed at ``loc`` (the parent of an extra key)."""
     m: Any = model
+    mapping = False  # the previous field maps names to models (tenants: name -> TenantSpec): skip the name
     for part in loc:
-        if isinstance(part, int):
+        if isinstance(part, int) or mapping:
+            mapping = False
             continue
         f = m.model_fields.get(part)
         if f is None:
             return []
         ann = f.annotation
+        if getattr(ann, "__origin__", None) is dict:
+            ann, mapping = ann.__args__[1], True
         cand = [a for a in getattr(ann, "__args__", (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)]
         if not cand:
             return []
