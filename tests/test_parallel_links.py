@@ -72,7 +72,7 @@ def test_groups_span_the_parallel_links_with_the_chosen_basis(basis, method, wan
 
 def test_the_default_hashing_is_unchanged():
     layout = spine_leaf.build(RID, 2, 2, 2)
-    assert plan_fabric(layout) == plan_fabric(layout, "ecmp", {}, lb.Hashing("per_tier", "hash"))
+    assert plan_fabric(layout) == plan_fabric(layout, "ecmp", {}, hashing=lb.Hashing("per_tier", "hash"))
     assert [g.hash_basis for g in plan_fabric(layout)[layout.switch(RID + "l1").dpid].groups] == [0]
 
 

@@ -239,7 +239,7 @@ def parse_scenario(data: Any, source: str = "scenario") -> ScenarioSpec:
 def load_scenario(path: Union[str, Path]) -> ScenarioSpec:
     """Read and validate a scenario YAML file.
 
-    Relative ``workload.simai.path`` values are resolved against the
+    Relative ``workload.simai.path`` and ``workload.chakra`` paths are resolved against the
     scenario file's folder. Raises ScenarioError (bad content or YAML) or
     FileNotFoundError.
     """
@@ -267,4 +267,7 @@ def load_scenario(path: Union[str, Path]) -> ScenarioSpec:
             simai_plan(spec)
         except ScenarioError as e:
             raise ScenarioError(f"{p}: {e}") from None
+    if spec.workload.chakra is not None:
+        from testbed.chakra_plan import resolve_paths  # reads the traces: nodes, matching, order (ScenarioError)
+        spec = resolve_paths(spec, p)
     return spec

@@ -5,7 +5,8 @@ maps each section to its class:
 
 - ``sizes``: the size sweep of one collective (testbed.workloads.sweep.SizeSweep);
 - ``simai``: a SimAI/AICB replay (testbed.workloads.simai.SimaiReplay);
-- ``pattern``: traffic pattern trials (testbed.workloads.pattern.PatternTrials).
+- ``pattern``: traffic pattern trials (testbed.workloads.pattern.PatternTrials);
+- ``chakra``: a Chakra execution-trace replay (testbed.workloads.chakra.ChakraReplay).
 
 A new mode is one module with a Workload subclass and one line here.
 """
@@ -13,12 +14,14 @@ from __future__ import annotations
 
 from testbed.plan import WorkloadPlan
 from testbed.workloads.base import Workload
+from testbed.workloads.chakra import ChakraReplay
 from testbed.workloads.pattern import PatternTrials
 from testbed.workloads.simai import SimaiReplay
 from testbed.workloads.sweep import SizeSweep
 
 #: ``workload.<section>`` -> the Workload class that runs it
-WORKLOADS: dict[str, type[Workload]] = {cls.section: cls for cls in (SizeSweep, SimaiReplay, PatternTrials)}
+WORKLOADS: dict[str, type[Workload]] = {cls.section: cls for cls in (SizeSweep, SimaiReplay, PatternTrials,
+                                                                     ChakraReplay)}
 
 
 def workload_for(spec) -> Workload:
