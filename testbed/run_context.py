@@ -94,7 +94,9 @@ class Recording:
     op_done record; op_meta: op_id -> PlannedOp.meta() of each finished
     collective; stats: the agents' final statistics; drops_before/after:
     testbed.measure.drops.DropSnapshot around the traffic; faults: the fault
-    scheduler (started with the traffic); workload: the run's testbed.workloads.base.Workload (it keeps
+    scheduler (started with the traffic); background: the scenario's background flows
+    (testbed.emulation.background, started with the traffic, None without them); workload: the run's
+    testbed.workloads.base.Workload (it keeps
     what its results need, e.g. a pattern's trials or a replay's timeline figures); measured: every
     measurement is in (the teardown may still fail); t_measured_ns: when (Unix ns, the drop counters
     read after the traffic); controller: summary.json's ``controller`` block the verdict judged (the
@@ -115,6 +117,7 @@ class Recording:
     drops_before: object = None
     drops_after: object = None
     faults: object = None  # testbed.emulation.faults.FaultScheduler
+    background: object = None  # testbed.emulation.background.BackgroundTraffic (scenario ``background``)
     workload: object = None  # testbed.workloads.base.Workload
     measured: bool = False
     t_measured_ns: Optional[int] = None

@@ -51,6 +51,7 @@ import logging
 import os
 import signal
 import sys
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -68,6 +69,7 @@ from testbed.measure.drops import DropSnapshot
 from testbed.measure.send_buffer import RunRefused, check_run_send_buffer
 from dataplane.qdisc_sampler import QdiscSampler
 from testbed.emulation.agents import AgentGroup, transport_params
+from testbed.emulation.background import BackgroundTraffic
 from testbed.emulation import congestion_conf, controller_proc
 from testbed.emulation.fabric import Fabric
 from testbed.emulation.faults import FaultScheduler
@@ -203,10 +205,11 @@ def _measure(ctx: RunContext, fab: Fabric, agents: AgentGroup | None, rec: Recor
                                parent=fab.queues.sampled_parent, on_sample=rec.departures.on_sample)
     rec.cpu = CpuIdleMonitor()
     rec.faults = FaultScheduler(fab.layout, ctx.spec.faults, ctx.run_dir, host_pids)
+    rec.background = BackgroundTraffic(fab, ctx.spec.background, ctx.run_dir) if ctx.spec.background else None
     rec.phase = "traffic"
     capture = captures_for(fab, ctx.spec, ctx.run_dir, ctx.quiet)  # output.pcap: tcpdump listening before traffic
-    try:  # faults last: at_s counts from the traffic
-        with capture, rec.sampler, rec.cpu, rec.departures, rec.faults:
+    try:  # faults and background flows last: at_s and start_s count from the traffic
+        with capture, rec.sampler, rec.cpu, rec.departures, rec.faults, rec.background or nullcontext():
             rec.workload.run(ctx, agents, rec, progress)  # signals held back once its traffic is done
         rec.drops_after = DropSnapshot.take(host_pids, fab.switch_ports, host_ifs)
         tenant_results.read_counters(rec.tenants, fab)  # the isolation drop flows' counters

@@ -128,6 +128,8 @@ class LossIdentity:
     elsewhere: dict[str, int]
     host_nic_retries: dict[str, int]
     merged_counters: dict[str, int]
+    #: switch queue drops of background (non-RoCE) packets, left out of ``switch_queue_drops_pkts``
+    background_pkts: int = 0
 
     def as_json(self) -> dict:
         return {"identity": "sent = received + switch_queue + watchdog + faults + elsewhere + unexplained",
@@ -142,13 +144,14 @@ class LossIdentity:
         return f"sent {self.sent_pkts} = {body} + unexplained {self.unexplained_pkts}"
 
 
-def loss_identity(t: dict, other: Elsewhere, watchdog_drops_pkts: int) -> LossIdentity:
+def loss_identity(t: dict, other: Elsewhere, watchdog_drops_pkts: int, background_pkts: int = 0) -> LossIdentity:
     """The identity from the transport totals ``t`` (testbed.measure.verdict.transport_totals, with
-    ``lost_to_faults_pkts`` when faults ran; its ``switch_drops_pkts`` holds the queues' tail drops plus
-    the watchdog's) and the drops elsewhere."""
+    ``lost_to_faults_pkts`` when faults ran; its ``switch_drops_pkts`` holds the queues' tail drops of
+    RoCE packets plus the watchdog's) and the drops elsewhere. ``background_pkts``: the queues' drops of
+    background flows (testbed.emulation.background), already left out of ``t``; reported, not a term."""
     queue = int(t["switch_drops_pkts"]) - int(watchdog_drops_pkts)
     faults = int(t.get("lost_to_faults_pkts", 0))
     sent, received = int(t["sent_pkts"]), int(t["received_pkts"])
     rest = sent - received - queue - watchdog_drops_pkts - faults - other.total_pkts
     return LossIdentity(sent, received, queue, int(watchdog_drops_pkts), faults, other.total_pkts, rest,
-                        dict(other.losses), dict(other.host_nic_retries), dict(other.merged))
+                        dict(other.losses), dict(other.host_nic_retries), dict(other.merged), int(background_pkts))

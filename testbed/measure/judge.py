@@ -20,7 +20,8 @@ from testbed.measure.verdict import FAILED, PASSED, FidelityVerdict, evaluate, t
 from testbed.run_context import Recording, RunContext
 
 
-def host_tx_frame(qps: pd.DataFrame, host_names: list[str], link_bps: float) -> pd.DataFrame:
+def host_tx_frame(qps: pd.DataFrame, host_names: list[str], link_bps: float,
+                  extra_tx_bytes: dict[str, int] | None = None) -> pd.DataFrame:
     """One row per host NIC: bytes of all its requester QPs over the longest time one of them had a
     packet ready to send with its window open (``tx_busy_ns``).
 
@@ -28,7 +29,8 @@ def host_tx_frame(qps: pd.DataFrame, host_names: list[str], link_bps: float) -> 
     Time a QP's congestion control held a ready packet back (``tx_paced_ns``, DCQCN pacing) or a PFC
     pause held it (``pfc_paused_ns``) is taken out: then the QP or the fabric, not the CPU, set the
     pace. The longest QP's time (not the union of the QPs') errs toward a higher rate when a host's QPs
-    were busy at different times (testbed.measure.verdict._check_hosts).
+    were busy at different times (testbed.measure.verdict._check_hosts). ``extra_tx_bytes``: host -> frame
+    bytes of other traffic its NIC carried meanwhile (the scenario's background flows), added to its row.
     """
     req = qps[qps["role"] == "requester"].copy()
     req["ready_ns"] = req["tx_busy_ns"]
@@ -39,37 +41,47 @@ def host_tx_frame(qps: pd.DataFrame, host_names: list[str], link_bps: float) -> 
     keys = ["rank", "trial"] if "trial" in active else ["rank"]  # pattern trials: fresh QPs each, times add up
     per_host = active.groupby(keys).agg(tx_wire_bytes=("tx_wire_bytes", "sum"), ready_ns=("ready_ns", "max"))
     per_host = per_host.groupby(level="rank").sum()
-    return pd.DataFrame({"host": [host_names[int(r)] for r in per_host.index],
-                         "tx_wire_bytes": per_host["tx_wire_bytes"].to_numpy(),
+    extra = extra_tx_bytes or {}
+    hosts = [host_names[int(r)] for r in per_host.index]
+    return pd.DataFrame({"host": hosts,
+                         "tx_wire_bytes": per_host["tx_wire_bytes"].to_numpy() + [extra.get(h, 0) for h in hosts],
                          "tx_busy_s": per_host["ready_ns"].to_numpy() / 1e9,
                          "link_bps": link_bps})
 
 
 def judge_run(ctx: RunContext, rec: Recording, qps: pd.DataFrame, ports: pd.DataFrame,
               cpu: pd.DataFrame, faults: dict | None = None,
-              sizes: pd.DataFrame | None = None) -> tuple[FidelityVerdict, dict]:
+              sizes: pd.DataFrame | None = None, background_lost_pkts: int = 0,
+              background_tx_bytes: dict[str, int] | None = None) -> tuple[FidelityVerdict, dict]:
     """The verdict of a run with every measurement in, and summary.json's ``transport`` totals.
 
     ``qps``, ``ports``, ``cpu``: the tables written to the run directory
     (testbed.results.tables.write_tables); the departures the capture saw are
     written to ``departures.csv`` here (testbed.measure.timing.write_departures). ``faults``: summary.json's
     faults block (testbed.results.faults), whose losses are charged to the injected faults, not to the
-    emulation (:func:`charge_faults`).
+    emulation (:func:`charge_faults`). ``background_lost_pkts``: packets of the scenario's background flows
+    lost in the fabric (testbed.results.background.background_block): not RoCE, so they leave the switch
+    queue drops before the identity counts the transport's packets (at most down to 0);
+    ``background_tx_bytes``: host (full name) -> frame bytes its background flows sent, which its NIC carried
+    beside its QPs' (:func:`host_tx_frame`).
     """
     fab = rec.fab
     # switch queue drops from the queue counters read before and after the traffic, not from sampler rows,
     # and the PFC watchdog's drops (a switch feature: dataplane.pfc_watchdog_drop)
-    switch_drops = drops.queue_drops_delta(rec.drops_before, rec.drops_after) + watchdog_drops_pkts(ctx.run_dir)
+    queue_drops = drops.queue_drops_delta(rec.drops_before, rec.drops_after)
+    switch_drops = max(0, queue_drops - background_lost_pkts) + watchdog_drops_pkts(ctx.run_dir)
     t = transport_totals(qps, [st.rx_pkts for st in rec.stats], switch_drops, ctx.transport.window_pkts)
     t["loss_recovery"] = ctx.transport.loss_recovery
-    host_tx = host_tx_frame(qps, [h.name for h in fab.layout.hosts], ctx.spec.fabric.host_link_bps)
+    host_tx = host_tx_frame(qps, [h.name for h in fab.layout.hosts], ctx.spec.fabric.host_link_bps,
+                            background_tx_bytes)
     isolation_pkts = sum(r["packets"] for r in (getattr(rec.tenants, "drop_rows", None) or ()))
     counter_drops = discount_kick_frames(drops.delta(rec.drops_before, rec.drops_after), ctx.run_dir, isolation_pkts)
     retries = retries_by_host(qps, [h.name for h in fab.layout.hosts])
     if faults is not None:
         counter_drops = charge_faults(ctx, faults, t, counter_drops, retries)
     other = accounting.elsewhere(counter_drops, retries)
-    identity = accounting.loss_identity(t, other, watchdog_drops_pkts(ctx.run_dir))
+    identity = accounting.loss_identity(t, other, watchdog_drops_pkts(ctx.run_dir),
+                                        background_pkts=min(background_lost_pkts, queue_drops))
     t["unexplained_lost_pkts"] = identity.unexplained_pkts
     t["host_nic_retries"] = sum(other.host_nic_retries.values())
     if rec.workload is not None:  # e.g. pattern trials: the CPU while flows ran, not while agents restarted

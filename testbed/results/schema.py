@@ -323,6 +323,25 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     xoff_frames int   XOFF frames sent (the first pause and its refreshes)
     xon_frames  int   XON frames sent
 """),
+    _table("background", "one row per background flow (one per client and burst of a storage pattern)",
+           "runs with a background section", """
+    name        str   flow name (background.<i>.name, default <kind><i>)
+    kind        str   tcp, udp or storage
+    burst       int   burst number of a storage pattern (0 for tcp and udp)
+    src         str   sending host (short name, e.g. h1)
+    dst         str   receiving host (short name)
+    streams     int   iperf3 streams of the flow (parallel)
+    status      str   done, cut (stopped when the workload ended), not_started, failed
+    start_ns    float launch of the iperf3 client, Unix ns (empty when not started)
+    end_ns      float exit of the iperf3 client, Unix ns (empty when not started)
+    size_bytes  float asked size of a sized flow, bytes (empty for a duration flow)
+    bytes       float payload bytes the receiver got
+    seconds     float the sender's test time (iperf3 end.sum_sent.seconds), s
+    goodput_bps float bytes x 8 / seconds, bit/s
+    fct_s       float flow completion time of a sized flow that completed: end_ns - start_ns, s
+    retransmits float TCP retransmitted segments (iperf3 sum_sent.retransmits; empty for udp)
+    lost_pkts   float UDP datagrams the receiver counted lost (empty for tcp)
+"""),
     _table("chakra_nodes", "one row per node of every rank's Chakra trace, as the replay ran it (testbed.chakra_run)",
            "Chakra replays (workload.chakra)", """
     rank        int   rank (host index) whose trace file holds the node

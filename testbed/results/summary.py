@@ -89,6 +89,9 @@ def write_partial(ctx: RunContext, rec: Recording, exc: BaseException) -> None:
             **_common(ctx), "transport": None,
             "percentile_method": tables.PERCENTILE_METHOD, "sizes": tables.size_rows_json(sizes),
         }
+        if rec.background is not None and rec.background.stopped:  # what the background flows did until then
+            from testbed.results.background import write_background
+            summary["background"] = write_background(ctx.run_dir, rec.background)
         run.write_parquet_or_warn()
         run.write_summary(summary)
         if done:
@@ -192,6 +195,10 @@ def _print_results(ctx: RunContext, rec: Recording, w: Written) -> None:
         print(line)
     for line in workload.lines_after(ctx, summary) if workload is not None else ():
         print(line)
+    if summary.get("background") is not None:
+        from testbed.results.background import background_lines
+        for line in background_lines(summary["background"]):
+            print(line)
     for row in w.fits or ():
         print(fit.fit_line(row))
     print(report_command.after_run(ctx.run_dir))  # report.html from the tables just written (testbed.report)
@@ -200,7 +207,16 @@ def _print_results(ctx: RunContext, rec: Recording, w: Written) -> None:
 def _write_results_now(ctx: RunContext, rec: Recording) -> Written:
     ops, sizes, qps, msgs, ports, cpu = _write_tables(ctx, rec)
     faults = faults_block(rec.faults, ctx.run_dir, ctx.run_id)
-    verdict, t = judge_run(ctx, rec, qps, ports, cpu, faults, sizes)
+    background = None  # background.csv and its block; its fabric losses leave the loss identity's switch queues,
+    bg_tx = None  # and its bytes join its senders' NIC figures (testbed.measure.judge)
+    if rec.background is not None:
+        from testbed.results.background import host_tx_wire_bytes, write_background
+        background = write_background(ctx.run_dir, rec.background)
+        bg_tx = {ctx.run_id + h: b for h, b in host_tx_wire_bytes(background["flows"],
+                                                                  ctx.spec.fabric.mtu_bytes).items()}
+    verdict, t = judge_run(ctx, rec, qps, ports, cpu, faults, sizes,
+                           background_lost_pkts=background["lost_pkts"] if background else 0,
+                           background_tx_bytes=bg_tx)
     tenants: dict = {}  # summary.json ``tenants`` and the verdict's ``isolation`` check (testbed.tenants)
     tenant_results.add_results(rec.tenants, tenants, verdict, ctx.run_dir)
     summary = {
@@ -217,6 +233,8 @@ def _write_results_now(ctx: RunContext, rec: Recording) -> Written:
     }
     if faults is not None:
         summary["faults"] = faults
+    if background is not None:
+        summary["background"] = background
     pfc_hosts = pfc_hosts_block(rec.stats, [h.name for h in rec.fab.layout.hosts])
     if pfc_hosts is not None:
         summary["pfc_hosts"] = pfc_hosts

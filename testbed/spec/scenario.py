@@ -2,7 +2,7 @@
 
 A scenario is one YAML mapping with the sections ``fabric``, ``transport``,
 ``workload``, ``fidelity``, ``controller``, ``load_balance``, ``congestion``,
-``output``, ``faults`` and ``failover``
+``output``, ``faults``, ``failover`` and ``background``
 (all optional but ``workload``) plus ``name``
 and ``seed``, and ``tenants``, ``shared_hosts``, ``isolation`` (testbed.spec.tenants). Unknown keys, wrong types and impossible values raise
 :class:`ScenarioError`, whose message names every bad key path (for example
@@ -20,6 +20,7 @@ from typing import Any, Optional, Union
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from testbed.spec.background import BackgroundFlowSpec, check_background
 from testbed.spec.congestion import CongestionSpec
 from testbed.spec.controller import ControllerSpec, LoadBalanceSpec, OutputSpec
 from testbed.spec.fabric import FabricSpec
@@ -50,6 +51,8 @@ class ScenarioSpec(SpecModel):
     congestion: CongestionSpec = CongestionSpec()
     faults: tuple[FaultSpec, ...] = ()
     failover: FailoverSpec = FailoverSpec()
+    #: TCP/UDP/storage flows beside the workload (testbed.spec.background, testbed.emulation.background)
+    background: tuple[BackgroundFlowSpec, ...] = ()
     #: tenant name -> its hosts (docs/tenants.md, testbed.spec.tenants)
     tenants: dict[str, TenantSpec] = {}
     #: hosts every tenant may reach (e.g. a storage server); in no tenant
@@ -100,6 +103,10 @@ class ScenarioSpec(SpecModel):
                 f"(at most {MAX_LINK_MTU_BYTES}) or lower transport.payload_bytes to "
                 f"<= {max(m for m in ROCE_MTUS_BYTES if m + ROCEV2_IP_OVERHEAD_BYTES <= self.fabric.mtu_bytes)}")
         check_congestion_control(self)
+        if self.background:
+            from testbed.patterns.plan import host_infos
+            check_background(self.background, [h.name for h in host_infos(self.fabric.layout_preview())],
+                             self.fabric.host_link_bps)
         check_tenants(self)
         if self.load_balance.selection_method == "dp_hash" and self.transport.entropy == "spray":
             raise ValueError("load_balance.selection_method: dp_hash cannot run with transport.entropy = spray: spray "
