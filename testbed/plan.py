@@ -31,7 +31,9 @@ class PlannedOp:
     traffic.collectives.ALGORITHMS; group: scope name, 'all' (every host) or a
     SimAI scope (TP, DP, EP, DP_EP); groups: the concurrent rank groups, each
     in the algorithm's position order, together covering the ranks that take
-    part (equal sizes).
+    part (equal sizes); stream: the communicator whose queue pairs carry it (ops of one stream run
+    in order, ops of different streams concurrently: testbed.emulation.agents); job: the job it
+    belongs to ('' for a single-workload run).
     """
 
     size_bytes: int
@@ -61,9 +63,12 @@ class PlannedOp:
 
     def meta(self) -> dict:
         """Flat columns for the ops table: every field but groups, plus group_size and n_groups."""
-        return {"size_bytes": self.size_bytes, "iteration": self.iteration, "warmup": self.warmup,
+        meta = {"size_bytes": self.size_bytes, "iteration": self.iteration, "warmup": self.warmup,
                 "layer": self.layer, "collective": self.collective, "algorithm": self.algorithm,
                 "group": self.group, "group_size": self.group_size, "n_groups": self.n_groups}
+        if self.stream or self.job:  # columns of runs with concurrent streams only: older tables keep their shape
+            meta.update(stream=self.stream, job=self.job)
+        return meta
 
 
 @dataclass(frozen=True)
@@ -124,6 +129,11 @@ def plan_peers(ops) -> dict[int, list[int]]:
             for pos, r in enumerate(g):
                 peers.setdefault(r, set()).update(g[p] for p in alg.peers(pos, len(g)))
     return {r: sorted(p) for r, p in peers.items()}
+
+
+def plan_streams(ops) -> int:
+    """The streams (communicators) the agents need for ``ops``: 1 + the highest ``stream`` (1 for none)."""
+    return 1 + max((op.stream for op in ops), default=0)
 
 
 def plan_algorithms(ops) -> list[dict]:

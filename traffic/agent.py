@@ -15,7 +15,10 @@ op (no bytes) when no group holds it.
 
 QP numbers: the requester QP at rank r towards rank q is 0x10000+q, the
 responder QP at rank q for requester r is 0x20000+r; with ``channels`` > 1 each peer has one
-pair per channel, channel c's numbers 0x20000 x c higher (:func:`qpn`). A QP's addresses: the
+pair per channel, channel c's numbers 0x20000 x c higher (:func:`qpn`). With ``streams`` S > 1 (communicators
+that run concurrently) each stream has its own channels: stream s, channel c is QP slot s x channels + c,
+numbered like a channel of that index. The agent runs each stream's RunOps in a worker thread of its own,
+in the order they arrive, so ops of different streams overlap. A QP's addresses: the
 scale-up domain inside a server, else scale-out plane c mod planes (traffic.transport.planes). Each QP's UDP source port(s), its
 ECMP entropy, come from the entropy policy ``transport.entropy`` (:mod:`traffic.transport.entropy`;
 ``per_flow``: one port per QP, drawn without repeats from 49152-65535 by a generator seeded
@@ -28,6 +31,7 @@ Unix-epoch ns from :func:`traffic.clock.unix_ns`, the clock of every table.
 from __future__ import annotations
 
 import argparse
+import queue
 import sys
 import threading
 import traceback
@@ -89,12 +93,14 @@ class Agent:
         self.n = len(self.ips)
         self.params = cfg.transport
         self.channels = cfg.channels
+        self.streams = cfg.streams
+        slots = self.channels * self.streams  # queue pairs per peer: every stream's channels
         me = addr[self.rank]
         peers = sorted(set(cfg.peers))
         entropy = entropy_policy(self.params.entropy, cfg.seed, self.rank, self.params.entropy_ports,
                                  self.params.flowlet_gap_us, {(pp.src_ip, pp.dst_ip): pp.paths for pp in cfg.path_ports})
         requester_qp, responder_qp = qp_classes(self.params.loss_recovery)
-        ports = entropy.host_ports(2 * len(peers) * self.channels)
+        ports = entropy.host_ports(2 * len(peers) * slots)
         # a host with several NICs (planes, scale-up) receives on all its addresses
         several = len(me.plane_ips) > 1 or bool(me.scale_up_ip)
         self.ep = Endpoint("0.0.0.0" if several else me.ip, read_ecn=cnp_interval_ns(self.params) is not None)
@@ -105,12 +111,12 @@ class Agent:
         except PermissionError as e:
             print(f"agent rank {self.rank}: PFC frames not obeyed: no AF_PACKET socket ({e})", file=sys.stderr)
             self.pfc = None
-        #: per channel: peer rank -> requester / responder QP
-        self.send_qps: list[dict[int, RequesterQP]] = [{} for _ in range(self.channels)]
-        self.recv_qps: list[dict[int, ResponderQP]] = [{} for _ in range(self.channels)]
-        #: per channel: messages from each peer that finished operations consumed (traffic.collectives.executor)
-        self.rx_consumed: list[dict[int, int]] = [{q: 0 for q in cfg.peers} for _ in range(self.channels)]
-        for c in range(self.channels):
+        #: per QP slot (stream x channels + channel): peer rank -> requester / responder QP
+        self.send_qps: list[dict[int, RequesterQP]] = [{} for _ in range(slots)]
+        self.recv_qps: list[dict[int, ResponderQP]] = [{} for _ in range(slots)]
+        #: per slot: messages from each peer that finished operations consumed (traffic.collectives.executor)
+        self.rx_consumed: list[dict[int, int]] = [{q: 0 for q in cfg.peers} for _ in range(slots)]
+        for c in range(slots):
             for i, q in enumerate(peers):
                 src, dst = qp_addresses(me, addr[q], c)
                 sport, rport = ports[2 * (c * len(peers) + i)], ports[2 * (c * len(peers) + i) + 1]
@@ -139,8 +145,11 @@ class Agent:
         """Run ``cmd`` in the group holding this rank (an idle record when none does).
 
         Raises traffic.collectives.UnknownAlgorithm for a collective/algorithm not registered, ValueError
-        for a rank twice in the groups, CollectiveTimeout (traffic.collectives.executor) on a timeout."""
+        for a rank twice in the groups or a stream the agent has no QPs for, CollectiveTimeout
+        (traffic.collectives.executor) on a timeout."""
         alg = collectives.get(cmd.collective, cmd.algorithm)
+        if not 0 <= cmd.stream < self.streams:
+            raise ValueError(f"op {cmd.op_id}: stream {cmd.stream} outside 0..{self.streams - 1}")
         groups = cmd.groups or [sorted(self.ips)]
         mine = [g for g in groups if self.rank in g]
         if len(mine) > 1 or (mine and len(set(mine[0])) != len(mine[0])):
@@ -151,8 +160,9 @@ class Agent:
                           t_end_ns=t0, sent_bytes=0, rx_msgs=0, t_rx_done_ns=t0)
         group = mine[0]
         g, pos = len(group), group.index(self.rank)
-        res = execute_channels(alg, pos, group, cmd.size_bytes, self.send_qps, self.recv_qps,
-                               self.rx_consumed, cmd.timeout_s)
+        lo, hi = cmd.stream * self.channels, (cmd.stream + 1) * self.channels
+        res = execute_channels(alg, pos, group, cmd.size_bytes, self.send_qps[lo:hi], self.recv_qps[lo:hi],
+                               self.rx_consumed[lo:hi], cmd.timeout_s)
         t1 = unix_ns()
         return OpDone(op_id=cmd.op_id, rank=self.rank, group_index=groups.index(group), group_size=g,
                       t_start_ns=t0, t_end_ns=t1, sent_bytes=res["sent_bytes"], rx_msgs=res["rx_msgs"],
@@ -206,6 +216,33 @@ class Agent:
         self.ep.stop()
 
 
+def _run_and_report(agent: Agent, cmd: RunOp) -> None:
+    try:
+        _emit(agent.run_op(cmd))
+    except Exception as e:
+        _emit(ErrorEvent(error=str(e), op_id=cmd.op_id))
+
+
+class StreamWorkers:
+    """One worker thread per stream, started on its first op: each runs its stream's RunOps in arrival order
+    and reports each (OpDone or ErrorEvent with the op id)."""
+
+    def __init__(self, agent: Agent):
+        self.agent = agent
+        self.queues: dict[int, queue.SimpleQueue] = {}
+
+    def submit(self, cmd: RunOp) -> None:
+        q = self.queues.get(cmd.stream)
+        if q is None:
+            q = self.queues[cmd.stream] = queue.SimpleQueue()
+            threading.Thread(target=self._work, args=(q,), name=f"stream-{cmd.stream}", daemon=True).start()
+        q.put(cmd)
+
+    def _work(self, q: queue.SimpleQueue) -> None:
+        while True:
+            _run_and_report(self.agent, q.get())
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run-id", required=True, help="run id (lets cleanup find this process)")
@@ -221,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         _emit(ErrorEvent(error=f"agent start failed: {e}", trace=traceback.format_exc()))
         return 1
     _emit(Ready(rank=agent.rank))
+    workers = StreamWorkers(agent)
     try:
         for line in sys.stdin:
             cmd = None
@@ -229,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
                 if isinstance(cmd, Exit):
                     break
                 if isinstance(cmd, RunOp):
-                    _emit(agent.run_op(cmd))
+                    workers.submit(cmd)
                 elif isinstance(cmd, protocol.RunFlows):  # a pattern trial (traffic.patterns)
                     _emit(run_flows(agent.rank, cmd, agent.send_qp, agent.recv_qp, agent.rx_consumed[0]))  # channel 0
                 elif isinstance(cmd, GetStats):

@@ -69,7 +69,9 @@ class AgentConfig:
     transport parameters (congestion-control and entropy policy names included). ``channels``:
     queue pairs per peer, one per channel (NCCL's parallel rings; traffic.collectives.channels).
     ``path_ports``: for an entropy policy that balances its ports over the paths (``spray``), the
-    traced ports of each address pair its QPs send on (empty otherwise)."""
+    traced ports of each address pair its QPs send on (empty otherwise). ``streams``: communicators
+    (testbed.emulation.agents: each stream has its own ``channels`` queue pairs per peer, and its
+    ops run in their own thread, in order)."""
 
     rank: int
     ranks: list[RankAddress]
@@ -78,6 +80,7 @@ class AgentConfig:
     transport: TransportParams
     channels: int = 1
     path_ports: list[PathPorts] = dataclasses.field(default_factory=list)
+    streams: int = 1
 
 
 # -- commands: runner -> agent -------------------------------------------------------------------
@@ -86,7 +89,9 @@ class AgentConfig:
 class RunOp:
     """Run collective ``op_id`` of ``size_bytes`` with ``algorithm``. ``groups`` lists the rank
     groups that run it concurrently, each in ring order (empty: one ring of all ranks); the agent
-    runs the group holding its rank, or records an idle op. ``timeout_s``: per-op limit."""
+    runs the group holding its rank, or records an idle op. ``timeout_s``: per-op limit. ``stream``:
+    the communicator whose queue pairs carry it (0..AgentConfig.streams-1); the agent runs the ops of
+    one stream in order and those of different streams concurrently."""
 
     op_id: int
     collective: str
@@ -94,6 +99,7 @@ class RunOp:
     size_bytes: int
     groups: list[list[int]]
     timeout_s: float
+    stream: int = 0
 
 
 @dataclass(frozen=True)

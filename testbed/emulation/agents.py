@@ -1,24 +1,29 @@
-"""The traffic agents of one run: one process per host namespace, driven in lock step.
+"""The traffic agents of one run: one process per host namespace.
 
-Each collective is started on every agent at once and waits for every agent's
-``op_done``; that is the barrier between operations (nccl-tests also starts
-each timed operation on all ranks together). A group-scoped collective (SimAI
-TP/DP/EP groups) runs one ring per group, all groups concurrently.
+A collective is started on the agents of the ranks that take part and completes when each of them
+answered ``op_done`` (nccl-tests also starts each timed operation on all its ranks together). A
+group-scoped collective (SimAI TP/DP/EP groups) runs one ring per group, all groups concurrently.
+
+Streams: ops carry a stream number (a communicator: NCCL runs each on its own CUDA stream and
+connections). Each stream has its own queue pairs to every peer; an agent runs the ops of one stream
+in the order it gets them and the ops of different streams concurrently, so several jobs, or one job's
+parallel groups, share the fabric at once (:meth:`AgentGroup.submit`).
 """
 from __future__ import annotations
 
 import json
-import selectors
 import subprocess
+import threading
 import sys
 import time
+from concurrent.futures import Future
 
 from testbed.emulation.fabric import HOST_NIC_QUEUE_BYTES, Fabric
-from testbed.lifecycle import StartStop, raise_if_interrupted
+from testbed.emulation.agent_events import AgentEvents
+from testbed.lifecycle import StartStop
 from traffic import protocol
 from testbed.emulation.entropy_paths import pools_for_pairs
-from traffic.protocol import (AgentConfig, ErrorEvent, Exit, GetStats, OpDone, PathPorts, RankAddress, Ready, RunOp,
-                              Stats)
+from traffic.protocol import AgentConfig, Exit, GetStats, OpDone, PathPorts, RankAddress, Ready, RunOp, Stats
 from traffic.transport.planes import qp_addresses
 from testbed.spec.transport import cc_class, cc_settings
 from traffic.transport import TransportParams
@@ -39,7 +44,7 @@ def taking_part(records: list[OpDone], groups) -> list[OpDone]:
     return [r for r in records if r.rank in members]
 
 
-def transport_params(spec, rto_us: int, peers_per_rank: int = 2) -> TransportParams:
+def transport_params(spec, rto_us: int, peers_per_rank: int = 2, streams: int = 1) -> TransportParams:
     """The agents' TransportParams from a ScenarioSpec (the one place they are built).
 
     ``rto_us``: the retransmission timeout, ``transport.rto_us`` or derived when that is ``auto``;
@@ -55,8 +60,8 @@ def transport_params(spec, rto_us: int, peers_per_rank: int = 2) -> TransportPar
     sockets of a host share its NIC queue (HOST_NIC_QUEUE_BYTES), so each socket's send buffer is
     at most that / (peers + 1), or sends of a rank talking to many peers at once (all-to-all,
     trees) overflow the queue (ENOBUFS, counted as host qdisc drops); with ``workload.channels``
-    C on P planes each NIC serves peers x ceil(C/P) QPs. A ring (2 peers, 1 channel) keeps the
-    default.
+    C on P planes each NIC serves peers x ceil(C/P) QPs, and ``streams`` (testbed.plan.plan_streams)
+    times that. A ring (2 peers, 1 channel, 1 stream) keeps the default.
     """
     from testbed.spec.rto import bdp_cap, rto_low
 
@@ -69,7 +74,7 @@ def transport_params(spec, rto_us: int, peers_per_rank: int = 2) -> TransportPar
     # channels share a NIC's queue too, spread over the planes' NICs (traffic.transport.planes)
     planes = spec.fabric.planes if spec.fabric.kind == "dual_plane" else 1
     channels = spec.workload.channels if spec.workload is not None else spec.jobs[0].workload.channels
-    qps = max(peers_per_rank, 1) * -(-channels // planes)
+    qps = max(peers_per_rank, 1) * -(-channels // planes) * max(streams, 1)
     sndbuf = min(TransportParams.sndbuf_bytes, HOST_NIC_QUEUE_BYTES // (qps + 1))
     return TransportParams(payload_bytes=t.payload_bytes, window_pkts=t.window_pkts,
                            ack_every_pkts=t.ack_every_pkts, rto_us=int(rto_us),
@@ -103,15 +108,18 @@ class AgentGroup(StartStop):
     Messages are those of :mod:`traffic.protocol`.
     """
 
-    def __init__(self, fabric: Fabric, transport: TransportParams, seed: int, peers_of, channels: int = 1):
+    def __init__(self, fabric: Fabric, transport: TransportParams, seed: int, peers_of, channels: int = 1,
+                 streams: int = 1):
         self.fabric = fabric
         self.channels = channels
+        self.streams = streams
         self.transport = transport
         self.seed = seed
         self.peers_of = peers_of
         self.procs: list[subprocess.Popen] = []
         self._logs = []
-        self._buf: dict[int, bytes] = {}
+        self._events: AgentEvents | None = None
+        self._write_lock = threading.Lock()
 
     def start(self, timeout_s: float = 30.0) -> None:
         layout = self.fabric.layout
@@ -121,7 +129,7 @@ class AgentGroup(StartStop):
         for h in layout.hosts:
             cfg = AgentConfig(rank=h.rank, ranks=ranks, peers=list(self.peers_of(h.rank)), seed=self.seed,
                               transport=self.transport, channels=self.channels,
-                              path_ports=path_ports.get(h.rank, []))
+                              path_ports=path_ports.get(h.rank, []), streams=self.streams)
             cfg_path = run_dir / f"agent-{h.rank}.json"
             cfg_path.write_text(protocol.encode(cfg))
             log = open(run_dir / f"agent-{h.rank}.log", "wb")
@@ -131,7 +139,11 @@ class AgentGroup(StartStop):
                             "--config", str(cfg_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                            stderr=log)
             self.procs.append(p)
+        self._events = AgentEvents(self.procs, self._death, AgentError)
         self._collect(Ready, timeout_s)
+
+    def _death(self, i: int) -> str:
+        return f"agent of rank {i} exited (code {self.procs[i].poll()}); see {self.fabric.run_dir}/agent-{i}.log"
 
     def _path_ports(self, ranks: list[RankAddress]) -> dict[int, list[PathPorts]]:
         """Per rank, the traced path pools of every address pair its QPs send on, when the entropy
@@ -140,7 +152,7 @@ class AgentGroup(StartStop):
         if not ENTROPY_POLICIES[self.transport.entropy].uses_paths:
             return {}
         pairs = {r.rank: [qp_addresses(r, ranks[q], c) for q in sorted(set(self.peers_of(r.rank)))
-                          for c in range(self.channels)] for r in ranks}
+                          for c in range(self.channels * self.streams)] for r in ranks}
         t0 = time.monotonic()
         pools = pools_for_pairs(self.fabric.layout, [pr for prs in pairs.values() for pr in prs],
                                 self.transport.entropy_ports)
@@ -151,66 +163,65 @@ class AgentGroup(StartStop):
         return {rank: [PathPorts(src, dst, pools[(src, dst)]) for src, dst in dict.fromkeys(prs)]
                 for rank, prs in pairs.items()}
 
-    def _send_all(self, cmd) -> None:
+    def _send(self, ranks, cmd) -> None:
         line = protocol.encode(cmd).encode()
-        for p in self.procs:
-            p.stdin.write(line)
-            p.stdin.flush()
+        with self._write_lock:  # job threads submit concurrently
+            for r in ranks:
+                p = self.procs[r]
+                p.stdin.write(line)
+                p.stdin.flush()
+
+    def _send_all(self, cmd) -> None:
+        self._send(range(len(self.procs)), cmd)
 
     def _collect(self, event: type, timeout_s: float) -> list:
         """Read one ``event`` (a protocol event class) from every agent, in rank order.
 
         Raises AgentError on an ErrorEvent, a line that is no valid message, death or timeout."""
-        sel = selectors.DefaultSelector()
-        for i, p in enumerate(self.procs):
-            sel.register(p.stdout, selectors.EVENT_READ, i)
-        got: dict[int, dict] = {}
-        deadline = time.monotonic() + timeout_s
+        return self._events.collect(event, timeout_s)
+
+    def submit(self, op_id: int, size_bytes: int, groups, timeout_s: float, collective: str = "allreduce",
+               algorithm: str = "ring", stream: int = 0) -> Future:
+        """Start one collective in every rank group of ``groups`` at once, on ``stream``; the future's
+        result is the op_done record of each rank in the groups, in rank order.
+
+        Only the agents of those ranks get the command, so ops on disjoint ranks, or on different streams,
+        run concurrently; an agent runs the ops of one stream in the order submitted. ``op_id``: unique in
+        the run. ``groups``: lists of ranks, each in the algorithm's position order (empty: every rank in
+        one group). Each agent needs queue pairs with the peers the algorithm names in every group it will
+        be given (``peers_of``; testbed.plan.plan_peers). The future raises AgentError on an error event
+        of this op or any agent failure. Raises ValueError for a stream outside 0..streams-1 or an op id
+        already running. Thread-safe.
+        """
+        if not 0 <= stream < self.streams:
+            raise ValueError(f"stream {stream} outside 0..{self.streams - 1}: the agents were started with "
+                             f"{self.streams} stream(s)")
+        ranks = sorted({int(r) for g in groups for r in g}) if groups else list(range(len(self.procs)))
+        future = self._events.expect_op(op_id, ranks)
         try:
-            while len(got) < len(self.procs):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    missing = sorted(set(range(len(self.procs))) - set(got))
-                    raise AgentError(f"no {event.__name__} from ranks {missing} within {timeout_s:.1f} s")
-                raise_if_interrupted()
-                for key, _ in sel.select(min(left, 0.2)):
-                    i = key.data
-                    chunk = key.fileobj.read1(65536) if hasattr(key.fileobj, "read1") else key.fileobj.read(65536)
-                    if not chunk:
-                        raise AgentError(f"agent of rank {i} exited (code {self.procs[i].poll()}); "
-                                         f"see {self.fabric.run_dir}/agent-{i}.log")
-                    self._buf[i] = self._buf.get(i, b"") + chunk
-                    while b"\n" in self._buf[i]:
-                        line, self._buf[i] = self._buf[i].split(b"\n", 1)
-                        try:
-                            msg = protocol.decode(line)
-                        except protocol.ProtocolError as e:
-                            raise AgentError(f"rank {i}: {e}") from None
-                        if isinstance(msg, ErrorEvent):
-                            err = msg.error
-                            raise AgentError(err if err.startswith(f"rank {i}:") else f"rank {i}: {err}")
-                        if isinstance(msg, event):
-                            got[i] = msg
-        finally:
-            sel.close()
-        return [got[i] for i in range(len(self.procs))]
+            self._send(ranks, RunOp(op_id=op_id, collective=collective, algorithm=algorithm,
+                                    size_bytes=int(size_bytes), groups=[list(g) for g in groups],
+                                    timeout_s=float(timeout_s), stream=stream))
+        except BaseException:
+            self._events.forget_op(op_id)
+            raise
+        future.ranks = ranks
+        return future
+
+    def wait(self, future: Future, op_id: int, timeout_s: float) -> list[OpDone]:
+        """The records of a submitted op (:meth:`submit`), waiting at most ``timeout_s``; raises AgentError
+        naming the ranks that did not answer, KeyboardInterrupt-like signals through the lifecycle's check."""
+        return self._events.wait_op(future, op_id, future.ranks, timeout_s)
 
     def run_op(self, op_id: int, size_bytes: int, groups, timeout_s: float,
-               collective: str = "allreduce", algorithm: str = "ring") -> list[OpDone]:
-        """Run one collective in every rank group at once; return the op_done record of each rank that took
-        part (a rank in one of ``groups``), in rank order.
-
-        ``groups``: lists of ranks, each in the algorithm's position order, run
-        concurrently (every agent is told all groups and runs the one holding its
-        rank; a rank in none answers with an idle record, which ends the barrier and is
-        then dropped: :func:`taking_part`). Each agent needs queue pairs with
-        the peers the algorithm names in every group it will be given (``peers_of``;
-        testbed.plan.plan_peers). ``collective``/``algorithm``: a key of
-        traffic.collectives.ALGORITHMS. Raises AgentError on an error event, an agent's death or a timeout.
-        """
-        self._send_all(RunOp(op_id=op_id, collective=collective, algorithm=algorithm, size_bytes=int(size_bytes),
-                             groups=[list(g) for g in groups], timeout_s=float(timeout_s)))
-        return taking_part(self._collect(OpDone, timeout_s + 10), groups)
+               collective: str = "allreduce", algorithm: str = "ring", stream: int = 0) -> list[OpDone]:
+        """Run one collective in every rank group at once and wait for it: :meth:`submit` and :meth:`wait`
+        with the op's ``timeout_s`` plus 10 s. Returns the op_done record of each rank that took part (a rank
+        in one of ``groups``), in rank order. Raises AgentError on an error event, an agent's death or a
+        timeout."""
+        fut = self.submit(op_id, size_bytes, groups, timeout_s, collective, algorithm, stream)
+        return taking_part(self.wait(fut, op_id, timeout_s + 10), groups) if groups else \
+            self.wait(fut, op_id, timeout_s + 10)
 
     def command(self, cmd, reply: type, timeout_s: float) -> list:
         """Send ``cmd`` (a traffic.protocol command) to every agent; return each one's ``reply`` event in
@@ -224,6 +235,8 @@ class AgentGroup(StartStop):
 
     def stop(self) -> None:
         """Ask every agent to exit; kill what does not within 3 s."""
+        if self._events is not None:
+            self._events.stop()
         for p in self.procs:
             try:
                 if p.poll() is None:

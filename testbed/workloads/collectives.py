@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from testbed.emulation.agents import AgentGroup
-from testbed.plan import PlannedOp, plan_peers
+from testbed.plan import PlannedOp, plan_peers, plan_streams
 from testbed.spec import estimate
 from testbed.workloads.base import Workload
 
@@ -34,7 +34,7 @@ class Collectives(Workload):
         """One agent per host with QPs to its op-plan peers (testbed.emulation.agents.AgentGroup)."""
         peers = plan_peers(ctx.ops_plan)
         with AgentGroup(fab, ctx.transport, ctx.spec.seed, lambda r: peers.get(r, []),
-                        ctx.spec.workload.channels) as agents:
+                        ctx.spec.workload.channels, plan_streams(ctx.ops_plan)) as agents:
             yield agents
 
     def run(self, ctx, agents: AgentGroup, rec, progress) -> None:

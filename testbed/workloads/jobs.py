@@ -9,12 +9,12 @@ from contextlib import contextmanager
 from typing import Iterator, Optional
 
 from testbed import signals
-from testbed.emulation.agents import AgentGroup
+from testbed.emulation.agents import AgentGroup, taking_part
 from testbed.jobs import links as job_links
 from testbed.jobs.plan import PlacedJob, jobs_plan, pass_estimate_s
 from testbed.jobs.results import (FAIR_SHARE_MODEL, format_jobs, job_entries, job_ops, jobs_table, tenant_entries,
                                   tenants_table)
-from testbed.plan import PlannedOp, WorkloadPlan, plan_peers
+from testbed.plan import PlannedOp, WorkloadPlan, plan_peers, plan_streams
 from testbed.spec import estimate
 from testbed.workloads.collectives import LAST_ACKS_S, Collectives
 
@@ -65,10 +65,8 @@ class Jobs(Collectives):
     def session(self, ctx, fab) -> Iterator[AgentGroup]:
         """One agent per host, QPs to its op-plan peers on every job's stream."""
         peers = plan_peers(ctx.ops_plan)
-        streams = 1 + max((op.stream for op in ctx.ops_plan), default=0)
-        channels = ctx.spec.jobs[0].workload.channels
-        with AgentGroup(fab, ctx.transport, ctx.spec.seed, lambda r: peers.get(r, []), channels,
-                        streams=streams) as agents:
+        with AgentGroup(fab, ctx.transport, ctx.spec.seed, lambda r: peers.get(r, []),
+                        ctx.spec.jobs[0].workload.channels, plan_streams(ctx.ops_plan)) as agents:
             yield agents
 
     def run_ops(self, ctx, agents: AgentGroup, rec, progress) -> None:
@@ -94,10 +92,11 @@ class Jobs(Collectives):
                 if job.duration_s is not None and n in starts and time.monotonic() - started >= job.duration_s:
                     return
                 expect_s = op.busbw_factor * op.size_bytes * 8 / ctx.goodput_bps
+                timeout_s = 10 * expect_s + 20
                 try:
-                    recs = agents.submit(k, op.size_bytes, op.groups, timeout_s=10 * expect_s + 20,
-                                         collective=op.collective, algorithm=op.algorithm,
-                                         stream=op.stream).result()
+                    fut = agents.submit(k, op.size_bytes, op.groups, timeout_s=timeout_s, collective=op.collective,
+                                        algorithm=op.algorithm, stream=op.stream)
+                    recs = taking_part(agents.wait(fut, k, timeout_s + 10), op.groups)
                 except BaseException as e:  # noqa: BLE001  handed to the main thread
                     with lock:
                         errors.append(e)
