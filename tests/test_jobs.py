@@ -218,15 +218,15 @@ def test_solo_attaches_slowdowns_and_the_interference_matrix(tmp_path):
 
 
 def test_the_report_adds_the_jobs_timeline_and_matrix_to_jobs_runs_only(tmp_path):
-    from test_report import RID, _run_dir, _sections
+    from test_report import _run_dir, _sections
     from testbed.report import write_report
 
     plain = _run_dir(tmp_path, "plain")
     assert "jobs_timeline" not in _sections(write_report(plain)[0].read_text())
     d = _run_dir(tmp_path, "jobs")
     s = json.loads((d / "summary.json").read_text())
-    s["jobs"] = {"jobs": [{"name": "a", "links": [f"{RID}l1>{RID}s1"]}, {"name": "b", "links": [f"{RID}l1>{RID}s1"]}],
-                 "shared_links": {f"{RID}l1>{RID}s1": ["a", "b"]},
+    s["jobs"] = {"jobs": [{"name": "a", "links": ["l1>s1"]}, {"name": "b", "links": ["l1>s1"]}],
+                 "shared_links": {"l1>s1": ["a", "b"]},
                  "interference": {"jobs": ["a", "b"], "jct_slowdown": [[1.0, 1.8], [1.7, 1.0]], "method": "m"}}
     (d / "summary.json").write_text(json.dumps(s))
     ops = pd.read_csv(d / "ops.csv")

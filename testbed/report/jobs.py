@@ -44,7 +44,7 @@ def jobs_timeline_plot(run: RunDir) -> Plot:
     if grid is not None:
         for i, p in enumerate(grid.ports):
             peer = run.port_links.get(p)
-            link = f"{p.rsplit('-eth', 1)[0]}>{peer[0]}" if peer else ""
+            link = f"{short_name(run, p.rsplit('-eth', 1)[0])}>{short_name(run, peer[0])}" if peer else ""
             if link in users:
                 keep.append((i, f"{grid.labels[i]} [{','.join(users[link])}]", peer[1]))
     height = 1.2 + 0.35 * len(names) + 0.2 * len(keep)

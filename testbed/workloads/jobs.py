@@ -16,7 +16,7 @@ from testbed.jobs.results import (FAIR_SHARE_MODEL, format_jobs, job_entries, jo
                                   tenants_table)
 from testbed.plan import PlannedOp, WorkloadPlan, plan_peers, plan_streams
 from testbed.spec import estimate
-from testbed.workloads.collectives import LAST_ACKS_S, Collectives
+from testbed.workloads.collectives import Collectives
 
 #: seconds between the main thread's checks for a signal or a failed job while the jobs run
 POLL_S = 0.2
@@ -131,7 +131,7 @@ class Jobs(Collectives):
         from testbed.results.rundir import RunDir
 
         jobs = self._placed()
-        layout = ctx.layout or ctx.spec.fabric.layout_preview()
+        layout = ctx.spec.fabric.layout_preview()  # node names without the run id (s1, l1): comparable across runs
         loads = job_links.job_loads(layout, jobs, ctx.ops_plan)
         caps = job_links.capacities(layout)
         fair = job_links.fair_rates(loads, caps)
