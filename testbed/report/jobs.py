@@ -57,7 +57,8 @@ def jobs_timeline_plot(run: RunDir) -> Plot:
     t0, t1 = t_s(run, ops["t_start_ns"]).to_numpy(), t_s(run, ops["t_end_ns"]).to_numpy()
     for y, name in enumerate(names):
         m = (ops["group"] == name).to_numpy()
-        ax.broken_barh(list(zip(t0[m], t1[m] - t0[m])), (y - 0.35, 0.7), color=_COLORS[y % len(_COLORS)])
+        ax.broken_barh(list(zip(t0[m], t1[m] - t0[m])), (y - 0.35, 0.7), color=_COLORS[y % len(_COLORS)],
+                       edgecolor="white", linewidth=0.8)  # one bar per op
     ax.set_yticks(range(len(names)), [f"job {n}" for n in names])
     ax.set_ylim(len(names) - 0.5, -0.5)
     ax.grid(True, axis="x", alpha=0.3)
