@@ -234,3 +234,40 @@ def test_the_report_adds_the_jobs_timeline_and_matrix_to_jobs_runs_only(tmp_path
     ops.to_csv(d / "ops.csv", index=False)
     secs = _sections(write_report(d)[0].read_text())
     assert secs["jobs_timeline"][0] == "img" and secs["jobs_interference"][0] == "img"
+
+
+def test_solo_with_three_jobs_runs_each_alone_and_each_pair_then_all(tmp_path, capsys):
+    """--solo on N = 3 jobs: 3 solo runs, 3 pair runs, then the shared run; M[i][j] from the pair runs."""
+    from testbed.jobs.solo import run_with_solo
+    from testbed.runner import RunOutcome
+
+    spec = parse_scenario(scenario(job("a", ranks=2), job("b", ranks=2), job("c", ranks=2)))
+    jct = {("a",): 1.0, ("b",): 1.0, ("c",): 1.0, ("a", "b"): (1.5, 1.2), ("a", "c"): (1.0, 1.0),
+           ("b", "c"): (1.1, 2.0), ("a", "b", "c"): (1.6, 2.1, 2.0)}
+    calls = []
+
+    def run_one(s, root):
+        names = tuple(j.name for j in s.jobs)
+        calls.append((names, Path(root).name))
+        times = jct[names] if len(names) > 1 else (jct[names],)
+        entries = [{"name": n, "tenant": "t", "hosts": list(j.hosts or ()), "timed_ops": 1, "busbw_ratio": 1 / t,
+                    "jct_s": t, "placement": "explicit", "fair_busbw_ratio": 1.0}
+                   for n, j, t in zip(names, s.jobs, times)]
+        d = _fake_run(Path(root) / "-".join(names), entries,
+                      [{**{c: 0 for c in JOBS_COLUMNS}, "job": e["name"], "size_bytes": 1, "busbw_ratio": 1 / e["jct_s"],
+                        "jct_s": e["jct_s"]} for e in entries])
+        return RunOutcome(0, d)
+
+    out = run_with_solo(spec, tmp_path, run_one)
+    assert [c[1] for c in calls] == ["solo"] * 3 + ["pairs"] * 3 + [tmp_path.name]
+    block = RunDir.open(out.run_dir).summary["jobs"]
+    assert block["interference"]["jct_slowdown"] == [[1.0, 1.5, 1.0], [1.2, 1.0, 1.1], [1.0, 2.0, 1.0]]
+    assert [e["jct_slowdown"] for e in block["jobs"]] == pytest.approx([1.6, 2.1, 2.0])
+    assert "each pair run alone (3 pair runs)" in capsys.readouterr().out
+
+
+def test_solo_needs_a_jobs_list():
+    from testbed.jobs.solo import run_with_solo
+
+    with pytest.raises(ScenarioError, match="--solo"):
+        run_with_solo(parse_scenario(scenario(keep_workload=True)), "results", None)
