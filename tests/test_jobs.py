@@ -134,8 +134,9 @@ def test_ring_flows_cross_the_spines_evenly_and_packed_jobs_share_no_link():
 def test_two_jobs_on_one_uplink_get_half_each():
     """One spine, two leaves of 4: two 2-rank jobs each with one host per leaf: both rings cross the one
     leaf-spine link each way, so the fair share is half the link each; alone, the whole link."""
-    spec = parse_scenario(scenario(job("a", hosts=["h1", "h5"]), job("b", hosts=["h2", "h6"]), job("c", hosts=["h3", "h4"]),
-                                   fabric={"fabric": {**QUICK["fabric"], "spines": 1, "leaves": 2, "hosts_per_leaf": 4}}))
+    one_spine = {"fabric": {**QUICK["fabric"], "spines": 1, "leaves": 2, "hosts_per_leaf": 4}}
+    spec = parse_scenario(scenario(job("a", hosts=["h1", "h5"]), job("b", hosts=["h2", "h6"]),
+                                   job("c", hosts=["h3", "h4"]), fabric=one_spine))
     loads, caps = _loads(spec)
     fair = links.fair_rates(loads, caps)
     assert fair["a"] == pytest.approx(5e6) and fair["b"] == pytest.approx(5e6)
@@ -254,8 +255,8 @@ def test_solo_with_three_jobs_runs_each_alone_and_each_pair_then_all(tmp_path, c
                     "jct_s": t, "placement": "explicit", "fair_busbw_ratio": 1.0}
                    for n, j, t in zip(names, s.jobs, times)]
         d = _fake_run(Path(root) / "-".join(names), entries,
-                      [{**{c: 0 for c in JOBS_COLUMNS}, "job": e["name"], "size_bytes": 1, "busbw_ratio": 1 / e["jct_s"],
-                        "jct_s": e["jct_s"]} for e in entries])
+                      [{**{c: 0 for c in JOBS_COLUMNS}, "job": e["name"], "size_bytes": 1,
+                        "busbw_ratio": 1 / e["jct_s"], "jct_s": e["jct_s"]} for e in entries])
         return RunOutcome(0, d)
 
     out = run_with_solo(spec, tmp_path, run_one)

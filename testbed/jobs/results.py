@@ -138,8 +138,9 @@ def format_jobs(block: dict) -> str:
         for r, row in zip(names, m["jct_slowdown"]):
             lines.append(f"{r:<10}" + "".join(f"{n(v, '.2f'):>10}" for v in row))
     if block.get("shared_links"):
-        lines.append(f"links two or more jobs may cross: {len(block['shared_links'])} "
-                     f"({', '.join(list(block['shared_links'])[:6])}{', ...' if len(block['shared_links']) > 6 else ''})")
+        shared = list(block["shared_links"])
+        more = ", ..." if len(shared) > 6 else ""
+        lines.append(f"links two or more jobs may cross: {len(shared)} ({', '.join(shared[:6])}{more})")
     else:
         lines.append("no link carries two jobs' traffic (placement keeps them apart)")
     return "\n".join(lines)
