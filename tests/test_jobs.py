@@ -272,3 +272,12 @@ def test_solo_needs_a_jobs_list():
 
     with pytest.raises(ScenarioError, match="--solo"):
         run_with_solo(parse_scenario(scenario(keep_workload=True)), "results", None)
+
+
+def test_tenant_hosts_gathers_each_tenants_placed_hosts():
+    from testbed.jobs.plan import tenant_hosts
+
+    spec = parse_scenario(scenario(job("a", ranks=2, tenant="red"), job("b", ranks=2, tenant="blue"),
+                                   job("c", ranks=2, tenant="red", placement="spread")))
+    assert tenant_hosts(spec) == {"red": ("h1", "h2", "h5", "h7"), "blue": ("h3", "h4")}
+    assert tenant_hosts(parse_scenario(scenario(keep_workload=True))) == {}

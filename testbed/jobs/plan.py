@@ -81,3 +81,12 @@ def jobs_plan(spec) -> tuple[WorkloadPlan, tuple[PlacedJob, ...]]:
             notes.append(f"jobs.{j.stream}.workload.max_bytes_per_size = {js.workload.max_bytes_per_size} B cuts "
                          f"the larger sizes' iterations (size: iterations run): {list_places(cut_all)}")
     return WorkloadPlan(tuple(ops), tuple(notes)), jobs
+
+
+def tenant_hosts(spec) -> dict[str, tuple[str, ...]]:
+    """Tenant -> the hosts its jobs hold (placement order, jobs in list order): what a tenant map (which
+    hosts may reach which) takes from a jobs scenario. {} for a single-workload scenario."""
+    out: dict[str, tuple[str, ...]] = {}
+    for j in placed_jobs(spec) if spec.jobs else ():
+        out[j.tenant] = out.get(j.tenant, ()) + j.hosts
+    return out
