@@ -26,7 +26,10 @@ are deleted) and a barrier. Nothing is ever wiped, so a restarted controller
 (the bridges are fail-secure and kept their flows) resyncs without dropping a
 packet or causing an OpenFlow error. Nothing is ever flooded: hosts resolve
 every fabric address through proxy ARP answered by this app (a packet-out ARP
-reply carrying the target host's MAC); unknown addresses get no answer.
+reply carrying the target host's MAC); unknown addresses get no answer. With
+tenant isolation (settings ``tenants``, :mod:`controllers.tenants`) a host's
+ingress switch drops, with a counted flow, every packet to a host of another
+tenant, and proxy ARP answers only for hosts the asker may reach.
 
 Readiness: once every DPID of the topology has answered its barrier, the app
 atomically writes the JSON file ``ready_file`` (:class:`controllers.contract.ControllerReady`)::
@@ -64,6 +67,7 @@ from controllers.failover_app import FailoverMixin
 from controllers.ofmsg import build_arp_reply, build_sync
 from controllers.contract import ControllerReady, ControllerSettings, OpenFlowError
 from controllers.ofplan import SwitchPlan, plan_fabric, proxy_arp_mac
+from controllers.tenants import TenantFilter, filter_from_settings
 from controllers.resync import SeenFlow, observed_actions, plan_sync
 from controllers.ryu_api import (
     CONFIG_DISPATCHER,
@@ -148,7 +152,8 @@ def load_fabric(settings_file: Optional[str], run_id: Optional[str]) -> LoadedFa
         if rid and rid != layout.run_id:
             raise ValueError(f"{settings.topology_file}: run_id: {layout.run_id!r} does not match {name} {rid!r}")
     lbs = settings.load_balance
-    return LoadedFabric(settings, layout, plan_fabric(layout, lbs.policy, dict(lbs.weights)))
+    tenants = filter_from_settings(layout.run_id, settings.tenants)
+    return LoadedFabric(settings, layout, plan_fabric(layout, lbs.policy, dict(lbs.weights), tenants))
 
 
 #: settings file -> the fabric controllers.run loaded while validating, taken by the app (planned once)
@@ -180,6 +185,8 @@ class FabricRoutingApp(AdaptiveMixin, FailoverMixin, BaseApp):
         self.lb_policy: str = settings.load_balance.policy
         self.lb_weights: Dict[str, int] = dict(settings.load_balance.weights)
         self.plans: Dict[int, SwitchPlan] = loaded.plans
+        # tenant isolation (controllers.tenants): drops in the plans, proxy ARP within the allowed pairs
+        self.tenants: Optional[TenantFilter] = filter_from_settings(self.topology.run_id, settings.tenants)
         self.ready_file: str = settings.ready_file
         self.switches: Dict[int, _SwitchState] = {}
         self.errors: List[OpenFlowError] = []
@@ -345,7 +352,7 @@ class FabricRoutingApp(AdaptiveMixin, FailoverMixin, BaseApp):
             return
         if req.opcode != arp.ARP_REQUEST:
             return
-        mac = proxy_arp_mac(self.topology, dp.id, in_port, req.src_ip, req.dst_ip)
+        mac = proxy_arp_mac(self.topology, dp.id, in_port, req.src_ip, req.dst_ip, self.tenants)
         if mac is None:
             LOG.debug("no ARP reply for %s asked by %s on dpid %s port %d",
                       req.dst_ip, req.src_ip, _dpid_text(dp.id), in_port)

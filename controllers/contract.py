@@ -92,12 +92,24 @@ class FailoverSettings:
 
 
 @dataclass(frozen=True)
+class TenantSettings:
+    """Tenant isolation the app enforces (controllers.tenants): ``host_tenant``: host name without the
+    run id -> tenant name; ``shared_hosts``: hosts every tenant may reach. Hosts in neither reach only
+    the shared hosts."""
+
+    host_tenant: dict[str, str]
+    shared_hosts: list[str]
+
+
+@dataclass(frozen=True)
 class ControllerSettings:
     """Everything the app needs besides the framework's own options (paths absolute).
 
     ``topology_file``: the run's layout (topology.model.save); ``stats_period_ms``: port and group
     statistics poll period (0: no polling); ``loop_settings_file``: where the congestion loop's
-    :class:`LoopSettings` will appear (None: no ECN, no PFC, no loop)."""
+    :class:`LoopSettings` will appear (None: no ECN, no PFC, no loop); ``tenants``: the isolation to
+    enforce (None: every host reaches every host). The file always has every field (``tenants`` too);
+    its default here only spares callers in code."""
 
     run_id: str
     topology_file: str
@@ -108,6 +120,7 @@ class ControllerSettings:
     load_balance: LoadBalanceSettings
     failover: FailoverSettings
     loop_settings_file: Optional[str]
+    tenants: Optional[TenantSettings] = None
 
 
 # -- congestion loop settings --------------------------------------------------------------------
@@ -413,6 +426,6 @@ __all__ = [
     "GraySuspected", "LOG_FILE", "LOOP_RESULT_FILE", "LOOP_SETTINGS_FILE", "LOOP_STARTED_FILE",
     "LOOP_STOPPED_FILE", "LOOP_STOP_REQUEST_FILE", "LOSSLESS_QUEUES_FILE", "LinkChange", "LinkDown", "LinkUp",
     "LoadBalanceSettings", "LoopSettings", "OpenFlowError", "PFC_EVENTS_FILE", "PfcSettings", "READY_FILE",
-    "Rerouted", "SETTINGS_FILE", "STATS_FILE", "StatsPoll", "TOPOLOGY_FILE", "Unroutable", "WatchdogSettings", "decode", "encode",
+    "Rerouted", "SETTINGS_FILE", "STATS_FILE", "StatsPoll", "TOPOLOGY_FILE", "TenantSettings", "Unroutable", "WatchdogSettings", "decode", "encode",
     "dumps", "event_line", "parse_event", "parse_stats", "read_events", "read_json",
 ]

@@ -98,7 +98,7 @@ class FailoverMixin:
         """Plan on the layout without the dead links; resync every connected switch. When the dead links
         cut a host off, the routes stay as they are (an ``unroutable`` event says why)."""
         try:
-            self.plans = plan_fabric(self.links.routing_layout(), self.lb_policy, self.lb_weights)
+            self.plans = plan_fabric(self.links.routing_layout(), self.lb_policy, self.lb_weights, self.tenants)
         except RoutingError as e:
             self._event(Unroutable(seq=self.reroute_seq, error=str(e), time_ns=0))
             return

@@ -16,6 +16,8 @@ Plan of every switch (proactive L3, no flooding, no MAC learning):
 * ``ipv4_dst=<host>`` (/32) routes; ``ipv4_dst`` in the switch's own subnet
   but no known host: drop (a packet never bounces back into the fabric);
 * ``ipv4_dst=<switch subnet>`` routes toward the hosts of another switch;
+* with tenant isolation (:mod:`controllers.tenants`), on a host's ingress switch
+  one counted drop per destination host it may not reach, above the host routes;
 * a route with one next hop outputs to that port; a route with several
   equal-cost next hops goes to the select group of that port set (one group
   per distinct set, group ids from 1), whose buckets, weights and selection
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple, Mapping
 
 from controllers import lb
+from controllers import tenants as tenancy
 from topology.model import Layout
 from topology import planes
 from topology.routing import PortSet, SwitchRoutes, plan_routes
@@ -139,10 +142,11 @@ def plan_group(group_id: int, select: lb.SelectGroup) -> GroupPlan:
 
 
 def plan_switch(layout: Layout, routes: SwitchRoutes, policy: lb.Policy = lb.get(lb.DEFAULT_POLICY),
-                lb_weights: Mapping[str, int] = {}) -> SwitchPlan:
+                lb_weights: Mapping[str, int] = {}, tenants: Optional[tenancy.TenantFilter] = None) -> SwitchPlan:
     """Flows and groups of switch ``routes.switch`` from its routes (topology.routing);
     ``policy`` (:mod:`controllers.lb`) sets each select group's buckets and selection method,
-    given ``lb_weights`` (next-hop switch name -> weight, for the weighted policies).
+    given ``lb_weights`` (next-hop switch name -> weight, for the weighted policies);
+    ``tenants``: the isolation drops of the switch's hosts (controllers.tenants.drop_flows; None: none).
 
     KeyError if the switch is not in ``layout``.
     """
@@ -164,6 +168,8 @@ def plan_switch(layout: Layout, routes: SwitchRoutes, policy: lb.Policy = lb.get
             host = layout.host_by_ip(r.prefix.split("/")[0])
             flows.append(FlowPlan(PRIO_HOST_ROUTE, (("eth_type", ETH_TYPE_IPV4), ("ipv4_dst", host.ip)),
                                   _forward(routes, r.ports), f"host-{host.name}"))
+    if tenants is not None:
+        flows += [_drop(prio, match, purpose) for prio, match, purpose in tenancy.drop_flows(layout, sw.name, tenants)]
     if sw.subnet:
         flows.append(_drop(
             PRIO_LOCAL_SUBNET_DROP,
@@ -180,10 +186,12 @@ def plan_switch(layout: Layout, routes: SwitchRoutes, policy: lb.Policy = lb.get
 
 
 def plan_fabric(layout: Layout, lb_policy: str = lb.DEFAULT_POLICY,
-                lb_weights: Mapping[str, int] = {}) -> Dict[int, SwitchPlan]:
+                lb_weights: Mapping[str, int] = {}, tenants: Optional[tenancy.TenantFilter] = None
+                ) -> Dict[int, SwitchPlan]:
     """Return {dpid: SwitchPlan} for every switch in ``layout``, select groups by the
     load-balancing policy named ``lb_policy`` (:data:`controllers.lb.POLICIES`) with
-    ``lb_weights`` (``load_balance.weights``: switch name without the run id -> weight).
+    ``lb_weights`` (``load_balance.weights``: switch name without the run id -> weight);
+    ``tenants``: tenant isolation to enforce (:mod:`controllers.tenants`; None: none).
 
     Raises topology.routing.RoutingError if some switch cannot reach some host,
     ValueError naming ``load_balance.policy`` for an unknown policy or
@@ -195,17 +203,19 @@ def plan_fabric(layout: Layout, lb_policy: str = lb.DEFAULT_POLICY,
     plans: Dict[int, SwitchPlan] = {}
     for view in planes.views(layout):  # each plane (and scale-up domain) routed on its own
         routes = plan_routes(view)
-        plans.update((sw.dpid, plan_switch(view, routes[sw.name], policy, lb_weights)) for sw in view.switches)
+        plans.update((sw.dpid, plan_switch(view, routes[sw.name], policy, lb_weights, tenants)) for sw in view.switches)
     return plans
 
 
-def proxy_arp_mac(layout: Layout, dpid: int, in_port: int, sender_ip: str, target_ip: str) -> Optional[str]:
+def proxy_arp_mac(layout: Layout, dpid: int, in_port: int, sender_ip: str, target_ip: str,
+                  tenants: Optional[tenancy.TenantFilter] = None) -> Optional[str]:
     """MAC to answer an ARP request with, or None to stay silent.
 
     Answers for any host IP of the fabric asked from a host port of switch
     ``dpid``, except when the asker asks about its own address (gratuitous
     ARP, RFC 5227 probes/announcements): there a reply would read as an
-    address conflict. Unknown targets and non-host ports get no reply.
+    address conflict. Unknown targets and non-host ports get no reply; with
+    ``tenants``, neither does a target the asker may not reach.
     """
     sw = layout.switch_by_dpid(dpid)
     if sw is None:
@@ -215,4 +225,6 @@ def proxy_arp_mac(layout: Layout, dpid: int, in_port: int, sender_ip: str, targe
     if asker is None or target_ip == asker.ip or target_ip == sender_ip:
         return None
     target = layout.host_by_ip(target_ip)
-    return target.mac if target else None
+    if target is None or (tenants is not None and not tenants.allows(asker.name, target.name)):
+        return None
+    return target.mac

@@ -12,6 +12,8 @@ import sys
 import traceback
 from pathlib import Path
 
+from testbed.rest_text import plain as plain_help
+
 PROG = "testbed"
 RUN_EXIT_CODES = """exit codes:
   0        completed and faithful (every judged fidelity check passed)
@@ -31,8 +33,28 @@ class CliError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    """The parser of ``testbed`` and of every subcommand: one-line errors, help without reST markup
+    (stripped from descriptions and argument helps before argparse wraps them, and from the page)."""
+
+    def __init__(self, *args, **kwargs):
+        for key in ("description", "epilog"):
+            if kwargs.get(key):
+                kwargs[key] = plain_help(kwargs[key])
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args, **kwargs):
+        if isinstance(kwargs.get("help"), str):
+            kwargs["help"] = plain_help(kwargs["help"])
+        return super().add_argument(*args, **kwargs)
+
     def error(self, message: str):  # one line, no usage dump
         raise CliError(f"{message} (see '{self.prog} --help')")
+
+    def format_help(self) -> str:  # every help page, the top level's and each subcommand's
+        return plain_help(super().format_help())
+
+    def format_usage(self) -> str:
+        return plain_help(super().format_usage())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -83,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     from testbed.regress import command as regress_command
     from testbed.results import compare
     compare.add_parser(sub, [common])
-    regress_command.add_parser(sub, [common])  # compare / regress: README "Comparing runs and regression"
+    regress_command.add_parser(sub, [common])  # compare / regress: docs/scripting.md
 
     doctor = sub.add_parser("doctor", help="probe what this machine supports (root)", parents=[common])
     doctor.add_argument("--json", action="store_true", help="print the probe as JSON")

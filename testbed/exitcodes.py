@@ -1,8 +1,8 @@
-"""Exit codes of ``testbed run`` (README "Exit codes"; ``testbed run --help``): a regression
+"""Exit codes of ``testbed run`` (docs/cli.md "Exit codes"; ``testbed run --help``): a regression
 script can gate on the code alone."""
 from __future__ import annotations
 
-#: Exit codes of ``testbed run`` (README "Exit codes"; ``testbed run --help``).
+#: Exit codes of ``testbed run`` (docs/cli.md "Exit codes"; ``testbed run --help``).
 EXIT_FAITHFUL = 0          # completed, every judged fidelity check passed
 EXIT_BAD_INPUT = 2         # bad scenario or arguments; nothing was built
 EXIT_NOT_FAITHFUL = 3      # completed, but a fidelity check failed: the figures are not trustworthy

@@ -99,7 +99,8 @@ class Recording:
     measurement is in (the teardown may still fail); t_measured_ns: when (Unix ns, the drop counters
     read after the traffic); controller: summary.json's ``controller`` block the verdict judged (the
     supervisor's report at the end of the measurement, then its final one after the teardown);
-    results: testbed.results.summary.Written once the complete results are on disk.
+    results: testbed.results.summary.Written once the complete results are on disk; tenants: the
+    isolation probes and drop counters (testbed.tenants.results.TenantRecord).
     """
 
     ops_planned: int
@@ -119,3 +120,4 @@ class Recording:
     t_measured_ns: Optional[int] = None
     controller: Optional[dict] = None
     results: object = None
+    tenants: object = None  # testbed.tenants.results.TenantRecord (None: no tenants)

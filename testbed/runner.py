@@ -14,7 +14,7 @@ The steps of a run, in order, each a call into its room:
 5. build the fabric (testbed.emulation.fabric: controller ready, queues
    installed and read back) and start one agent per host
    (testbed.emulation.agents);
-6. run the workload while sampling switch queues, CPU and departures
+6. with tenants, probe isolation with real packets (testbed.tenants); run the workload while sampling switch queues, CPU and departures
    (testbed.measure), reading the drop counters before and after; the
    workload's mode (testbed.workloads: size sweep, SimAI replay or pattern
    trials) plans it, names the queue pairs, drives the agents and adds its
@@ -81,6 +81,7 @@ from testbed.results.rundir import RunDir, check_results_root
 from testbed.run_context import Recording, RunContext
 from testbed.spec.rto import run_rto_us
 from testbed.spec.scenario import ScenarioError, ScenarioSpec
+from testbed.tenants import results as tenant_results
 from testbed.workloads import workload_for
 from traffic.clock import unix_ns
 
@@ -151,7 +152,9 @@ def _run_fabric(ctx: RunContext, progress: Progress, cli: bool = False) -> dict:
     with what the teardown knows (partial results when cut short before every measurement was in)."""
     rec = Recording(ops_planned=len(ctx.ops_plan), workload=workload_for(ctx.spec))
     try:
-        with Fabric(ctx.spec, ctx.run_id, ctx.run_dir, ctx.datapath, layout=ctx.layout) as fab:
+        from testbed.jobs.plan import run_tenant_map  # the scenario's tenants and the jobs' placed hosts
+        with Fabric(ctx.spec, ctx.run_id, ctx.run_dir, ctx.datapath, layout=ctx.layout,
+                    tenants=run_tenant_map(ctx.spec)) as fab:
             rec.fab = fab
             progress.fabric_up(fab)
             with rec.workload.session(ctx, fab) as agents:  # the workload's agents (testbed.workloads)
@@ -195,6 +198,7 @@ def _measure(ctx: RunContext, fab: Fabric, agents: AgentGroup | None, rec: Recor
     held back."""
     host_pids = {h.name: fab.net.get(h.name).pid for h in fab.layout.hosts}
     host_ifs = {h.name: fab.host_intfs(h.name) for h in fab.layout.hosts}
+    rec.tenants = tenant_results.start(ctx.spec, fab)  # isolation probes, before the counters are read
     rec.drops_before = DropSnapshot.take(host_pids, fab.switch_ports, host_ifs)
     rec.departures = timing.DepartureCapture(fab.switch_ports)
     rec.sampler = QdiscSampler(fab.switch_ports, ctx.spec.output.sample_period_ms / 1e3,
@@ -207,6 +211,7 @@ def _measure(ctx: RunContext, fab: Fabric, agents: AgentGroup | None, rec: Recor
         with capture, rec.sampler, rec.cpu, rec.departures, rec.faults:
             rec.workload.run(ctx, agents, rec, progress)  # signals held back once its traffic is done
         rec.drops_after = DropSnapshot.take(host_pids, fab.switch_ports, host_ifs)
+        tenant_results.read_counters(rec.tenants, fab)  # the isolation drop flows' counters
         rec.t_measured_ns = unix_ns()
         rec.measured = True
         rec.phase = "teardown"
@@ -303,6 +308,10 @@ def _validate(spec: ScenarioSpec, results_root: Path, quiet: bool, max_duration_
         printing.print_estimate(est_s, len(ops_plan), cap_s, workload.loss_note(plan.ops),
                                 estimate.describe_setup(spec.fabric))
     estimate.check_duration(workload.scaling_keys(), est_s, cap_s)
+    if spec.tenants:  # a workload across tenants would only time out against the isolation drops
+        from testbed.jobs.plan import run_tenant_map
+        from testbed.spec.tenants import check_peers
+        check_peers(run_tenant_map(spec), workload.peers(plan.ops))
     warning = capacity_check.check_scenario(spec, workload.peers(plan.ops), over_capacity=over_capacity)
     if warning:
         print(f"testbed: warning: {warning}", file=sys.stderr)

@@ -62,7 +62,7 @@ def test_quickstart_estimate_matches_its_documented_80_s():
     est = workload_for(spec).estimate_s(plan_workload(spec).ops)
     # set-up (6 switches, 16 links, 8 hosts) + 41 ops x 0.04 s + 35 timed and 6 warm-up ops moving 1.75 x their
     # size at 10 Mbit/s x 4096/4154: 64 KiB..4 MiB, 6 ops each (4 MiB: 5, max_bytes_per_size 16 MiB)
-    # measured 2026-11-30: the quickstart took 69 s in all (README: about 80 s)
+    # measured 2026-11-30: the quickstart took 69 s in all (docs/scenarios.md: about 75 s)
     eff = 4096 / 4154
     moved = 6 * sum(65536 << k for k in range(6)) + 5 * (4 << 20)
     assert est == pytest.approx(estimate.setup_s(spec.fabric) + 41 * 0.04 + 1.75 * moved * 8 / (10e6 * eff), abs=0.01)

@@ -281,3 +281,20 @@ def test_tenant_hosts_gathers_each_tenants_placed_hosts():
                                    job("c", ranks=2, tenant="red", placement="spread")))
     assert tenant_hosts(spec) == {"red": ("h1", "h2", "h5", "h7"), "blue": ("h3", "h4")}
     assert tenant_hosts(parse_scenario(scenario(keep_workload=True))) == {}
+
+
+def test_jobs_hosts_join_their_tenants_in_the_run_tenant_map():
+    from testbed.jobs.plan import run_tenant_map
+
+    tenants = {"tenants": {"red": {"hosts": ["h1"]}, "blue": {"hosts": ["h8"]}}}
+    d = scenario(job("a", ranks=4, tenant="red"), job("b", ranks=4, tenant="blue"))
+    spec = parse_scenario({**d, **tenants})
+    tmap = run_tenant_map(spec)
+    assert tmap.tenants == {"red": ("h1", "h2", "h3", "h4"), "blue": ("h5", "h6", "h7", "h8")} and tmap.isolation
+    assert tmap.allows("h1", "h4") and not tmap.allows("h1", "h5")
+    with pytest.raises(ScenarioError, match="jobs.1.tenant: 'green' is not declared under tenants"):
+        parse_scenario({**scenario(job("a", ranks=4, tenant="red"), job("b", ranks=4, tenant="green")), **tenants})
+    with pytest.raises(ScenarioError, match="placed hosts do not fit the tenants: .*h8 is in tenant 'blue'"):
+        parse_scenario({**scenario(job("a", ranks=2, tenant="red"), job("b", hosts=["h7", "h8"], tenant="red")),
+                        **tenants})
+    assert run_tenant_map(parse_scenario(scenario(job("a", ranks=4)))) is None

@@ -1,6 +1,6 @@
 """RoCEv2 wire format: case C05, fast path vs scapy, pack/unpack, bad arguments, pcaps.
 
-Unit tests, no root. Case C05 is in /work/shared/cases/README.md: a CNP whose
+Unit tests, no root. Case C05 (a user report): a CNP whose
 ICRC (82 fd 00 2a) was seen in a capture from real NIC hardware.
 """
 from __future__ import annotations

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from controllers import contract
 from controllers.contract import (AdaptiveSettings, ControllerReady, ControllerSettings, FailoverSettings,
-                                  LoadBalanceSettings)
+                                  LoadBalanceSettings, TenantSettings)
 from controllers.run import LISTEN_HOST
 from testbed.lifecycle import raise_if_interrupted
 
@@ -120,13 +120,23 @@ def free_tcp_port() -> int:
         return s.getsockname()[1]
 
 
-def controller_settings(spec, run_id: str, run_dir: Path, loop_settings_file: Path | None = None
-                        ) -> ControllerSettings:
+def tenant_settings(tenants) -> TenantSettings | None:
+    """The isolation the controller enforces for a testbed.spec.tenants.TenantMap (None: isolation off)."""
+    if tenants is None or not tenants.isolation:
+        return None
+    return TenantSettings(host_tenant=dict(tenants.host_tenant), shared_hosts=list(tenants.shared_hosts))
+
+
+def controller_settings(spec, run_id: str, run_dir: Path, loop_settings_file: Path | None = None,
+                        tenants=None) -> ControllerSettings:
     """The app's settings for a scenario's run (paths absolute, in ``run_dir``): the events file always;
     statistics polling only when the scenario injects faults (the gray-failure detector, ``gray_detect``)
     or uses the adaptive policy (the shorter period of the two), so other runs pay nothing for it;
     ``loop_settings_file``: where the congestion loop's settings will appear (None: no loop;
-    testbed.emulation.congestion_conf.loop_settings_file)."""
+    testbed.emulation.congestion_conf.loop_settings_file); ``tenants``: the run's
+    testbed.spec.tenants.TenantMap (default: the scenario's own, testbed.spec.tenants.tenant_map)."""
+    from testbed.spec.tenants import tenant_map
+
     f, lbs = spec.failover, spec.load_balance
     adaptive = lbs.adaptive  # the adaptive policy reacts to the same polled counters
     periods = ([f.stats_period_ms] if spec.faults else []) + ([adaptive["poll_period_ms"]] if adaptive else [])
@@ -143,7 +153,8 @@ def controller_settings(spec, run_id: str, run_dir: Path, loop_settings_file: Pa
             gray_detect=bool(spec.faults), gray_loss_threshold=float(f.gray_loss_threshold), gray_window_ms=f.window_ms,
             # a queue filling up looks like loss to the detector: ask for more than one buffer of full frames
             gray_min_lost_pkts=max(5, math.ceil(spec.fabric.buffer_bytes / (spec.fabric.mtu_bytes + 14)))),
-        loop_settings_file=str(Path(loop_settings_file).resolve()) if loop_settings_file else None)
+        loop_settings_file=str(Path(loop_settings_file).resolve()) if loop_settings_file else None,
+        tenants=tenant_settings(tenants if tenants is not None else tenant_map(spec)))
 
 
 class ControllerProcess:

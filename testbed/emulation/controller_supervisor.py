@@ -14,7 +14,7 @@ death costs no packet on installed paths. Every switch retries the
 connection once a second (``max_backoff`` set by testbed.emulation.fabric), which
 bounds the reconnect.
 
-Verdict policy (README "Controller"): a death by itself does not make a run
+Verdict policy (docs/controller.md): a death by itself does not make a run
 unfaithful; packets it costs are judged by the loss checks like any other
 loss. A run is not faithful when a switch answered any controller message
 with an OpenFlow error, or when a restart did not bring every switch back
@@ -235,7 +235,7 @@ class ControllerSupervisor:
 
 
 def violations(report: dict, until_ns: int | None = None) -> tuple[list[str], list[str]]:
-    """(violations, later) of a :meth:`ControllerSupervisor.report` ``report`` (README "Controller").
+    """(violations, later) of a :meth:`ControllerSupervisor.report` ``report`` (docs/controller.md).
 
     violations: any OpenFlow error (the count covers the whole report: an error carries no time, and
     may answer a message sent while measuring), and a failed or partial restart after a death at or

@@ -17,7 +17,7 @@ fat-tree, k not a power of two) is covered. Traces go over one unixctl
 connection to ovs-vswitchd (the ``ovs`` Python library, os-ken's dependency): about 1 ms each here,
 against about 14 ms for an ``ovs-appctl`` process. The pools are computed once per run and pair and
 hold for the groups at that time: after a failure the controller's new groups move the ports of a
-dead bucket elsewhere (spraying then is only as even as the hash), see README (packet spraying).
+dead bucket elsewhere (spraying then is only as even as the hash), see docs/how-a-run-works.md (packet spraying).
 """
 from __future__ import annotations
 

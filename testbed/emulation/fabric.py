@@ -69,15 +69,18 @@ class Fabric(StartStop):
     """A running fabric of one run (see module docstring); ``layout`` is its topology.model.Layout."""
 
     def __init__(self, spec: ScenarioSpec, run_id: str, run_dir: Path, datapath: str = "user",
-                 layout: model.Layout | None = None):
+                 layout: model.Layout | None = None, tenants=None):
         """``layout``: the run's layout, built once by the runner (testbed.run_context.RunContext.layout);
-        None: built here. ValueError for another run's layout or an unknown ``datapath``."""
+        None: built here. ``tenants``: the run's testbed.spec.tenants.TenantMap the controller enforces
+        (None: the scenario's own, tenant_map(spec); a jobs placement passes its extra hosts). ValueError
+        for another run's layout or an unknown ``datapath``."""
         if datapath not in ("user", "kernel"):
             raise ValueError(f"datapath {datapath!r}: allowed 'user' or 'kernel'")
         if layout is not None and layout.run_id != run_id:
             raise ValueError(f"layout of run {layout.run_id!r} given to the fabric of run {run_id!r}")
         self.spec = spec
         self.run_id = run_id
+        self.tenants = tenants
         self.run_dir = Path(run_dir)
         self.datapath = datapath
         self.layout = layout if layout is not None else build_layout(spec.fabric.kind, spec.fabric, run_id)
@@ -110,7 +113,8 @@ class Fabric(StartStop):
         t0_ns = unix_ns()
         model.save(self.layout, self.run_dir / TOPOLOGY_FILE)
         settings = controller_settings(self.spec, self.run_id, self.run_dir,
-                                       congestion_conf.loop_settings_file(self.spec, self.run_dir))
+                                       congestion_conf.loop_settings_file(self.spec, self.run_dir),
+                                       tenants=self.tenants)
         self.controller = ControllerProcess(self.run_dir, settings, framework=self.spec.controller.framework).start()
         switch_cls = partial(OVSSwitch, datapath=self.datapath, protocols="OpenFlow15", failMode="secure")
         self.net = Mininet(topo=FabricTopo(layout=self.layout), switch=switch_cls, host=Host, link=Link,

@@ -90,3 +90,16 @@ def tenant_hosts(spec) -> dict[str, tuple[str, ...]]:
     for j in placed_jobs(spec) if spec.jobs else ():
         out[j.tenant] = out.get(j.tenant, ()) + j.hosts
     return out
+
+
+def run_tenant_map(spec):
+    """The run's testbed.spec.tenants.TenantMap: the scenario's ``tenants`` plus every job's placed hosts in
+    its job's tenant (testbed.spec.tenants.tenant_map's ``extra``); None without a ``tenants`` section.
+    Raises ScenarioError as tenant_map does."""
+    if not spec.tenants:
+        return None
+    from testbed.spec.tenants import tenant_map
+
+    if not spec.jobs:
+        return tenant_map(spec)
+    return tenant_map(spec, extra={h: t for t, hosts in tenant_hosts(spec).items() for h in hosts})

@@ -19,7 +19,7 @@ Search for the highest faithful rate, on the grid ``START_BPS x 2^(k/4)``:
 
 So the result is a rate that was faithful in the search and in a second run, one fine step below a
 rate that failed at least once: two calibrations in a row agree within one :data:`RATE_STEP`
-(README "faithful capacity" records two). A rate above :data:`MAX_BPS` is not tried (the result
+(docs/cli.md, ``testbed doctor``, records two). A rate above :data:`MAX_BPS` is not tried (the result
 is then a lower bound).
 
 The capacity at each MTU is the packet-hops/s (testbed.measure.packet_load) the step's scenario

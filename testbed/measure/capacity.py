@@ -32,7 +32,7 @@ CALIBRATED_PAYLOADS = (1024, 4096)
 #: back-to-back ``testbed doctor --calibrate`` runs on this project's machine class (2 vCPUs,
 #: Intel Xeon, kernel 6.18, userspace Open vSwitch, 2026-12-02): path MTU 1024 faithful up to 7.07 and
 #: 8.41 Mbit/s per link (22,056 and 26,229 packet-hops/s), 4096 up to 23.8 Mbit/s twice (21,471); the
-#: lower figure at each MTU, rounded down (README "doctor").
+#: lower figure at each MTU, rounded down (docs/cli.md, ``testbed doctor``).
 DEFAULT_HOP_PPS = {1024: 22_000.0, 4096: 21_000.0}
 DEFAULT_SOURCE = "measured on 2 vCPUs with userspace Open vSwitch, 2026-12-02"
 

@@ -63,7 +63,8 @@ def judge_run(ctx: RunContext, rec: Recording, qps: pd.DataFrame, ports: pd.Data
     t = transport_totals(qps, [st.rx_pkts for st in rec.stats], switch_drops, ctx.transport.window_pkts)
     t["loss_recovery"] = ctx.transport.loss_recovery
     host_tx = host_tx_frame(qps, [h.name for h in fab.layout.hosts], ctx.spec.fabric.host_link_bps)
-    counter_drops = discount_kick_frames(drops.delta(rec.drops_before, rec.drops_after), ctx.run_dir)
+    isolation_pkts = sum(r["packets"] for r in (getattr(rec.tenants, "drop_rows", None) or ()))
+    counter_drops = discount_kick_frames(drops.delta(rec.drops_before, rec.drops_after), ctx.run_dir, isolation_pkts)
     retries = retries_by_host(qps, [h.name for h in fab.layout.hosts])
     if faults is not None:
         counter_drops = charge_faults(ctx, faults, t, counter_drops, retries)
@@ -109,12 +110,13 @@ def judge_controller(verdict: FidelityVerdict, report: dict, measured_until_ns: 
     verdict.replace("controller", FAILED if failed else PASSED, "\n".join(failed or later))
 
 
-def discount_kick_frames(counter_drops: dict[str, int], run_dir) -> dict[str, int]:
+def discount_kick_frames(counter_drops: dict[str, int], run_dir, by_design_pkts: int = 0) -> dict[str, int]:
     """Open vSwitch's pipeline drops less the PFC loop's kick frames (dataplane/pfc_gate.py: sent on
-    resume, dropped by the next switch on table miss, by design), at most down to 0."""
+    resume, dropped by the next switch on table miss, by design) and less ``by_design_pkts`` other
+    packets dropped by design (tenant isolation's counted drop flows, testbed.tenants), at most down to 0."""
     from testbed.results.congestion import kick_frames
 
-    kicks = kick_frames(run_dir)
+    kicks = kick_frames(run_dir) + by_design_pkts
     out = dict(counter_drops)
     for k in sorted(k for k in out if k.startswith(drops.PIPELINE_DROP_COUNTER)):
         taken = min(kicks, max(0, out[k]))

@@ -8,7 +8,7 @@ largest difference from the reference that still counts as the same, the
 larger of an absolute part (in the figure's unit) and a relative part (a
 fraction of the reference's magnitude). The defaults (:data:`FAMILIES`) are
 set from repeated runs of the default suite on this machine class (2 cores,
-userspace OVS; README "Comparing runs and regression"): wide enough for
+userspace OVS; docs/scripting.md "Comparing runs and regression"): wide enough for
 run-to-run noise, narrow enough that a 10 % slower link is caught.
 
 Figures are taken only where the summary has them: per-size figures from

@@ -314,6 +314,18 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     xoff_frames int   XOFF frames sent (the first pause and its refreshes)
     xon_frames  int   XON frames sent
 """),
+    _table("tenant_drops", "every isolation drop flow the controller installed (controllers.tenants) and "
+           "its OpenFlow counters at the end of the traffic", "runs with tenants and isolation on", """
+    switch     str   ingress switch (name without the run id)
+    in_port    int   the source host's port on it
+    src        str   source host
+    dst        str   destination host it may not reach
+    src_tenant str   the source's tenant (shared or none for hosts in no tenant)
+    dst_tenant str   the destination's tenant
+    installed  bool  the flow was on the switch when read
+    packets    int   packets the flow dropped
+    bytes      int   bytes the flow dropped
+"""),
     _table("faults", "every fault of the scenario and what happened to it",
            "runs with faults", """
     fault           int   fault index in the scenario

@@ -37,6 +37,7 @@ from testbed.results.rundir import RunDir
 from testbed.results import tables
 from testbed.report import command as report_command
 from testbed.run_context import Recording, RunContext
+from testbed.tenants import results as tenant_results
 
 log = logging.getLogger(__name__)
 
@@ -187,6 +188,8 @@ def _print_results(ctx: RunContext, rec: Recording, w: Written) -> None:
         print(line)
     printing.print_results(ctx, w.sizes, w.transport, summary["controller"], w.verdict, rec.op_meta)
     printing.print_blocks(summary)
+    for line in tenant_results.lines(summary):
+        print(line)
     for line in workload.lines_after(ctx, summary) if workload is not None else ():
         print(line)
     for row in w.fits or ():
@@ -198,6 +201,8 @@ def _write_results_now(ctx: RunContext, rec: Recording) -> Written:
     ops, sizes, qps, msgs, ports, cpu = _write_tables(ctx, rec)
     faults = faults_block(rec.faults, ctx.run_dir, ctx.run_id)
     verdict, t = judge_run(ctx, rec, qps, ports, cpu, faults, sizes)
+    tenants: dict = {}  # summary.json ``tenants`` and the verdict's ``isolation`` check (testbed.tenants)
+    tenant_results.add_results(rec.tenants, tenants, verdict, ctx.run_dir)
     summary = {
         "run_id": ctx.run_id, "run_dir": str(ctx.run_dir), "scenario": ctx.spec.name, "n_ranks": ctx.n_ranks,
         "complete": True, "interrupted": None, "teardown": "pending",
@@ -208,6 +213,7 @@ def _write_results_now(ctx: RunContext, rec: Recording) -> Written:
         **_common(ctx), "transport": t,
         "percentile_method": tables.PERCENTILE_METHOD, "sizes": tables.size_rows_json(sizes),
         "congestion": congestion_block(ctx.run_dir),  # the controller's ECN/PFC loop (None when off)
+        **tenants,
     }
     if faults is not None:
         summary["faults"] = faults

@@ -13,7 +13,7 @@ from testbed.spec.units import SpecModel
 
 
 class ControllerSpec(SpecModel):
-    """The OpenFlow controller process (README "Controller").
+    """The OpenFlow controller process (docs/controller.md).
 
     ``restart``: when the controller dies during a run, start it again (same
     port, same configuration file); it reconnects to every switch and resyncs

@@ -33,7 +33,7 @@ from one QP, or from several converging on one port, does not fit the
 buffer in front of a slower link), the printed estimate says so, and names
 the loss recovery: a loss costs go-back-N up to a window of resends and
 often a timeout, selective repeat about one resend (measured on the
-quickstart with 5 Mbit/s fabric links and 8 KB buffers, README "Loss
+quickstart with 5 Mbit/s fabric links and 8 KB buffers, docs/how-a-run-works.md "Loss
 recovery": go-back-N took several times the estimate). The loss rate
 depends on burst timing the estimate does not model, so it is not added.
 """

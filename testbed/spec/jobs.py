@@ -35,17 +35,27 @@ JOB_TRAFFIC_CLASSES = ("lossless", "lossy")
 
 
 class JobSpec(SpecModel):
-    """One job of the ``jobs`` list (module docstring)."""
+    """One job of the ``jobs`` list: its own hosts, workload, start and tenant (docs/jobs.md)."""
 
+    #: unique in the list; the job's column in jobs.csv and its ``group`` in ops.csv
     name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,32}$")
-    tenant: str = Field("default", pattern=r"^[A-Za-z0-9_-]{1,32}$")
+    #: who owns it (jobs.csv, tenants.csv; with a ``tenants`` section it must be declared there)
+    tenant: str = Field("default", pattern=r"^[A-Za-z0-9_.-]{1,32}$")
+    #: its hosts in rank order (or ``ranks`` with ``placement``); never another job's
     hosts: Optional[tuple[str, ...]] = None
+    #: how many hosts, placed by ``placement``
     ranks: Optional[Count] = Field(None, ge=2)
+    #: packed: leaf by leaf; spread: round robin over the leaves; random: seeded with the run's seed (default packed)
     placement: Optional[Literal["packed", "spread", "random"]] = None
+    #: the workload section's shape, a size sweep (``sizes``) for now
     workload: WorkloadSpec
+    #: seconds after the traffic starts
     start_s: float = Field(0.0, ge=0, le=3600, allow_inf_nan=False)
+    #: carried into the tables (every RoCE packet is in the lossless class today)
     traffic_class: Literal["lossless", "lossy"] = "lossless"
+    #: passes over the workload (default 1; warm-ups in the first only)
     iterations: Optional[Count] = Field(None, ge=1, le=1000)
+    #: repeat passes, starting none after this many seconds since the job's start
     duration_s: Optional[float] = Field(None, gt=0, le=3600, allow_inf_nan=False)
 
     @model_validator(mode="after")
@@ -94,7 +104,8 @@ class JobSpec(SpecModel):
 
 def check_jobs(spec) -> None:
     """Names unique; explicit hosts exist on the fabric and no host in two jobs; the jobs fit the fabric's
-    hosts. ValueError naming ``jobs[i].KEY`` and what is allowed."""
+    hosts; with a ``tenants`` section each job's tenant is declared there and its placed hosts may join
+    it. ValueError naming ``jobs.N.KEY`` and what is allowed."""
     from testbed.jobs.placement import place_jobs
 
     jobs = spec.jobs
@@ -107,3 +118,14 @@ def check_jobs(spec) -> None:
             raise ValueError(f"jobs.{i}.workload.channels: {j.workload.channels}, but jobs.0 has "
                              f"{jobs[0].workload.channels}; every job of a run uses the same channels")
     place_jobs(spec.fabric.layout_preview(), jobs, spec.seed)  # ValueError naming the job and host
+    if spec.tenants:  # each job's hosts join its tenant (testbed.spec.tenants.tenant_map's extra)
+        for i, j in enumerate(jobs):
+            if j.tenant not in spec.tenants:
+                raise ValueError(f"jobs.{i}.tenant: {j.tenant!r} is not declared under tenants; allowed: "
+                                 f"{', '.join(spec.tenants)}")
+        from testbed.jobs.plan import run_tenant_map
+        from testbed.spec.yaml_loader import ScenarioError
+        try:
+            run_tenant_map(spec)
+        except ScenarioError as e:
+            raise ValueError(f"jobs: the jobs' placed hosts do not fit the tenants: {e}") from None

@@ -73,7 +73,7 @@ def rto_low(spec: ScenarioSpec, rto_us: int) -> tuple[int, int]:
     RFC 8985), at most ``rto``; the value returned here, min(rto, 2 x base RTT of the longest
     path: testbed.spec.congestion.bdp_basis, one full frame and one ACK store-and-forward on every
     link, no queues), is its floor and its value before the first RTT sample. A static value was
-    measured first (README "Loss recovery"): one that suited the 5 Mbit/s ring fired early on a
+    measured first (docs/how-a-run-works.md "Loss recovery"): one that suited the 5 Mbit/s ring fired early on a
     16 KB-buffer all-to-all, whose ACKs queue behind six other QPs in the sender's NIC (over 250
     duplicates per run). IRN's own figures: RTO_high 320 us, RTO_low 100 us, N = 3 at 40 Gbit/s.
     (0, 0) for go-back-N, which keeps one timeout (IBA vol. 1 9.7.6.1.3), and when spraying (a gap
@@ -101,7 +101,7 @@ def bdp_cap(spec: ScenarioSpec) -> dict:
     frames the path holds without a drop. IRN's cap is the first term at line rate; with ACKs
     coalesced every ``ack_every_pkts`` packets the pipe alone leaves the link idle between ACKs, and
     on an oversubscribed path line rate overfills it (5 Mbit/s fabric links, 8 KB buffers,
-    quickstart: 7 packets at line rate resent 25-29% of the posted bytes, 4 resent 17-19%, README
+    quickstart: 7 packets at line rate resent 25-29% of the posted bytes, 4 resent 17-19%, docs/how-a-run-works.md
     "Loss recovery"). ``transport.bdp_cap_pkts`` as a count: that count; ``off``: the window alone.
 
     Returns dict with ``cap_pkts`` (0: no cap beyond the window, go-back-N or ``off``) and, for

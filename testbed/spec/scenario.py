@@ -4,8 +4,9 @@ A scenario is one YAML mapping with the sections ``fabric``, ``transport``,
 ``workload``, ``fidelity``, ``controller``, ``load_balance``, ``congestion``,
 ``output``, ``faults`` and ``failover``
 (all optional but ``workload``) plus ``name``
-and ``seed``; instead of ``workload``, a ``jobs`` list runs several jobs on the fabric at once
-(testbed.spec.jobs). Unknown keys, wrong types and impossible values raise
+and ``seed``, and ``tenants``, ``shared_hosts``, ``isolation`` (testbed.spec.tenants); instead of
+``workload``, a ``jobs`` list runs several jobs on the fabric at once (testbed.spec.jobs). Unknown keys,
+wrong types and impossible values raise
 :class:`ScenarioError`, whose message names every bad key path (for example
 ``fabric.spines``) and what is allowed.
 
@@ -27,6 +28,7 @@ from testbed.spec.fabric import FabricSpec
 from testbed.spec.faults import FailoverSpec, FaultSpec, check_faults, check_storms
 from testbed.spec.fidelity import FidelityThresholdsSpec
 from testbed.spec.jobs import JobSpec, check_jobs
+from testbed.spec.tenants import Isolation, TenantSpec, check_tenants
 from testbed.spec.transport import TransportSpec, check_congestion_control
 from testbed.spec.units import (  # noqa: F401
     MAX_LINK_MTU_BYTES, MAX_SCENARIO_BYTES, ROCE_MTUS_BYTES, ROCEV2_IP_OVERHEAD_BYTES, Count, ReferenceBps, SpecModel)
@@ -54,6 +56,12 @@ class ScenarioSpec(SpecModel):
     congestion: CongestionSpec = CongestionSpec()
     faults: tuple[FaultSpec, ...] = ()
     failover: FailoverSpec = FailoverSpec()
+    #: tenant name -> its hosts (docs/tenants.md, testbed.spec.tenants)
+    tenants: dict[str, TenantSpec] = {}
+    #: hosts every tenant may reach (e.g. a storage server); in no tenant
+    shared_hosts: tuple[str, ...] = ()
+    #: the controller keeps tenants apart (drops, ARP) and the run probes it; default on with tenants
+    isolation: Optional[Isolation] = None
 
     @property
     def scale_factor(self) -> float:
@@ -103,6 +111,7 @@ class ScenarioSpec(SpecModel):
                 f"(at most {MAX_LINK_MTU_BYTES}) or lower transport.payload_bytes to "
                 f"<= {max(m for m in ROCE_MTUS_BYTES if m + ROCEV2_IP_OVERHEAD_BYTES <= self.fabric.mtu_bytes)}")
         check_congestion_control(self)
+        check_tenants(self)
         if self.workload is not None and self.workload.pattern is not None:  # hosts named and the pattern fitted to this fabric
             from testbed.patterns.plan import check_pattern
             check_pattern(self)
@@ -167,13 +176,17 @@ def min_rto_us(spec: "ScenarioSpec") -> float:
 def _allowed_keys(model: type[BaseModel], loc: tuple) -> list[str]:
     """Field names allowed at ``loc`` (the parent of an extra key)."""
     m: Any = model
+    mapping = False  # the previous field maps names to models (tenants: name -> TenantSpec): skip the name
     for part in loc:
-        if isinstance(part, int):
+        if isinstance(part, int) or mapping:
+            mapping = False
             continue
         f = m.model_fields.get(part)
         if f is None:
             return []
         ann = f.annotation
+        if getattr(ann, "__origin__", None) is dict:
+            ann, mapping = ann.__args__[1], True
         cand = [a for a in getattr(ann, "__args__", (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)]
         if not cand:
             return []

@@ -99,8 +99,8 @@ def test_victim_flow_dips_under_pfc_and_less_with_dcqcn(tmp_path):
         dips.append(vb["dip_duration_s"])
     if pfc["faithful"]:
         assert vp["baseline_bps"] > 8e6, vp
-    # benchmarks/victim_dip_ordering.py, 20 fresh runs of each (README, "Incast, fairness and the victim
-    # flow"): PFC's dip 2.42-2.69 s (sd 0.07); DCQCN's 0.77-2.44 s (mean 1.47, sd 0.54), in 6 of 20 runs
+    # benchmarks/victim_dip_ordering.py, 20 fresh runs of each (docs/dcqcn.md, "Incast, fairness and the
+    # victim flow"): PFC's dip 2.42-2.69 s (sd 0.07); DCQCN's 0.77-2.44 s (mean 1.47, sd 0.54), in 6 of 20 runs
     # 1.98-2.44 s, near PFC's (and 2.72 against 2.54 s once in a suite run), so one pair cannot
     # carry an ordering with a margin. The mean of three DCQCN dips at most 0.9 of PFC's dip: measured
     # ratio 0.57, sd 0.12 for three; resampling the 20 + 20 runs, above 0.9 in 0.3 % of draws.

@@ -13,7 +13,7 @@ from conftest import EXIT_FAITHFUL, run_cli
 from testbed.results.rundir import RunDir
 
 #: busbw/link band: a ring all-reduce runs at the link's goodput, above 1 by at most the HTB burst bound
-#: summary.json states per size (busbw_ratio_error_bound, README "busbw/link above 1": 0.037-0.064 for
+#: summary.json states per size (busbw_ratio_error_bound, docs/link-model.md "busbw/link above 1": 0.037-0.064 for
 #: 256 KiB on 8..2 ranks). nccl-tests' figure (each rank's own time, averaged over the N ranks) is never
 #: below the span's (first start to last end). Counting the 8 - N idle hosts as 0 us ranks read 8/N times
 #: the right figure (about 4 at N = 2, 2 at N = 4).
