@@ -298,3 +298,16 @@ def test_jobs_hosts_join_their_tenants_in_the_run_tenant_map():
         parse_scenario({**scenario(job("a", ranks=2, tenant="red"), job("b", hosts=["h7", "h8"], tenant="red")),
                         **tenants})
     assert run_tenant_map(parse_scenario(scenario(job("a", ranks=4)))) is None
+
+
+def test_a_solo_run_keeps_the_full_runs_tenant_map():
+    from testbed.jobs.plan import run_tenant_map
+
+    tenants = {"tenants": {"red": {"hosts": ["h1"]}, "blue": {"hosts": ["h8"]}}}
+    spec = parse_scenario({**scenario(job("a", ranks=4, placement="spread", tenant="red"),
+                                      job("b", ranks=4, placement="spread", tenant="blue")), **tenants})
+    solo = pinned_spec(spec, ["a"], "solo-a")
+    assert solo.tenants["red"].hosts == ("h1", "h3", "h5", "h7")
+    assert solo.tenants["blue"].hosts == ("h2", "h4", "h6", "h8")
+    assert run_tenant_map(solo).tenants == run_tenant_map(spec).tenants
+    parse_scenario(solo.model_dump(mode="json"))  # a valid scenario on its own
