@@ -1,6 +1,7 @@
 """Two tenants' 4-rank ring all-reduce jobs at once on the quickstart fabric (issue 18, Isolation and
 Interference): each job's busbw against the same job alone (``testbed run --solo``), and the fair share
-of the links the jobs share (testbed.jobs.links). Scenarios: scenarios/two_jobs_*.yaml (512 KiB, 4 timed
+of the links the jobs share (testbed.jobs.links). Each job's placed hosts join its tenant, whose
+isolation the controller enforces (probes in summary.json ``tenants``). Scenarios: scenarios/two_jobs_*.yaml (512 KiB, 4 timed
 iterations, 10 Mbit/s; each run about 10 s with set-up)."""
 from pathlib import Path
 
@@ -24,6 +25,10 @@ def run_jobs(tmp_path, name: str, *flags) -> dict:
     t = s["transport"]
     assert t["delivered_bytes"] == t["posted_bytes"] == t["acked_bytes"] > 0 and t["order_errors"] == 0
     assert_losses_accounted(s)
+    tenants = s["tenants"]  # each job's hosts joined its tenant: isolation on, every probe as expected
+    assert tenants["isolation"] and all(p["passed"] for p in tenants["probes"]), tenants["probes"]
+    assert {k: sorted(v) for k, v in tenants["tenants"].items()} == {
+        e["tenant"]: sorted(e["hosts"]) for e in s["jobs"]["jobs"]}
     print(name, "faithful", s["faithful"], s.get("violations"))
     print(res.stdout[res.stdout.rfind("jobs:"):])
     return s
