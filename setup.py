@@ -23,6 +23,7 @@ setup(
         "networkx>=3.0",
         "pyarrow>=14",
         "matplotlib>=3.7",
+        "protobuf>=4.22",
     ],
     entry_points={"console_scripts": ["testbed=testbed.cli:main"]},
 )

@@ -63,6 +63,7 @@ from typing import Any, Dict, List, Optional
 from controllers import contract
 from controllers.adaptive_app import AdaptiveMixin
 from controllers.congestion.loop import start_when_configured
+from controllers.lb import Hashing
 from controllers.failover_app import FailoverMixin
 from controllers.ofmsg import build_arp_reply, build_sync
 from controllers.contract import ControllerReady, ControllerSettings, OpenFlowError
@@ -153,7 +154,13 @@ def load_fabric(settings_file: Optional[str], run_id: Optional[str]) -> LoadedFa
             raise ValueError(f"{settings.topology_file}: run_id: {layout.run_id!r} does not match {name} {rid!r}")
     lbs = settings.load_balance
     tenants = filter_from_settings(layout.run_id, settings.tenants)
-    return LoadedFabric(settings, layout, plan_fabric(layout, lbs.policy, dict(lbs.weights), tenants))
+    return LoadedFabric(settings, layout, plan_fabric(layout, lbs.policy, dict(lbs.weights), tenants=tenants,
+                                                      hashing=lb_hashing(lbs)))
+
+
+def lb_hashing(lbs: contract.LoadBalanceSettings) -> Hashing:
+    """The select groups' hashing (controllers.lb.Hashing) of the settings' ``load_balance``."""
+    return Hashing(lbs.hash_basis, lbs.selection_method)
 
 
 #: settings file -> the fabric controllers.run loaded while validating, taken by the app (planned once)
@@ -184,6 +191,7 @@ class FabricRoutingApp(AdaptiveMixin, FailoverMixin, BaseApp):
         self.topology: Layout = loaded.layout
         self.lb_policy: str = settings.load_balance.policy
         self.lb_weights: Dict[str, int] = dict(settings.load_balance.weights)
+        self.lb_hashing: Hashing = lb_hashing(settings.load_balance)
         self.plans: Dict[int, SwitchPlan] = loaded.plans
         # tenant isolation (controllers.tenants): drops in the plans, proxy ARP within the allowed pairs
         self.tenants: Optional[TenantFilter] = filter_from_settings(self.topology.run_id, settings.tenants)

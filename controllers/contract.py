@@ -71,12 +71,16 @@ class AdaptiveSettings:
 @dataclass(frozen=True)
 class LoadBalanceSettings:
     """The select groups' policy (a controllers.lb name), its weights (next-hop switch name
-    without the run id -> weight; empty for the unweighted policies) and the adaptive policy's
-    settings (None for another policy)."""
+    without the run id -> weight; empty for the unweighted policies), the adaptive policy's
+    settings (None for another policy), and how every group hashes (controllers.lb.Hashing:
+    ``hash_basis`` one of controllers.lb.HASH_BASES, ``selection_method`` hash or dp_hash; the
+    defaults only spare constructors in code, the settings file always names them)."""
 
     policy: str
     weights: dict[str, int]
     adaptive: Optional[AdaptiveSettings]
+    hash_basis: str = "per_tier"
+    selection_method: str = "hash"
 
 
 @dataclass(frozen=True)

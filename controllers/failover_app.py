@@ -98,7 +98,8 @@ class FailoverMixin:
         """Plan on the layout without the dead links; resync every connected switch. When the dead links
         cut a host off, the routes stay as they are (an ``unroutable`` event says why)."""
         try:
-            self.plans = plan_fabric(self.links.routing_layout(), self.lb_policy, self.lb_weights, self.tenants)
+            self.plans = plan_fabric(self.links.routing_layout(), self.lb_policy, self.lb_weights,
+                                     tenants=self.tenants, hashing=self.lb_hashing)
         except RoutingError as e:
             self._event(Unroutable(seq=self.reroute_seq, error=str(e), time_ns=0))
             return
@@ -190,7 +191,7 @@ class FailoverMixin:
                   "window_ms": found.window_ns / 1e6}
         try:
             plan_fabric(without_links(self.links.routing_layout(), [tuple(found.link)]), self.lb_policy,
-                        self.lb_weights)
+                        self.lb_weights, tenants=self.tenants, hashing=self.lb_hashing)
         except RoutingError:  # the last path of some host: keep it, say so
             self._event(GraySuspected(**detail, link=link_names(self.topology, found.link), time_ns=0))
             return

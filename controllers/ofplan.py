@@ -142,11 +142,13 @@ def plan_group(group_id: int, select: lb.SelectGroup) -> GroupPlan:
 
 
 def plan_switch(layout: Layout, routes: SwitchRoutes, policy: lb.Policy = lb.get(lb.DEFAULT_POLICY),
-                lb_weights: Mapping[str, int] = {}, tenants: Optional[tenancy.TenantFilter] = None) -> SwitchPlan:
+                lb_weights: Mapping[str, int] = {}, tenants: Optional[tenancy.TenantFilter] = None,
+                hashing: lb.Hashing = lb.Hashing()) -> SwitchPlan:
     """Flows and groups of switch ``routes.switch`` from its routes (topology.routing);
-    ``policy`` (:mod:`controllers.lb`) sets each select group's buckets and selection method,
-    given ``lb_weights`` (next-hop switch name -> weight, for the weighted policies);
-    ``tenants``: the isolation drops of the switch's hosts (controllers.tenants.drop_flows; None: none).
+    ``policy`` (:mod:`controllers.lb`) sets each select group's buckets, given ``lb_weights``
+    (next-hop switch name -> weight, for the weighted policies);
+    ``tenants``: the isolation drops of the switch's hosts (controllers.tenants.drop_flows; None: none);
+    ``hashing`` the hash basis and selection method of every group (controllers.lb.rehash).
 
     KeyError if the switch is not in ``layout``.
     """
@@ -180,17 +182,19 @@ def plan_switch(layout: Layout, routes: SwitchRoutes, policy: lb.Policy = lb.get
         if r.via == "subnet":
             flows.append(FlowPlan(PRIO_SUBNET_ROUTE, (("eth_type", ETH_TYPE_IPV4), ("ipv4_dst", _prefix_match(r.prefix))),
                                   _forward(routes, r.ports), f"route-{subnet_owner[r.prefix]}"))
-    groups = tuple(plan_group(routes.group_id(ports), policy(layout, sw, ports, lb_weights))
+    groups = tuple(plan_group(routes.group_id(ports), lb.rehash(policy(layout, sw, ports, lb_weights), layout, sw,
+                                                                hashing))
                    for ports in routes.ecmp_sets)
     return SwitchPlan(sw.dpid, sw.name, sw.role, groups, tuple(flows))
 
 
 def plan_fabric(layout: Layout, lb_policy: str = lb.DEFAULT_POLICY,
-                lb_weights: Mapping[str, int] = {}, tenants: Optional[tenancy.TenantFilter] = None
-                ) -> Dict[int, SwitchPlan]:
+                lb_weights: Mapping[str, int] = {}, tenants: Optional[tenancy.TenantFilter] = None,
+                hashing: lb.Hashing = lb.Hashing()) -> Dict[int, SwitchPlan]:
     """Return {dpid: SwitchPlan} for every switch in ``layout``, select groups by the
     load-balancing policy named ``lb_policy`` (:data:`controllers.lb.POLICIES`) with
-    ``lb_weights`` (``load_balance.weights``: switch name without the run id -> weight);
+    ``lb_weights`` (``load_balance.weights``: switch name without the run id -> weight), hashed as
+    ``hashing`` says (``load_balance.hash_basis`` and ``selection_method``; controllers.lb.Hashing);
     ``tenants``: tenant isolation to enforce (:mod:`controllers.tenants`; None: none).
 
     Raises topology.routing.RoutingError if some switch cannot reach some host,
@@ -200,10 +204,12 @@ def plan_fabric(layout: Layout, lb_policy: str = lb.DEFAULT_POLICY,
     """
     policy = lb.get(lb_policy)
     lb.check_weights(layout, lb_policy, lb_weights)
+    lb.check_hashing(lb_policy, hashing)
     plans: Dict[int, SwitchPlan] = {}
     for view in planes.views(layout):  # each plane (and scale-up domain) routed on its own
         routes = plan_routes(view)
-        plans.update((sw.dpid, plan_switch(view, routes[sw.name], policy, lb_weights, tenants)) for sw in view.switches)
+        plans.update((sw.dpid, plan_switch(view, routes[sw.name], policy, lb_weights, tenants, hashing))
+                     for sw in view.switches)
     return plans
 
 

@@ -24,7 +24,30 @@ size_scale and rates by 1/dilation stretches every transfer, so compute and
 communication keep their ratio), then issues its collective. Skipped entries
 (size 0, groups of one rank) keep their compute. What the testbed cannot run
 is a note, never a silent change.
+
+Streams and pipeline (testbed.replay_program states the model and the
+overlap formula): the iteration is one program per pipeline stage; every
+collective becomes a task on the stream of its scope in its stage (TP, DP,
+EP, DP_EP of stage s: one communicator each, as NCCL gives each process
+group its own communicator and CUDA stream), so a layer's TP collectives
+overlap the DP/EP traffic queued before them. With pp > 1 (layout:
+traffic.workloads.parallel_groups) the file's rows are one micro-batch's
+pass through one stage (SimAI runs the same file on every GPU; AICB writes
+the rows of one stage); each of ``micro_batches`` runs F (the fwd steps) and
+B (the ig/wg steps and the trailing compute) in the order of
+``pp_schedule`` (traffic.workloads.pipeline_schedule); weight-gradient
+collectives run only in the last micro-batch's B (gradient accumulation, as
+Megatron reduces gradients once per iteration), their compute in every B.
+After F(i) stage s sends the micro-batch's activations to stage s + 1, after
+B(i) stage s + 1 sends their gradients back: ``pp_comm`` bytes of the header
+x size_scale each, one ``send/chain`` op over the PP pairs of the boundary,
+on one stream per boundary and direction. AICB writes pp_comm = 2 x
+micro_batch x seq_length x hidden_size (bf16 activations; / TP with sequence
+parallelism: ``SimAI_training_workload_generator.py`` ``dump_file``), the
+size of Megatron's ``send_forward``/``send_backward`` (AICB
+``generate_megatron_workload.py``: msg_size 2 x hidden x seq x micro_batch).
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -32,6 +55,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from testbed.plan import PlannedOp, WorkloadPlan, list_places
+from testbed.replay_program import Action, CommTask, simulate
 from testbed.spec.scenario import ScenarioError, ScenarioSpec
 from traffic import collectives
 
@@ -91,6 +115,14 @@ class ReplayPlan:
     compute_scale: float
     gpus_per_host: int
     fabric_ops_per_iteration: int
+    #: one program per pipeline stage and the communication tasks of one iteration (testbed.replay_program)
+    programs: Tuple[Tuple[Action, ...], ...] = ()
+    tasks: Tuple[CommTask, ...] = ()
+    #: stream number -> its name (``TP s0``, ``PP s0>s1``, ``scale-up TP s0``)
+    stream_names: Tuple[str, ...] = ()
+    n_stages: int = 1
+    micro_batches: int = 1
+    pp_schedule: str = "1f1b"
 
     @property
     def modes(self) -> Tuple[str, ...]:
@@ -101,11 +133,13 @@ class ReplayPlan:
 
     @property
     def compute_s_per_iteration(self) -> float:
-        return sum(s.compute_s + s.update_s for s in self.steps)
+        """W: the iteration's compute-only time (its programs with free communication; with pp > 1 the
+        pipeline's makespan, bubble included), s."""
+        return simulate(self.programs, self.tasks, [0.0] * len(self.tasks)).makespan_s
 
     @property
     def scale_up_s_per_iteration(self) -> float:
-        return sum(s.scale_up_s for s in self.steps)
+        return sum(t.scale_up_s for t in self.tasks)
 
 
 def algorithm_for(collective: str, asked: str) -> str:
@@ -157,12 +191,50 @@ def _all_gpus(spec: ScenarioSpec, wl, notes: list) -> Tuple[int, int]:
     return h.all_gpus, per_host
 
 
+def _micro_batches(spec: ScenarioSpec, wl, notes: list) -> Tuple[int, int]:
+    """(pp stages, micro-batches); ScenarioError when the file's pipeline cannot run."""
+    s, h = spec.workload.simai, wl.header
+    p = h.pp_size
+    m = s.micro_batches if s.micro_batches is not None else (h.ga if p > 1 else 1)
+    if p > 1:
+        if h.policy not in ("HYBRID_TRANSFORMER", "HYBRID_TRANSFORMER_FWD_IN_BCKWD"):
+            raise ScenarioError(f"workload.simai.path: {s.path}:1: pp {p} with policy {h.policy}: pipelines run "
+                                "for HYBRID_TRANSFORMER[_FWD_IN_BCKWD] files only (forward and backward passes)")
+        if h.pp_comm_bytes == 0:
+            raise ScenarioError(f"workload.simai.path: {s.path}:1: pp {p} but pp_comm is 0 or missing: the "
+                                "stage-to-stage transfer size is needed (AICB writes pp_comm: 2 x micro_batch x "
+                                "seq_length x hidden_size; SimAI warns 'format mismatch' without it)")
+        notes.append(f"{s.path}: pipeline of {p} stages, {m} micro-batches per iteration ("
+                     f"{'workload.simai.micro_batches' if s.micro_batches is not None else 'the header ga'}), "
+                     f"schedule {s.pp_schedule}; stage-to-stage transfers of {h.pp_comm_bytes} B x size_scale")
+    return p, m
+
+
+class _Streams:
+    """Stream numbers in first-use order: fabric streams first (the agents' streams), scale-up ones after."""
+
+    def __init__(self):
+        self.fabric: dict = {}
+        self.scale_up: dict = {}
+
+    def get(self, where: str, name: str) -> int:
+        d = self.fabric if where == "fabric" else self.scale_up
+        return d.setdefault(name, len(d))
+
+    def number(self, task: CommTask) -> int:
+        return task.stream if task.where == "fabric" else len(self.fabric) + task.stream
+
+    def names(self) -> Tuple[str, ...]:
+        return tuple(self.fabric) + tuple(f"scale-up {n}" for n in self.scale_up)
+
+
 def simai_plan(spec: ScenarioSpec):
     """The WorkloadPlan of a SimAI replay (module docstring): fabric ops, notes and the ReplayPlan.
 
     Raises ScenarioError naming the key and the file line when the workload cannot run here.
     """
-    from traffic.workloads.parallel_groups import rank_groups
+    from traffic.workloads.parallel_groups import stage_groups
+    from traffic.workloads.pipeline_schedule import stage_passes
     from traffic.workloads.placement import PlacementError, place
 
     s, key = spec.workload.simai, "workload.simai.path"
@@ -170,8 +242,18 @@ def simai_plan(spec: ScenarioSpec):
     notes: list = []
     all_gpus, per_host = _all_gpus(spec, wl, notes)
     h, scale = wl.header, compute_scale(spec)
-    placements: dict = {}
-    steps, fabric, skipped = [], [], {}
+    n_stages, m = _micro_batches(spec, wl, notes)
+    if n_stages > 1 and (all_gpus // n_stages) % per_host:
+        raise ScenarioError(f"{key}: {s.path}:1: pp {n_stages} stages of {all_gpus // n_stages} GPUs do not "
+                            f"fill whole hosts of {per_host} GPUs: allowed a fabric whose hosts divide a stage")
+
+    def placed(scope: str, stage: int):
+        try:
+            return place(stage_groups(scope, stage, all_gpus, h.tp_size, h.ep_size, n_stages), per_host)
+        except (ValueError, PlacementError) as e:
+            raise ScenarioError(f"{key}: {s.path}:1: {e}") from None
+
+    steps, skipped, step_where = [], {}, []
     for op in all_ops:
         coll = SIMAI_COLLECTIVES[op.collective]
         alg = algorithm_for(coll, spec.workload.algorithm)
@@ -180,13 +262,7 @@ def simai_plan(spec: ScenarioSpec):
                     group=op.group, size_bytes=op.size_bytes, compute_s=op.compute_time_ns * scale / 1e9,
                     update_s=op.update_time_ns * scale / 1e9, blocking=op.blocking)
         place_at = f"line {op.line} {op.layer}:{op.phase}"
-        if op.group not in placements:
-            try:
-                placements[op.group] = place(rank_groups(op.group, all_gpus, h.tp_size, h.ep_size, h.pp_size),
-                                             per_host)
-            except (ValueError, PlacementError) as e:
-                raise ScenarioError(f"{key}: {s.path}:1: {e}") from None
-        pl = placements[op.group]
+        pl = placed(op.group, 0)
         if op.size_bytes == 0 or pl.group_size < 2:
             why = (f"{op.collective} entries of size 0: nothing to send" if op.size_bytes == 0
                    else f"{op.collective} ({op.group}) entries over groups of 1 rank: no data moves")
@@ -198,32 +274,125 @@ def simai_plan(spec: ScenarioSpec):
                  / (s.scale_up_ratio * spec.fabric.host_link_bps))
             steps.append(ReplayStep(**base, where="scale_up", scale_up_s=t, group_size=pl.group_size))
             continue
-        steps.append(ReplayStep(**base, where="fabric", op_offset=len(fabric), group_size=len(pl.host_groups[0])))
-        fabric.append((op, coll, alg, pl))
+        steps.append(ReplayStep(**base, where="fabric", group_size=len(pl.host_groups[0])))
     trailing_ns = total_ns - sum(op.compute_time_ns for op in all_ops)
     steps.append(ReplayStep(line=0, layer="(end of iteration)", phase="", token="NONE", collective="",
                             algorithm="", group="", where="none", size_bytes=0,
                             compute_s=trailing_ns * scale / 1e9, update_s=0.0, blocking=True))
     for reason, places in skipped.items():
         notes.append(f"{s.path}: skipped {len(places)} {reason} ({list_places(places)})")
-    if not fabric:
+
+    # -- the programs: F steps (forward phase) and B steps (the rest), per micro-batch and stage
+    f_idx = [i for i, st in enumerate(steps) if st.phase == "fwd"]
+    b_idx = [i for i, st in enumerate(steps) if st.phase != "fwd"]
+    ns = 1e-9 * scale * {"ns": 1, "us": 1_000}[s.time_unit]
+    # the forward compute after the last forward collective belongs to F (collective_ops charges it to the
+    # first backward step): move it when the file is a pipeline
+    f_tail_s = 0.0
+    if n_stages > 1:
+        f_tail_s = max(0.0, sum(r.fwd_compute_ticks for r in wl.rows) * ns
+                       - sum(steps[i].compute_s + (steps[i].update_s if steps[i].where != "none" else 0.0)
+                             for i in f_idx))
+    streams = _Streams()
+    tasks: list = []
+    fabric_ops: list = []          # (task index, PlannedOp fields)
+
+    def add_task(step: int, stage: int, mb: int, group: str, where: str, stream_name: str, size: int,
+                 coll: str, alg: str, host_groups, mult: int, layer: str, blocking: bool, scale_up_s=0.0) -> int:
+        stream = streams.get(where, stream_name)
+        off = None
+        if where == "fabric":
+            off = len(fabric_ops)
+            fabric_ops.append(dict(size_bytes=size * mult, layer=layer, collective=coll, group=group,
+                                   groups=host_groups, algorithm=alg, stream=stream))
+        tasks.append(CommTask(step=step, stage=stage, micro_batch=mb, stream=stream, group=group, where=where,
+                              op_offset=off, scale_up_s=scale_up_s, blocking=blocking))
+        return len(tasks) - 1
+
+    tagged = n_stages > 1 or m > 1
+    pp_fwd: dict = {}
+    pp_bwd: dict = {}
+    if n_stages > 1:
+        pp_size = max(1, round(h.pp_comm_bytes * s.size_scale))
+        pp_groups = stage_groups("PP", 0, all_gpus, h.tp_size, h.ep_size, n_stages)
+        for bnd in range(n_stages - 1):
+            for direction, src, dst, table in (("F", bnd, bnd + 1, pp_fwd), ("B", bnd + 1, bnd, pp_bwd)):
+                try:
+                    pl = place(tuple((g[src], g[dst]) for g in pp_groups), per_host)
+                except PlacementError as e:
+                    raise ScenarioError(f"{key}: {s.path}:1: {e}") from None
+                where = pl.where
+                t_up = pp_size * 8 / (s.scale_up_ratio * spec.fabric.host_link_bps) if where == "scale_up" else 0.0
+                for i in range(m):
+                    table[(src, i)] = add_task(-1, src, i, "PP", where, f"PP s{src}>s{dst}", pp_size, "send",
+                                               "chain", pl.host_groups, pl.multiplicity,
+                                               f"pp:{'activations' if direction == 'F' else 'gradients'}:"
+                                               f"s{src}>s{dst}:mb{i}", False, t_up)
+    programs = []
+    for stage in range(n_stages):
+        prog: list = []
+
+        def run_steps(indices, mb: int, label: str, first_extra_s: float = 0.0):
+            for j, i in enumerate(indices):
+                st = steps[i]
+                c = st.compute_s - (first_extra_s if j == 0 else 0.0)
+                prog.append(Action("compute", seconds=max(0.0, c), label=label))
+                if st.where == "none" or (st.phase == "wg" and mb != m - 1):
+                    continue
+                if st.where == "fabric":
+                    pl = placed(st.group, stage)
+                    layer = f"{st.layer}:{st.phase}" + (f":s{stage}:mb{mb}" if tagged else "")
+                    k = add_task(i, stage, mb, st.group, "fabric", f"{st.group} s{stage}", st.size_bytes,
+                                 st.collective, st.algorithm, pl.host_groups, pl.multiplicity, layer, st.blocking)
+                else:
+                    k = add_task(i, stage, mb, st.group, "scale_up", f"{st.group} s{stage}", st.size_bytes,
+                                 st.collective, st.algorithm, (), 1, "", st.blocking, st.scale_up_s)
+                prog.append(Action("issue", task=k, blocking=st.blocking, label=label))
+                if st.update_s:
+                    prog.append(Action("compute", seconds=st.update_s, label=label))
+
+        for kind, mb in stage_passes(s.pp_schedule, stage, n_stages, m):
+            label = f"{kind}{mb}"
+            if kind == "F":
+                if stage > 0:
+                    prog.append(Action("wait", task=pp_fwd[(stage - 1, mb)], label=label))
+                run_steps(f_idx, mb, label)
+                if f_tail_s:
+                    prog.append(Action("compute", seconds=f_tail_s, label=label))
+                if stage < n_stages - 1:
+                    prog.append(Action("issue", task=pp_fwd[(stage, mb)], label=label))
+            else:
+                if stage < n_stages - 1:
+                    prog.append(Action("wait", task=pp_bwd[(stage + 1, mb)], label=label))
+                run_steps(b_idx, mb, label, f_tail_s)
+                if stage > 0:
+                    prog.append(Action("issue", task=pp_bwd[(stage, mb)], label=label))
+        programs.append(tuple(prog))
+    # scale-up streams numbered after the fabric's (the agents never see them)
+    tasks = [t if t.where == "fabric" else CommTask(**{**t.__dict__, "stream": streams.number(t)}) for t in tasks]
+    if not fabric_ops:
         raise ScenarioError(f"{key}: {s.path} has no entry that crosses the fabric"
-                            + "".join(f"; {m}" for m in notes))
+                            + "".join(f"; {msg}" for msg in notes))
+    first_off = {}
+    for t in tasks:
+        if t.where == "fabric" and t.step >= 0:
+            first_off.setdefault(t.step, t.op_offset)
+    steps = [st if st.where != "fabric" else ReplayStep(**{**st.__dict__, "op_offset": first_off.get(i)})
+             for i, st in enumerate(steps)]
     unit = "ranks" if per_host == 1 else "hosts"
-    counts = Counter(f"{op.group}-scoped {coll}/{alg} ({len(pl.host_groups)} concurrent "
-                     f"{'rings' if alg == 'ring' else alg + ' groups'} of {len(pl.host_groups[0])} {unit}"
-                     + (f", {pl.multiplicity} rank groups each" if pl.multiplicity > 1 else "") + ")"
-                     for op, coll, alg, pl in fabric)
+    counts = Counter(f"{f['group']}-scoped {f['collective']}/{f['algorithm']} ({len(f['groups'])} concurrent "
+                     f"{'rings' if f['algorithm'] == 'ring' else f['algorithm'] + ' groups'} of "
+                     f"{len(f['groups'][0])} {unit})" for f in fabric_ops)
     replay = ReplayPlan(path=s.path, steps=tuple(steps), iterations=s.iterations, overlap=s.overlap,
-                        compute_scale=scale, gpus_per_host=per_host, fabric_ops_per_iteration=len(fabric))
-    n_up = sum(st.where == "scale_up" for st in steps)
-    notes.insert(0, f"{s.path}: replaying {len(fabric)} fabric entries"
-                 + (f" and {n_up} scale-up entries" if n_up else "") + f" x {len(replay.modes)} iterations, "
-                 f"compute x {scale:g}, overlap {s.overlap}: " + ", ".join(f"{c} {k}" for k, c in counts.items()))
-    ops = tuple(PlannedOp(size_bytes=op.size_bytes * pl.multiplicity, iteration=it, warmup=False,
-                          layer=f"{op.layer}:{op.phase}", collective=coll, group=op.group,
-                          groups=pl.host_groups, algorithm=alg)
-                for it in range(len(replay.modes)) for op, coll, alg, pl in fabric)
+                        compute_scale=scale, gpus_per_host=per_host, fabric_ops_per_iteration=len(fabric_ops),
+                        programs=tuple(programs), tasks=tuple(tasks), stream_names=streams.names(),
+                        n_stages=n_stages, micro_batches=m, pp_schedule=s.pp_schedule)
+    n_up = sum(t.where == "scale_up" for t in tasks)
+    notes.insert(0, f"{s.path}: replaying {len(fabric_ops)} fabric ops"
+                 + (f" and {n_up} scale-up collectives" if n_up else "") + f" per iteration x {len(replay.modes)} "
+                 f"iterations on {len(streams.fabric)} fabric streams, compute x {scale:g}, overlap {s.overlap}: "
+                 + ", ".join(f"{c} {k}" for k, c in counts.items()))
+    ops = tuple(PlannedOp(iteration=it, warmup=False, **f) for it in range(len(replay.modes)) for f in fabric_ops)
     return WorkloadPlan(ops, tuple(notes), replay)
 
 

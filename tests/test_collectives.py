@@ -22,7 +22,8 @@ RING = ALGORITHMS[("allreduce", "ring")]
 #: bytes all ranks of a group of n send together, by collective, for a collective of S bytes
 TOTAL_BYTES = {"allreduce": lambda n, s: 2 * (n - 1) * s, "reducescatter": lambda n, s: (n - 1) * s,
                "allgather": lambda n, s: (n - 1) * s, "alltoall": lambda n, s: (n - 1) * s,
-               "broadcast": lambda n, s: (n - 1) * s, "sendrecv": lambda n, s: n * s}
+               "broadcast": lambda n, s: (n - 1) * s, "sendrecv": lambda n, s: n * s,
+               "send": lambda n, s: (n - 1) * s}
 #: algorithms whose busiest rank sends more than the busbw factor x S (tree: about 2 S; halving-doubling
 #: when n is not a power of two: its extra ranks' partners send S more)
 NOT_BANDWIDTH_OPTIMAL = {("allreduce", "tree")}
@@ -145,26 +146,26 @@ def test_registry_errors_name_the_allowed_values():
     assert RING.title == "ring all-reduce"
     with pytest.raises(collectives.UnknownAlgorithm, match=r"collective 'gather' has no registered "
                                                            r"algorithm: allowed allgather, allreduce, alltoall, "
-                                                           r"broadcast, reducescatter, sendrecv"):
+                                                           r"broadcast, reducescatter, send, sendrecv"):
         collectives.get("gather", "ring")
     with pytest.raises(collectives.UnknownAlgorithm, match=r"algorithm 'bruck' is not registered for "
                                                            r"collective 'alltoall': allowed direct, pairwise"):
         collectives.get("alltoall", "bruck")
     assert collectives.names() == ["allgather/ring", "allreduce/halving_doubling", "allreduce/ring",
                                    "allreduce/tree", "alltoall/direct", "alltoall/pairwise", "broadcast/ring",
-                                   "reducescatter/ring", "sendrecv/ring"]
+                                   "reducescatter/ring", "send/chain", "sendrecv/ring"]
     assert collectives.names("allreduce") == ["halving_doubling", "ring", "tree"]
 
 
 @pytest.mark.parametrize("workload, words", [
     ({"collective": "gather"}, "workload.collective = 'gather' has no registered algorithm: allowed allgather, "
-                               "allreduce, alltoall, broadcast, reducescatter, sendrecv"),
+                               "allreduce, alltoall, broadcast, reducescatter, send, sendrecv"),
     ({"algorithm": "bruck"}, "workload.algorithm = 'bruck' is not registered for workload.collective "
                              "'allreduce': allowed halving_doubling, ring, tree"),
     ({"collective": "alltoall"}, "workload.algorithm = 'ring' is not registered for workload.collective "
                                  "'alltoall': allowed direct, pairwise"),
     ({"algorithm": "bruck", "sizes": None, "simai": {"path": "w.txt"}},
-     "workload.algorithm = 'bruck' is not registered for any collective: allowed direct, halving_doubling, "
+     "workload.algorithm = 'bruck' is not registered for any collective: allowed chain, direct, halving_doubling, "
      "pairwise, ring, tree"),
     ({"collective": "allreduce", "sizes": None, "simai": {"path": "w.txt"}},
      "workload.collective = 'allreduce' applies to a size sweep"),

@@ -83,7 +83,7 @@ def _with(record, path: list, value=None, drop=False) -> dict:
 
 @pytest.mark.parametrize("path, value, drop, message", [
     (["load_balance", "lb_policy"], "ecmp", False, r"ControllerSettings\.load_balance\.lb_policy: unknown field "
-                                                  r"of LoadBalanceSettings; allowed: adaptive, policy, weights"),
+                                                  r"of LoadBalanceSettings; allowed: adaptive, hash_basis, policy, selection_method, weights"),
     (["congestion_file"], "/r/x", False, r"ControllerSettings\.congestion_file: unknown field"),
     (["failover", "gray_detect"], None, True, r"ControllerSettings\.failover\.gray_detect: missing field"),
     (["loop_settings_file"], None, True, r"ControllerSettings\.loop_settings_file: missing field"),

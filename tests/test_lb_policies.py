@@ -47,7 +47,7 @@ def test_scenario_load_balance_section():
     assert parse_scenario({**base, "load_balance": {"policy": "ecmp"}}).load_balance.policy == "ecmp"
     with pytest.raises(ScenarioError, match=r"load_balance\.policy: unknown policy 'spray'; allowed: adaptive, ecmp, weighted"):
         parse_scenario({**base, "load_balance": {"policy": "spray"}})
-    with pytest.raises(ScenarioError, match=r"load_balance\.hash: unknown key; allowed keys here: hot_threshold, min_dwell_ms, policy, poll_period_ms, weights"):
+    with pytest.raises(ScenarioError, match=r"load_balance\.hash: unknown key; allowed keys here: hash_basis, hot_threshold, min_dwell_ms, policy, poll_period_ms, selection_method, weights"):
         parse_scenario({**base, "load_balance": {"hash": [1, 2]}})
 
 

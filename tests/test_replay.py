@@ -118,9 +118,14 @@ def test_overlap_model_on_the_streams(overlap, iteration_s, exposed_s):
     """Compute 0.1 s, a non-blocking 0.2 s collective, compute 0.3 s, a blocking 0.15 s collective:
     overlap off waits 0.35 s; on hides the first behind the compute (0.15 s exposed)."""
     from testbed.replay_run import _Replay, replay_block
+    from testbed.replay_program import Action, CommTask
     steps = (_step(0, 0.1, 0.2, False), _step(1, 0.3, 0.15, True))
+    tasks = tuple(CommTask(step=i, stage=0, micro_batch=0, stream=0, group="TP", where="scale_up",
+                           scale_up_s=st.scale_up_s, blocking=st.blocking) for i, st in enumerate(steps))
+    program = (Action("compute", 0.1), Action("issue", task=0), Action("compute", 0.3),
+               Action("issue", task=1, blocking=True))
     plan = ReplayPlan(path="x", steps=steps, iterations=1, overlap=overlap, compute_scale=1.0, gpus_per_host=2,
-                      fabric_ops_per_iteration=0)
+                      fabric_ops_per_iteration=0, programs=(program,), tasks=tasks, stream_names=("TP s0",))
     r = _Replay(None, None, None, None, plan)
     try:
         it = r.iteration(0, overlap)

@@ -324,10 +324,10 @@ def test_layout_matches_simai_loops_and_partitions_the_ranks(ngpus, tp, ep):
 
 
 @pytest.mark.parametrize("args,match", [
-    (("PP", 8, 2), r"group scope 'PP' unknown: allowed TP, DP, EP, DP_EP"),
-    (("DP", 8, 2, 1, 2), r"pp 2 not supported: .* allowed: pp 1"),
-    (("EP", 8, 2, 3), r"ep 3 does not divide the DP size 4 \(all_gpus 8 / TP 2\)"),
-    (("TP", 8, 3), r"model_parallel_NPU_group \(TP\) 3 does not divide all_gpus 8"),
+    (("MP", 8, 2), r"group scope 'MP' unknown: allowed TP, DP, EP, DP_EP, PP"),
+    (("DP", 8, 2, 1, 3), r"model_parallel_NPU_group \(TP\) 2 x pp 3 does not divide all_gpus 8"),
+    (("EP", 8, 2, 3), r"ep 3 does not divide the DP size 4 \(all_gpus 8 / \(TP 2 x pp 1\)\)"),
+    (("TP", 8, 3), r"model_parallel_NPU_group \(TP\) 3 x pp 1 does not divide all_gpus 8"),
     (("TP", 0, 1), r"all_gpus = 0: must be a positive integer"),
 ])
 def test_layout_refusals(args, match):
@@ -346,3 +346,32 @@ def test_binary_and_oversized_files_are_refused(tmp_path, monkeypatch):
     big.write_text(f"{HEADER}\n1\n{ROW_A}\n")
     with pytest.raises(SimaiFormatError, match=r"big.txt: larger than 100 bytes"):
         load_simai(big)
+
+
+def test_layout_with_pipeline_stages_tp2_dp2_pp2_on_8():
+    """Megatron/AICB order (TP innermost, then DP, stages outermost): rank = stage x 4 + dp x 2 + tp."""
+    from traffic.workloads.parallel_groups import stage_groups
+    assert rank_groups("TP", 8, 2, 1, 2) == ((0, 1), (2, 3), (4, 5), (6, 7))
+    assert rank_groups("DP", 8, 2, 1, 2) == ((0, 2), (1, 3), (4, 6), (5, 7))
+    assert rank_groups("PP", 8, 2, 1, 2) == ((0, 4), (1, 5), (2, 6), (3, 7))
+    assert stage_groups("DP", 1, 8, 2, 1, 2) == ((4, 6), (5, 7))
+    assert stage_groups("TP", 0, 8, 2, 1, 2) == ((0, 1), (2, 3))
+    for st in (0, 1):      # AICB get_pp_rank: rank // (world_size / pp)
+        assert all(r // 4 == st for g in stage_groups("DP", st, 8, 2, 1, 2) for r in g)
+    with pytest.raises(ValueError, match=r"stage 2 outside 0..1"):
+        stage_groups("TP", 2, 8, 2, 1, 2)
+
+
+@pytest.mark.parametrize("ngpus,tp,ep,pp", [(8, 2, 1, 2), (16, 2, 2, 2), (24, 2, 2, 3), (16, 1, 4, 4)])
+def test_pipeline_layout_is_simai_layout_per_stage_and_partitions(ngpus, tp, ep, pp):
+    per_stage = ngpus // pp
+    for scope in SCOPES:
+        groups = rank_groups(scope, ngpus, tp, ep, pp)
+        assert sorted(r for g in groups for r in g) == list(range(ngpus)), scope
+        # each stage's groups are SimAI's pp-1 layout over the stage's ranks, shifted
+        flat = rank_groups(scope, per_stage, tp, ep)
+        assert groups == tuple(tuple(r + st * per_stage for r in g) for st in range(pp) for g in flat)
+    pp_groups = rank_groups("PP", ngpus, tp, ep, pp)
+    assert len(pp_groups) == per_stage and all(len(g) == pp for g in pp_groups)
+    assert sorted(r for g in pp_groups for r in g) == list(range(ngpus))
+    assert all(b - a == per_stage for g in pp_groups for a, b in zip(g, g[1:]))

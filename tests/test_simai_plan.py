@@ -37,12 +37,13 @@ def test_plan_tp_and_dp_scoped_allreduce_on_8_hosts(tmp_path):
     plan = plan_workload(spec)
     tp = ((0, 1), (2, 3), (4, 5), (6, 7))
     dp = ((0, 2, 4, 6), (1, 3, 5, 7))
-    assert plan.ops == tuple(PlannedOp(1048576, it, False, f"layer_tp:{ph}", "allreduce", g, gs)
-                             for it in (0, 1) for ph, g, gs in (("fwd", "TP", tp), ("wg", "DP", dp)))
+    # each group scope on its own stream (communicator): TP 0, DP 1
+    assert plan.ops == tuple(PlannedOp(1048576, it, False, f"layer_tp:{ph}", "allreduce", g, gs, stream=st)
+                             for it in (0, 1) for ph, g, gs, st in (("fwd", "TP", tp, 0), ("wg", "DP", dp, 1)))
     assert [(o.group_size, o.n_groups) for o in plan.ops[:2]] == [(2, 4), (4, 2)]
     assert plan.ops[1].meta() == {"size_bytes": 1048576, "iteration": 0, "warmup": False,
                                   "layer": "layer_tp:wg", "collective": "allreduce", "algorithm": "ring", "group": "DP",
-                                  "group_size": 4, "n_groups": 2}
+                                  "group_size": 4, "n_groups": 2, "stream": 1, "job": ""}
     assert ("1 TP-scoped allreduce/ring (4 concurrent rings of 2 ranks), 1 DP-scoped allreduce/ring (2 concurrent "
             "rings of 4 ranks)") in plan.notes[0]
     # queue pairs: TP ring neighbour plus both DP ring neighbours
@@ -114,7 +115,7 @@ def test_all_gpus_must_be_a_multiple_of_the_hosts(tmp_path):
         load_scenario(_scenario(tmp_path, C11_FILE.format(all_gpus=12, n=1, extra="")))
     msg = str(info.value)
     assert "workload.simai.path" in msg and "w.txt:1: all_gpus: 12 but the fabric has 8 hosts" in msg
-    assert "spine_leaf (spines 2, leaves 4, hosts_per_leaf 2)" in msg
+    assert "spine_leaf (spines 2, leaves 4, hosts_per_leaf 2" in msg
     # 16 GPUs on 8 hosts: servers of 2 GPUs (TP 2 inside them); 64 GPUs with TP 2 on 8 hosts would put 4
     # ranks of one DP ring on each host: refused, naming the group; on 64 hosts one rank per host
     load_scenario(_scenario(tmp_path, C11_FILE.format(all_gpus=16, n=1, extra="")))
@@ -124,7 +125,7 @@ def test_all_gpus_must_be_a_multiple_of_the_hosts(tmp_path):
 
 
 @pytest.mark.parametrize("change,words", [
-    (("pp: 1", "pp: 2"), "w.txt:1: pp 2 not supported"),
+    (("pp: 1", "pp: 2"), "w.txt:1: pp 2 but pp_comm is 0 or missing"),
     (("4294967296", str(2**64)), "w.txt:3: column 'ig_compute_ticks' value '18446744073709551616': is larger"),
     (("ALLREDUCE\t1048576\t1\n", "ALLREDUCE\t18446744073709551616\t1\n"), "w.txt:3: column 'wg_size_bytes'"),
 ])

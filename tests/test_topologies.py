@@ -189,8 +189,8 @@ def test_spec_builds_each_kind_and_derives_the_uplink_rate():
     ({"kind": "fat_tree", "k": 8, "ports_per_switch": 6}, "fabric.k = 8 ports per switch, more than "
                                                           "fabric.ports_per_switch = 6"),
     ({"kind": "fat_tree", "spines": 2}, "fabric.spines does not apply to fabric.kind = 'fat_tree' (its keys: k;"),
-    ({"k": 4}, "fabric.k does not apply to fabric.kind = 'spine_leaf' (its keys: spines, leaves, hosts_per_leaf; "
-               "k belongs to fat_tree)"),
+    ({"k": 4}, "fabric.k does not apply to fabric.kind = 'spine_leaf' (its keys: spines, leaves, hosts_per_leaf, "
+               "links_per_spine; k belongs to fat_tree)"),
     ({"kind": "rail_optimized", "leaves": 2}, "fabric.leaves does not apply to fabric.kind = 'rail_optimized' "
                                               "(its keys: servers, gpus_per_server, spines;"),
     ({"kind": "rail_optimized", "servers": 30, "spines": 4}, "fabric.servers + fabric.spines = 34 ports per "

@@ -8,19 +8,20 @@ from testbed.plan import plan_peers
 from testbed.spec import estimate
 from testbed.spec.scenario import load_scenario
 from testbed.workloads import WORKLOADS, PatternTrials, SimaiReplay, SizeSweep, workload_for
+from testbed.workloads.chakra import ChakraReplay
 from testbed.workloads.base import Workload
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 
 
 def test_registry_maps_each_section_to_its_class():
-    assert WORKLOADS == {"sizes": SizeSweep, "simai": SimaiReplay, "pattern": PatternTrials}
+    assert WORKLOADS == {"sizes": SizeSweep, "simai": SimaiReplay, "pattern": PatternTrials, "chakra": ChakraReplay}
     for section, cls in WORKLOADS.items():
         assert issubclass(cls, Workload) and cls.section == section
 
 
 @pytest.mark.parametrize("name, cls", [("quickstart", SizeSweep), ("simai_replay", SimaiReplay),
-                                       ("lb_flows_ecmp", PatternTrials)])
+                                       ("lb_flows_ecmp", PatternTrials), ("chakra_replay", ChakraReplay)])
 def test_a_shipped_scenario_gets_its_mode(name, cls):
     spec = load_scenario(SCENARIOS / f"{name}.yaml")
     w = workload_for(spec)

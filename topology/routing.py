@@ -150,7 +150,8 @@ def switch_tiers(layout: Layout) -> Dict[str, int]:
 
 
 def without_links(layout: Layout, dead: Iterable[Tuple[str, str]]) -> Layout:
-    """``layout`` minus the links between each pair of switch names in ``dead`` (order-free).
+    """``layout`` minus the links between each pair of switch names in ``dead`` (order-free; every
+    parallel link of a pair: a bundle fails as a whole).
 
     The routes of the result (:func:`plan_routes`) avoid the dead links: a
     failed link or a failed switch (all its links) is routed around on any

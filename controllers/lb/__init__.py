@@ -73,6 +73,72 @@ def tier_basis(layout: Layout, switch: Switch) -> int:
     return switch_tiers(layout).get(switch.name, 1) - 1
 
 
+#: ``load_balance.hash_basis``: how each switch's hash basis (its seed) is chosen (:func:`switch_basis`)
+HASH_BASES = ("per_tier", "per_switch", "same")
+DEFAULT_HASH_BASIS = "per_tier"
+DEFAULT_SELECTION_METHOD = "hash"
+#: OVS_HASH_ALG_L4 (datapath/linux/compat/include/linux/openvswitch.h): the 5-tuple hash of dp_hash;
+#: the high 32 bits of a dp_hash group's selection_method_param (ofproto/ofproto-dpif.c)
+OVS_HASH_ALG_L4 = 0
+#: the policies whose groups the ``dp_hash`` selection method may build (the adaptive one moves buckets by
+#: the ``hash`` method's per-flow counters and is not checked with dp_hash)
+DP_HASH_POLICIES = ("ecmp", "weighted")
+
+
+@dataclass(frozen=True)
+class Hashing:
+    """How every select group hashes, whatever the policy (``load_balance.hash_basis`` and
+    ``load_balance.selection_method``).
+
+    ``basis``: ``per_tier`` (the default: :func:`tier_basis`), ``per_switch`` (a seed of the switch's
+    own, its datapath id, as switch vendors seed ECMP hashing per box) or ``same`` (basis 0 on every
+    switch: the hash polarization a fabric shows when every switch runs the same hash function with
+    the same seed). ``method``: ``hash`` (OVS hashes the policy's fields, then takes the bucket with the
+    highest ``hash(bucket_id, flow hash)``: a highest-random-weight choice) or ``dp_hash`` (the
+    datapath's 5-tuple hash, ports included, indexes a table of 16+ slots filled with the buckets
+    in turn, so with 2 or 4 equal buckets the bucket is ``hash mod n``, as a switch ASIC picks an
+    ECMP member from its hash bits; ofproto/ofproto-dpif.c ``group_setup_dp_hash_table``).
+    """
+
+    basis: str = DEFAULT_HASH_BASIS
+    method: str = DEFAULT_SELECTION_METHOD
+
+    def __post_init__(self) -> None:
+        if self.basis not in HASH_BASES:
+            raise ValueError(f"load_balance.hash_basis = {self.basis!r} is not one of {', '.join(HASH_BASES)}")
+        if self.method not in SELECTION_METHODS:
+            raise ValueError(f"load_balance.selection_method = {self.method!r} is not one of "
+                             f"{', '.join(SELECTION_METHODS)}")
+
+
+def switch_basis(layout: Layout, switch: Switch, basis: str) -> int:
+    """The hash basis of ``switch`` under ``load_balance.hash_basis`` = ``basis`` (:class:`Hashing`):
+    its tier minus 1, its dpid (low 32 bits: dp_hash takes a 32-bit basis) or 0."""
+    if basis == "per_tier":
+        return tier_basis(layout, switch)
+    if basis == "per_switch":
+        return switch.dpid & 0xFFFFFFFF
+    return 0
+
+
+def rehash(select: SelectGroup, layout: Layout, switch: Switch, hashing: Hashing) -> SelectGroup:
+    """``select`` (a policy's buckets) with the basis and selection method of ``hashing``. For ``dp_hash``
+    the fields go (the datapath hashes the 5-tuple) and the basis is the low 32 bits of the OVS
+    selection-method parameter, the hash algorithm (:data:`OVS_HASH_ALG_L4`) its high 32 bits."""
+    basis = switch_basis(layout, switch, hashing.basis)
+    if hashing.method == "dp_hash":
+        return SelectGroup(select.buckets, "dp_hash", (), (OVS_HASH_ALG_L4 << 32) | basis)
+    return SelectGroup(select.buckets, select.method, select.hash_fields, basis)
+
+
+def check_hashing(policy: str, hashing: Hashing) -> None:
+    """ValueError naming ``load_balance.selection_method`` when ``dp_hash`` is asked of a policy not in
+    :data:`DP_HASH_POLICIES`."""
+    if hashing.method == "dp_hash" and policy not in DP_HASH_POLICIES:
+        raise ValueError(f"load_balance.selection_method = dp_hash: policy {policy!r} is not supported with it; "
+                         f"allowed with: {', '.join(DP_HASH_POLICIES)}")
+
+
 #: A policy: (layout, switch, equal-cost ports, weights by next-hop switch name) -> SelectGroup.
 Policy = Callable[[Layout, Switch, PortSet, Mapping[str, int]], SelectGroup]
 

@@ -98,7 +98,8 @@ def framework_version(framework: str) -> str:
 
 def preflight(spec) -> dict:
     """The manifest's ``controller`` block, checked before anything touches the kernel:
-    ``{"framework", "framework_version", "lb_policy", "lb_weights", "conf_file"}`` (the settings file's
+    ``{"framework", "framework_version", "lb_policy", "lb_weights", "lb_hash_basis", "lb_selection_method",
+    "conf_file"}`` (the settings file's
     name in the run directory). Raises testbed.spec.scenario.ScenarioError (exit 2) when
     ``controller.framework`` is not installed here, saying how to get it."""
     from testbed.spec.scenario import ScenarioError
@@ -110,6 +111,7 @@ def preflight(spec) -> dict:
     return {"framework": spec.controller.framework, "framework_version": version,
             "lb_policy": spec.load_balance.policy, "lb_weights": dict(spec.load_balance.weights),
             **({"lb_adaptive": spec.load_balance.adaptive} if spec.load_balance.adaptive else {}),
+            "lb_hash_basis": spec.load_balance.hash_basis, "lb_selection_method": spec.load_balance.selection_method,
             "conf_file": contract.CONF_FILE}
 
 
@@ -148,7 +150,7 @@ def controller_settings(spec, run_id: str, run_dir: Path, loop_settings_file: Pa
         load_balance=LoadBalanceSettings(
             policy=lbs.policy, weights=dict(lbs.weights),
             adaptive=AdaptiveSettings(float(adaptive["hot_threshold"]), int(adaptive["min_dwell_ms"]))
-            if adaptive else None),
+            if adaptive else None, hash_basis=lbs.hash_basis, selection_method=lbs.selection_method),
         failover=FailoverSettings(
             gray_detect=bool(spec.faults), gray_loss_threshold=float(f.gray_loss_threshold), gray_window_ms=f.window_ms,
             # a queue filling up looks like loss to the detector: ask for more than one buffer of full frames

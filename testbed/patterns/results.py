@@ -23,6 +23,12 @@ Definitions (ideal: testbed.patterns.ideal, a perfectly balanced fluid fabric wi
   at or after the last ACK), over all its uplinks' bytes; ``balance_index``: Jain's fairness index
   of those bytes per switch, (sum x)^2 / (n sum x^2) (Jain, Chiu & Hawe, DEC-TR-301, 1984): 1 when
   even, 1/n when one uplink carries everything; the block gives the mean over switches and trials.
+- parallel links (parallel_links.csv, only on a fabric with ``fabric.links_per_spine`` > 1): for every
+  bundle of links between the same two switches, in each direction, the bytes each member sent during
+  the trial (the window of uplinks.csv) and its share of the bundle; ``parallel_balance_index``: Jain's
+  index of the members' bytes, mean over the bundles that sent anything (1: even; 1/L: one member of L
+  carries it all, as hash polarization leaves it, docs/parallel_links.md); ``parallel_min_share``: the
+  smallest member share of any such bundle and trial.
 - ``idle_capacity_fraction``: over the ports.csv sample intervals in which a switch's demand for
   its uplinks reached their capacity (demand: the ideal max-min rates, testbed.patterns.ideal, of the
   flows in progress, summed over those leaving the switch, >= the uplinks' total rate), the share of
@@ -46,6 +52,7 @@ FCT_COLUMNS = ["trial", "flow", "src", "dst", "size_bytes", "start_ns", "end_ns"
                "slowdown", "lost_pkts"]
 RATE_COLUMNS = ["trial", "flow", "src", "dst", "bin_start_ns", "rx_bytes", "goodput_bps"]
 UPLINK_COLUMNS = ["trial", "switch", "port", "peer", "tx_bytes", "share"]
+PARALLEL_COLUMNS = ["trial", "switch", "peer", "port", "tx_bytes", "share"]
 
 
 def jain_index(values) -> float:
@@ -206,6 +213,51 @@ def uplink_figures(run, ports: pd.DataFrame) -> tuple[pd.DataFrame, list[float],
     return pd.DataFrame(rows, columns=UPLINK_COLUMNS), jains, idle
 
 
+def bundles(layout) -> dict[tuple[str, str], list[str]]:
+    """(switch, far switch) -> that switch's interfaces of the links joining the two, for every pair joined
+    by more than one link (parallel links, ``fabric.links_per_spine``), in link order."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for switch, ends in _uplinks(layout).items():
+        for intf, peer, _ in ends:
+            out.setdefault((switch, peer), []).append(intf)
+    return {pair: intfs for pair, intfs in out.items() if len(intfs) > 1}
+
+
+def parallel_link_table(run, ports: pd.DataFrame) -> pd.DataFrame:
+    """parallel_links.csv (module docstring): every bundle member's bytes in each trial's window; empty
+    without parallel links or port samples."""
+    layout = run.fab.layout
+    groups = bundles(layout)
+    rows = []
+    if groups and ports is not None and not ports.empty:
+        ports = ports.sort_values("time_ns")
+        for tr in run.trials:
+            sent = sent_flows(run, tr)
+            t0, t1 = min(s.t_post_ns for _, s in sent), max(s.t_acked_ns for _, s in sent)
+            for (switch, peer), intfs in sorted(groups.items()):
+                moved = {}
+                for intf in intfs:
+                    _, b = _port_series(ports, intf, t0, t1)
+                    moved[intf] = (b[-1] - b[0]) if len(b) else 0.0
+                total = sum(moved.values())
+                rows += [{"trial": tr.trial, "switch": short(layout, switch), "peer": short(layout, peer),
+                          "port": intf, "tx_bytes": moved[intf], "share": moved[intf] / total if total else math.nan}
+                         for intf in intfs]
+    return pd.DataFrame(rows, columns=PARALLEL_COLUMNS)
+
+
+def parallel_figures(table: pd.DataFrame) -> dict:
+    """``parallel_balance_index`` and ``parallel_min_share`` of parallel_links.csv (module docstring); {}
+    when the table is empty."""
+    if table.empty:
+        return {}
+    busy = table.groupby(["trial", "switch", "peer"]).filter(lambda g: g["tx_bytes"].sum() > 0)
+    if busy.empty:
+        return {"parallel_balance_index": None, "parallel_min_share": None}
+    jains = busy.groupby(["trial", "switch", "peer"])["tx_bytes"].apply(jain_index)
+    return {"parallel_balance_index": float(jains.mean()), "parallel_min_share": float(busy["share"].min())}
+
+
 def write_pattern_results(ctx, run, qps: pd.DataFrame, ports: pd.DataFrame, faults: dict | None) -> dict:
     """Write fct.csv, flow_rates.csv and uplinks.csv into the run directory; return the ``load_balance``
     block of summary.json (module docstring for every definition)."""
@@ -218,6 +270,9 @@ def write_pattern_results(ctx, run, qps: pd.DataFrame, ports: pd.DataFrame, faul
     out.write_table("flow_rates", rate_table(run, names))
     uplinks, jains, idle = uplink_figures(run, ports)
     out.write_table("uplinks", uplinks)
+    parallel = parallel_link_table(run, ports)
+    if bundles(layout):
+        out.write_table("parallel_links", parallel)
     ratios = [r for r in (throughput_ratio(run, tr, ctx.efficiency) for tr in run.trials) if r is not None]
     fair = [j for j in (overlap_jain(run, tr) for tr in run.trials) if j is not None and not math.isnan(j)]
     completion = []
@@ -229,6 +284,7 @@ def write_pattern_results(ctx, run, qps: pd.DataFrame, ports: pd.DataFrame, faul
     fct_us = fct["fct_us"].to_numpy(dtype=float)
     block = {
         "pattern": run.pattern.kind, "policy": ctx.spec.load_balance.policy, "entropy": ctx.spec.transport.entropy,
+        "hash_basis": ctx.spec.load_balance.hash_basis, "selection_method": ctx.spec.load_balance.selection_method,
         "trials": len(run.trials), "flows_per_trial": len(run.flows), "seeds": [tr.seed for tr in run.trials],
         "throughput_ratio_mean": float(np.mean(ratios)) if ratios else None,
         "throughput_ratio_p5": _pct(ratios, 5.0), "throughput_ratio_trials": len(ratios),
@@ -241,6 +297,7 @@ def write_pattern_results(ctx, run, qps: pd.DataFrame, ports: pd.DataFrame, faul
         "reorder_pkts": int(resp["out_of_order_pkts"].sum()) if len(resp) else 0,
         "max_reorder_pkts": int(resp["max_reorder_pkts"].max()) if len(resp) else 0,
         "reroute_ms": max(reroute) if reroute else None,
+        **parallel_figures(parallel),
         "ideal_span_s": run.ideal_span_s,
         "fct_p50_us": _pct(fct_us, 50.0), "fct_p99_us": _pct(fct_us, 99.0, 1),
         "fct_samples": len(fct_us),
@@ -266,4 +323,5 @@ def format_load_balance(b: dict) -> str:
         f"{f(b['slowdown_p50'])} p99 {f(b['slowdown_p99'])}; idle uplink capacity under excess demand "
         f"{f(b['idle_capacity_fraction'])}; balance index {f(b['balance_index'])}; {b['reorder_pkts']} packets "
         f"placed out of order" + (f"; reroute {b['reroute_ms']:.1f} ms" if b["reroute_ms"] is not None else ""),
-    ])
+    ] + ([f"# parallel links: balance index {f(b['parallel_balance_index'])}, smallest member share "
+          f"{f(b['parallel_min_share'])} (parallel_links.csv)"] if "parallel_balance_index" in b else []))

@@ -48,4 +48,25 @@ def format_replay_table(block: dict, scale_factor: float, size_scale: float) -> 
                  + f", compute {block['compute_s_per_iteration']:.3f} s, communication "
                  f"{block['comm_s_per_iteration']:.3f} s, exposed communication {block['exposed_comm_s']:.3f} s, "
                  f"exposed share {block['exposed_share']:.3f}")
+    groups = block.get("groups")
+    if groups:
+        lines.append("# per group: " + ", ".join(
+            f"{g} {v['comm_s']:.3f} s in {v['ops']:g} ops (busy {v['busy_s']:.3f} s)" for g, v in groups.items())
+            + "; exposed communication = iteration - compute-only schedule")
+    pipe = block.get("pipeline")
+    if pipe and pipe["stages"] > 1:
+        lines.append(f"# pipeline: {pipe['stages']} stages x {pipe['micro_batches']} micro-batches, "
+                     f"{pipe['schedule']}; bubble per stage (idle not waiting on its own collectives) "
+                     + ", ".join(f"{st['bubble_fraction']:.3f}" for st in block["stages"])
+                     + f"; communication-free schedule "
+                     + ", ".join(f"{st['bubble_fraction_schedule']:.3f}" for st in block["stages"])
+                     + f"; formula (p-1)/(m+p-1) = {pipe['bubble_fraction_formula']:.3f}")
     return "\n".join(lines)
+
+
+def format_saving(saving: dict) -> str:
+    """The line of summary.json's ``replay.saving`` (overlap compare): measured against the formula and the model."""
+    return (f"# overlap saved {saving['measured_s']:.3f} s per iteration; formula {saving['formula_s']:.3f} s "
+            f"(serialized communication {saving['serialized_comm_s']:.3f} s - exposed when overlapped "
+            f"{saving['exposed_comm_on_s']:.3f} s: {saving['hidden_share']:.0%} hidden), model "
+            f"{saving['model_s']:.3f} s; {saving['formula']}")

@@ -312,8 +312,9 @@ def read_csv_table(path: Path, spec: Table) -> pd.DataFrame:
     the documented types. An empty file (a run with no rows and no header, e.g. rank_ops of a pattern
     run) gives the required columns and no rows.
     """
-    try:
-        frame = pd.read_csv(path, low_memory=False)
+    text_columns = {c.name: str for c in spec.columns if c.dtype == "str" and "<N>" not in c.name}
+    try:  # str columns read as text: a node list "3" or a group name "0" stays "3", not 3.0
+        frame = pd.read_csv(path, low_memory=False, dtype=text_columns)
     except pd.errors.EmptyDataError:
         return pd.DataFrame({c: pd.Series(dtype=_dtype(spec.column(c).dtype)) for c in spec.required()})
     for name in frame.columns:

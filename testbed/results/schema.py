@@ -274,6 +274,16 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     tx_bytes int   bytes sent during the trial
     share    float tx_bytes / all the switch's uplinks' bytes (0-1)
 """),
+    _table("parallel_links", "bytes each member of a bundle of parallel links sent during a trial and its share of "
+           "the bundle (testbed.patterns.results.parallel_link_table)",
+           "pattern runs on a fabric with fabric.links_per_spine > 1", """
+    trial    int   trial
+    switch   str   switch sending on the bundle
+    peer     str   switch at the other end of every member
+    port     str   switch port of this member
+    tx_bytes int   bytes sent during the trial
+    share    float tx_bytes / all the bundle's bytes (0-1; empty when the bundle sent nothing)
+"""),
     _table("lossless_queues", "the congestion loop's samples of every switch port's lossless class",
            "runs with congestion.ecn or congestion.pfc",
            _QUEUE_SAMPLE + "class str traffic class (lossless)\n" + _QUEUE_COUNTERS),
@@ -313,6 +323,24 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     end_ns      int   the XON (storm end), Unix ns; empty when no XON was sent
     xoff_frames int   XOFF frames sent (the first pause and its refreshes)
     xon_frames  int   XON frames sent
+"""),
+    _table("chakra_nodes", "one row per node of every rank's Chakra trace, as the replay ran it (testbed.chakra_run)",
+           "Chakra replays (workload.chakra)", """
+    rank        int   rank (host index) whose trace file holds the node
+    node_id     int   the node's id in that file
+    name        str   the node's name
+    type        str   NodeType: COMP_NODE, COMM_COLL_NODE, COMM_SEND_NODE or COMM_RECV_NODE
+    comm_type   str   ALL_REDUCE, ALL_TO_ALL, ... for a collective, SEND or RECV; empty for compute
+    pg_name     str   process group of a collective; empty otherwise
+    deps        str   the ids of the nodes it depends on (data_deps and ctrl_deps), space separated
+    unit        int   index of what ran it in the replay order (a compute node, or the matched operation)
+    op_id       int   the fabric operation (ops.csv) it was part of; -1 for compute and one-rank groups
+    size_bytes  int   comm_size after workload.chakra.size_scale, bytes; 0 for compute
+    duration_us float the trace's duration_micros (compute), us; 0 for communication
+    t_start_ns  int   start on this rank, Unix ns (a compute wait's start; the agent's start of the op)
+    t_end_ns    int   end on this rank, Unix ns
+    algbw_bps   float the fabric operation's size_bytes x 8 / span (first rank's start to last rank's end), bit/s; NaN for compute
+    busbw_bps   float algbw_bps x the algorithm's bus bandwidth factor (nccl-tests), bit/s; NaN for compute
 """),
     _table("tenant_drops", "every isolation drop flow the controller installed (controllers.tenants) and "
            "its OpenFlow counters at the end of the traffic", "runs with tenants and isolation on", """

@@ -47,6 +47,15 @@ class LoadBalanceSpec(SpecModel):
     and <= 1, default 0.8: a group is rebalanced when a port reaches it), ``min_dwell_ms`` (a group's
     freeze after a change, at least 2 polls, at most 60000, default 500: the hysteresis that keeps it
     from flapping).
+
+    ``hash_basis`` and ``selection_method`` set how every select group hashes, whatever the policy
+    (controllers.lb.Hashing; docs/parallel_links.md): ``hash_basis`` ``per_tier`` (default: one basis
+    per tier of the Clos), ``per_switch`` (every switch its own seed, its datapath id, as real switches
+    are seeded per box to avoid hash polarization) or ``same`` (one basis everywhere: shows
+    polarization); ``selection_method`` ``hash`` (default: OVS hashes the policy's fields,
+    highest-random-weight bucket) or ``dp_hash`` (the datapath's 5-tuple hash picks ``hash mod n`` of
+    equal buckets, as a switch ASIC indexes its ECMP members; only with ``ecmp`` and ``weighted``, and
+    not with ``transport.entropy: spray``, whose path tracing cannot follow the recirculation).
     """
 
     #: the policy's keys are kept as extra keys (checked in :meth:`_policy_keys`, dumped back as written)
@@ -54,6 +63,8 @@ class LoadBalanceSpec(SpecModel):
 
     policy: str = lb.DEFAULT_POLICY
     weights: dict[str, StrictInt] = {}
+    hash_basis: Literal["per_tier", "per_switch", "same"] = lb.DEFAULT_HASH_BASIS
+    selection_method: Literal["hash", "dp_hash"] = lb.DEFAULT_SELECTION_METHOD
 
     @field_validator("policy")
     @classmethod
@@ -91,6 +102,16 @@ class LoadBalanceSpec(SpecModel):
             allowed = sorted({p for k in foreign for p in owners[k]})
             raise ValueError(f"{', '.join(foreign)}: only for policy {' or '.join(allowed)}, not {policy!r}")
         return {**out, **plugins.checked(own, given, "load_balance")}
+
+    @model_validator(mode="after")
+    def _dp_hash_policy(self) -> "LoadBalanceSpec":
+        lb.check_hashing(self.policy, self.hashing)
+        return self
+
+    @property
+    def hashing(self) -> lb.Hashing:
+        """How every select group hashes (controllers.lb.Hashing)."""
+        return lb.Hashing(self.hash_basis, self.selection_method)
 
     @property
     def settings(self):

@@ -8,7 +8,7 @@ from pydantic import BeforeValidator, ConfigDict, Field, model_serializer, model
 from typing_extensions import Annotated
 
 from dataplane.queues import BACKENDS as QUEUE_BACKENDS, DEFAULT_BACKEND as DEFAULT_QUEUE_BACKEND
-from topology import KIND_PARAMS, KINDS, build as build_layout, scale_up
+from topology import KIND_PARAMS, KINDS, build as build_layout, scale_up, spine_leaf
 from topology.routing import max_switch_hops
 from testbed.spec import plugins
 from testbed.spec.units import (
@@ -30,8 +30,9 @@ class ScaleUpSpec(SpecModel):
 class FabricSpec(SpecModel):
     """The fabric: ``kind`` picks the topology builder (topology.KINDS), which reads its own keys.
 
-    - ``spine_leaf`` (spines, leaves, hosts_per_leaf): every leaf connects to
-      every spine with one link of ``fabric_link_bps`` (default 10 Mbit/s);
+    - ``spine_leaf`` (spines, leaves, hosts_per_leaf, links_per_spine): every leaf connects to
+      every spine with ``links_per_spine`` (default 1) parallel links of ``fabric_link_bps``
+      (default 10 Mbit/s), each its own equal-cost next hop (docs/parallel_links.md);
       each leaf has ``hosts_per_leaf`` hosts.
     - ``fat_tree`` (k): Al-Fares et al. 2008, k pods of k/2 edge and k/2
       aggregation switches, (k/2)^2 cores, k^3/4 hosts (topology/fat_tree.py).
@@ -69,6 +70,7 @@ class FabricSpec(SpecModel):
     spines: Count = Field(2, ge=1, le=16)
     leaves: Count = Field(2, ge=1, le=32)
     hosts_per_leaf: Count = Field(2, ge=1, le=32)
+    links_per_spine: Count = Field(1, ge=1, le=spine_leaf.MAX_LINKS_PER_SPINE)
     k: Count = 4
     servers: Count = Field(2, ge=1, le=32)
     gpus_per_server: Count = Field(4, ge=1, le=32)

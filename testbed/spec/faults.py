@@ -14,7 +14,9 @@ started (the first collective is posted) and is one of::
 Names are switch names without the run id (``l1``, ``s2``), checked against
 the fabric's layout before anything is built; a link is two switches joined
 by a link (host links are not faults: their host would be cut off and the
-collective could never finish). ``up`` needs an earlier ``down`` of the
+collective could never finish). On a fabric with parallel links (``fabric.links_per_spine``) a
+link fault hits every link between the two switches (the bundle fails as a whole). ``up`` needs
+an earlier ``down`` of the
 same link or switch, ``heal`` an earlier ``gray``. A switch with hosts
 cannot go down, for the same reason. The gray loss probability is applied as
 ``numgen random mod 10000 < round(loss * 10000)`` (nftables), so it is

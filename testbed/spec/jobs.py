@@ -73,7 +73,7 @@ class JobSpec(SpecModel):
                 raise ValueError(f"job {self.name!r}: hosts lists {', '.join(dup)} twice")
         w = self.workload
         if w.sizes is None:
-            other = "simai" if w.simai is not None else "pattern"
+            other = next((k for k in ("simai", "pattern", "chakra") if getattr(w, k, None) is not None), "?")
             raise ValueError(f"job {self.name!r}: workload.{other} is not supported in a job yet; allowed: "
                              f"workload.sizes (a collective size sweep)")
         if w.ranks is not None:

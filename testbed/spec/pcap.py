@@ -69,6 +69,7 @@ def resolve_ports(layout, ports) -> list[CapturePort]:
     switches = {s.name for s in layout.switches}
     by_intf: dict[str, Optional[str]] = {}  # short interface name -> host (None: switch port)
     by_link: dict[str, str] = {}  # "l1-s1" -> "l1-eth3"
+    bundle: dict[str, list[str]] = {}  # "l1-s1" -> every member's interface (parallel links: several)
     for h in layout.hosts:
         by_intf[h.name[len(rid):] + "-eth0"] = h.name
         for nic in layout.nics_of(h.name):
@@ -79,6 +80,7 @@ def resolve_ports(layout, ports) -> list[CapturePort]:
                 short = f"{end.node[len(rid):]}-eth{end.number}"
                 by_intf[short] = None
                 by_link.setdefault(f"{end.node[len(rid):]}-{other.node[len(rid):]}", short)
+                bundle.setdefault(f"{end.node[len(rid):]}-{other.node[len(rid):]}", []).append(short)
     hosts = {h.name[len(rid):]: h.name[len(rid):] + "-eth0" for h in layout.hosts}
     chosen: dict[str, str] = {}
     for i, name in enumerate(ports):
@@ -86,6 +88,9 @@ def resolve_ports(layout, ports) -> list[CapturePort]:
             for short in by_intf:
                 chosen.setdefault(short, "all")
             continue
+        if len(bundle.get(name, ())) > 1:
+            raise ValueError(f"output.pcap.ports.{i}: {name!r} names {len(bundle[name])} parallel links "
+                             f"(fabric.links_per_spine); name each interface instead: {', '.join(bundle[name])}")
         short = hosts.get(name) or by_link.get(name) or (name if name in by_intf else None)
         if short is None:
             raise ValueError(f"output.pcap.ports.{i}: {name!r} is not a port of this fabric; allowed: all, a host "

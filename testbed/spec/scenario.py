@@ -112,6 +112,10 @@ class ScenarioSpec(SpecModel):
                 f"<= {max(m for m in ROCE_MTUS_BYTES if m + ROCEV2_IP_OVERHEAD_BYTES <= self.fabric.mtu_bytes)}")
         check_congestion_control(self)
         check_tenants(self)
+        if self.load_balance.selection_method == "dp_hash" and self.transport.entropy == "spray":
+            raise ValueError("load_balance.selection_method: dp_hash cannot run with transport.entropy = spray: spray "
+                             "traces each UDP port's path with ofproto/trace, which stops at dp_hash's recirculation; "
+                             "allowed with dp_hash: per_flow, flowlet (or selection_method: hash with spray)")
         if self.workload is not None and self.workload.pattern is not None:  # hosts named and the pattern fitted to this fabric
             from testbed.patterns.plan import check_pattern
             check_pattern(self)
@@ -239,7 +243,7 @@ def parse_scenario(data: Any, source: str = "scenario") -> ScenarioSpec:
 def load_scenario(path: Union[str, Path]) -> ScenarioSpec:
     """Read and validate a scenario YAML file.
 
-    Relative ``workload.simai.path`` values are resolved against the
+    Relative ``workload.simai.path`` and ``workload.chakra`` paths are resolved against the
     scenario file's folder. Raises ScenarioError (bad content or YAML) or
     FileNotFoundError.
     """
@@ -267,4 +271,7 @@ def load_scenario(path: Union[str, Path]) -> ScenarioSpec:
             simai_plan(spec)
         except ScenarioError as e:
             raise ScenarioError(f"{p}: {e}") from None
+    if spec.workload is not None and spec.workload.chakra is not None:
+        from testbed.chakra_plan import resolve_paths  # reads the traces: nodes, matching, order (ScenarioError)
+        spec = resolve_paths(spec, p)
     return spec

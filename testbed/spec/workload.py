@@ -56,7 +56,10 @@ class SimaiSpec(SpecModel):
     concurrently with the compute that follows; ``off`` waits for every
     collective; ``compare`` runs ``iterations`` of each, alternating off/on,
     on/off, ... (a slow drift of the machine's speed then weighs on both
-    alike). Size-0 entries and one-rank groups are skipped with a note. The
+    alike); with overlap each group scope runs on its own stream, off runs every
+    collective alone (testbed.replay_program). A file with pp > 1 runs its
+    stages as a pipeline of ``micro_batches`` by ``pp_schedule`` (``1f1b`` or
+    ``gpipe``), stage-to-stage transfers of the header's ``pp_comm`` bytes. Size-0 entries and one-rank groups are skipped with a note. The
     file is read and checked when the scenario is loaded, before anything
     touches the kernel.
     """
@@ -71,12 +74,51 @@ class SimaiSpec(SpecModel):
     #: scale-up (NVLink-like) rate inside a server / host_link_bps: H100 SXM NVLink 450 GB/s per direction
     #: against a 400 Gbit/s NIC is 9
     scale_up_ratio: float = Field(9.0, gt=0, le=1000, allow_inf_nan=False)
+    #: pipeline schedule when the file's pp > 1 (traffic.workloads.pipeline_schedule)
+    pp_schedule: Literal["1f1b", "gpipe"] = "1f1b"
+    #: micro-batches per iteration; None: the file's ``ga`` when pp > 1 (AICB writes ga = num_microbatches), else 1
+    micro_batches: Optional[Count] = Field(None, ge=1, le=256)
 
     @model_validator(mode="after")
     def _positive_scale(self) -> "SimaiSpec":
         c = self.compute_scale
         if c is not None and c != "auto" and not (c > 0 and math.isfinite(c)):
             raise ValueError(f"workload.simai.compute_scale = {c!r}: allowed auto, off or a number > 0")
+        return self
+
+
+class ChakraSpec(SpecModel):
+    """Replay of MLCommons Chakra execution traces, one file per rank (testbed.chakra_plan, testbed.chakra_run;
+    docs/chakra.md).
+
+    ``path``: a directory holding one ``<prefix>.<rank>.et`` set, or the prefix; rank r runs on host r.
+    ``comm_groups``: ASTRA-sim's comm group JSON (process group name -> member ranks); without it the
+    members of a group are the ranks whose trace runs collectives on it (Chakra's pg_extractor).
+    ``size_scale`` multiplies every comm_size (time dilation, as ``workload.simai.size_scale``);
+    ``compute_scale``: emulated / traced compute time, ``auto`` = dilation x size_scale, ``off`` = no
+    compute waits, or a number. ``streams``: ``on`` gives every process group its own stream (NCCL's
+    communicator; send/recv pairs share one more), so operations the dependencies leave independent
+    run concurrently; ``off`` runs one fabric operation at a time. The files are read and checked when
+    the scenario is loaded.
+    """
+
+    #: directory of one ``<prefix>.<rank>.et`` set, or the prefix (relative to the scenario file)
+    path: str
+    #: ASTRA-sim comm group JSON {group: [ranks]}; absent: members inferred from the traces
+    comm_groups: Optional[str] = None
+    #: on: a stream per process group (independent ops concurrent); off: one fabric op at a time
+    streams: Annotated[Literal["on", "off"], BeforeValidator(_on_off)] = "on"
+    #: x every comm_size (time dilation)
+    size_scale: float = Field(1.0, gt=0, le=1.0)
+    #: x every duration_micros: auto = dilation x size_scale, off = no compute waits
+    compute_scale: Annotated[Union[Literal["auto"], None, float], BeforeValidator(off_to_none),
+                             BeforeValidator(refuse_bool)] = "auto"
+
+    @model_validator(mode="after")
+    def _positive_scale(self) -> "ChakraSpec":
+        c = self.compute_scale
+        if c is not None and c != "auto" and not (c > 0 and math.isfinite(c)):
+            raise ValueError(f"workload.chakra.compute_scale = {c!r}: allowed auto, off or a number > 0")
         return self
 
 
@@ -97,6 +139,8 @@ class WorkloadSpec(SpecModel):
     simai: Optional[SimaiSpec] = None
     #: flows for load-balancing and congestion studies (testbed.spec.pattern)
     pattern: Optional[PatternSpec] = None
+    #: Chakra execution traces (testbed.spec.workload.ChakraSpec)
+    chakra: Optional[ChakraSpec] = None
     #: NCCL's channels: each collective split into this many concurrent copies, each on its share of
     #: the data and its own QPs (traffic.collectives.channels); on a dual-plane fabric channel c
     #: runs on plane c mod planes
@@ -109,21 +153,23 @@ class WorkloadSpec(SpecModel):
 
     @model_validator(mode="after")
     def _one_source(self) -> "WorkloadSpec":
-        if [self.sizes, self.simai, self.pattern].count(None) != 2:
-            raise ValueError("workload needs exactly one of workload.sizes, workload.simai or workload.pattern")
+        if [self.sizes, self.simai, self.pattern, self.chakra].count(None) != 3:
+            raise ValueError("workload needs exactly one of workload.sizes, workload.simai, workload.pattern or "
+                             "workload.chakra")
         if self.pattern is not None:
             stray = sorted(k for k in ("collective", "algorithm", "ranks") if k in self.model_fields_set)
             if stray:
                 raise ValueError(f"workload.{stray[0]} applies to collectives (workload.sizes, workload.simai); "
                                  "a pattern (workload.pattern) runs flows: leave it out")
             return self
-        if self.simai is not None:
+        if self.simai is not None or self.chakra is not None:
+            what = "a SimAI replay" if self.simai is not None else "a Chakra replay"
             if self.ranks is not None:
-                raise ValueError(f"workload.ranks = {self.ranks} applies to a size sweep (workload.sizes); a SimAI "
-                                 "replay takes its groups from the file: leave it out")
+                raise ValueError(f"workload.ranks = {self.ranks} applies to a size sweep (workload.sizes); {what} "
+                                 "takes its groups from the file: leave it out")
             if "collective" in self.model_fields_set:
                 raise ValueError(f"workload.collective = {self.collective!r} applies to a size sweep "
-                                 "(workload.sizes); a SimAI replay takes each entry's collective from the file: "
+                                 f"(workload.sizes); {what} takes each entry's collective from the file: "
                                  "leave it out")
             if not any(a == self.algorithm for _, a in collectives.ALGORITHMS):
                 raise ValueError(f"workload.algorithm = {self.algorithm!r} is not registered for any collective: "

@@ -6,6 +6,7 @@ maps each section to its class:
 - ``sizes``: the size sweep of one collective (testbed.workloads.sweep.SizeSweep);
 - ``simai``: a SimAI/AICB replay (testbed.workloads.simai.SimaiReplay);
 - ``pattern``: traffic pattern trials (testbed.workloads.pattern.PatternTrials);
+- ``chakra``: a Chakra execution-trace replay (testbed.workloads.chakra.ChakraReplay);
 - the scenario's ``jobs`` list instead of ``workload``: several jobs at once (testbed.workloads.jobs.Jobs).
 
 A new mode is one module with a Workload subclass and one line here.
@@ -14,13 +15,15 @@ from __future__ import annotations
 
 from testbed.plan import WorkloadPlan
 from testbed.workloads.base import Workload
+from testbed.workloads.chakra import ChakraReplay
 from testbed.workloads.jobs import Jobs
 from testbed.workloads.pattern import PatternTrials
 from testbed.workloads.simai import SimaiReplay
 from testbed.workloads.sweep import SizeSweep
 
 #: ``workload.<section>`` -> the Workload class that runs it
-WORKLOADS: dict[str, type[Workload]] = {cls.section: cls for cls in (SizeSweep, SimaiReplay, PatternTrials)}
+WORKLOADS: dict[str, type[Workload]] = {cls.section: cls for cls in (SizeSweep, SimaiReplay, PatternTrials,
+                                                                     ChakraReplay)}
 
 
 def workload_for(spec) -> Workload:

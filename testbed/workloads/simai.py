@@ -6,7 +6,7 @@ from typing import Optional
 
 from testbed.plan import WorkloadPlan
 from testbed.replay_run import run_replay
-from testbed.results.replay_table import format_replay_table
+from testbed.results.replay_table import format_replay_table, format_saving
 from testbed.simai_plan import replay_plan, simai_plan
 from testbed.workloads.collectives import Collectives
 
@@ -46,4 +46,5 @@ class SimaiReplay(Collectives):
         if r is None:
             return []
         blocks = [r["off"], r["on"]] if r["overlap"] == "compare" else [r]
-        return [format_replay_table(b, ctx.spec.scale_factor, ctx.spec.workload.simai.size_scale) for b in blocks]
+        lines = [format_replay_table(b, ctx.spec.scale_factor, ctx.spec.workload.simai.size_scale) for b in blocks]
+        return lines + ([format_saving(r["saving"])] if "saving" in r else [])

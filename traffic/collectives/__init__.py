@@ -18,6 +18,7 @@ from traffic.collectives.broadcast import RingBroadcast
 from traffic.collectives.halving_doubling import HalvingDoublingAllreduce
 from traffic.collectives.ring import RingAllreduce
 from traffic.collectives.ring_phases import RingAllGather, RingReduceScatter
+from traffic.collectives.p2p import ChainSend
 from traffic.collectives.sendrecv import RingSendRecv
 from traffic.collectives.tree import TreeAllreduce
 
@@ -25,7 +26,7 @@ from traffic.collectives.tree import TreeAllreduce
 ALGORITHMS: dict[tuple[str, str], Algorithm] = {(a.collective.name, a.name): a for a in (
     RingAllreduce(), TreeAllreduce(), HalvingDoublingAllreduce(),
     RingReduceScatter(), RingAllGather(), PairwiseAllToAll(), DirectAllToAll(),
-    RingBroadcast(), RingSendRecv(),
+    RingBroadcast(), RingSendRecv(), ChainSend(),
 )}
 DEFAULT_COLLECTIVE, DEFAULT_ALGORITHM = "allreduce", "ring"
 

@@ -88,6 +88,7 @@ COLLECTIVES: dict[str, Collective] = {c.name: c for c in (
     Collective("alltoall", "all-to-all", "(n-1)/n", "S = each rank's send buffer, S/n to every rank (itself too)"),
     Collective("broadcast", "broadcast", "1", "S = the root's buffer (position 0), received by every rank"),
     Collective("sendrecv", "send/recv", "1", "S = bytes each rank sends to its peer"),
+    Collective("send", "send", "1", "S = bytes each position sends to the next (the last sends nothing)"),
 )}
 
 
