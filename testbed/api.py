@@ -84,7 +84,7 @@ class Scenario:
             raise FileNotFoundError(f"no scenario file {str(name_or_path)!r}; shipped: {', '.join(shipped())}")
         spec = load_scenario(p)
         data = load_yaml(p.read_text(encoding="utf-8"), str(p))
-        if spec.workload.simai is not None:
+        if spec.workload is not None and spec.workload.simai is not None:
             data["workload"]["simai"]["path"] = spec.workload.simai.path
         return cls(data, str(p), p)
 
@@ -211,14 +211,15 @@ def run(scenario: Scenario, results: str | os.PathLike = "results", quiet: bool 
 
 def run_spec(spec: ScenarioSpec, results: str | os.PathLike = "results", *, scenario_path: Path | None = None,
              quiet: bool = False, max_duration_s: float | None = None, debug: bool = False, cli: bool = False,
-             over_capacity: bool = False):
+             over_capacity: bool = False, solo: bool = False):
     """Run a validated ScenarioSpec (testbed.runner.run: same checks, cleanup, teardown, printed lines);
     return its testbed.runner.RunOutcome (exit code, run directory or None). The entry of ``testbed run``
     and ``testbed nccl``; :func:`run` for scripts.
 
     ``scenario_path``: the scenario file the manifest names (None: built in code); ``debug``: a failed run
     prints its traceback; ``cli``: the Mininet CLI on the live fabric after the workload; ``over_capacity``:
-    warn instead of refusing a scenario above this machine's capacity. The caller's
+    warn instead of refusing a scenario above this machine's capacity; ``solo``: a jobs scenario's jobs
+    each alone first, then together, with slowdowns and the interference matrix (testbed.jobs.solo). The caller's
     SIGINT/SIGTERM handlers are restored afterwards (the runner routes them to its teardown meanwhile).
     Raises :data:`BAD_INPUT_ERRORS` on bad input (nothing built); an interrupted run is exit code
     128+N, not an exception.
@@ -227,8 +228,13 @@ def run_spec(spec: ScenarioSpec, results: str | os.PathLike = "results", *, scen
 
     saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        return runner.run(spec, results, scenario_path=scenario_path, quiet=quiet, max_duration_s=max_duration_s,
-                          debug=debug, cli=cli, over_capacity=over_capacity)
+        def run_one(s, root):
+            return runner.run(s, root, scenario_path=scenario_path, quiet=quiet, max_duration_s=max_duration_s,
+                              debug=debug, cli=cli, over_capacity=over_capacity)
+        if solo:
+            from testbed.jobs.solo import run_with_solo
+            return run_with_solo(spec, results, run_one)
+        return run_one(spec, results)
     finally:
         for sig, handler in saved.items():
             signal.signal(sig, handler)

@@ -82,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "default 2h); the estimate is printed before anything is built")
     from testbed.measure.capacity_check import OVER_CAPACITY_HELP
     run.add_argument("--over-capacity", action="store_true", help=OVER_CAPACITY_HELP)
+    run.add_argument("--solo", action="store_true",
+                     help="a jobs scenario: run each job alone first (into RESULTS/solo), then all together; "
+                     "report each job's slowdown and the interference matrix (docs/jobs.md)")
     from testbed import interactive
     interactive.add_run_flag(run)
 
@@ -157,7 +160,8 @@ def _run(args, build_spec) -> int:
         spec = build_spec()
         return run_spec(spec, args.results or "results", scenario_path=Path(args.scenario) if args.scenario else None,
                         quiet=args.quiet, max_duration_s=args.max_duration, debug=args.debug,
-                        cli=getattr(args, "cli", False), over_capacity=args.over_capacity).exit_code
+                        cli=getattr(args, "cli", False), over_capacity=args.over_capacity,
+                        solo=getattr(args, "solo", False)).exit_code
     except BAD_INPUT_ERRORS as e:
         what = f"no such file: {e.filename}" if isinstance(e, FileNotFoundError) and e.filename else e
         print(f"{PROG}: error: {what}", file=sys.stderr)

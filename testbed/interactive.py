@@ -263,7 +263,7 @@ def run_collective(ctx, fab, collective: str, algorithm: str, size_bytes: int, k
     factor = alg.busbw_factor(len(group))
     expect_s = factor * size_bytes * 8 / ctx.goodput_bps
     with AgentGroup(_AgentFabric(fab, cli_dir), transport, ctx.spec.seed + 1 + k, lambda r: peers.get(r, []),
-                    ctx.spec.workload.channels) as agents:
+                    ctx.spec.workload.channels if ctx.spec.workload is not None else 1) as agents:
         recs = agents.run_op(0, size_bytes, [group], timeout_s=10 * expect_s + 20, collective=collective,
                              algorithm=algorithm)
     t_s = (max(r.t_end_ns for r in recs) - min(r.t_start_ns for r in recs)) / 1e9

@@ -91,20 +91,29 @@ def sweep_plan(spec: ScenarioSpec) -> WorkloadPlan:
     """The op plan of a size sweep (``workload.sizes``): warm-up and timed ops of each size, with a note
     when ``workload.max_bytes_per_size`` cuts the iterations of the larger sizes."""
     w = spec.workload
-    world = (tuple(range(w.ranks or spec.fabric.n_hosts)),)
+    ops, cut = sweep_ops(w, tuple(range(w.ranks or spec.fabric.n_hosts)))
+    notes = (f"workload.max_bytes_per_size = {w.max_bytes_per_size} B cuts the {w.iterations} iterations of the "
+             f"larger sizes to fit (size: iterations run): {list_places(cut)}; set it to off to run them all",) if cut else ()
+    return WorkloadPlan(tuple(ops), notes)
+
+
+def sweep_ops(w, ranks: Tuple[int, ...], warmup: bool = True) -> tuple[list[PlannedOp], list[str]]:
+    """The ops of one pass of the size sweep ``w`` (testbed.spec.workload.WorkloadSpec) over ``ranks`` (one
+    group in position order), warm-ups first unless ``warmup`` is False; and the ``size: iterations``
+    items that ``w.max_bytes_per_size`` cut."""
+    world = (tuple(ranks),)
     ops, cut = [], []
+    n_warm = w.warmup_iterations if warmup else 0
     for size in w.sizes.sizes():
         cap = w.max_bytes_per_size          # None: no cap
         iters = w.iterations if cap is None else min(w.iterations, max(1, cap // size))
         if iters < w.iterations:
             cut.append(f"{size} B: {iters}")
-        for i in range(w.warmup_iterations + iters):
-            ops.append(PlannedOp(size_bytes=size, iteration=i - w.warmup_iterations,
-                                 warmup=i < w.warmup_iterations, layer="", collective=w.collective,
+        for i in range(n_warm + iters):
+            ops.append(PlannedOp(size_bytes=size, iteration=i - n_warm,
+                                 warmup=i < n_warm, layer="", collective=w.collective,
                                  algorithm=w.algorithm, groups=world))
-    notes = (f"workload.max_bytes_per_size = {w.max_bytes_per_size} B cuts the {w.iterations} iterations of the "
-             f"larger sizes to fit (size: iterations run): {list_places(cut)}; set it to off to run them all",) if cut else ()
-    return WorkloadPlan(tuple(ops), notes)
+    return ops, cut
 
 
 def plan_peers(ops) -> dict[int, list[int]]:

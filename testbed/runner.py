@@ -154,7 +154,9 @@ def _run_fabric(ctx: RunContext, progress: Progress, cli: bool = False) -> dict:
     with what the teardown knows (partial results when cut short before every measurement was in)."""
     rec = Recording(ops_planned=len(ctx.ops_plan), workload=workload_for(ctx.spec))
     try:
-        with Fabric(ctx.spec, ctx.run_id, ctx.run_dir, ctx.datapath, layout=ctx.layout) as fab:
+        from testbed.jobs.plan import run_tenant_map  # the scenario's tenants and the jobs' placed hosts
+        with Fabric(ctx.spec, ctx.run_id, ctx.run_dir, ctx.datapath, layout=ctx.layout,
+                    tenants=run_tenant_map(ctx.spec)) as fab:
             rec.fab = fab
             progress.fabric_up(fab)
             with rec.workload.session(ctx, fab) as agents:  # the workload's agents (testbed.workloads)
@@ -310,8 +312,9 @@ def _validate(spec: ScenarioSpec, results_root: Path, quiet: bool, max_duration_
                                 estimate.describe_setup(spec.fabric))
     estimate.check_duration(workload.scaling_keys(), est_s, cap_s)
     if spec.tenants:  # a workload across tenants would only time out against the isolation drops
-        from testbed.spec.tenants import check_peers, tenant_map
-        check_peers(tenant_map(spec), workload.peers(plan.ops))
+        from testbed.jobs.plan import run_tenant_map
+        from testbed.spec.tenants import check_peers
+        check_peers(run_tenant_map(spec), workload.peers(plan.ops))
     warning = capacity_check.check_scenario(spec, workload.peers(plan.ops), over_capacity=over_capacity)
     if warning:
         print(f"testbed: warning: {warning}", file=sys.stderr)

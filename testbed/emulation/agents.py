@@ -73,7 +73,8 @@ def transport_params(spec, rto_us: int, peers_per_rank: int = 2, streams: int = 
     gap_us = (t.flowlet_gap_us or int(rto_us) // 2) if t.entropy == "flowlet" else 0
     # channels share a NIC's queue too, spread over the planes' NICs (traffic.transport.planes)
     planes = spec.fabric.planes if spec.fabric.kind == "dual_plane" else 1
-    qps = max(peers_per_rank, 1) * -(-spec.workload.channels // planes) * max(streams, 1)
+    channels = spec.workload.channels if spec.workload is not None else spec.jobs[0].workload.channels
+    qps = max(peers_per_rank, 1) * -(-channels // planes) * max(streams, 1)
     sndbuf = min(TransportParams.sndbuf_bytes, HOST_NIC_QUEUE_BYTES // (qps + 1))
     return TransportParams(payload_bytes=t.payload_bytes, window_pkts=t.window_pkts,
                            ack_every_pkts=t.ack_every_pkts, rto_us=int(rto_us),

@@ -9,6 +9,7 @@ from typing import Callable
 from testbed.report import REPORT_FILE
 from testbed.report.congestion import congestion_plot
 from testbed.report.figure import Plot
+from testbed.report.jobs import interference_plot, jobs_timeline_plot
 from testbed.report.links import utilization_plot
 from testbed.report.page import page_html
 from testbed.report.perf import busbw_plot, latency_cdf_plot
@@ -21,6 +22,8 @@ PLOTS: tuple[Callable[[RunDir], Plot], ...] = (
     busbw_plot, latency_cdf_plot, queue_heatmap_plot, busiest_ports_plot, utilization_plot, congestion_plot,
     qp_rate_plot,
 )
+#: the plots a run of a jobs list adds (summary.json has a ``jobs`` block): timeline and interference matrix
+JOB_PLOTS: tuple[Callable[[RunDir], Plot], ...] = (jobs_timeline_plot, interference_plot)
 
 
 def write_report(run_dir: Path) -> tuple[Path, float]:
@@ -31,12 +34,19 @@ def write_report(run_dir: Path) -> tuple[Path, float]:
     """
     t0 = time.perf_counter()
     run = RunDir.open(run_dir)
-    plots = [_make(f, run) for f in PLOTS]
+    plots = [_make(f, run) for f in PLOTS + (JOB_PLOTS if _is_jobs_run(run) else ())]
     out = run.path / REPORT_FILE
     tmp = out.with_name(f".{out.name}.tmp")
     tmp.write_text(page_html(run, plots, time.perf_counter() - t0), encoding="utf-8")
     os.replace(tmp, out)
     return out, time.perf_counter() - t0
+
+
+def _is_jobs_run(run: RunDir) -> bool:
+    try:
+        return bool(run.summary.get("jobs"))
+    except Exception:  # noqa: BLE001  no or unreadable summary.json: the common plots say why
+        return False
 
 
 def _make(make: Callable[[RunDir], Plot], run: RunDir) -> Plot:

@@ -66,13 +66,14 @@ class Table:
 OPTIONAL_WHEN = "pattern runs (workload.pattern)"
 
 
-def _table(name: str, description: str, written: str, columns: str) -> Table:
-    """A Table from ``columns``: one line per column, ``name dtype description`` (``name?``: optional)."""
+def _table(name: str, description: str, written: str, columns: str, when: str = OPTIONAL_WHEN) -> Table:
+    """A Table from ``columns``: one line per column, ``name dtype description`` (``name?``: optional, in the
+    runs ``when`` names)."""
     cols = []
     for line in filter(str.strip, columns.splitlines()):
         col, dtype, text = line.split(None, 2)
         optional = col.endswith("?")
-        cols.append(Column(col.rstrip("?"), dtype, text, optional, OPTIONAL_WHEN if optional else ""))
+        cols.append(Column(col.rstrip("?"), dtype, text, optional, when if optional else ""))
     return Table(name, description, written, tuple(cols))
 
 
@@ -388,6 +389,36 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     detected_by     str   port_status or gray
     measured_loss   float loss the gray detector measured (0-1)
 """),
+    _table("jobs", "one row per job and message size over the job's timed operations (testbed.jobs.results)",
+           "runs of a jobs list (jobs:)", """
+    job                 str   job name
+    tenant              str   the job's tenant
+    hosts               str   the job's hosts in rank order, space-separated
+    n_ranks             int   ranks of the job
+    placement           str   packed, spread, random or explicit (a hosts list)
+    traffic_class       str   the job's traffic class (lossless or lossy)
+    start_s             float when the job started, s after the traffic began
+    size_bytes          int   message size, bytes
+    ops                 int   timed operations of this size
+    time_us             float mean operation time, us
+    busbw_bps           float size_bytes x 8 / time_us x busbw_factor, bit/s
+    busbw_ratio         float busbw_bps / (host link rate x payload efficiency)
+    jct_s               float job completion time: its last op's end less its first op's start, s
+    fair_busbw_ratio    float the job's fair share of the links it crosses as a busbw ratio (testbed.jobs.links)
+    solo_busbw_ratio?   float busbw_ratio of this size with the job alone on the fabric
+    busbw_slowdown?     float solo_busbw_ratio / busbw_ratio
+    solo_jct_s?         float jct_s of the job alone on the fabric, s
+    jct_slowdown?       float jct_s / solo_jct_s
+""", when="runs with --solo"),
+    _table("tenants", "one row per tenant of a jobs list (testbed.jobs.results)", "runs of a jobs list (jobs:)", """
+    tenant              str   tenant name
+    n_jobs              int   the tenant's jobs
+    n_hosts             int   hosts its jobs hold
+    ops                 int   timed operations of its jobs
+    busbw_ratio_mean    float mean of its jobs' busbw ratios (mean over each job's timed ops)
+    jct_max_s           float its longest job completion time, s
+    jct_slowdown_max?   float its jobs' largest JCT slowdown against their solo runs
+""", when="runs with --solo"),
 )}
 
 

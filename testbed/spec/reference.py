@@ -197,9 +197,9 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _model_section(path: str, model: type[BaseModel], registries: dict) -> list[str]:
+def _model_section(path: str, model: type[BaseModel], registries: dict, first_path: dict | None = None) -> list[str]:
     title = f"`{path}`" if path else "top level"
-    is_list = path in ("faults", "workload.pattern.flows")
+    is_list = path in ("faults", "workload.pattern.flows", "jobs")
     lines = [f"## {title}", ""]
     doc = _doc(model)
     if doc:
@@ -219,7 +219,8 @@ def _model_section(path: str, model: type[BaseModel], registries: dict) -> list[
         note = comments.get(name, "")
         sub = next((a for a in _walk(f.annotation) if inspect.isclass(a) and issubclass(a, BaseModel)), None)
         if sub is not None:
-            note = (note + "; " if note else "") + f"keys: section `{key}` below"
+            target = (first_path or {}).get(sub, key)  # a model listed once: the first path naming it
+            note = (note + "; " if note else "") + f"keys: section `{target}`" + (" below" if target == key else "")
         lines.append(f"| `{name}` | {_cell(text)} | {_cell(_default(f))} | {_cell(', '.join(allowed))} | "
                      f"{_cell(note)} |")
     return lines + [""]
@@ -287,11 +288,14 @@ def markdown() -> str:
              "keys. `off` (or null) switches a limit off where the type says so; rates take bit/s or `10M`, "
              "`10Mbit`, `1.5G`; sizes take bytes or `64KiB`, `4MiB`, `100KB`.", ""]
     seen_models = set()
+    first_path: dict = {}
+    for path, model in sections:
+        first_path.setdefault(model, path)
     for path, model in sections:
         if model in seen_models and path != "":
             continue
         seen_models.add(model)
-        lines += _model_section(path, model, registries)
+        lines += _model_section(path, model, registries, first_path)
     lines += _plugin_sections()
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).rstrip("\n") + "\n"
 

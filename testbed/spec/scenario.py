@@ -4,7 +4,9 @@ A scenario is one YAML mapping with the sections ``fabric``, ``transport``,
 ``workload``, ``fidelity``, ``controller``, ``load_balance``, ``congestion``,
 ``output``, ``faults``, ``failover`` and ``background``
 (all optional but ``workload``) plus ``name``
-and ``seed``, and ``tenants``, ``shared_hosts``, ``isolation`` (testbed.spec.tenants). Unknown keys, wrong types and impossible values raise
+and ``seed``, and ``tenants``, ``shared_hosts``, ``isolation`` (testbed.spec.tenants); instead of
+``workload``, a ``jobs`` list runs several jobs on the fabric at once (testbed.spec.jobs). Unknown keys,
+wrong types and impossible values raise
 :class:`ScenarioError`, whose message names every bad key path (for example
 ``fabric.spines``) and what is allowed.
 
@@ -26,6 +28,7 @@ from testbed.spec.controller import ControllerSpec, LoadBalanceSpec, OutputSpec
 from testbed.spec.fabric import FabricSpec
 from testbed.spec.faults import FailoverSpec, FaultSpec, check_faults, check_storms
 from testbed.spec.fidelity import FidelityThresholdsSpec
+from testbed.spec.jobs import JobSpec, check_jobs
 from testbed.spec.tenants import Isolation, TenantSpec, check_tenants
 from testbed.spec.transport import TransportSpec, check_congestion_control
 from testbed.spec.units import (  # noqa: F401
@@ -43,7 +46,10 @@ class ScenarioSpec(SpecModel):
     reference_link_bps: ReferenceBps = 400e9
     fabric: FabricSpec = FabricSpec()
     transport: TransportSpec = TransportSpec()
-    workload: WorkloadSpec
+    #: one job over the first hosts; None when ``jobs`` is given (exactly one of the two)
+    workload: Optional[WorkloadSpec] = None
+    #: several jobs sharing the fabric (testbed.spec.jobs)
+    jobs: tuple[JobSpec, ...] = ()
     fidelity: FidelityThresholdsSpec = FidelityThresholdsSpec()
     controller: ControllerSpec = ControllerSpec()
     load_balance: LoadBalanceSpec = LoadBalanceSpec()
@@ -67,13 +73,18 @@ class ScenarioSpec(SpecModel):
 
     @model_validator(mode="after")
     def _fits(self) -> "ScenarioSpec":
+        if (self.workload is None) == (not self.jobs):
+            raise ValueError("a scenario needs exactly one of workload (one job on the first hosts) or jobs (a "
+                             "list of jobs sharing the fabric)" + (": both are given" if self.jobs else ""))
         if self.reference_link_bps < self.fabric.host_link_bps:
             raise ValueError(f"reference_link_bps = {self.reference_link_bps:g} is below fabric.host_link_bps = "
                              f"{self.fabric.host_link_bps:g}: the scaled-down link cannot be faster than the real one")
         if self.fabric.n_hosts < 2:
             raise ValueError(f"a collective needs at least 2 hosts: the fabric ({self.fabric.describe()}) has {self.fabric.n_hosts}")
         _check_congestion(self)
-        if self.workload.ranks is not None and self.workload.ranks > self.fabric.n_hosts:
+        if self.jobs:
+            check_jobs(self)
+        if self.workload is not None and self.workload.ranks is not None and self.workload.ranks > self.fabric.n_hosts:
             raise ValueError(f"workload.ranks {self.workload.ranks} is above the fabric's {self.fabric.n_hosts} "
                              f"hosts (fabric.leaves x fabric.hosts_per_leaf): allowed 2..{self.fabric.n_hosts}")
         rto = self.transport.rto_us
@@ -112,7 +123,7 @@ class ScenarioSpec(SpecModel):
             raise ValueError("load_balance.selection_method: dp_hash cannot run with transport.entropy = spray: spray "
                              "traces each UDP port's path with ofproto/trace, which stops at dp_hash's recirculation; "
                              "allowed with dp_hash: per_flow, flowlet (or selection_method: hash with spray)")
-        if self.workload.pattern is not None:  # hosts named and the pattern fitted to this fabric
+        if self.workload is not None and self.workload.pattern is not None:  # hosts named and the pattern fitted to this fabric
             from testbed.patterns.plan import check_pattern
             check_pattern(self)
         return self
@@ -254,7 +265,7 @@ def load_scenario(path: Union[str, Path]) -> ScenarioSpec:
         raise ScenarioError(f"{p}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     data = load_yaml(text, str(p))
     spec = parse_scenario(data, str(p))
-    if spec.workload.simai is not None:
+    if spec.workload is not None and spec.workload.simai is not None:
         sp = Path(spec.workload.simai.path)
         if not sp.is_absolute():
             sp = (p.parent / sp).resolve()
@@ -267,7 +278,7 @@ def load_scenario(path: Union[str, Path]) -> ScenarioSpec:
             simai_plan(spec)
         except ScenarioError as e:
             raise ScenarioError(f"{p}: {e}") from None
-    if spec.workload.chakra is not None:
+    if spec.workload is not None and spec.workload.chakra is not None:
         from testbed.chakra_plan import resolve_paths  # reads the traces: nodes, matching, order (ScenarioError)
         spec = resolve_paths(spec, p)
     return spec

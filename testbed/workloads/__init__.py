@@ -6,7 +6,8 @@ maps each section to its class:
 - ``sizes``: the size sweep of one collective (testbed.workloads.sweep.SizeSweep);
 - ``simai``: a SimAI/AICB replay (testbed.workloads.simai.SimaiReplay);
 - ``pattern``: traffic pattern trials (testbed.workloads.pattern.PatternTrials);
-- ``chakra``: a Chakra execution-trace replay (testbed.workloads.chakra.ChakraReplay).
+- ``chakra``: a Chakra execution-trace replay (testbed.workloads.chakra.ChakraReplay);
+- the scenario's ``jobs`` list instead of ``workload``: several jobs at once (testbed.workloads.jobs.Jobs).
 
 A new mode is one module with a Workload subclass and one line here.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 from testbed.plan import WorkloadPlan
 from testbed.workloads.base import Workload
 from testbed.workloads.chakra import ChakraReplay
+from testbed.workloads.jobs import Jobs
 from testbed.workloads.pattern import PatternTrials
 from testbed.workloads.simai import SimaiReplay
 from testbed.workloads.sweep import SizeSweep
@@ -28,6 +30,8 @@ def workload_for(spec) -> Workload:
     """A fresh Workload for the validated scenario ``spec`` (its one mode section that is set).
 
     Raises ValueError when none is set (a spec the schema would have refused)."""
+    if getattr(spec, "jobs", ()):
+        return Jobs(spec)
     for section, cls in WORKLOADS.items():
         if getattr(spec.workload, section, None) is not None:
             return cls(spec)

@@ -1,0 +1,131 @@
+"""The ``jobs`` section: several training jobs sharing one fabric, each on its own hosts.
+
+A scenario holds either one ``workload`` (one job over the first hosts, as before) or a ``jobs`` list,
+never both. Each job::
+
+    jobs:
+      - name: a                    # [A-Za-z0-9_-], unique
+        tenant: red                # who owns it (carried into jobs.csv / tenants.csv; tenants map it)
+        ranks: 4                   # with placement, or an explicit  hosts: [h1, h2, h3, h4]
+        placement: packed          # packed (leaf by leaf) | spread (round robin over leaves) | random (seeded)
+        workload: {sizes: {min_bytes: 256KiB, max_bytes: 256KiB}, iterations: 4, warmup_iterations: 1}
+        start_s: 0                 # seconds after the traffic starts
+        traffic_class: lossless    # carried in the tables (lossless | lossy); every RoCE packet is lossless today
+        iterations: 1              # passes over the job's workload (or duration_s: repeat until then)
+
+Hosts are never shared between jobs: each job's agents run its collectives on its own hosts, as a
+scheduler hands a job whole servers. Placement runs in list order and skips hosts earlier jobs hold
+(testbed.jobs.placement). The job's ``workload`` is today's workload section restricted to a size
+sweep (``workload.sizes``); ``workload.ranks`` is refused there (the job's ``ranks`` or ``hosts`` say it).
+"""
+from __future__ import annotations
+
+import math
+from typing import Literal, Optional
+
+from pydantic import Field, model_validator
+
+from testbed.spec.units import Count, SpecModel
+from testbed.spec.workload import WorkloadSpec
+
+#: placement policies of a job given by ``ranks`` (testbed.jobs.placement)
+PLACEMENTS = ("packed", "spread", "random")
+#: traffic classes a job may name (testbed.spec.congestion.CLASS_NAMES without the control class)
+JOB_TRAFFIC_CLASSES = ("lossless", "lossy")
+
+
+class JobSpec(SpecModel):
+    """One job of the ``jobs`` list: its own hosts, workload, start and tenant (docs/jobs.md)."""
+
+    #: unique in the list; the job's column in jobs.csv and its ``group`` in ops.csv
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,32}$")
+    #: who owns it (jobs.csv, tenants.csv; with a ``tenants`` section it must be declared there)
+    tenant: str = Field("default", pattern=r"^[A-Za-z0-9_.-]{1,32}$")
+    #: its hosts in rank order (or ``ranks`` with ``placement``); never another job's
+    hosts: Optional[tuple[str, ...]] = None
+    #: how many hosts, placed by ``placement``
+    ranks: Optional[Count] = Field(None, ge=2)
+    #: packed: leaf by leaf; spread: round robin over the leaves; random: seeded with the run's seed (default packed)
+    placement: Optional[Literal["packed", "spread", "random"]] = None
+    #: the workload section's shape, a size sweep (``sizes``) for now
+    workload: WorkloadSpec
+    #: seconds after the traffic starts
+    start_s: float = Field(0.0, ge=0, le=3600, allow_inf_nan=False)
+    #: carried into the tables (every RoCE packet is in the lossless class today)
+    traffic_class: Literal["lossless", "lossy"] = "lossless"
+    #: passes over the workload (default 1; warm-ups in the first only)
+    iterations: Optional[Count] = Field(None, ge=1, le=1000)
+    #: repeat passes, starting none after this many seconds since the job's start
+    duration_s: Optional[float] = Field(None, gt=0, le=3600, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _shape(self) -> "JobSpec":
+        if (self.hosts is None) == (self.ranks is None):
+            raise ValueError(f"job {self.name!r}: give exactly one of hosts (a list of host names) or ranks "
+                             f"(a number, with placement: {' | '.join(PLACEMENTS)})")
+        if self.hosts is not None:
+            if self.placement is not None:
+                raise ValueError(f"job {self.name!r}: placement applies to ranks; hosts lists the hosts itself")
+            if len(self.hosts) < 2:
+                raise ValueError(f"job {self.name!r}: hosts lists {len(self.hosts)} host; a collective needs >= 2")
+            if len(set(self.hosts)) != len(self.hosts):
+                dup = sorted({h for h in self.hosts if self.hosts.count(h) > 1})
+                raise ValueError(f"job {self.name!r}: hosts lists {', '.join(dup)} twice")
+        w = self.workload
+        if w.sizes is None:
+            other = next((k for k in ("simai", "pattern", "chakra") if getattr(w, k, None) is not None), "?")
+            raise ValueError(f"job {self.name!r}: workload.{other} is not supported in a job yet; allowed: "
+                             f"workload.sizes (a collective size sweep)")
+        if w.ranks is not None:
+            raise ValueError(f"job {self.name!r}: workload.ranks does not apply in a job: the job's ranks or "
+                             f"hosts say where it runs")
+        if self.iterations is not None and self.duration_s is not None:
+            raise ValueError(f"job {self.name!r}: give iterations or duration_s, not both")
+        return self
+
+    @property
+    def n_ranks(self) -> int:
+        """Ranks of the job: len(hosts) or ranks."""
+        return len(self.hosts) if self.hosts is not None else int(self.ranks)
+
+    @property
+    def placement_policy(self) -> str:
+        """``explicit`` for a hosts list, else the placement (default packed)."""
+        return "explicit" if self.hosts is not None else (self.placement or "packed")
+
+    def passes(self, pass_s: float) -> int:
+        """Passes over the workload to plan: ``iterations`` (default 1), or with ``duration_s`` enough passes
+        of ``pass_s`` seconds (the estimate) to fill it, ceil(duration_s / pass_s), at most 1000; the run stops
+        starting passes once duration_s has passed since the job's start."""
+        if self.duration_s is None:
+            return self.iterations or 1
+        return max(1, min(1000, math.ceil(self.duration_s / max(pass_s, 1e-6))))
+
+
+def check_jobs(spec) -> None:
+    """Names unique; explicit hosts exist on the fabric and no host in two jobs; the jobs fit the fabric's
+    hosts; with a ``tenants`` section each job's tenant is declared there and its placed hosts may join
+    it. ValueError naming ``jobs.N.KEY`` and what is allowed."""
+    from testbed.jobs.placement import place_jobs
+
+    jobs = spec.jobs
+    seen: dict[str, int] = {}
+    for i, j in enumerate(jobs):
+        if j.name in seen:
+            raise ValueError(f"jobs.{i}.name: {j.name!r} is also jobs.{seen[j.name]}'s name; names must be unique")
+        seen[j.name] = i
+        if j.workload.channels != jobs[0].workload.channels:
+            raise ValueError(f"jobs.{i}.workload.channels: {j.workload.channels}, but jobs.0 has "
+                             f"{jobs[0].workload.channels}; every job of a run uses the same channels")
+    place_jobs(spec.fabric.layout_preview(), jobs, spec.seed)  # ValueError naming the job and host
+    if spec.tenants:  # each job's hosts join its tenant (testbed.spec.tenants.tenant_map's extra)
+        for i, j in enumerate(jobs):
+            if j.tenant not in spec.tenants:
+                raise ValueError(f"jobs.{i}.tenant: {j.tenant!r} is not declared under tenants; allowed: "
+                                 f"{', '.join(spec.tenants)}")
+        from testbed.jobs.plan import run_tenant_map
+        from testbed.spec.yaml_loader import ScenarioError
+        try:
+            run_tenant_map(spec)
+        except ScenarioError as e:
+            raise ValueError(f"jobs: the jobs' placed hosts do not fit the tenants: {e}") from None
