@@ -1,7 +1,7 @@
 """Several jobs on one fabric (testbed.spec.jobs, testbed.jobs, testbed.workloads.jobs): the scenario's
 ``jobs`` list, placement, the op plan with one stream per job, links and fair shares, per-job and
 per-tenant results, the solo comparison and the report's jobs plots. No fabric: the runs are in
-tests/integration/test_jobs.py."""
+tests/integration/test_jobs_on_one_fabric.py."""
 import copy
 import json
 from pathlib import Path
