@@ -9,7 +9,7 @@ from testbed.patterns.results import jain_index, throughput_ratio
 from testbed.spec.scenario import ScenarioError, parse_scenario
 from topology import build
 from traffic import protocol
-from traffic.protocol import FlowOrder, FlowReceived, FlowsDone, MessageRecord, RunFlows
+from traffic.protocol import FlowMessage, FlowOrder, FlowReceived, FlowsDone, RunFlows
 
 FABRIC = {"spines": 2, "leaves": 4, "hosts_per_leaf": 2, "host_link_bps": "10M", "fabric_link_bps": "10M"}
 
@@ -111,7 +111,8 @@ def test_flow_messages_round_trip_strictly():
     cmd = RunFlows(trial=2, flows=[FlowOrder(flow=0, src=1, dst=0, size_bytes=10, start_ns=5)], start_at_ns=7,
                    sample_period_ns=10_000_000, timeout_s=3.0)
     assert protocol.decode(protocol.encode(cmd)) == cmd
-    done = FlowsDone(trial=2, rank=0, sent=[MessageRecord(rank=0, peer=1, msg_seq=0, size_bytes=10, t_post_ns=1, t_acked_ns=2)],
+    done = FlowsDone(trial=2, rank=0, sent=[FlowMessage(flow=0, channel=0, rank=0, peer=1, msg_seq=0, size_bytes=10,
+                                                        t_post_ns=1, t_acked_ns=2)],
                      received=[FlowReceived(flow=1, time_ns=[1, 2], rx_bytes=[0, 10], t_done_ns=2)])
     assert protocol.decode(protocol.encode(done)) == done
     with pytest.raises(protocol.ProtocolError, match="flows_done.received"):
@@ -183,7 +184,7 @@ def test_executor_posts_at_start_times_and_samples_the_receivers_bytes():
                    start_at_ns=start, sample_period_ns=10_000_000, timeout_s=5.0)
     rx = {3: _FakeReceiver(40_000, 0.1)}
     rx_consumed = {}
-    done = run_flows(0, cmd, {1: _FakeSender(), 2: _FakeSender()}, rx, rx_consumed)
+    done = run_flows(0, cmd, [{1: _FakeSender(), 2: _FakeSender()}], [rx], [rx_consumed])
     assert [(m.peer, m.size_bytes) for m in done.sent] == [(1, 1000), (2, 500)]
     assert done.sent[0].t_post_ns >= start and done.sent[1].t_post_ns >= start + 100_000_000
     (r,) = done.received
@@ -192,7 +193,7 @@ def test_executor_posts_at_start_times_and_samples_the_receivers_bytes():
     assert rx_consumed == {3: 1}
     with pytest.raises(ValueError, match=r"no queue pair with rank\(s\) \[5\]"):
         run_flows(0, RunFlows(trial=1, flows=[FlowOrder(flow=0, src=0, dst=5, size_bytes=1, start_ns=0)],
-                              start_at_ns=start, sample_period_ns=10_000_000, timeout_s=1.0), {}, {}, {})
+                              start_at_ns=start, sample_period_ns=10_000_000, timeout_s=1.0), [{}], [{}], [{}])
 
 
 def test_cpu_is_judged_only_in_the_seconds_of_a_trials_traffic():

@@ -8,7 +8,7 @@ import pytest
 from traffic.protocol import (MESSAGES, AgentConfig, ErrorEvent, Exit, GetStats, MessageRecord, OpDone,
                               ProtocolError, QpCnpLog, QpRateLog, RankAddress, Ready, RequesterQpStats,
                               ResponderQpStats, RunOp, Stats, decode, encode)
-from traffic.protocol import FlowOrder, FlowReceived, FlowsDone, RunFlows
+from traffic.protocol import FlowMessage, FlowOrder, FlowReceived, FlowsDone, RunFlows
 from traffic.transport import QPCounters, ResponderCounters, TransportParams
 
 CONFIG = AgentConfig(rank=1, ranks=[RankAddress(0, "10.0.0.1", "h1"), RankAddress(1, "10.0.0.2", "h2")], peers=[0],
@@ -41,9 +41,10 @@ EXAMPLES = [
            t_rx_done_ns=10),
     STATS,
     ErrorEvent(error="rank 1: QP 0x10000 -> 10.0.0.1:4791: sendto failed", op_id=3, trace=""),
-    RunFlows(trial=1, flows=[FlowOrder(flow=0, src=1, dst=0, size_bytes=4096, start_ns=0)], start_at_ns=5,
+    RunFlows(trial=1, flows=[FlowOrder(flow=0, src=1, dst=0, size_bytes=4096, start_ns=0, qps=2)], start_at_ns=5,
              sample_period_ns=10_000_000, timeout_s=30.0),
-    FlowsDone(trial=1, rank=0, sent=[MessageRecord(rank=0, peer=1, msg_seq=0, size_bytes=4096, t_post_ns=5, t_acked_ns=9)],
+    FlowsDone(trial=1, rank=0, sent=[FlowMessage(flow=3, channel=1, rank=0, peer=1, msg_seq=0, size_bytes=2048,
+                                                 t_post_ns=5, t_acked_ns=9)],
               received=[FlowReceived(flow=2, time_ns=[5, 6], rx_bytes=[0, 4096], t_done_ns=6)]),
 ]
 

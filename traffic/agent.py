@@ -18,7 +18,8 @@ responder QP at rank q for requester r is 0x20000+r; with ``channels`` > 1 each 
 pair per channel, channel c's numbers 0x20000 x c higher (:func:`qpn`). With ``streams`` S > 1 (communicators
 that run concurrently) each stream has its own channels: stream s, channel c is QP slot s x channels + c,
 numbered like a channel of that index. The agent runs each stream's RunOps in a worker thread of its own,
-in the order they arrive, so ops of different streams overlap. A QP's addresses: the
+in the order they arrive, so ops of different streams overlap. A pattern trial (RunFlows) splits a flow of
+``qps`` N over channels 0..N-1 of stream 0 (traffic.patterns.executor). A QP's addresses: the
 scale-up domain inside a server, else scale-out plane c mod planes (traffic.transport.planes). Each QP's UDP source port(s), its
 ECMP entropy, come from the entropy policy ``transport.entropy`` (:mod:`traffic.transport.entropy`;
 ``per_flow``: one port per QP, drawn without repeats from 49152-65535 by a generator seeded
@@ -269,7 +270,8 @@ def main(argv: list[str] | None = None) -> int:
                 if isinstance(cmd, RunOp):
                     workers.submit(cmd)
                 elif isinstance(cmd, protocol.RunFlows):  # a pattern trial (traffic.patterns)
-                    _emit(run_flows(agent.rank, cmd, agent.send_qp, agent.recv_qp, agent.rx_consumed[0]))  # channel 0
+                    c = agent.channels  # stream 0's channels: a flow's QP i is channel i
+                    _emit(run_flows(agent.rank, cmd, agent.send_qps[:c], agent.recv_qps[:c], agent.rx_consumed[:c]))
                 elif isinstance(cmd, GetStats):
                     _emit(agent.stats())
                 else:

@@ -301,13 +301,15 @@ class Stats:
 @dataclass(frozen=True)
 class FlowOrder:
     """Pattern flow ``flow``: ``size_bytes`` from rank ``src`` to rank ``dst``, posted ``start_ns`` after the
-    trial's start."""
+    trial's start, split over ``qps`` queue pairs (channels 0..qps-1 of the agents' QPs with that peer;
+    traffic.patterns.qp_shares)."""
 
     flow: int
     src: int
     dst: int
     size_bytes: int
     start_ns: int
+    qps: int = 1
 
 
 @dataclass(frozen=True)
@@ -325,10 +327,27 @@ class RunFlows:
 
 
 @dataclass(frozen=True)
+class FlowMessage:
+    """One queue pair's message of pattern flow ``flow``: the requester QP of ``rank`` (the source) towards
+    ``peer`` (the destination) on ``channel`` (the flow's QP index) posted ``size_bytes`` (its share) at
+    ``t_post_ns``; its last byte was acknowledged at ``t_acked_ns`` (0: never). ``msg_seq``: the message's
+    number on that QP."""
+
+    flow: int
+    channel: int
+    rank: int
+    peer: int
+    msg_seq: int
+    size_bytes: int
+    t_post_ns: int
+    t_acked_ns: int
+
+
+@dataclass(frozen=True)
 class FlowReceived:
     """The receiver's record of a flow: delivered payload bytes (``rx_bytes``, cumulative since the
-    trial's start) at ``time_ns``, sampled every sample period from the trial's start until the last
-    byte; ``t_done_ns``: when the whole message was delivered."""
+    trial's start, summed over the flow's queue pairs) at ``time_ns``, sampled every sample period from
+    the trial's start until the last byte; ``t_done_ns``: when every QP's message was delivered."""
 
     flow: int
     time_ns: list[int]
@@ -338,12 +357,12 @@ class FlowReceived:
 
 @dataclass(frozen=True)
 class FlowsDone:
-    """One agent's records of pattern trial ``trial``: its sent flows (a :class:`MessageRecord` each: rank
-    = source, peer = destination, one flow per host pair) and its received flows."""
+    """One agent's records of pattern trial ``trial``: its sent flows (a :class:`FlowMessage` per flow and
+    queue pair: rank = source, peer = destination) and its received flows (one :class:`FlowReceived` each)."""
 
     trial: int
     rank: int
-    sent: list[MessageRecord]
+    sent: list[FlowMessage]
     received: list[FlowReceived]
 
 
@@ -388,6 +407,6 @@ def decode(line: Union[str, bytes]) -> Any:
         raise ProtocolError(str(e)) from None
 
 
-__all__ = ["AgentConfig", "CNP_ROLES", "Command", "ErrorEvent", "Event", "Exit", "FlowOrder", "FlowReceived", "FlowsDone", "GetStats",
+__all__ = ["AgentConfig", "CNP_ROLES", "Command", "ErrorEvent", "Event", "Exit", "FlowMessage", "FlowOrder", "FlowReceived", "FlowsDone", "GetStats",
            "MESSAGES", "MessageRecord", "OpDone", "PathPorts", "PfcRxStats", "ProtocolError", "QpCnpLog", "QpRateLog", "RankAddress", "Ready",
            "RequesterQpStats", "ResponderQpStats", "RunFlows", "RunOp", "Stats", "decode", "encode"]

@@ -60,7 +60,7 @@ def transport_params(spec, rto_us: int, peers_per_rank: int = 2, streams: int = 
     sockets of a host share its NIC queue (HOST_NIC_QUEUE_BYTES), so each socket's send buffer is
     at most that / (peers + 1), or sends of a rank talking to many peers at once (all-to-all,
     trees) overflow the queue (ENOBUFS, counted as host qdisc drops); with ``workload.channels``
-    C on P planes each NIC serves peers x ceil(C/P) QPs, and ``streams`` (testbed.plan.plan_streams)
+    C (a pattern: its widest flow's ``qps``) on P planes each NIC serves peers x ceil(C/P) QPs, and ``streams`` (testbed.plan.plan_streams)
     times that. A ring (2 peers, 1 channel, 1 stream) keeps the default.
     """
     from testbed.spec.rto import bdp_cap, rto_low
@@ -73,7 +73,8 @@ def transport_params(spec, rto_us: int, peers_per_rank: int = 2, streams: int = 
     gap_us = (t.flowlet_gap_us or int(rto_us) // 2) if t.entropy == "flowlet" else 0
     # channels share a NIC's queue too, spread over the planes' NICs (traffic.transport.planes)
     planes = spec.fabric.planes if spec.fabric.kind == "dual_plane" else 1
-    channels = spec.workload.channels if spec.workload is not None else spec.jobs[0].workload.channels
+    w = spec.workload if spec.workload is not None else spec.jobs[0].workload
+    channels = w.pattern.max_qps if w.pattern is not None else w.channels  # a pattern's flows split over QPs
     qps = max(peers_per_rank, 1) * -(-channels // planes) * max(streams, 1)
     sndbuf = min(TransportParams.sndbuf_bytes, HOST_NIC_QUEUE_BYTES // (qps + 1))
     return TransportParams(payload_bytes=t.payload_bytes, window_pkts=t.window_pkts,

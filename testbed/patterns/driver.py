@@ -4,7 +4,8 @@ Trial t runs with seed ``spec.seed + t``: the agents draw their QPs' UDP source 
 spray and flowlet choices and initial PSNs from it (traffic.transport.entropy), so trials are
 independent draws of the same pattern. Each trial starts every agent afresh (new QPs, empty
 counters), sends one :class:`traffic.protocol.RunFlows` with a start time 0.3 s ahead (every
-agent posts its flows at that Unix time plus their ``start_s``), collects every agent's
+agent posts its flows at that Unix time plus their ``start_s``, each over its ``qps`` queue pairs:
+the agents start with as many channels as the widest flow needs), collects every agent's
 :class:`~traffic.protocol.FlowsDone` and statistics, and stops the agents.
 """
 from __future__ import annotations
@@ -69,6 +70,8 @@ class PatternRun:
         self.peers = pattern_peers(self.flows)
         self.ideal_fct_s = ideal_fct_s(self.flows, fab.layout, ctx.efficiency)
         self.trials: list[TrialRecord] = []
+        #: queue pairs per peer each agent starts with: the most any flow splits over (FlowOrder.qps)
+        self.channels = max(f.qps for f in self.flows)
 
     @property
     def ideal_span_s(self) -> float:
@@ -93,10 +96,11 @@ class PatternRun:
         n = self.pattern.trials
         timeout_s = 10 * self.ideal_span_s + 20
         orders = [FlowOrder(flow=f.flow, src=f.src, dst=f.dst, size_bytes=f.size_bytes,
-                            start_ns=int(round(f.start_s * 1e9))) for f in self.flows]
+                            start_ns=int(round(f.start_s * 1e9)), qps=f.qps) for f in self.flows]
         for t in range(n):
             seed = self.ctx.spec.seed + t
-            with AgentGroup(self.fab, self.ctx.transport, seed, lambda r: self.peers.get(r, [])) as agents:
+            with AgentGroup(self.fab, self.ctx.transport, seed, lambda r: self.peers.get(r, []),
+                            channels=self.channels) as agents:
                 start_at = unix_ns() + int(START_AHEAD_S * 1e9)
                 cmd = RunFlows(trial=t, flows=orders, start_at_ns=start_at,
                                sample_period_ns=int(self.pattern.rate_bin_ms * 1e6), timeout_s=float(timeout_s))

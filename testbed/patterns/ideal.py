@@ -8,10 +8,18 @@ destination switch, as if a perfect load balancer spread every packet over all e
 Bertsekas & Gallager, Data Networks, 6.5.2), recomputed whenever a flow starts or ends; a flow of S
 bytes at rate R (bit/s on the wire) moves S x 8 / (R x payload efficiency) seconds. This ignores
 queueing, ACKs and start-up, so real flows take a little longer even when perfectly balanced.
+
+Queue pairs: a flow split over N QPs (``qps``, traffic.patterns.qp_shares) is N sub-flows, each with
+its share of the bytes and the flow's resources; max-min fairness is per QP (the transport's window and
+congestion control act per QP, as on an RNIC), so at a shared bottleneck a flow of 4 QPs gets 4/5 of
+what it shares with a flow of 1 QP. A flow's rate is the sum of its sub-flows', its completion time
+that of its last sub-flow. The yardstick stays a perfect balancer: where ECMP would hash the QPs onto
+paths, the model spreads them perfectly, so an ECMP collision shows up as slowdown above 1.
 """
 from __future__ import annotations
 
 from topology.model import Layout
+from traffic.patterns import qp_shares
 
 
 def capacities(layout: Layout) -> tuple[dict, dict]:
@@ -64,25 +72,42 @@ def max_min_rates(active: list[int], cap: dict, uses: dict) -> dict[int, float]:
     return rate
 
 
+def qps_of(flows) -> dict[int, int]:
+    """flow -> its queue pairs (``qps``, 1 for a flow record without one)."""
+    return {f.flow: getattr(f, "qps", 1) for f in flows}
+
+
+def flow_rates(active, qps: dict[int, int], cap: dict, uses: dict) -> dict[int, float]:
+    """Max-min fair rate (bit/s) of each flow in ``active``, each flow being ``qps[flow]`` sub-flows on its
+    resources ``uses[flow]`` (module docstring): the sum of its sub-flows' rates."""
+    sub = [(f, c) for f in active for c in range(qps[f])]
+    rate = max_min_rates(sub, cap, {(f, c): uses[f] for f, c in sub})
+    return {f: sum(rate[(f, c)] for c in range(qps[f])) for f in active}
+
+
 def ideal_rates(flows, layout: Layout) -> dict[int, float]:
-    """Max-min fair wire rate (bit/s) of every flow when all of them send at once."""
+    """Max-min fair wire rate (bit/s) of every flow (the sum over its queue pairs) when all of them send at
+    once."""
     cap, uses = resources(flows, layout)
-    return max_min_rates([f.flow for f in flows], cap, uses)
+    return flow_rates([f.flow for f in flows], qps_of(flows), cap, uses)
 
 
 def ideal_fct_s(flows, layout: Layout, efficiency: float) -> dict[int, float]:
     """flow -> its completion time (s, from its own start) on the ideal fabric (module docstring).
 
-    ``flows``: traffic.patterns.Flow records (src/dst ranks, size_bytes, start_s); ``efficiency``:
-    payload / frame bytes of a full packet (traffic.transport.payload_efficiency)."""
-    cap, uses = resources(flows, layout)
-    left = {f.flow: f.size_bytes * 8 / efficiency for f in flows}  # wire bits still to move
-    start = {f.flow: f.start_s for f in flows}
-    done: dict[int, float] = {}
+    ``flows``: traffic.patterns.Flow records (src/dst ranks, size_bytes, start_s, qps); ``efficiency``:
+    payload / frame bytes of a full packet (traffic.transport.payload_efficiency). Each QP of a flow is a
+    sub-flow with its share of the bytes (traffic.patterns.qp_shares); the flow ends with its last."""
+    cap, flow_uses = resources(flows, layout)
+    uses, left, start = {}, {}, {}  # per sub-flow (flow, QP): resources, wire bits still to move, start
+    for f in flows:
+        for c, share in enumerate(qp_shares(f.size_bytes, getattr(f, "qps", 1))):
+            uses[(f.flow, c)], left[(f.flow, c)], start[(f.flow, c)] = flow_uses[f.flow], share * 8 / efficiency, f.start_s
+    sub_done: dict = {}
     t = 0.0
-    while len(done) < len(flows):
-        active = [f for f in left if f not in done and start[f] <= t + 1e-12]
-        later = [start[f] for f in left if f not in done and start[f] > t + 1e-12]
+    while len(sub_done) < len(left):
+        active = [f for f in left if f not in sub_done and start[f] <= t + 1e-12]
+        later = [start[f] for f in left if f not in sub_done and start[f] > t + 1e-12]
         if not active:
             t = min(later)
             continue
@@ -94,5 +119,8 @@ def ideal_fct_s(flows, layout: Layout, efficiency: float) -> dict[int, float]:
         for f in active:
             left[f] -= rate[f] * dt
             if left[f] <= 1e-6 * (1 + rate[f]):
-                done[f] = t - start[f]
-    return done
+                sub_done[f] = t - start[f]
+    done: dict[int, float] = {}
+    for (flow, _), fct in sub_done.items():
+        done[flow] = max(done.get(flow, 0.0), fct)
+    return {f.flow: done[f.flow] for f in flows}

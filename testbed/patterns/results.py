@@ -3,8 +3,12 @@
 Definitions (ideal: testbed.patterns.ideal, a perfectly balanced fluid fabric with max-min fair rates):
 
 - ``fct_us``: the sender's time from posting a flow's message to the ACK of its last byte (msgs.csv's
-  FCT); ``ideal_fct_us``: the same flow on the ideal fabric, with the pattern's other flows;
-  ``slowdown`` = fct_us / ideal_fct_us (1 = as fast as perfect balancing allows).
+  FCT); for a flow over several queue pairs (``qps``), from the first QP's post to the ACK of the last
+  byte of the last QP; ``ideal_fct_us``: the same flow on the ideal fabric, with the pattern's other
+  flows; ``slowdown`` = fct_us / ideal_fct_us (1 = as fast as perfect balancing allows).
+- flow_qps.csv (only when a flow has ``qps`` > 1): one row per trial, flow and queue pair: its share of
+  the bytes, its UDP source port (qps.csv), post, ACK, its own FCT and ``lost_pkts``; fct.csv's
+  ``lost_pkts`` is their sum.
 - ``throughput_ratio`` of a trial: the payload bytes every receiver got while ALL flows of the trial
   were sending (from the last flow's post, plus a tenth of the shortest ideal FCT for the start-up,
   to the first flow's last byte at its receiver), over what the flows' ideal max-min rates x payload
@@ -15,7 +19,7 @@ Definitions (ideal: testbed.patterns.ideal, a perfectly balanced fluid fabric wi
   got in the window of ``throughput_ratio`` (every flow sending): 1 when the flows shared evenly; the
   block gives the mean and the minimum over trials. ``lost_pkts`` (fct.csv): the data packets a flow's
   sender put on the wire that its receiver never got (qps.csv: requester ``tx_pkts`` - responder
-  ``rx_pkts``), so a flow's share of a trial's losses is its ``lost_pkts`` over their sum.
+  ``rx_pkts``, summed over the flow's queue pairs), so a flow's share of a trial's losses is its ``lost_pkts`` over their sum.
 - ``completion_ratio`` of a trial: ideal time from the trial's start to its last flow's end over the
   measured one (1 = ideal).
 - uplink shares (uplinks.csv): the bytes each inter-switch port of a switch with flows to other
@@ -39,11 +43,12 @@ Definitions (ideal: testbed.patterns.ideal, a perfectly balanced fluid fabric wi
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from testbed.patterns.ideal import ideal_rates, resources, max_min_rates
+from testbed.patterns.ideal import flow_rates, ideal_rates, qps_of, resources
 from testbed.patterns.plan import short
 from testbed.results.rundir import RunDir
 from testbed.results.tables import percentile_us
@@ -51,6 +56,8 @@ from testbed.results.tables import percentile_us
 FCT_COLUMNS = ["trial", "flow", "src", "dst", "size_bytes", "start_ns", "end_ns", "fct_us", "ideal_fct_us",
                "slowdown", "lost_pkts"]
 RATE_COLUMNS = ["trial", "flow", "src", "dst", "bin_start_ns", "rx_bytes", "goodput_bps"]
+QP_COLUMNS = ["trial", "flow", "channel", "src", "dst", "udp_sport", "size_bytes", "start_ns", "end_ns", "fct_us",
+              "lost_pkts"]
 UPLINK_COLUMNS = ["trial", "switch", "port", "peer", "tx_bytes", "share"]
 PARALLEL_COLUMNS = ["trial", "switch", "peer", "port", "tx_bytes", "share"]
 
@@ -61,10 +68,27 @@ def jain_index(values) -> float:
     return float(x.sum() ** 2 / (len(x) * (x ** 2).sum())) if len(x) and (x ** 2).sum() > 0 else math.nan
 
 
-def sent_flows(run, tr) -> list[tuple[int, object]]:
-    """(flow, the sender's traffic.protocol.MessageRecord) of every flow of trial ``tr`` (one flow per host pair)."""
-    flow_of = {(f.src, f.dst): f.flow for f in run.flows}
-    return [(flow_of[(m.rank, m.peer)], m) for d in tr.done for m in d.sent]
+@dataclass(frozen=True)
+class FlowSpan:
+    """A sent flow over all its queue pairs: the first post and the last ACK (Unix ns), the bytes, the
+    traffic.protocol.FlowMessage of each QP in QP order."""
+
+    t_post_ns: int
+    t_acked_ns: int
+    size_bytes: int
+    messages: tuple
+
+
+def sent_flows(run, tr) -> list[tuple[int, FlowSpan]]:
+    """(flow, its FlowSpan) of every flow of trial ``tr``, in flow order: the senders' FlowMessages grouped by
+    their ``flow`` (one per queue pair of the flow)."""
+    by_flow: dict[int, list] = {}
+    for d in tr.done:
+        for m in d.sent:
+            by_flow.setdefault(m.flow, []).append(m)
+    return [(fl, FlowSpan(min(m.t_post_ns for m in ms), max(m.t_acked_ns for m in ms),
+                          sum(m.size_bytes for m in ms), tuple(sorted(ms, key=lambda m: m.channel))))
+            for fl, ms in sorted(by_flow.items())]
 
 
 def _pct(values, q: float, need: int = 1):
@@ -72,15 +96,38 @@ def _pct(values, q: float, need: int = 1):
     return None if math.isnan(v) else float(v)
 
 
-def lost_pkts(qps: pd.DataFrame | None) -> dict[tuple[int, int, int], int]:
-    """(trial, sender rank, receiver rank) -> data packets sent and never received (module docstring)."""
+def lost_pkts(qps: pd.DataFrame | None, per_qp: bool = False) -> dict[tuple, int]:
+    """(trial, sender rank, receiver rank) -> data packets sent and never received over all their queue
+    pairs (module docstring); with ``per_qp``, (trial, sender rank, receiver rank, channel) -> those of one
+    QP."""
     if qps is None or len(qps) == 0 or "trial" not in qps:
         return {}
-    keys = ["trial", "rank", "peer"]
+    keys = ["trial", "rank", "peer"] + (["channel"] if per_qp else [])
     tx = qps[qps["role"] == "requester"].groupby(keys)["tx_pkts"].sum()
     rx = qps[qps["role"] == "responder"].groupby(keys)["rx_pkts"].sum()
-    rx.index = rx.index.set_names(["trial", "peer", "rank"]).reorder_levels(keys)
+    rx.index = rx.index.set_names(["trial", "peer", "rank"] + keys[3:]).reorder_levels(keys)
     return {k: int(v - rx.get(k, 0)) for k, v in tx.items()}
+
+
+def qp_table(run, names: list[str], qps: pd.DataFrame | None) -> pd.DataFrame:
+    """flow_qps.csv: one row per trial, flow and queue pair (module docstring); ``qps``: qps.csv (the UDP
+    source port and the losses of each QP; their columns are empty without it)."""
+    lost = lost_pkts(qps, per_qp=True)
+    sport = {}
+    if qps is not None and len(qps) and "trial" in qps:
+        req = qps[qps["role"] == "requester"]
+        sport = {(int(t), int(r), int(p), int(c)): int(s) for t, r, p, c, s in
+                 req[["trial", "rank", "peer", "channel", "udp_sport"]].itertuples(index=False)}
+    rows = []
+    for tr in run.trials:
+        for flow, span in sent_flows(run, tr):
+            for m in span.messages:
+                key = (tr.trial, m.rank, m.peer, m.channel)
+                rows.append({"trial": tr.trial, "flow": flow, "channel": m.channel, "src": names[m.rank],
+                             "dst": names[m.peer], "udp_sport": sport.get(key), "size_bytes": m.size_bytes,
+                             "start_ns": m.t_post_ns, "end_ns": m.t_acked_ns,
+                             "fct_us": (m.t_acked_ns - m.t_post_ns) / 1e3, "lost_pkts": lost.get(key)})
+    return pd.DataFrame(rows, columns=QP_COLUMNS)
 
 
 def fct_table(run, names: list[str], lost: dict | None = None) -> pd.DataFrame:
@@ -173,6 +220,7 @@ def uplink_figures(run, ports: pd.DataFrame) -> tuple[pd.DataFrame, list[float],
     layout = run.fab.layout
     up = _uplinks(layout)
     cap, uses = resources(run.flows, layout)
+    qps = qps_of(run.flows)
     demand_cache: dict = {}
     flows = {f.flow: f for f in run.flows}
     sw = {h.rank: layout.attachment(h.name).node for h in layout.hosts}
@@ -200,7 +248,7 @@ def uplink_figures(run, ports: pd.DataFrame) -> tuple[pd.DataFrame, list[float],
                 mid = (t[i] + t[i + 1]) / 2
                 active = frozenset(fl for fl, s in sent if s.t_post_ns <= mid < s.t_acked_ns)
                 if active not in demand_cache:
-                    demand_cache[active] = max_min_rates(list(active), cap, uses) if active else {}
+                    demand_cache[active] = flow_rates(list(active), qps, cap, uses) if active else {}
                 demand = sum(demand_cache[active].get(fl, 0.0) for fl in mine)
                 if demand < cap_bps * (1 - 1e-9):
                     continue
@@ -259,7 +307,8 @@ def parallel_figures(table: pd.DataFrame) -> dict:
 
 
 def write_pattern_results(ctx, run, qps: pd.DataFrame, ports: pd.DataFrame, faults: dict | None) -> dict:
-    """Write fct.csv, flow_rates.csv and uplinks.csv into the run directory; return the ``load_balance``
+    """Write fct.csv, flow_rates.csv, uplinks.csv (and flow_qps.csv, parallel_links.csv where they apply)
+    into the run directory; return the ``load_balance``
     block of summary.json (module docstring for every definition)."""
     layout = run.fab.layout
     names = [short(layout, h.name) for h in layout.hosts]
@@ -268,6 +317,8 @@ def write_pattern_results(ctx, run, qps: pd.DataFrame, ports: pd.DataFrame, faul
     out = RunDir(ctx.run_dir)
     out.write_table("fct", fct)
     out.write_table("flow_rates", rate_table(run, names))
+    if any(f.qps > 1 for f in run.flows):
+        out.write_table("flow_qps", qp_table(run, names, qps))
     uplinks, jains, idle = uplink_figures(run, ports)
     out.write_table("uplinks", uplinks)
     parallel = parallel_link_table(run, ports)
@@ -286,6 +337,7 @@ def write_pattern_results(ctx, run, qps: pd.DataFrame, ports: pd.DataFrame, faul
         "pattern": run.pattern.kind, "policy": ctx.spec.load_balance.policy, "entropy": ctx.spec.transport.entropy,
         "hash_basis": ctx.spec.load_balance.hash_basis, "selection_method": ctx.spec.load_balance.selection_method,
         "trials": len(run.trials), "flows_per_trial": len(run.flows), "seeds": [tr.seed for tr in run.trials],
+        "qps_per_trial": sum(f.qps for f in run.flows),
         "throughput_ratio_mean": float(np.mean(ratios)) if ratios else None,
         "throughput_ratio_p5": _pct(ratios, 5.0), "throughput_ratio_trials": len(ratios),
         "overlap_jain_mean": float(np.mean(fair)) if fair else None,
@@ -313,7 +365,9 @@ def format_load_balance(b: dict) -> str:
     def f(v, fmt=".3f"):
         return "n/a" if v is None else format(v, fmt)
     return "\n".join([
-        f"# pattern {b['pattern']}: {b['flows_per_trial']} flows x {b['trials']} trials, policy {b['policy']}, "
+        f"# pattern {b['pattern']}: {b['flows_per_trial']} flows"
+        + (f" on {b['qps_per_trial']} QPs" if b.get("qps_per_trial", b["flows_per_trial"]) != b["flows_per_trial"]
+           else "") + f" x {b['trials']} trials, policy {b['policy']}, "
         f"entropy {b['entropy']}",
         f"# throughput/ideal mean {f(b['throughput_ratio_mean'])} p5 {f(b['throughput_ratio_p5'])} "
         f"({b['throughput_ratio_trials']} trials with all flows overlapping); goodput Jain while all send mean "

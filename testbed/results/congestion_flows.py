@@ -108,14 +108,16 @@ def _cnps(run: RunDir, cnp_interval_us: float | None) -> dict:
     cnp = run.table("qp_rates")
     if cnp is not None:
         cnp = cnp[cnp["event"] == "cnp"].sort_values("time_ns")
-        gaps = cnp.groupby(["trial", "rank", "peer"])["time_ns"].diff().dropna()
+        qp_keys = ["trial", "rank", "peer"] + (["channel"] if "channel" in cnp else [])  # one requester QP
+        gaps = cnp.groupby(qp_keys)["time_ns"].diff().dropna()
         out["cnp_min_gap_ms"] = round(float(gaps.min()) / 1e6, 3) if len(gaps) else None
     if cnp_interval_us and "tx_busy_ns" in qps:
         # a responder's active span: its requester peer's busy time (the data it was sent)
-        req = qps[qps["role"] == "requester"].set_index(["trial", "peer", "rank"])["tx_busy_ns"]
+        ch = ["channel"] if "channel" in qps else []  # a flow over several QPs: match each QP's own peer
+        req = qps[qps["role"] == "requester"].set_index(["trial", "peer", "rank"] + ch)["tx_busy_ns"]
         per = []
         for _, row in resp.iterrows():
-            busy = req.get((row["trial"], row["rank"], row["peer"]))
+            busy = req.get((row["trial"], row["rank"], row["peer"]) + tuple(row[c] for c in ch))
             if busy and row["cnps_tx"] > 0:
                 per.append(row["cnps_tx"] * cnp_interval_us * 1e3 / busy)
         out["cnp_per_interval_max"] = round(max(per), 3) if per else None

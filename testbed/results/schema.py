@@ -248,12 +248,26 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     src          str   sending host (short name, e.g. h5)
     dst          str   receiving host (short name)
     size_bytes   int   flow size, bytes
-    start_ns     int   post of the flow's message, Unix ns
-    end_ns       int   ACK of its last byte, Unix ns
+    start_ns     int   post of the flow's message (its first QP's), Unix ns
+    end_ns       int   ACK of its last byte (of its last QP), Unix ns
     fct_us       float flow completion time end_ns - start_ns, us
     ideal_fct_us float FCT under the ideal max-min rates, us
     slowdown     float fct_us / ideal_fct_us
-    lost_pkts    float data packets the flow's sender put on the wire that its receiver never got
+    lost_pkts    float data packets the flow's sender put on the wire that its receiver never got (all its QPs)
+"""),
+    _table("flow_qps", "one row per queue pair of each pattern flow and trial (testbed.patterns.results.qp_table)",
+           "pattern runs with a flow of qps > 1", """
+    trial      int   trial
+    flow       int   flow index (fct.csv)
+    channel    int   the flow's queue pair index 0..qps-1 (qps.csv channel)
+    src        str   sending host (short name, e.g. h5)
+    dst        str   receiving host (short name)
+    udp_sport  float the QP's (first) UDP source port, its ECMP entropy (qps.csv)
+    size_bytes int   the QP's share of the flow, bytes
+    start_ns   int   post of the QP's message, Unix ns
+    end_ns     int   ACK of its last byte, Unix ns
+    fct_us     float end_ns - start_ns, us
+    lost_pkts  float data packets this QP put on the wire that the receiver never got
 """),
     _table("flow_rates", "each pattern flow's received payload per time bin",
            "pattern runs", """

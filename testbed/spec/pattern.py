@@ -14,12 +14,21 @@ distributions. Kinds (traffic.patterns.PATTERNS builds the flows; hosts are name
   k flows on k paths);
 - ``incast``: ``senders`` hosts (a count: the hosts after the receiver on other leaves first, or a
   list) each send ``size_bytes`` to ``receiver`` (default ``h1``) at once;
-- ``flows``: an explicit list of ``{src, dst, size_bytes, start_s}``.
+- ``flows``: an explicit list of ``{src, dst, size_bytes, start_s, qps}``.
+
+``qps`` (default 1, at most traffic.collectives.channels.MAX_CHANNELS): queue pairs per flow. A flow's
+bytes are split over that many QPs between the same two hosts, shares differing by at most one byte
+(traffic.collectives.channels.channel_sizes, as NCCL splits a buffer over its channels); each QP has
+its own UDP source port, so ECMP can hash the QPs of one flow onto different paths. Set on the pattern
+it applies to every flow; a flow of kind ``flows`` may set its own. A flow's FCT runs until the last
+byte of its last QP is acknowledged (testbed.patterns.results). ``size_bytes`` must be at least
+``qps`` (every QP carries a byte).
 
 Example::
 
     workload:
       pattern: {kind: incast, senders: 4, receiver: h1, size_bytes: 1MiB, trials: 3}
+      # or: pattern: {kind: flows, flows: [{src: h1, dst: h3, size_bytes: 1MiB, qps: 4}]}
 """
 from __future__ import annotations
 
@@ -28,6 +37,7 @@ from typing import Literal, Optional, Union
 from pydantic import Field, model_validator
 
 from testbed.spec.units import Count, SizeBytes, SpecModel
+from traffic.collectives.channels import MAX_CHANNELS
 
 #: host reference: a host name without the run id (``h3``) or a rank (0-based)
 HostRef = Union[Count, str]
@@ -47,11 +57,14 @@ class FlowSpec(SpecModel):
     dst: HostRef
     size_bytes: SizeBytes
     start_s: float = Field(0.0, ge=0.0, le=MAX_START_S)
+    #: queue pairs carrying the flow (None: the pattern's ``qps``)
+    qps: Optional[Count] = Field(None, ge=1, le=MAX_CHANNELS)
 
 
 class PatternSpec(SpecModel):
     """``workload.pattern``: see the module docstring. ``rate_bin_ms``: width of the bins of
-    flow_rates.csv (each receiver samples its flows' delivered bytes this often)."""
+    flow_rates.csv (each receiver samples its flows' delivered bytes this often). ``qps``: queue pairs per
+    flow (module docstring)."""
 
     kind: Literal["permutation", "alltoall", "kflows", "incast", "flows"]
     size_bytes: Optional[SizeBytes] = None
@@ -61,6 +74,13 @@ class PatternSpec(SpecModel):
     flows: Optional[list[FlowSpec]] = None
     trials: Count = Field(1, ge=1, le=1000)
     rate_bin_ms: float = Field(10.0, ge=1.0, le=1000.0)
+    #: queue pairs per flow, each with its own UDP source port (a flow of kind ``flows`` may set its own)
+    qps: Count = Field(1, ge=1, le=MAX_CHANNELS)
+
+    @property
+    def max_qps(self) -> int:
+        """The most queue pairs any flow of the pattern uses (the agents' channels)."""
+        return max([self.qps] + [f.qps for f in self.flows or () if f.qps is not None])
 
     @model_validator(mode="after")
     def _kind_keys(self) -> "PatternSpec":
@@ -69,13 +89,21 @@ class PatternSpec(SpecModel):
                  if k not in own and getattr(self, k) is not None]
         if stray:
             raise ValueError(f"workload.pattern.{stray[0]} does not apply to kind {self.kind!r}: its keys are "
-                             f"{', '.join(own)} (with trials, rate_bin_ms)")
+                             f"{', '.join(own)} (with trials, rate_bin_ms, qps)")
         if self.kind == "flows":
             if not self.flows:
                 raise ValueError("workload.pattern.flows: kind 'flows' needs a non-empty list of "
                                  "{src, dst, size_bytes, start_s}")
         elif self.size_bytes is None:
             raise ValueError(f"workload.pattern.size_bytes is required for kind {self.kind!r}")
+        for i, f in enumerate(self.flows or ()):
+            q = f.qps if f.qps is not None else self.qps
+            if f.size_bytes < q:
+                raise ValueError(f"workload.pattern.flows.{i}.size_bytes = {f.size_bytes} is smaller than its qps "
+                                 f"({q}): every queue pair carries at least one byte; allowed size_bytes >= qps")
+        if self.size_bytes is not None and self.size_bytes < self.qps:
+            raise ValueError(f"workload.pattern.size_bytes = {self.size_bytes} is smaller than workload.pattern.qps "
+                             f"({self.qps}): every queue pair carries at least one byte; allowed size_bytes >= qps")
         if isinstance(self.senders, int) and self.senders < 1:
             raise ValueError(f"workload.pattern.senders = {self.senders}: allowed a count >= 1 or a list of hosts")
         return self

@@ -157,6 +157,9 @@ class WorkloadSpec(SpecModel):
             raise ValueError("workload needs exactly one of workload.sizes, workload.simai, workload.pattern or "
                              "workload.chakra")
         if self.pattern is not None:
+            if "channels" in self.model_fields_set:
+                raise ValueError(f"workload.channels = {self.channels} applies to collectives; a pattern splits each "
+                                 "flow over queue pairs with workload.pattern.qps (or a flow's own qps)")
             stray = sorted(k for k in ("collective", "algorithm", "ranks") if k in self.model_fields_set)
             if stray:
                 raise ValueError(f"workload.{stray[0]} applies to collectives (workload.sizes, workload.simai); "

@@ -35,14 +35,15 @@ class PatternTrials(Workload):
         return "workload.pattern.size_bytes, workload.pattern.trials (or fabric.host_link_bps)"
 
     def fan_in(self, ops: tuple[PlannedOp, ...]) -> int:
-        """Flows per receiver; per-flow ECMP can put 2 flows on one uplink when flows cross leaves."""
+        """Queue pairs sending to one receiver (a flow of ``qps`` N counts N: each QP has its own window in
+        flight); per-QP ECMP can put 2 of them on one uplink when flows cross leaves."""
         spec = self.spec
         flows = pattern_flows(spec, spec.fabric.layout_preview())
         per_dst: dict = {}
         for f in flows:
-            per_dst[f.dst] = per_dst.get(f.dst, 0) + 1
+            per_dst[f.dst] = per_dst.get(f.dst, 0) + f.qps
         fan = max(per_dst.values(), default=1)
-        hashed = spec.transport.entropy != "spray" and spec.fabric.leaves > 1 and len(flows) > 1
+        hashed = spec.transport.entropy != "spray" and spec.fabric.leaves > 1 and sum(f.qps for f in flows) > 1
         return max(fan, 2 if hashed else 1)
 
     def peers(self, ops: tuple[PlannedOp, ...]) -> dict[int, list[int]]:

@@ -5,13 +5,16 @@ testbed.spec.pattern.PatternSpec, ``hosts``: every host as a :class:`HostInfo`, 
 ``seed``: the scenario's seed) registered in :data:`PATTERNS`. To add one: a module here with its
 ``build`` and an entry below (and its keys in testbed.spec.pattern.KIND_KEYS).
 
-Flows are numbered 0.. in the order built; each is one message on the queue pair from ``src`` to
-``dst`` (one QP per host pair and direction, so two flows of one pair would share it: refused).
+Flows are numbered 0.. in the order built; each is one message on each of its ``qps`` queue pairs
+from ``src`` to ``dst`` (:func:`qp_shares` splits its bytes; QP c is the agents' channel c). Two flows
+of one host pair and direction would share those QPs: refused.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
+
+from traffic.collectives.channels import channel_sizes
 
 
 class PatternError(ValueError):
@@ -38,6 +41,17 @@ class Flow:
     dst: int
     size_bytes: int
     start_s: float = 0.0
+    qps: int = 1
+
+
+def qp_shares(size_bytes: int, qps: int) -> list[int]:
+    """Bytes each of a flow's ``qps`` queue pairs carries: ``size_bytes`` split into ``qps`` shares differing by
+    at most one byte, larger first (traffic.collectives.channels.channel_sizes, NCCL's split over channels).
+
+    Raises ValueError unless 1 <= qps <= MAX_CHANNELS and size_bytes >= qps (every QP carries a byte)."""
+    if size_bytes < qps:
+        raise ValueError(f"a flow of {size_bytes} B cannot be split over {qps} queue pairs: each carries >= 1 byte")
+    return channel_sizes(size_bytes, qps)
 
 
 def resolve(ref, hosts: Sequence[HostInfo], key: str) -> int:
@@ -76,6 +90,8 @@ def build_flows(p, hosts: Sequence[HostInfo], seed: int) -> list[Flow]:
     """The flows of pattern ``p`` on ``hosts`` (module docstring). Raises PatternError naming the key when
     the pattern does not fit the fabric, or when two flows share a source and destination."""
     flows = _build(p.kind)(p, list(hosts), seed)
+    if p.kind != "flows":  # explicit flows carry their own qps (explicit.build)
+        flows = [replace(f, qps=getattr(p, "qps", 1)) for f in flows]
     pairs: dict[tuple[int, int], int] = {}
     for f in flows:
         if f.src == f.dst:
