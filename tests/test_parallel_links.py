@@ -133,7 +133,7 @@ def test_parallel_links_table_and_figures_from_port_samples():
     layout = _layout()
     assert sorted(bundles(layout)[(RID + "s1", RID + "l2")]) == [f"{RID}s1-eth2", f"{RID}s1-eth4"]
     assert bundles(_layout(links=1)) == {}
-    sent = [(0, SimpleNamespace(rank=0, peer=1, t_post_ns=100, t_acked_ns=900))]
+    sent = [(0, SimpleNamespace(flow=0, channel=0, rank=0, peer=1, msg_seq=0, size_bytes=1, t_post_ns=100, t_acked_ns=900))]
     run = SimpleNamespace(fab=SimpleNamespace(layout=layout), flows=[SimpleNamespace(flow=0, src=0, dst=1)],
                           trials=[SimpleNamespace(trial=0, done=[SimpleNamespace(sent=[s for _, s in sent])])])
     rows = []
