@@ -23,6 +23,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from testbed import simai_plan
 from testbed.plan import PlannedOp, WorkloadPlan
 from testbed.spec.scenario import ScenarioError, ScenarioSpec
 from traffic import collectives
@@ -66,15 +67,12 @@ class ChakraPlan:
 
 def algorithm_for(collective: str, asked: str) -> str:
     """``asked`` when registered for ``collective``, else its default (:data:`DEFAULT_ALGORITHMS`)."""
-    return asked if (collective, asked) in collectives.ALGORITHMS else DEFAULT_ALGORITHMS[collective]
+    return simai_plan.algorithm_for(collective, asked, DEFAULT_ALGORITHMS)
 
 
 def compute_scale(spec: ScenarioSpec) -> float:
     """Emulated / traced compute time: ``workload.chakra.compute_scale``; ``auto`` = dilation x size_scale."""
-    c = spec.workload.chakra
-    if c.compute_scale == "auto":
-        return spec.scale_factor * c.size_scale
-    return 0.0 if c.compute_scale is None else float(c.compute_scale)
+    return simai_plan.compute_scale(spec, spec.workload.chakra)
 
 
 def read_comm_groups(path: str) -> dict:

@@ -142,14 +142,15 @@ class ReplayPlan:
         return sum(t.scale_up_s for t in self.tasks)
 
 
-def algorithm_for(collective: str, asked: str) -> str:
-    """``asked`` when registered for ``collective``, else its default (:data:`DEFAULT_ALGORITHMS`)."""
-    return asked if (collective, asked) in collectives.ALGORITHMS else DEFAULT_ALGORITHMS[collective]
+def algorithm_for(collective: str, asked: str, defaults: dict = DEFAULT_ALGORITHMS) -> str:
+    """``asked`` when registered for ``collective``, else its default in ``defaults`` (:data:`DEFAULT_ALGORITHMS`)."""
+    return asked if (collective, asked) in collectives.ALGORITHMS else defaults[collective]
 
 
-def compute_scale(spec: ScenarioSpec) -> float:
-    """Emulated / real compute time: ``workload.simai.compute_scale``, ``auto`` = dilation x size_scale, off = 0."""
-    s = spec.workload.simai
+def compute_scale(spec: ScenarioSpec, section=None) -> float:
+    """Emulated / real compute time of a replay section (``workload.simai`` unless ``section`` is given, e.g.
+    ``workload.chakra``): its ``compute_scale``, ``auto`` = dilation x size_scale, off = 0."""
+    s = spec.workload.simai if section is None else section
     if s.compute_scale == "auto":
         return spec.scale_factor * s.size_scale
     return 0.0 if s.compute_scale is None else float(s.compute_scale)
