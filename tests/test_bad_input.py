@@ -327,3 +327,29 @@ def test_shipped_scenarios_are_valid():
     assert len(scenarios) >= 2
     for p in scenarios:
         load_scenario(p)
+
+
+@pytest.mark.parametrize("where, key, path, hint, allowed_has", [
+    ((), "work-load", "work-load", "workload", "tenants"),
+    (("workload",), "warm-up", "workload.warm-up", "warmup_iterations", "iterations"),
+    (("workload",), "warmup", "workload.warmup", "warmup_iterations", "sizes"),
+    (("workload", "sizes"), "max-bytes", "workload.sizes.max-bytes", "max_bytes", "min_bytes"),
+    (("fabric",), "link-rate", "fabric.link-rate", None, "host_link_bps"),
+])
+def test_unknown_key_with_a_dash_is_named_with_the_keys_of_its_own_section(where, key, path, hint, allowed_has):
+    import copy
+
+    import yaml
+
+    data = copy.deepcopy(yaml.safe_load((Path(__file__).parents[1] / "scenarios" / "quickstart.yaml").read_text()))
+    node = data
+    for part in where:
+        node = node[part]
+    node[key] = 1
+    with pytest.raises(ScenarioError) as e:
+        parse_scenario(data)
+    line = str(e.value).splitlines()[1].strip()
+    assert line.startswith(f"{path}: unknown key"), line
+    assert (f"(did you mean {hint}?)" in line) if hint else ("did you mean" not in line), line
+    allowed = line.split("allowed keys here: ", 1)[1].split(", ")
+    assert allowed_has in allowed and "(top level)" not in line

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Optional
 
-from testbed.jobs.placement import place_jobs
+from testbed.jobs.placement import place_jobs, reserved_hosts
 from testbed.plan import PlannedOp, WorkloadPlan, list_places, sweep_ops
 from testbed.spec import estimate
 
@@ -50,7 +50,7 @@ def placed_jobs(spec) -> tuple[PlacedJob, ...]:
     """Every job of ``spec.jobs`` placed (testbed.jobs.placement.place_jobs) with its passes."""
     layout = spec.fabric.layout_preview()
     rank_of = {h.name: h.rank for h in layout.hosts}
-    hosts = place_jobs(layout, spec.jobs, spec.seed)
+    hosts = place_jobs(layout, spec.jobs, spec.seed, reserved_hosts(spec))
     out = []
     for k, j in enumerate(spec.jobs):
         ranks = tuple(rank_of[h] for h in hosts[j.name])

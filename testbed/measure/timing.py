@@ -98,12 +98,18 @@ def window1_busbw_ratio(payload_bytes: int, switching: str = SWITCHING, hops: in
     raise ValueError(f"switching={switching!r}: allowed cut_through, store_and_forward")
 
 
+def early_bytes(rate_bps: float, mtu_bytes: int) -> int:
+    """Bytes of serialization an operation can skip after an idle moment: HTB's burst + one frame
+    (module doc, "busbw/link above 1"); ``x 8 / rate_bps`` is how early it can finish, in seconds."""
+    return htb_bfifo.burst_bytes_for(rate_bps, mtu_bytes) + htb_bfifo.frame_bytes(mtu_bytes)
+
+
 def busbw_ratio_error_bound(wire_bytes_per_rank: float, rate_bps: float, mtu_bytes: int) -> float:
     """Most one operation's busbw/link can exceed 1 by: (HTB burst + one frame) / wire bytes each rank sends.
 
     ``wire_bytes_per_rank``: frame bytes one rank puts on its link in the operation.
     """
-    return (htb_bfifo.burst_bytes_for(rate_bps, mtu_bytes) + htb_bfifo.frame_bytes(mtu_bytes)) / wire_bytes_per_rank
+    return early_bytes(rate_bps, mtu_bytes) / wire_bytes_per_rank
 
 
 def add_busbw_error_bounds(size_rows: list[dict], spec: ScenarioSpec, efficiency: float) -> None:

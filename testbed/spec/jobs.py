@@ -106,7 +106,7 @@ def check_jobs(spec) -> None:
     """Names unique; explicit hosts exist on the fabric and no host in two jobs; the jobs fit the fabric's
     hosts; with a ``tenants`` section each job's tenant is declared there and its placed hosts may join
     it. ValueError naming ``jobs.N.KEY`` and what is allowed."""
-    from testbed.jobs.placement import place_jobs
+    from testbed.jobs.placement import place_jobs, reserved_hosts
 
     jobs = spec.jobs
     seen: dict[str, int] = {}
@@ -117,12 +117,12 @@ def check_jobs(spec) -> None:
         if j.workload.channels != jobs[0].workload.channels:
             raise ValueError(f"jobs.{i}.workload.channels: {j.workload.channels}, but jobs.0 has "
                              f"{jobs[0].workload.channels}; every job of a run uses the same channels")
-    place_jobs(spec.fabric.layout_preview(), jobs, spec.seed)  # ValueError naming the job and host
+    for i, j in enumerate(jobs if spec.tenants else ()):
+        if j.tenant not in spec.tenants:
+            raise ValueError(f"jobs.{i}.tenant: {j.tenant!r} is not declared under tenants; allowed: "
+                             f"{', '.join(spec.tenants)}")
+    place_jobs(spec.fabric.layout_preview(), jobs, spec.seed, reserved_hosts(spec))  # ValueError naming the job, host
     if spec.tenants:  # each job's hosts join its tenant (testbed.spec.tenants.tenant_map's extra)
-        for i, j in enumerate(jobs):
-            if j.tenant not in spec.tenants:
-                raise ValueError(f"jobs.{i}.tenant: {j.tenant!r} is not declared under tenants; allowed: "
-                                 f"{', '.join(spec.tenants)}")
         from testbed.jobs.plan import run_tenant_map
         from testbed.spec.yaml_loader import ScenarioError
         try:

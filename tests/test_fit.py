@@ -1,0 +1,51 @@
+"""The Hockney latency-bandwidth fit of a size sweep (testbed.results.fit)."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from testbed.results.fit import fit_line, fit_rows
+
+RATE_BPS, EFF = 10e6, 0.9
+FACTOR = 2 * 7 / 8  # ring all-reduce on 8 ranks
+
+
+def sweep(a_s: float, b_s_per_byte: float, sizes=(4096, 65536, 1 << 20, 4 << 20), noise_us=()) -> pd.DataFrame:
+    t_us = [(a_s + b_s_per_byte * s) * 1e6 for s in sizes]
+    t_us = [t + (noise_us[i] if i < len(noise_us) else 0.0) for i, t in enumerate(t_us)]
+    return pd.DataFrame({"size_bytes": sizes, "time_us": t_us, "collective": "all_reduce", "algorithm": "ring",
+                         "group_size": 8, "busbw_factor": FACTOR})
+
+
+def test_an_exact_line_is_recovered_and_b_compared_with_the_busbw_factor():
+    b = FACTOR / (RATE_BPS * EFF / 8)
+    (row,) = fit_rows(sweep(0.002, b), RATE_BPS, EFF)
+    assert row["a_s"] == pytest.approx(0.002, rel=1e-6) and row["b_ratio"] == pytest.approx(1.0, rel=1e-9)
+    assert row["r2"] == pytest.approx(1.0) and row["a_burst_floor_s"] == 0.0
+    assert "T = 2.00 ms + " in fit_line(row) and "a <" not in fit_line(row)
+
+
+def test_noise_on_the_largest_size_does_not_decide_the_start_up_time():
+    b = FACTOR / (RATE_BPS * EFF / 8)
+    # +0.2 % on the 4 MiB point (12 ms of 5.9 s): unweighted least squares puts a at about -1.4 ms
+    data = sweep(0.0005, b, noise_us=(0, 0, 0, 12_000))
+    xb, xa = np.polyfit(data["size_bytes"], data["time_us"] / 1e6, 1)
+    assert xa < -0.001
+    (row,) = fit_rows(data, RATE_BPS, EFF)
+    assert row["a_s"] == pytest.approx(0.0005, abs=1e-4)
+
+
+@pytest.mark.parametrize("a_s, explained", [(-0.003, True), (-0.006, False)])
+def test_a_negative_start_up_time_is_measured_and_said_whether_htbs_burst_explains_it(a_s, explained):
+    from testbed.measure.timing import early_bytes
+
+    early_s = early_bytes(RATE_BPS, 1024) * 8 / RATE_BPS  # 3 frames of burst + one frame: 4.2 ms at 10 Mbit/s
+    assert early_s == pytest.approx(4 * 1038 * 8 / RATE_BPS)
+    b = FACTOR / (RATE_BPS * EFF / 8)
+    (row,) = fit_rows(sweep(a_s, b), RATE_BPS, EFF, early_s)
+    assert row["a_s"] == pytest.approx(a_s, abs=1e-6) and row["a_burst_floor_s"] == -early_s
+    line = fit_line(row)
+    assert ("may end up to 3.32 ms early" in line) == explained and ("below the" in line) == (not explained)
+
+
+def test_fewer_than_three_sizes_give_no_fit():
+    assert fit_rows(sweep(0.001, 1e-6, sizes=(4096, 65536)), RATE_BPS, EFF) is None
