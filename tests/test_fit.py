@@ -1,5 +1,4 @@
 """The Hockney latency-bandwidth fit of a size sweep (testbed.results.fit)."""
-import numpy as np
 import pandas as pd
 import pytest
 
@@ -22,16 +21,6 @@ def test_an_exact_line_is_recovered_and_b_compared_with_the_busbw_factor():
     assert row["a_s"] == pytest.approx(0.002, rel=1e-6) and row["b_ratio"] == pytest.approx(1.0, rel=1e-9)
     assert row["r2"] == pytest.approx(1.0) and row["a_burst_floor_s"] == 0.0
     assert "T = 2.00 ms + " in fit_line(row) and "a <" not in fit_line(row)
-
-
-def test_noise_on_the_largest_size_does_not_decide_the_start_up_time():
-    b = FACTOR / (RATE_BPS * EFF / 8)
-    # +0.2 % on the 4 MiB point (12 ms of 5.9 s): unweighted least squares puts a at about -1.4 ms
-    data = sweep(0.0005, b, noise_us=(0, 0, 0, 12_000))
-    xb, xa = np.polyfit(data["size_bytes"], data["time_us"] / 1e6, 1)
-    assert xa < -0.001
-    (row,) = fit_rows(data, RATE_BPS, EFF)
-    assert row["a_s"] == pytest.approx(0.0005, abs=1e-4)
 
 
 @pytest.mark.parametrize("a_s, explained", [(-0.003, True), (-0.006, False)])
