@@ -38,3 +38,22 @@ def test_a_negative_start_up_time_is_measured_and_said_whether_htbs_burst_explai
 
 def test_fewer_than_three_sizes_give_no_fit():
     assert fit_rows(sweep(0.001, 1e-6, sizes=(4096, 65536)), RATE_BPS, EFF) is None
+
+
+def test_busbw_above_the_link_is_explained_by_the_burst_bound_or_named():
+    from testbed.measure.timing import above_link_note, early_bytes, size_error_bound
+    from testbed.spec.scenario import parse_scenario
+    import yaml
+    from pathlib import Path
+
+    spec = parse_scenario(yaml.safe_load((Path(__file__).parents[1] / "scenarios" / "quickstart.yaml").read_text()))
+    early = early_bytes(spec.fabric.host_link_bps, spec.fabric.mtu_bytes)  # 3 + 1 frames of 4214 B
+    assert early == 4 * 4214
+    bound = size_error_bound(1.0, 16384, spec, 0.9)
+    assert bound == pytest.approx(early / (16384 / 0.9), rel=1e-9)  # 0.926
+    rows = pd.DataFrame({"size_bytes": [16384, 1 << 20], "busbw_ratio": [1.637, 0.99], "busbw_factor": [1.0, 1.0]})
+    note = above_link_note(rows, spec, 0.9)
+    assert "1 size row(s) (highest 1.637 at 16384 B): each within its bound" in note
+    rows.loc[0, "busbw_ratio"] = 2.5
+    assert "beyond the HTB burst bound, e.g. 16384 B at 2.500 > 1 + 0.926: not explained" in above_link_note(rows, spec, 0.9)
+    assert above_link_note(rows.iloc[1:], spec, 0.9) is None
