@@ -353,3 +353,16 @@ def test_unknown_key_with_a_dash_is_named_with_the_keys_of_its_own_section(where
     assert (f"(did you mean {hint}?)" in line) if hint else ("did you mean" not in line), line
     allowed = line.split("allowed keys here: ", 1)[1].split(", ")
     assert allowed_has in allowed and "(top level)" not in line
+
+
+def test_a_file_that_never_ends_or_never_answers_is_refused_in_seconds(tmp_path):
+    from traffic.workloads.files import UnreadableFile, read_bounded
+
+    fifo = tmp_path / "pipe.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(UnreadableFile, match="not a regular file"):
+        read_bounded(fifo, 100)
+    assert read_bounded("/proc/self/status", 1 << 20).startswith(b"Name:")  # procfs: size 0, content read
+    big = tmp_path / "big.yaml"
+    big.write_bytes(b"#" * 5000)
+    assert len(read_bounded(big, 1000)) == 1001  # one byte past the limit tells the caller

@@ -272,10 +272,17 @@ def load_scenario(path: Union[str, Path]) -> ScenarioSpec:
     p = Path(path)
     if p.exists() and not p.is_file():
         raise ScenarioError(f"{p}: not a regular file")
-    if p.stat().st_size > MAX_SCENARIO_BYTES:
-        raise ScenarioError(f"{p}: {p.stat().st_size} bytes; a scenario file may have at most {MAX_SCENARIO_BYTES}")
+    from traffic.workloads.files import UnreadableFile, read_bounded
+
     try:
-        text = p.read_text(encoding="utf-8")
+        data = read_bounded(p, MAX_SCENARIO_BYTES)  # never blocks (/proc/kmsg), never reads a huge file whole
+    except UnreadableFile as e:
+        raise ScenarioError(str(e)) from None
+    if len(data) > MAX_SCENARIO_BYTES:
+        raise ScenarioError(f"{p}: more than {MAX_SCENARIO_BYTES} bytes; a scenario file may have at most "
+                            f"{MAX_SCENARIO_BYTES}")
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ScenarioError(f"{p}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     data = load_yaml(text, str(p))
