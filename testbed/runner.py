@@ -303,13 +303,13 @@ def _validate(spec: ScenarioSpec, results_root: Path, quiet: bool, max_duration_
     workload = workload_for(spec)
     plan = workload.plan()
     ops_plan = list(plan.ops)
-    print_notes(plan.notes)
-    check_results_root(results_root)
+    check_results_root(results_root)  # a refused run prints nothing else first
     est_s = workload.estimate_s(plan.ops) + workload.extra_s(plan)
     cap_s = max_duration_s or estimate.MAX_DURATION_S
     if not quiet:
         printing.print_estimate(est_s, len(ops_plan), cap_s, workload.loss_note(plan.ops),
                                 estimate.describe_setup(spec.fabric))
+    print_notes(plan.notes)  # after the estimate: what the plan changed, not the run's first word
     estimate.check_duration(workload.scaling_keys(), est_s, cap_s)
     if spec.tenants:  # a workload across tenants would only time out against the isolation drops
         from testbed.jobs.plan import run_tenant_map

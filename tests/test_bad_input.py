@@ -366,3 +366,11 @@ def test_a_file_that_never_ends_or_never_answers_is_refused_in_seconds(tmp_path)
     big = tmp_path / "big.yaml"
     big.write_bytes(b"#" * 5000)
     assert len(read_bounded(big, 1000)) == 1001  # one byte past the limit tells the caller
+
+
+def test_a_run_refused_for_its_results_directory_prints_only_the_refusal(tmp_path):
+    quick = Path(__file__).parents[1] / "scenarios" / "quickstart.yaml"
+    r = subprocess.run([sys.executable, "-m", "testbed.cli", "run", str(quick), "--results", "/proc/nope"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stdout == "", r.stdout
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "--results /proc/nope" in r.stderr, r.stderr
