@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import copy
 import os
+import re
 import signal
 from dataclasses import dataclass
 from pathlib import Path
@@ -240,15 +241,24 @@ def run_spec(spec: ScenarioSpec, results: str | os.PathLike = "results", *, scen
             signal.signal(sig, handler)
 
 
+def sweep_name(base: str, value: Any) -> str:
+    """``BASE-VALUE`` as a scenario name (``[A-Za-z0-9_.-]``, at most 64 characters): each run of a sweep
+    is named for its value, so its run directory and summary say what it ran (``quickstart-20M``)."""
+    text = re.sub(r"[^A-Za-z0-9_.-]+", "_", str(value)).strip("_") or "value"
+    return f"{base[:63 - min(len(text), 31)]}-{text[:31]}"
+
+
 def sweep(scenario: Scenario, key: str | Iterable[str], values: Iterable[Any],
           **run_kw: Any) -> Iterator[tuple[Any, RunResult]]:
     """Run ``scenario`` once per value, in order, with dotted ``key`` (or every key of a tuple of keys, e.g.
     both link rates) set to it; yield (value, RunResult) after each run.
 
-    Every changed scenario is validated before any run (ScenarioError names the key). ``run_kw``: :func:`run`'s.
+    Every changed scenario is validated before any run (ScenarioError names the key) and named
+    :func:`sweep_name` (base name and value). ``run_kw``: :func:`run`'s.
     """
     keys = (key,) if isinstance(key, str) else tuple(key)
-    changed = [(value, scenario.with_({k: value for k in keys})) for value in values]
+    changed = [(value, scenario.with_({**{k: value for k in keys}, "name": sweep_name(scenario.name, value)}))
+               for value in values]
     for value, s in changed:
         yield value, run(s, **run_kw)
 
