@@ -16,7 +16,9 @@ never both. Each job::
 Hosts are never shared between jobs: each job's agents run its collectives on its own hosts, as a
 scheduler hands a job whole servers. Placement runs in list order and skips hosts earlier jobs hold
 (testbed.jobs.placement). The job's ``workload`` is today's workload section restricted to a size
-sweep (``workload.sizes``); ``workload.ranks`` is refused there (the job's ``ranks`` or ``hosts`` say it).
+sweep (``workload.sizes``) or a traffic pattern (``workload.pattern``, testbed.jobs.pattern: its hosts are the
+job's, pattern rank i = the job's i-th host; ``trials`` and the sweep's keys are refused there);
+``workload.ranks`` is refused there (the job's ``ranks`` or ``hosts`` say it).
 """
 from __future__ import annotations
 
@@ -49,7 +51,7 @@ class JobSpec(SpecModel):
     ranks: Optional[Count] = Field(None, ge=2)
     #: packed: leaf by leaf; spread: round robin over the leaves; random: seeded with the run's seed (default packed)
     placement: Optional[Literal["packed", "spread", "random"]] = None
-    #: the workload section's shape, a size sweep (``sizes``) for now
+    #: the workload section's shape: a size sweep (``sizes``) or a traffic pattern (``pattern``, on the job's hosts)
     workload: WorkloadSpec
     #: seconds after the traffic starts
     start_s: float = Field(0.0, ge=0, le=3600, allow_inf_nan=False)
