@@ -193,6 +193,7 @@ def test_solo_gives_a_pattern_job_its_jct_and_fct_tail_slowdowns(tmp_path):
 
     shared = _fake_run(tmp_path / "shared", [entry("p", 3.0, 900.0)], [row("p", 3.0, 900.0)])
     solo = {"p": _fake_run(tmp_path / "solo-p", [entry("p", 2.0, 600.0)], [row("p", 2.0, 600.0)])}
+    RunDir(shared).write_parquet()  # a real run has the Parquet copies (read first): they get the solo columns too
     block = attach_solo(shared, solo, {})
     (p,) = block["jobs"]
     assert p["jct_slowdown"] == pytest.approx(1.5) and p["fct_p99_slowdown"] == pytest.approx(1.5)

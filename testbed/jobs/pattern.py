@@ -5,7 +5,7 @@ passes on the run's agents, its figures.
   in the pattern, ``h3``, must be one of them); its flows are then mapped to the run's ranks.
 - Run: each pass is one traffic.protocol.RunFlows sent to the job's ranks only, on the job's stream
   (its own queue pairs: testbed.emulation.agents.AgentGroup.submit_flows), from the job's start_s on, one
-  pass after the other (``iterations``, or ``duration_s``). The agents stay up for the whole run (the
+  pass after the other (``iterations``, or ``duration_s``), each starting PASS_AHEAD_S after it is sent. The agents stay up for the whole run (the
   other jobs use them), so every pass keeps the same QPs and UDP source ports: the pattern's ``trials``
   (fresh agents, a new entropy seed each) do not apply in a job.
 - Figures (testbed.patterns.results): fct.csv rows of every pass with the job's name, the job's JCT (its
@@ -76,12 +76,12 @@ def check_pattern_jobs(spec, placed: dict[str, tuple[str, ...]]) -> None:
 
 def pass_s(spec, flows: list[Flow]) -> float:
     """Seconds one pass of ``flows`` takes on an idle, perfectly balanced fabric (testbed.patterns.ideal) plus
-    the start-ahead of its command (START_AHEAD_S)."""
-    from testbed.patterns.driver import START_AHEAD_S  # the driver starts agents: not at import
+    the lead of its command (testbed.patterns.driver.PASS_AHEAD_S)."""
+    from testbed.patterns.driver import PASS_AHEAD_S  # the driver starts agents: not at import
 
     layout = spec.fabric.layout_preview()
     fct = ideal_fct_s(flows, layout, payload_efficiency(spec.transport.payload_bytes))
-    return max(f.start_s + fct[f.flow] for f in flows) + START_AHEAD_S
+    return max(f.start_s + fct[f.flow] for f in flows) + PASS_AHEAD_S
 
 
 def host_pair_bytes(flows: list[Flow], host_of: dict[int, str]) -> dict[tuple[str, str], int]:

@@ -136,6 +136,7 @@ def attach_solo(run_dir: Path, solo: dict[str, Path], pairs: dict[tuple[str, str
         jobs_csv["fct_p99_slowdown"] = jobs_csv["fct_p99_us"] / jobs_csv["solo_fct_p99_us"]
         run.write_table("jobs", jobs_csv)
     run.write_table("tenants", tenants_table(block["tenants"]))
+    run.write_parquet_or_warn()  # the Parquet copies, read first, must hold the solo columns too
     summary["jobs"] = block
     run.write_summary(summary)
     try:  # the report with the matrix (testbed.report)

@@ -21,6 +21,9 @@ from traffic.protocol import Stats
 
 #: the runner tells every agent to start this long ahead, so all post their flows at once
 START_AHEAD_S = 0.3
+#: the lead of a job's pattern pass (testbed.jobs.pattern): its agents are up and idle, the command reaches
+#: them within milliseconds, and the lead is a gap in the job's completion time between passes
+PASS_AHEAD_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -98,11 +101,11 @@ class PatternRun:
         """A trial's limit: 10 x its ideal span + 20 s."""
         return 10 * self.ideal_span_s + 20
 
-    def command(self, trial: int, stream: int = 0, op_id=None) -> RunFlows:
-        """The RunFlows of trial (or pass) ``trial``, starting :data:`START_AHEAD_S` from now, on ``stream``."""
+    def command(self, trial: int, stream: int = 0, op_id=None, ahead_s: float = START_AHEAD_S) -> RunFlows:
+        """The RunFlows of trial (or pass) ``trial``, starting ``ahead_s`` from now, on ``stream``."""
         orders = [FlowOrder(flow=f.flow, src=f.src, dst=f.dst, size_bytes=f.size_bytes,
                             start_ns=int(round(f.start_s * 1e9)), qps=f.qps) for f in self.flows]
-        return RunFlows(trial=trial, flows=orders, start_at_ns=unix_ns() + int(START_AHEAD_S * 1e9),
+        return RunFlows(trial=trial, flows=orders, start_at_ns=unix_ns() + int(ahead_s * 1e9),
                         sample_period_ns=int(self.pattern.rate_bin_ms * 1e6), timeout_s=float(self.timeout_s),
                         stream=stream, op_id=op_id)
 

@@ -17,7 +17,7 @@ from testbed.jobs.results import (FAIR_SHARE_MODEL, format_jobs, job_entries, jo
                                   tenants_table)
 from testbed.jobs.pattern import fct_rows, figures as pattern_figures, flows_ranks, host_pair_bytes
 from testbed.jobs.pattern import pass_s as pattern_pass_s
-from testbed.patterns.driver import START_AHEAD_S, PatternRun
+from testbed.patterns.driver import PASS_AHEAD_S, PatternRun
 from testbed.patterns.plan import flows_fan_in, pattern_peers
 from testbed.plan import PlannedOp, WorkloadPlan, plan_peers
 from testbed.spec.jobs import MAX_PASSES, jobs_channels
@@ -115,9 +115,10 @@ class Jobs(Collectives):
                 if stop.is_set() or (job.duration_s is not None and p and
                                      time.monotonic() - started >= job.duration_s):
                     return
-                cmd = run.command(p, stream=job.stream, op_id=len(ops) + job.stream * MAX_PASSES + p)
+                cmd = run.command(p, stream=job.stream, op_id=len(ops) + job.stream * MAX_PASSES + p,
+                                  ahead_s=PASS_AHEAD_S)
                 fut = agents.submit_flows(cmd, flows_ranks(list(job.flows)))
-                done = agents.wait(fut, cmd.op_id, run.timeout_s + START_AHEAD_S + 10)
+                done = agents.wait(fut, cmd.op_id, run.timeout_s + PASS_AHEAD_S + 10)
                 with lock:
                     line = run.record(cmd, ctx.spec.seed, done)
                 progress.say(f"job {job.name} pass {p + 1}/{job.passes}: {line}")

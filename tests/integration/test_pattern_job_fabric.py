@@ -12,6 +12,8 @@ SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "jobs_pattern_and
 JCT_BAND = 0.10   # acceptance: the pattern job's JCT together within 10 % of alone (no shared link)
 FLOWS = 12        # all-to-all among 4 hosts
 PASSES = 3
+SLOWDOWN_BAND = (0.9, 1.5)
+JCT_OVER_IDEAL_MAX = 1.2
 
 
 def test_pattern_job_beside_a_sweep_job_runs_at_its_solo_speed(tmp_path):
@@ -40,8 +42,12 @@ def test_pattern_job_beside_a_sweep_job_runs_at_its_solo_speed(tmp_path):
           p["solo_fct_p99_us"], "slowdown p50/p99", pp["slowdown_p50"], pp["slowdown_p99"],
           "completion ideal/measured", pp["completion_ratio_mean"], "ideal span s", pp["ideal_span_s"])
     assert abs(p["jct_s"] / p["solo_jct_s"] - 1) <= JCT_BAND, p
+    # passes back to back: the JCT is the passes' ideal spans plus the gaps between them (measured 1.07 x)
+    assert p["jct_s"] <= PASSES * pp["ideal_span_s"] * JCT_OVER_IDEAL_MAX, p
     assert abs(b["jct_s"] / b["solo_jct_s"] - 1) <= JCT_BAND, b
-    assert 1.0 <= pp["slowdown_p50"] <= pp["slowdown_p99"] < 3, pp  # no flow beats the ideal fabric
+    # about as fast as the ideal fabric (measured p50 0.99-1.00, p99 1.01-1.02: HTB's burst lets a flow end a
+    # little early; an ECMP collision of cross-leaf flows would raise the tail)
+    assert SLOWDOWN_BAND[0] <= pp["slowdown_p50"] <= pp["slowdown_p99"] <= SLOWDOWN_BAND[1], pp
     fct = run.table("fct")
     assert set(fct["job"]) == {"p"} and len(fct) == FLOWS * PASSES and sorted(set(fct["trial"])) == [0, 1, 2]
     assert set(fct["src"]) == {"h1", "h2", "h3", "h4"}
