@@ -55,3 +55,4 @@ def test_pattern_job_beside_a_sweep_job_runs_at_its_solo_speed(tmp_path):
     assert jobs.loc["p", "workload"] == "pattern" and jobs.loc["p", "ops"] == PASSES
     assert abs(jobs.loc["p", "jct_slowdown"] - p["jct_slowdown"]) < 1e-9
     assert jobs.loc["p", "fct_p99_us"] == pp["fct_p99_us"]
+    assert "report.html not rewritten" not in res.stdout and (run.path / "report.html").is_file()
