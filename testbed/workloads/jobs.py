@@ -76,11 +76,12 @@ class Jobs(Collectives):
         return len(self.spec.jobs)
 
     def scaling_keys(self) -> str:
-        return ("jobs[].workload.sizes.max_bytes, jobs[].workload.iterations, jobs[].iterations, jobs[].duration_s, "
-                "jobs[].start_s (or fabric.host_link_bps)")
+        return ("jobs[].workload.sizes.max_bytes, jobs[].workload.iterations, jobs[].workload.pattern.size_bytes, "
+                "jobs[].iterations, jobs[].duration_s, jobs[].start_s (or fabric.host_link_bps)")
 
     def fan_in(self, ops: tuple[PlannedOp, ...]) -> int:
-        """The collectives' fan-in; 2 when per-flow hashing can put two jobs' flows on one uplink."""
+        """The collectives' fan-in and each pattern job's (its QPs into one receiver,
+        testbed.patterns.plan.flows_fan_in); 2 when per-flow hashing can put two jobs' flows on one uplink."""
         fan = max([estimate.collective_fan_in(self.spec, ops)] + [flows_fan_in(list(j.flows))
                                                                   for j in self._placed() if j.flows])
         hashed = self.spec.transport.entropy != "spray" and len(self.spec.jobs) > 1
@@ -99,9 +100,10 @@ class Jobs(Collectives):
 
     def run_ops(self, ctx, agents: AgentGroup, rec, progress) -> None:
         """Every job in its own thread from its start_s on (time 0: now); each op submitted when the job's
-        previous one finished; a job with duration_s starts no pass once that many seconds passed since its
-        start. Signals are held back once every job is done. Raises the first job's error (the others stop
-        submitting)."""
+        previous one finished (a pattern job: each pass, a RunFlows with op id len(ops) + stream x MAX_PASSES +
+        pass, sent when the previous pass is in); a job with duration_s starts no pass once that many seconds
+        passed since its start. Signals are held back once every job is done. Raises the first job's error (the
+        others stop submitting)."""
         ops = list(ctx.ops_plan)
         lock, stop = threading.Lock(), threading.Event()
         errors: list[BaseException] = []
@@ -118,9 +120,9 @@ class Jobs(Collectives):
                 cmd = run.command(p, stream=job.stream, op_id=len(ops) + job.stream * MAX_PASSES + p,
                                   ahead_s=PASS_AHEAD_S)
                 fut = agents.submit_flows(cmd, flows_ranks(list(job.flows)))
-                done = agents.wait(fut, cmd.op_id, run.timeout_s + PASS_AHEAD_S + 10)
+                records = agents.wait(fut, cmd.op_id, run.timeout_s + PASS_AHEAD_S + 10)
                 with lock:
-                    line = run.record(cmd, ctx.spec.seed, done)
+                    line = run.record(cmd, ctx.spec.seed, records)
                 progress.say(f"job {job.name} pass {p + 1}/{job.passes}: {line}")
 
         def run_job(job: PlacedJob) -> None:
