@@ -74,7 +74,7 @@ from testbed.emulation import congestion_conf, controller_proc
 from testbed.emulation.fabric import Fabric
 from testbed.emulation.faults import FaultScheduler
 from topology.naming import new_run_id
-from testbed.plan import PlannedOp, plan_streams
+from testbed.plan import PlannedOp
 from testbed.host.runlock import RunLock
 from testbed.results import manifest, summary as results_summary
 from testbed.results import printing
@@ -133,9 +133,10 @@ def _probe(ctx: RunContext) -> tuple[RunContext, "capabilities.Capabilities"]:
     if datapath == "kernel" and caps.datapath != "kernel":
         raise ScenarioError("fabric.datapath: 'kernel' asked for, but this machine has no openvswitch "
                             "kernel module; allowed here: auto, user")
-    peers = workload_for(spec).peers(ctx.ops_plan)
+    workload = workload_for(spec)
+    peers = workload.peers(ctx.ops_plan)
     transport = transport_params(spec, run_rto_us(spec), max((len(p) for p in peers.values()), default=2),
-                                 plan_streams(ctx.ops_plan))
+                                 workload.streams(ctx.ops_plan))
     send_buffer = check_run_send_buffer(spec, datapath)
     return ctx.probed(datapath, transport, send_buffer), caps
 

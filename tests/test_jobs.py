@@ -49,8 +49,6 @@ def job(name, **kw):
     (scenario(job("a", hosts=["h1", "h2"]), job("b", hosts=["h2", "h3"])), "jobs.1.hosts: h2 belongs to job 'a'"),
     (scenario(job("a", ranks=6), job("b", ranks=4)), "jobs.1.ranks: 4 ranks, but only 2"),
     (scenario(job("a", ranks=4), job("a", ranks=4)), "jobs.1.name: 'a' is also jobs.0's name"),
-    (scenario(job("a", ranks=4, workload={"pattern": {"kind": "kflows", "k": 2, "size_bytes": 1000}})),
-     "workload.pattern is not supported in a job"),
     (scenario(job("a", ranks=4, workload={**SWEEP, "ranks": 2})), "workload.ranks does not apply in a job"),
     (scenario(job("a", ranks=4, placement="diagonal")), "jobs.0.placement"),
     (scenario(job("a", ranks=4, colour=1)), "jobs.0.colour: unknown key"),

@@ -4,13 +4,15 @@ Each job's ops are those of its ``workload`` (testbed.plan.sweep_ops) over its r
 of its hosts, in placement order), repeated for ``iterations`` passes (warm-ups in the first pass only),
 tagged ``job`` = its name and ``stream`` = its index in the list: ops of one job run in order (FIFO on
 its stream), the jobs concurrently (testbed.emulation.agents.AgentGroup.submit). Op ids are the ops'
-indices in the returned plan: job by job.
+indices in the returned plan: job by job. A pattern job (``workload.pattern``, testbed.jobs.pattern)
+adds no op: its flows (:attr:`PlacedJob.flows`) run as passes on its stream.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from typing import Optional
 
+from testbed.jobs.pattern import job_flows, pass_s
 from testbed.jobs.placement import place_jobs, reserved_hosts
 from testbed.plan import PlannedOp, WorkloadPlan, list_places, sweep_ops
 from testbed.spec import estimate
@@ -32,11 +34,16 @@ class PlacedJob:
     stream: int
     passes: int
     duration_s: Optional[float]
+    #: ``sizes`` (a size sweep) or ``pattern`` (a traffic pattern)
+    workload: str = "sizes"
+    #: a pattern job's flows (traffic.patterns.Flow, the run's ranks); () for a size sweep
+    flows: tuple = ()
 
     def as_dict(self) -> dict:
         return {"name": self.name, "tenant": self.tenant, "hosts": list(self.hosts), "ranks": list(self.ranks),
                 "placement": self.placement, "start_s": self.start_s, "traffic_class": self.traffic_class,
-                "stream": self.stream, "passes": self.passes, "duration_s": self.duration_s}
+                "stream": self.stream, "passes": self.passes, "duration_s": self.duration_s,
+                "workload": self.workload}
 
 
 def pass_estimate_s(spec, ops) -> float:
@@ -54,6 +61,12 @@ def placed_jobs(spec) -> tuple[PlacedJob, ...]:
     out = []
     for k, j in enumerate(spec.jobs):
         ranks = tuple(rank_of[h] for h in hosts[j.name])
+        if j.workload.pattern is not None:
+            flows = tuple(job_flows(spec, k, hosts[j.name], layout))
+            out.append(PlacedJob(j.name, j.tenant, hosts[j.name], ranks, j.placement_policy, j.start_s,
+                                 j.traffic_class, k, j.passes(pass_s(spec, list(flows))), j.duration_s,
+                                 "pattern", flows))
+            continue
         one, _ = sweep_ops(j.workload, ranks, warmup=False)
         out.append(PlacedJob(j.name, j.tenant, hosts[j.name], ranks, j.placement_policy, j.start_s,
                              j.traffic_class, k, j.passes(pass_estimate_s(spec, one)), j.duration_s))
@@ -67,6 +80,13 @@ def jobs_plan(spec) -> tuple[WorkloadPlan, tuple[PlacedJob, ...]]:
     ops: list[PlannedOp] = []
     notes = []
     for j, js in zip(jobs, spec.jobs):
+        if j.flows:
+            p = js.workload.pattern
+            notes.append(f"job {j.name} (tenant {j.tenant}): pattern {p.kind}, {len(j.flows)} flows of "
+                         f"{sum(f.size_bytes for f in j.flows)} B in all on {', '.join(j.hosts)} ({j.placement}), "
+                         f"starts at {j.start_s:g} s, {j.passes} pass(es)"
+                         + (f", stops starting passes after {j.duration_s:g} s" if j.duration_s else ""))
+            continue
         cut_all = []
         for p in range(j.passes):
             pass_ops, cut = sweep_ops(js.workload, j.ranks, warmup=p == 0)

@@ -4,7 +4,9 @@
   (mean time over the ops; busbw = size x 8 / time x the algorithm's factor; busbw_ratio = busbw / (host
   link rate x payload efficiency)), the job's completion time ``jct_s`` (its last op's end less its
   first op's start, warm-ups included) and its fair share (testbed.jobs.links); with ``--solo``
-  (testbed.jobs.solo) the same job's figures alone on the fabric and its slowdowns.
+  (testbed.jobs.solo) the same job's figures alone on the fabric and its slowdowns. A pattern job
+  (testbed.jobs.pattern) has one row: its passes, the bytes of one pass, its JCT (first pass's start to
+  last ACK) and its flows' FCT and slowdown percentiles; no busbw.
 - tenants.csv: one row per tenant: its jobs, hosts, ops, mean busbw ratio over its jobs, longest JCT.
 - summary.json ``jobs``: ``jobs`` (one entry per job), ``tenants``, ``shared_links`` (link -> the jobs
   whose paths may cross it) and ``fair_share_model``.
@@ -34,14 +36,26 @@ def _f(v) -> float | None:
 
 
 def job_entries(ops: pd.DataFrame, jobs, goodput_bps: float, fair: dict[str, float], fair_solo: dict[str, float],
-                host_link_bps: float, loads: dict, shared: dict) -> list[dict]:
+                host_link_bps: float, loads: dict, shared: dict, patterns: dict | None = None) -> list[dict]:
     """summary.json's ``jobs.jobs``: per placed job (testbed.jobs.plan.PlacedJob) its ops, span, JCT, busbw
     ratio (mean over its timed ops of busbw_bps / ``goodput_bps``), fair busbw ratios (``fair``/``fair_solo``:
-    job -> r_j bit/s, testbed.jobs.links.fair_rates, over ``host_link_bps``) and links."""
+    job -> r_j bit/s, testbed.jobs.links.fair_rates, over ``host_link_bps``) and links. ``patterns``: a pattern
+    job's name -> its figures (testbed.jobs.pattern.figures): its passes count as its ops, its JCT runs from
+    its first pass's start to its last ACK, its ``pattern`` block holds its FCT figures; no busbw, no fair
+    busbw ratio (None). A size sweep's ``pattern`` is None."""
     from testbed.jobs.links import link_name
 
     out = []
     for j in jobs:
+        links = {"links": [link_name(k) for k in sorted(loads.get(j.name, {}))],
+                 "shares_links_with": sorted({o for users in shared.values() if j.name in users
+                                              for o in users if o != j.name})}
+        if j.name in (patterns or {}):
+            f = patterns[j.name]
+            out.append({**j.as_dict(), "ops_done": f["passes"], "timed_ops": f["passes"], "t_start_ns": f["t_start_ns"],
+                        "t_end_ns": f["t_end_ns"], "jct_s": f["jct_s"], "busbw_bps": None, "busbw_ratio": None,
+                        "fair_busbw_ratio": None, "solo_fair_busbw_ratio": None, **links, "pattern": f["pattern"]})
+            continue
         mine = ops[ops["job"] == j.name] if len(ops) else ops
         timed = mine[~mine["warmup"].astype(bool)] if len(mine) else mine
         t0 = int(mine["t_start_ns"].min()) if len(mine) else None
@@ -51,17 +65,24 @@ def job_entries(ops: pd.DataFrame, jobs, goodput_bps: float, fair: dict[str, flo
                     "busbw_bps": _f(timed["busbw_bps"].mean()) if len(timed) else None,
                     "busbw_ratio": _f(timed["busbw_bps"].mean() / goodput_bps) if len(timed) else None,
                     "fair_busbw_ratio": min(1.0, fair[j.name] / host_link_bps),
-                    "solo_fair_busbw_ratio": min(1.0, fair_solo[j.name] / host_link_bps),
-                    "links": [link_name(k) for k in sorted(loads.get(j.name, {}))],
-                    "shares_links_with": sorted({o for users in shared.values() if j.name in users
-                                                 for o in users if o != j.name})})
+                    "solo_fair_busbw_ratio": min(1.0, fair_solo[j.name] / host_link_bps), **links, "pattern": None})
     return out
 
 
 def jobs_table(ops: pd.DataFrame, entries: list[dict], goodput_bps: float) -> pd.DataFrame:
-    """jobs.csv (module docstring): one row per job and size over the job's timed ops."""
+    """jobs.csv (module docstring): one row per job and size over the job's timed ops; one row per pattern job
+    (its passes: ``size_bytes`` the bytes of one pass, ``time_us`` the mean pass time, its FCT figures)."""
     rows = []
     for e in entries:
+        p = e.get("pattern")
+        if p is not None:
+            rows.append({"job": e["name"], "tenant": e["tenant"], "hosts": " ".join(e["hosts"]),
+                         "n_ranks": len(e["hosts"]), "placement": e["placement"], "traffic_class": e["traffic_class"],
+                         "start_s": e["start_s"], "size_bytes": p["bytes_per_pass"], "ops": e["timed_ops"],
+                         "time_us": p["pass_time_us_mean"], "busbw_bps": None, "busbw_ratio": None,
+                         "jct_s": e["jct_s"], "fair_busbw_ratio": None, "workload": "pattern",
+                         **{k: p[k] for k in PATTERN_FIGURES}})
+            continue
         mine = ops[(ops["job"] == e["name"]) & ~ops["warmup"].astype(bool)] if len(ops) else ops
         for size, g in (mine.groupby("size_bytes") if len(mine) else ()):
             factor = float(g["busbw_factor"].iloc[0])
@@ -71,12 +92,14 @@ def jobs_table(ops: pd.DataFrame, entries: list[dict], goodput_bps: float) -> pd
                          "n_ranks": len(e["hosts"]), "placement": e["placement"], "traffic_class": e["traffic_class"],
                          "start_s": e["start_s"], "size_bytes": int(size), "ops": int(len(g)), "time_us": t_us,
                          "busbw_bps": busbw, "busbw_ratio": busbw / goodput_bps, "jct_s": e["jct_s"],
-                         "fair_busbw_ratio": e["fair_busbw_ratio"]})
+                         "fair_busbw_ratio": e["fair_busbw_ratio"], "workload": "sizes"})
     return pd.DataFrame(rows, columns=JOBS_COLUMNS)
 
 
+#: a pattern job's FCT figures in jobs.csv (testbed.patterns.results.fct_figures; NaN for a size sweep)
+PATTERN_FIGURES = ("fct_p50_us", "fct_p99_us", "slowdown_p50", "slowdown_p99")
 JOBS_COLUMNS = ["job", "tenant", "hosts", "n_ranks", "placement", "traffic_class", "start_s", "size_bytes", "ops",
-                "time_us", "busbw_bps", "busbw_ratio", "jct_s", "fair_busbw_ratio"]
+                "time_us", "busbw_bps", "busbw_ratio", "jct_s", "fair_busbw_ratio", "workload", *PATTERN_FIGURES]
 TENANTS_COLUMNS = ["tenant", "n_jobs", "n_hosts", "ops", "busbw_ratio_mean", "jct_max_s"]
 
 
@@ -130,6 +153,13 @@ def format_jobs(block: dict) -> str:
             line += (f" {n(e.get('solo_busbw_ratio'), '.3f'):>15} {n(e.get('solo_jct_s'), '.2f'):>11} "
                      f"{n(e.get('jct_slowdown'), '.2f'):>8}")
         lines.append(line)
+        p = e.get("pattern")
+        if p is not None:
+            lines.append(f"{'':<10} pattern {p['kind']}: {p['flows_per_pass']} flows x {e['timed_ops']} pass(es), FCT "
+                         f"p50 {n(p['fct_p50_us'], '.0f')} us p99 {n(p['fct_p99_us'], '.0f')} us, slowdown p50 "
+                         f"{n(p['slowdown_p50'], '.2f')} p99 {n(p['slowdown_p99'], '.2f')}, completion ideal/measured "
+                         f"{n(p['completion_ratio_mean'], '.3f')}"
+                         + (f"; FCT p99 alone {n(e['solo_fct_p99_us'], '.0f')} us" if e.get("solo_fct_p99_us") else ""))
     m = block.get("interference")
     if m:
         names = m["jobs"]

@@ -5,7 +5,8 @@ Each job runs alone on the same fabric definition and the same hosts (its placem
 scenario, pinned as a ``hosts`` list, start_s 0), one run each, into ``RESULTS/solo/``; then the scenario
 itself runs into ``RESULTS/`` and its run directory gets the solo figures: summary.json ``jobs.jobs[]``
 ``solo_busbw_ratio``, ``solo_jct_s``, ``busbw_slowdown`` (solo busbw / shared busbw), ``jct_slowdown``
-(shared JCT / solo JCT), jobs.csv's solo columns, tenants.csv's ``jct_slowdown_max``, and
+(shared JCT / solo JCT), for a pattern job ``solo_fct_p50_us``, ``solo_fct_p99_us`` and ``fct_p99_slowdown``
+(shared FCT p99 / solo FCT p99), jobs.csv's solo columns, tenants.csv's ``jct_slowdown_max``, and
 ``jobs.interference``: the matrix M[i][j] = JCT of job i run with job j only / JCT of job i alone (1 on the
 diagonal). With two jobs the pair run is the shared run itself; with N > 2 jobs every pair also runs alone
 (N(N-1)/2 more runs, into ``RESULTS/pairs/``), so the matrix says who hurts whom, and the shared run's own
@@ -101,6 +102,10 @@ def attach_solo(run_dir: Path, solo: dict[str, Path], pairs: dict[tuple[str, str
                   "solo_jct_s": s["jct_s"], "busbw_slowdown": _ratio(s["busbw_ratio"], e["busbw_ratio"]),
                   "jct_slowdown": _ratio(e["jct_s"], s["jct_s"]),
                   "solo_faithful": RunDir.open(solo[e["name"]]).summary.get("faithful")})
+        if e.get("pattern") and s.get("pattern"):  # a pattern job: its flows' tail alone and together
+            p, sp = e["pattern"], s["pattern"]
+            e.update({"solo_fct_p50_us": sp["fct_p50_us"], "solo_fct_p99_us": sp["fct_p99_us"],
+                      "fct_p99_slowdown": _ratio(p["fct_p99_us"], sp["fct_p99_us"])})
     matrix = []
     for a in names:
         row = []
@@ -123,13 +128,15 @@ def attach_solo(run_dir: Path, solo: dict[str, Path], pairs: dict[tuple[str, str
     jobs_csv = run.table("jobs")
     if jobs_csv is not None and len(jobs_csv):
         solo_rows = pd.concat([RunDir.open(p).table("jobs") for p in solo.values()])[
-            ["job", "size_bytes", "busbw_ratio", "jct_s"]].rename(
-            columns={"busbw_ratio": "solo_busbw_ratio", "jct_s": "solo_jct_s"})
+            ["job", "size_bytes", "busbw_ratio", "jct_s", "fct_p99_us"]].rename(
+            columns={"busbw_ratio": "solo_busbw_ratio", "jct_s": "solo_jct_s", "fct_p99_us": "solo_fct_p99_us"})
         jobs_csv = jobs_csv.merge(solo_rows, on=["job", "size_bytes"], how="left")
         jobs_csv["busbw_slowdown"] = jobs_csv["solo_busbw_ratio"] / jobs_csv["busbw_ratio"]
         jobs_csv["jct_slowdown"] = jobs_csv["jct_s"] / jobs_csv["solo_jct_s"]
+        jobs_csv["fct_p99_slowdown"] = jobs_csv["fct_p99_us"] / jobs_csv["solo_fct_p99_us"]
         run.write_table("jobs", jobs_csv)
     run.write_table("tenants", tenants_table(block["tenants"]))
+    run.write_parquet_or_warn()  # the Parquet copies, read first, must hold the solo columns too
     summary["jobs"] = block
     run.write_summary(summary)
     try:  # the report with the matrix (testbed.report)

@@ -241,9 +241,10 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     class_enable_vector int   802.1Qbb class-enable vector (bit per priority)
     lossless_quanta     int   pause time of the lossless priority, quanta of 512 bit times
 """),
-    _table("fct", "one row per pattern flow and trial",
-           "pattern runs", """
-    trial        int   trial
+    _table("fct", "one row per pattern flow and trial (in a jobs run: per pattern job, flow and pass)",
+           "pattern runs, jobs runs with a pattern job", """
+    job?         str   the pattern job (first column)
+    trial        int   trial (in a jobs run: the job's pass)
     flow         int   flow index
     src          str   sending host (short name, e.g. h5)
     dst          str   receiving host (short name)
@@ -254,7 +255,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     ideal_fct_us float FCT under the ideal max-min rates, us
     slowdown     float fct_us / ideal_fct_us
     lost_pkts    float data packets the flow's sender put on the wire that its receiver never got (all its QPs)
-"""),
+""", when="jobs runs with a pattern job (jobs[].workload.pattern)"),
     _table("flow_qps", "one row per queue pair of each pattern flow and trial (testbed.patterns.results.qp_table)",
            "pattern runs with a flow of qps > 1", """
     trial      int   trial
@@ -418,11 +419,18 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     busbw_bps           float size_bytes x 8 / time_us x busbw_factor, bit/s
     busbw_ratio         float busbw_bps / (host link rate x payload efficiency)
     jct_s               float job completion time: its last op's end less its first op's start, s
-    fair_busbw_ratio    float the job's fair share of the links it crosses as a busbw ratio (testbed.jobs.links)
+    fair_busbw_ratio    float the job's fair share of the links it crosses as a busbw ratio (testbed.jobs.links); NaN for a pattern job
+    workload            str   sizes (a collective size sweep) or pattern (a traffic pattern: one row, size_bytes its pass's bytes, ops its passes, time_us its mean pass time)
+    fct_p50_us          float a pattern job's median flow completion time over its passes (fct.csv), us; NaN for a size sweep
+    fct_p99_us          float a pattern job's 99th percentile FCT (nearest rank), us
+    slowdown_p50        float a pattern job's median FCT slowdown against its flows alone on an ideal fabric
+    slowdown_p99        float a pattern job's 99th percentile slowdown
     solo_busbw_ratio?   float busbw_ratio of this size with the job alone on the fabric
-    busbw_slowdown?     float solo_busbw_ratio / busbw_ratio
     solo_jct_s?         float jct_s of the job alone on the fabric, s
+    solo_fct_p99_us?    float fct_p99_us of the pattern job alone on the fabric, us
+    busbw_slowdown?     float solo_busbw_ratio / busbw_ratio
     jct_slowdown?       float jct_s / solo_jct_s
+    fct_p99_slowdown?   float fct_p99_us / solo_fct_p99_us
 """, when="runs with --solo"),
     _table("tenants", "one row per tenant of a jobs list (testbed.jobs.results)", "runs of a jobs list (jobs:)", """
     tenant              str   tenant name

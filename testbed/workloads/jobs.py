@@ -1,6 +1,7 @@
 """Several jobs at once (the scenario's ``jobs`` list): each job's collectives FIFO on its own stream, the jobs
 concurrently on one agent group (testbed.jobs: placement, plan, links, results; testbed.emulation.agents
-.AgentGroup.submit)."""
+.AgentGroup.submit). A pattern job sends its passes' flows on its stream to its ranks only (testbed.jobs.pattern,
+AgentGroup.submit_flows)."""
 from __future__ import annotations
 
 import threading
@@ -14,7 +15,12 @@ from testbed.jobs import links as job_links
 from testbed.jobs.plan import PlacedJob, jobs_plan, pass_estimate_s
 from testbed.jobs.results import (FAIR_SHARE_MODEL, format_jobs, job_entries, job_ops, jobs_table, tenant_entries,
                                   tenants_table)
-from testbed.plan import PlannedOp, WorkloadPlan, plan_peers, plan_streams
+from testbed.jobs.pattern import fct_rows, figures as pattern_figures, flows_ranks, host_pair_bytes
+from testbed.jobs.pattern import pass_s as pattern_pass_s
+from testbed.patterns.driver import PASS_AHEAD_S, PatternRun
+from testbed.patterns.plan import flows_fan_in, pattern_peers
+from testbed.plan import PlannedOp, WorkloadPlan, plan_peers
+from testbed.spec.jobs import MAX_PASSES, jobs_channels
 from testbed.spec import estimate
 from testbed.workloads.collectives import Collectives
 
@@ -34,6 +40,8 @@ class Jobs(Collectives):
         self.jobs: tuple[PlacedJob, ...] = ()
         #: summary.json's ``jobs`` block once the results are written
         self.block: Optional[dict] = None
+        #: each pattern job's flows and passes (testbed.patterns.driver.PatternRun), made by :meth:`session`
+        self.patterns: dict = {}
 
     def plan(self) -> WorkloadPlan:
         plan, self.jobs = jobs_plan(self.spec)
@@ -45,44 +53,89 @@ class Jobs(Collectives):
         return self.jobs
 
     def estimate_s(self, ops: tuple[PlannedOp, ...]) -> float:
-        """Set-up plus the longest job: its start_s plus its ops' estimate on an idle fabric (the jobs run
-        at once; sharing links makes them longer, which this does not model)."""
-        longest = max((j.start_s + pass_estimate_s(self.spec, [op for op in ops if op.job == j.name])
-                       for j in self._placed()), default=0.0)
+        """Set-up plus the longest job: its start_s plus its ops' estimate on an idle fabric (a pattern job: its
+        passes' ideal spans, testbed.jobs.pattern.pass_s); the jobs run at once; sharing links makes them
+        longer, which this does not model."""
+        def job_s(j: PlacedJob) -> float:
+            if j.flows:
+                return j.passes * pattern_pass_s(self.spec, list(j.flows))
+            return pass_estimate_s(self.spec, [op for op in ops if op.job == j.name])
+        longest = max((j.start_s + job_s(j) for j in self._placed()), default=0.0)
         return estimate.setup_s(self.spec.fabric) + longest
 
+    def peers(self, ops: tuple[PlannedOp, ...]) -> dict[int, list[int]]:
+        """The op plan's peers (testbed.plan.plan_peers) and each pattern job's flows' other ends."""
+        out = {r: set(p) for r, p in plan_peers(ops).items()}
+        for j in self._placed():
+            for r, p in pattern_peers(list(j.flows)).items():
+                out.setdefault(r, set()).update(p)
+        return {r: sorted(p) for r, p in out.items()}
+
+    def streams(self, ops: tuple[PlannedOp, ...]) -> int:
+        """One stream per job (its index), a pattern job's too."""
+        return len(self.spec.jobs)
+
     def scaling_keys(self) -> str:
-        return ("jobs[].workload.sizes.max_bytes, jobs[].workload.iterations, jobs[].iterations, jobs[].duration_s, "
-                "jobs[].start_s (or fabric.host_link_bps)")
+        return ("jobs[].workload.sizes.max_bytes, jobs[].workload.iterations, jobs[].workload.pattern.size_bytes, "
+                "jobs[].iterations, jobs[].duration_s, jobs[].start_s (or fabric.host_link_bps)")
 
     def fan_in(self, ops: tuple[PlannedOp, ...]) -> int:
-        """The collectives' fan-in; 2 when per-flow hashing can put two jobs' flows on one uplink."""
-        fan = estimate.collective_fan_in(self.spec, ops)
+        """The collectives' fan-in and each pattern job's (its QPs into one receiver,
+        testbed.patterns.plan.flows_fan_in); 2 when per-flow hashing can put two jobs' flows on one uplink."""
+        fan = max([estimate.collective_fan_in(self.spec, ops)] + [flows_fan_in(list(j.flows))
+                                                                  for j in self._placed() if j.flows])
         hashed = self.spec.transport.entropy != "spray" and len(self.spec.jobs) > 1
         return max(fan, 2 if hashed else 1)
 
     @contextmanager
     def session(self, ctx, fab) -> Iterator[AgentGroup]:
-        """One agent per host, QPs to its op-plan peers on every job's stream."""
-        peers = plan_peers(ctx.ops_plan)
+        """One agent per host, QPs to its peers (:meth:`peers`) on every job's stream; each pattern job's
+        flows on ``fab`` (testbed.patterns.driver.PatternRun, in :attr:`patterns`)."""
+        peers = self.peers(ctx.ops_plan)
+        self.patterns = {j.name: PatternRun(ctx, fab, js.workload.pattern, list(j.flows))
+                         for j, js in zip(self._placed(), ctx.spec.jobs) if j.flows}
         with AgentGroup(fab, ctx.transport, ctx.spec.seed, lambda r: peers.get(r, []),
-                        ctx.spec.jobs[0].workload.channels, plan_streams(ctx.ops_plan)) as agents:
+                        jobs_channels(ctx.spec.jobs), self.streams(ctx.ops_plan)) as agents:
             yield agents
 
     def run_ops(self, ctx, agents: AgentGroup, rec, progress) -> None:
         """Every job in its own thread from its start_s on (time 0: now); each op submitted when the job's
-        previous one finished; a job with duration_s starts no pass once that many seconds passed since its
-        start. Signals are held back once every job is done. Raises the first job's error (the others stop
-        submitting)."""
+        previous one finished (a pattern job: each pass, a RunFlows with op id len(ops) + stream x MAX_PASSES +
+        pass, sent when the previous pass is in); a job with duration_s starts no pass once that many seconds
+        passed since its start. Signals are held back once every job is done. Raises the first job's error (the
+        others stop submitting)."""
         ops = list(ctx.ops_plan)
         lock, stop = threading.Lock(), threading.Event()
         errors: list[BaseException] = []
         done = [0]
         t0 = time.monotonic()
 
+        def run_pattern(job: PlacedJob) -> None:  # each pass one RunFlows to the job's ranks, on its stream
+            run = self.patterns[job.name]
+            started = time.monotonic()
+            for p in range(job.passes):
+                if stop.is_set() or (job.duration_s is not None and p and
+                                     time.monotonic() - started >= job.duration_s):
+                    return
+                cmd = run.command(p, stream=job.stream, op_id=len(ops) + job.stream * MAX_PASSES + p,
+                                  ahead_s=PASS_AHEAD_S)
+                fut = agents.submit_flows(cmd, flows_ranks(list(job.flows)))
+                records = agents.wait(fut, cmd.op_id, run.timeout_s + PASS_AHEAD_S + 10)
+                with lock:
+                    line = run.record(cmd, ctx.spec.seed, records)
+                progress.say(f"job {job.name} pass {p + 1}/{job.passes}: {line}")
+
         def run_job(job: PlacedJob) -> None:
             mine = [(k, op) for k, op in enumerate(ops) if op.job == job.name]
             if stop.wait(max(0.0, t0 + job.start_s - time.monotonic())):
+                return
+            if job.flows:
+                try:
+                    run_pattern(job)
+                except BaseException as e:  # noqa: BLE001  handed to the main thread
+                    with lock:
+                        errors.append(e)
+                    stop.set()
                 return
             started = time.monotonic()
             starts = pass_starts([op for _, op in mine], job.passes)
@@ -132,16 +185,22 @@ class Jobs(Collectives):
 
         jobs = self._placed()
         layout = ctx.spec.fabric.layout_preview()  # node names without the run id (s1, l1): comparable across runs
-        loads = job_links.job_loads(layout, jobs, ctx.ops_plan)
+        host_of = {h.rank: h.name for h in layout.hosts}
+        loads = job_links.job_loads(layout, jobs, ctx.ops_plan,
+                                    {j.name: host_pair_bytes(list(j.flows), host_of) for j in jobs if j.flows})
         caps = job_links.capacities(layout)
         fair = job_links.fair_rates(loads, caps)
         fair_solo = {j: job_links.fair_rates({j: ls}, caps)[j] for j, ls in loads.items()}
         shared = job_links.shared_links(loads)
         ops = job_ops(rec.rank_rows, rec.op_meta, ctx.n_ranks)
-        entries = job_entries(ops, jobs, ctx.goodput_bps, fair, fair_solo, ctx.spec.fabric.host_link_bps, loads, shared)
+        patterns = {name: pattern_figures(r) for name, r in self.patterns.items()}
+        entries = job_entries(ops, jobs, ctx.goodput_bps, fair, fair_solo, ctx.spec.fabric.host_link_bps, loads, shared,
+                              patterns)
         tenants = tenant_entries(entries)
         run = RunDir(ctx.run_dir)
         run.write_table("jobs", jobs_table(ops, entries, ctx.goodput_bps))
+        if self.patterns:
+            run.write_table("fct", fct_rows(self.patterns, qps))
         run.write_table("tenants", tenants_table(tenants))
         self.block = {"jobs": entries, "tenants": tenants,
                       "shared_links": {job_links.link_name(k): v for k, v in shared.items()},
