@@ -212,7 +212,7 @@ def run(scenario: Scenario, results: str | os.PathLike = "results", quiet: bool 
 
 def run_spec(spec: ScenarioSpec, results: str | os.PathLike = "results", *, scenario_path: Path | None = None,
              quiet: bool = False, max_duration_s: float | None = None, debug: bool = False, cli: bool = False,
-             over_capacity: bool = False, solo: bool = False):
+             over_capacity: bool = False, solo: bool = False, solo_from: str | os.PathLike | None = None):
     """Run a validated ScenarioSpec (testbed.runner.run: same checks, cleanup, teardown, printed lines);
     return its testbed.runner.RunOutcome (exit code, run directory or None). The entry of ``testbed run``
     and ``testbed nccl``; :func:`run` for scripts.
@@ -220,7 +220,9 @@ def run_spec(spec: ScenarioSpec, results: str | os.PathLike = "results", *, scen
     ``scenario_path``: the scenario file the manifest names (None: built in code); ``debug``: a failed run
     prints its traceback; ``cli``: the Mininet CLI on the live fabric after the workload; ``over_capacity``:
     warn instead of refusing a scenario above this machine's capacity; ``solo``: a jobs scenario's jobs
-    each alone first, then together, with slowdowns and the interference matrix (testbed.jobs.solo). The caller's
+    each alone first, then together, with slowdowns and the interference matrix (testbed.jobs.solo); ``solo_from``:
+    the same, with the solo runs an earlier ``solo`` run stored under this folder (testbed.jobs.solo_store:
+    each checked to match its job exactly, SoloBaselineError, a ScenarioError, naming the job otherwise). The caller's
     SIGINT/SIGTERM handlers are restored afterwards (the runner routes them to its teardown meanwhile).
     Raises :data:`BAD_INPUT_ERRORS` on bad input (nothing built); an interrupted run is exit code
     128+N, not an exception.
@@ -232,9 +234,9 @@ def run_spec(spec: ScenarioSpec, results: str | os.PathLike = "results", *, scen
         def run_one(s, root):
             return runner.run(s, root, scenario_path=scenario_path, quiet=quiet, max_duration_s=max_duration_s,
                               debug=debug, cli=cli, over_capacity=over_capacity)
-        if solo:
+        if solo or solo_from is not None:
             from testbed.jobs.solo import run_with_solo
-            return run_with_solo(spec, results, run_one)
+            return run_with_solo(spec, results, run_one, solo_from)
         return run_one(spec, results)
     finally:
         for sig, handler in saved.items():

@@ -431,7 +431,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     busbw_slowdown?     float solo_busbw_ratio / busbw_ratio
     jct_slowdown?       float jct_s / solo_jct_s
     fct_p99_slowdown?   float fct_p99_us / solo_fct_p99_us
-""", when="runs with --solo"),
+""", when="runs with --solo or --solo-from"),
     _table("tenants", "one row per tenant of a jobs list (testbed.jobs.results)", "runs of a jobs list (jobs:)", """
     tenant              str   tenant name
     n_jobs              int   the tenant's jobs
@@ -440,7 +440,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     busbw_ratio_mean    float mean of its jobs' busbw ratios (mean over each job's timed ops)
     jct_max_s           float its longest job completion time, s
     jct_slowdown_max?   float its jobs' largest JCT slowdown against their solo runs
-""", when="runs with --solo"),
+""", when="runs with --solo or --solo-from"),
 )}
 
 
