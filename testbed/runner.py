@@ -260,6 +260,9 @@ def run(spec: ScenarioSpec, results_root: str | os.PathLike = "results", *, scen
     if warning:
         print(f"testbed: warning: {warning}", file=sys.stderr)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # Mininet's logger prints through its own handler; passed on to the root one every line came twice
+    # ("Level 25 mininet: ..." in --cli)
+    logging.getLogger("mininet").propagate = False
     # SIGTERM tears down like Ctrl-C: context managers remove what the run created
     signals.install()
     ctx = None
