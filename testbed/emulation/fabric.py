@@ -161,6 +161,12 @@ class Fabric(StartStop):
                 log.warning("removing the tail-drop rules failed: %s", e)
             self.tail_drop = None
         if self.net is not None:
+            try:  # what a user started in a host (--cli) would outlive its shell
+                ended = cleanup.kill_in_namespaces([h.pid for h in self.net.hosts if h.pid])
+                if ended:
+                    log.info("ended processes left in the hosts of run %s: %s", self.run_id, ", ".join(ended))
+            except Exception as e:
+                log.warning("ending processes in the hosts failed: %s", e)
             try:
                 self.net.stop()
             except Exception as e:  # keep tearing down; report what failed

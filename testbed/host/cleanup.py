@@ -331,6 +331,18 @@ def _live_owner(rid: str) -> psutil.Process | None:
         return None
 
 
+def kill_in_namespaces(shell_pids: list[int], grace_s: float = 1.0) -> list[str]:
+    """End every process in the network namespaces of ``shell_pids`` (a run's Mininet host shells) but the
+    shells themselves: what a user started there (``h1 iperf3 -s -D`` in ``--cli``) is re-parented to init
+    when the shell goes, and its namespace, emptied of the run's interfaces, no longer names the run.
+    Returns 'PID NAME' of each process ended (SIGTERM, SIGKILL after ``grace_s``)."""
+    inodes = {i for i in (_netns_inode(p) for p in shell_pids) if i is not None}
+    inodes.discard(_netns_inode("self"))  # never the machine's own namespace
+    skip = set(shell_pids) | _protected_pids()
+    procs = {p.pid: p for p in psutil.process_iter() if p.pid not in skip and _netns_inode(p.pid) in inodes}
+    return _kill(procs, grace_s)
+
+
 def _kill(procs: dict[int, psutil.Process], grace_s: float) -> list[str]:
     """SIGTERM, wait up to ``grace_s``, SIGKILL the rest; return 'PID NAME' of those hit."""
     hit: list[str] = []

@@ -62,6 +62,10 @@ class Pty:
         os.write(self.master, (line + "\n").encode())
 
 
+def _iperf3_daemons() -> list[int]:
+    return [p.pid for p in psutil.process_iter(["cmdline"]) if (p.info["cmdline"] or [])[-4:] == ["-s", "-D", "-p", "5999"]]
+
+
 def test_cli_commands_on_the_live_fabric_and_exit_cleans_up(tmp_path):
     scenario = tmp_path / "cli.yaml"
     scenario.write_text(SCENARIO)
@@ -106,6 +110,10 @@ def test_cli_commands_on_the_live_fabric_and_exit_cleans_up(tmp_path):
         # each line once: Mininet's logger no longer also goes through the root handler ("Level 25 mininet:")
         assert out.count("1 received") == 1 and "Level 25" not in out, out
 
+        tty.send("h1 iperf3 -s -D -p 5999")  # a daemon: re-parented to init, it would outlive the run
+        tty.expect(PROMPT, 20)
+        assert _iperf3_daemons(), "the daemon did not start: the check below proves nothing"
+
         tty.send("exit")
         tty.expect(r"left the CLI", 20)
         rc = tty.proc.wait(timeout=120)
@@ -120,7 +128,8 @@ def test_cli_commands_on_the_live_fabric_and_exit_cleans_up(tmp_path):
     (summary,) = [RunDir.open(p.parent).summary for p in results.glob("*/summary.json")]
     assert summary["complete"] and summary["ops_done"] == 1
     assert (results / next(results.iterdir()).name / "cli" / "collective-0").is_dir()
-    # nothing of the run left behind
+    # nothing of the run left behind, not even what was started in a host
+    assert not _iperf3_daemons()
     assert not [p.pid for p in psutil.process_iter(["cmdline"]) if rid in " ".join(p.info["cmdline"] or [])]
     assert rid not in subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     assert rid not in subprocess.run(["ovs-vsctl", "list-br"], capture_output=True, text=True).stdout
