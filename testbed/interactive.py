@@ -20,13 +20,16 @@ the run; SIGTERM ends the CLI and the run as an interruption.
 """
 from __future__ import annotations
 
+import os
 import json
 import re
 import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from mininet.cli import CLI
 from mininet.log import setLogLevel
@@ -271,7 +274,31 @@ def run_collective(ctx, fab, collective: str, algorithm: str, size_bytes: int, k
     return {"ranks": len(group), "time_us": t_s * 1e6, "algbw_bps": algbw, "busbw_bps": algbw * factor}
 
 
-def run_cli(ctx, fab, stdin=sys.stdin) -> None:
+@contextmanager
+def stdin_kept_for_the_cli() -> Iterator[None]:
+    """Keep piped commands (``printf 'h1 ping -c1 h3\\nexit\\n' | testbed run S --cli``) for the prompt.
+
+    Every process the run starts (Mininet's commands, OVS tools, ...) inherits descriptor 0; one of them read
+    a piped stdin to its end before the prompt showed, so only EOF was left ("left the CLI after 0 s"). While
+    this is entered, descriptor 0 is /dev/null and ``sys.stdin`` reads the original input from a descriptor
+    children do not inherit. A terminal is left as it is (line editing, Ctrl-C)."""
+    if sys.stdin is None or sys.stdin.isatty():
+        yield
+        return
+    kept = os.dup(0)  # os.dup's descriptor is not inheritable
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    old, sys.stdin = sys.stdin, open(kept, "r", closefd=False)
+    try:
+        yield
+    finally:
+        sys.stdin = old
+        os.dup2(kept, 0)
+        os.close(kept)
+
+
+def run_cli(ctx, fab, stdin=None) -> None:
     """Open :class:`TestbedCLI` on the live ``fab`` until the user leaves it.
 
     SIGINT interrupts the command at the prompt (Mininet's handling); SIGTERM leaves the CLI and raises
@@ -290,7 +317,7 @@ def run_cli(ctx, fab, stdin=sys.stdin) -> None:
           f"collective KIND SIZE; 'help' lists all; exit or Ctrl-D to write the results and tear down.", flush=True)
     t0 = time.monotonic()
     try:
-        TestbedCLI(ctx, fab, stdin=stdin)
+        TestbedCLI(ctx, fab, stdin=stdin if stdin is not None else sys.stdin)
     except _Terminated:
         raise KeyboardInterrupt("signal SIGTERM") from None
     finally:

@@ -271,7 +271,12 @@ def run(spec: ScenarioSpec, results_root: str | os.PathLike = "results", *, scen
         if getattr(removed, "total", 0):
             print(f"testbed: removed leftovers of dead runs: {removed}", file=sys.stderr)
         ctx = RunContext.new(spec, scenario_path, results_root, new_run_id(), ops_plan, quiet)
-        summary = _run_context(ctx, cli)
+        if cli:
+            from testbed.interactive import stdin_kept_for_the_cli
+            with stdin_kept_for_the_cli():  # commands piped in wait for the prompt, not for a child to eat them
+                summary = _run_context(ctx, cli)
+        else:
+            summary = _run_context(ctx, cli)
     except KeyboardInterrupt as e:
         printing.print_interrupted(e)
         return _outcome(EXIT_INTERRUPTED_BASE + (signals.received() or signal.SIGINT), ctx)

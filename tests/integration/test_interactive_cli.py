@@ -133,3 +133,14 @@ def test_cli_commands_on_the_live_fabric_and_exit_cleans_up(tmp_path):
     assert not [p.pid for p in psutil.process_iter(["cmdline"]) if rid in " ".join(p.info["cmdline"] or [])]
     assert rid not in subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     assert rid not in subprocess.run(["ovs-vsctl", "list-br"], capture_output=True, text=True).stdout
+
+
+def test_commands_piped_on_stdin_all_run(tmp_path):
+    """Seen: only EOF was left for the prompt (a process the run started read the pipe to its end)."""
+    scenario = tmp_path / "cli.yaml"
+    scenario.write_text(SCENARIO)
+    r = subprocess.run([sys.executable, "-m", "testbed.cli", "run", str(scenario), "--results", str(tmp_path / "r"),
+                        "--cli"], input="h1 echo first-line\nh2 echo second-line\nexit\n", capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode in (0, 3), r.stderr
+    assert "first-line" in r.stdout and "second-line" in r.stdout, r.stdout
