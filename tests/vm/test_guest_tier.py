@@ -41,8 +41,9 @@ def _record_time(name: str, seconds: float) -> None:
 
 
 def _cli(*args, timeout_s: float) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "testbed.cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout_s, cwd=REPO)
+    # faulthandler: a crash of the testbed in the guest prints where it happened
+    return subprocess.run([sys.executable, "-X", "faulthandler", "-m", "testbed.cli", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout_s, cwd=REPO)
 
 
 def test_doctor_picks_kernel_features():
@@ -68,16 +69,16 @@ def test_tiny_kernel_fabric_exactly_once_and_nothing_left(tmp_path):
     scenario = tmp_path / "tiny.yaml"
     scenario.write_text(TINY)
     t0 = time.monotonic()
-    res = _cli("run", scenario, "--results", tmp_path / "results", timeout_s=1500)
+    results = Path(RESULTS) / "tiny-run"  # on the host afterwards, for a look at a failure
+    res = _cli("run", scenario, "--results", results, timeout_s=1500)
     _record_time("tiny_fabric_run_s", time.monotonic() - t0)
     (Path(RESULTS) / "tiny-fabric.out").write_text(res.stdout + res.stderr)
     # completed: faithful (0), not faithful (3) or not judged (6); the verdict under software emulation is
     # the guest's to give, the delivery below is not
     assert res.returncode in (0, 3, 6), f"testbed run exited {res.returncode}:\n{res.stdout}\n{res.stderr}"
-    summaries = list((tmp_path / "results").glob("*/summary.json"))
+    summaries = list(results.glob("*/summary.json"))
     assert len(summaries) == 1, res.stderr
     s = json.loads(summaries[0].read_text())
-    (Path(RESULTS) / "tiny-fabric-summary.json").write_text(json.dumps(s, indent=1))
     manifest = json.loads((summaries[0].parent / "manifest.json").read_text())
     assert manifest["backends"]["datapath"] == "kernel", manifest["backends"]
     assert s["complete"] is True and s["ops_done"] == s["ops_planned"] == 2
