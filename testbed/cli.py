@@ -1,4 +1,4 @@
-"""Command line: ``testbed run|nccl|report|compare|regress|clean|doctor``.
+"""Command line: ``testbed run|nccl|report|compare|regress|clean|doctor|vm``.
 
 Exit codes: 0 success; 2 usage or setup error (one line ``testbed: error: ...``
 on stderr); 130 on Ctrl-C. ``run``: see :data:`RUN_EXIT_CODES`.
@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help="show the full traceback on errors")
-    sub = parser.add_subparsers(dest="command", metavar="{run,nccl,report,compare,regress,clean,doctor}",
+    sub = parser.add_subparsers(dest="command", metavar="{run,nccl,report,compare,regress,clean,doctor,vm}",
                                 parser_class=_Parser)
 
     run = sub.add_parser("run", help="run a scenario (root)", parents=[common], epilog=RUN_EXIT_CODES,
@@ -117,6 +117,14 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--calibrate", action="store_true",
                         help="measure this machine's faithful capacity at path MTU 1024 and 4096 with short real "
                         "runs of the quickstart fabric (about 3 min, on a quiet machine) and cache it")
+    vm = sub.add_parser("vm", parents=[common],
+                        help="run a command in a VM guest on Debian's kernel: OVS kernel datapath, sch_red, "
+                        "sch_netem (scripts/vm; root; docs/vm.md)",
+                        usage=f"{PROG} vm [--accel kvm|tcg] [--results DIR] -- COMMAND [ARG...]")
+    vm.add_argument("--accel", choices=("kvm", "tcg"), help="force KVM or software emulation (default: probed)")
+    vm.add_argument("--results", metavar="DIR", help="writable results folder shared with the guest")
+    vm.add_argument("vm_command", nargs=argparse.REMAINDER, metavar="COMMAND",
+                    help="the command to run in the guest, after --")
     return parser
 
 
@@ -235,7 +243,21 @@ def _cmd_doctor(args) -> int:
     return 0
 
 
-_COMMANDS = {"run": _cmd_run, "nccl": _cmd_nccl, "perf": _cmd_nccl, "clean": _cmd_clean, "doctor": _cmd_doctor,
+def _cmd_vm(args) -> int:
+    """Hand over to scripts/vm (exec: its exit code is the guest command's, 125 when the guest did not boot)."""
+    command = args.vm_command[1:] if args.vm_command[:1] == ["--"] else args.vm_command
+    if not command:
+        raise CliError(f"'{PROG} vm' needs a command after --, e.g. {PROG} vm -- {PROG} doctor")
+    script = Path(__file__).resolve().parents[1] / "scripts" / "vm"
+    if not script.is_file():
+        raise CliError(f"{script} not found: '{PROG} vm' needs the repository checkout (pip install -e)")
+    _require_root("vm")
+    opts = [*(["--accel", args.accel] if args.accel else []), *(["--results", args.results] if args.results else [])]
+    sys.stdout.flush()
+    os.execv("/bin/bash", ["bash", str(script), *opts, "--", *command])
+
+
+_COMMANDS = {"run": _cmd_run, "nccl": _cmd_nccl, "perf": _cmd_nccl, "clean": _cmd_clean, "doctor": _cmd_doctor, "vm": _cmd_vm,
              "report": _cmd_report, "compare": _cmd_compare, "regress": _cmd_regress}
 
 

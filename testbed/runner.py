@@ -60,6 +60,7 @@ from testbed.exitcodes import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_FAITHFUL, EXIT_
                                EXIT_NOT_FAITHFUL, exit_code)
 from testbed import signals
 from testbed.host import capabilities
+from testbed.host.timeout_scale import timeout_scale
 from testbed.host import cleanup
 from testbed.spec import estimate
 from testbed.measure import capacity_check, timing
@@ -306,9 +307,13 @@ def _validate(spec: ScenarioSpec, results_root: Path, quiet: bool, max_duration_
     faithful capacity (testbed.measure.capacity_check: a warning printed above it), checked; the estimate
     printed unless ``quiet``.
 
-    Raises ScenarioError, FileNotFoundError, IsADirectoryError, estimate.DurationError or
-    capacity_check.CapacityError; nothing is built.
+    Raises ScenarioError (also for a bad $TESTBED_TIMEOUT_SCALE), FileNotFoundError, IsADirectoryError,
+    estimate.DurationError or capacity_check.CapacityError; nothing is built.
     """
+    try:
+        timeout_scale()
+    except ValueError as e:
+        raise ScenarioError(str(e)) from None
     workload = workload_for(spec)
     plan = workload.plan()
     ops_plan = list(plan.ops)

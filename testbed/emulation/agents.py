@@ -20,6 +20,7 @@ from concurrent.futures import Future
 
 from testbed.emulation.fabric import HOST_NIC_QUEUE_BYTES, Fabric
 from testbed.emulation.agent_events import AgentEvents
+from testbed.host.timeout_scale import startup_s
 from testbed.lifecycle import StartStop
 from traffic import protocol
 from testbed.emulation.entropy_paths import pools_for_pairs
@@ -32,6 +33,9 @@ from testbed.spec.transport import DEFAULT_ENTROPY_PORTS
 from traffic.transport.cc import transport_fields
 from traffic.transport.entropy import ENTROPY_POLICIES, MULTI_PORT_POLICIES
 from traffic.transport.selective import SELECTIVE_REPEAT
+
+#: wait for every agent's Ready on the development machines (s), x testbed.host.timeout_scale
+READY_TIMEOUT_S = 30.0
 
 
 def taking_part(records: list[OpDone], groups) -> list[OpDone]:
@@ -127,7 +131,9 @@ class AgentGroup(StartStop):
         self._events: AgentEvents | None = None
         self._write_lock = threading.Lock()
 
-    def start(self, timeout_s: float = 30.0) -> None:
+    def start(self, timeout_s: float | None = None) -> None:
+        """Spawn one agent per host and wait for every Ready (``timeout_s``, default
+        :data:`READY_TIMEOUT_S` x the machine's timeout scale, testbed.host.timeout_scale)."""
         layout = self.fabric.layout
         ranks = [rank_address(layout, h) for h in layout.hosts]
         run_dir = self.fabric.run_dir
@@ -146,7 +152,7 @@ class AgentGroup(StartStop):
                            stderr=log)
             self.procs.append(p)
         self._events = AgentEvents(self.procs, self._death, AgentError)
-        self._collect(Ready, timeout_s)
+        self._collect(Ready, startup_s(READY_TIMEOUT_S) if timeout_s is None else timeout_s)
 
     def _death(self, i: int) -> str:
         return f"agent of rank {i} exited (code {self.procs[i].poll()}); see {self.fabric.run_dir}/agent-{i}.log"

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from testbed.host.timeout_scale import startup_s
 from testbed.lifecycle import StartStop, raise_if_interrupted
 from testbed.measure.drops import read_snmp
 from testbed.spec.background import check_background
@@ -45,7 +46,7 @@ from traffic.clock import unix_ns
 #: first TCP/UDP port of the iperf3 servers (one per client run); the agents use UDP 4791 and 49152+
 BASE_PORT = 5201
 #: seconds a server may take to listen, and a process to exit after SIGINT before it is killed
-LISTEN_TIMEOUT_S = 10.0
+LISTEN_TIMEOUT_S = 10.0  # x testbed.host.timeout_scale
 GRACE_S = 3.0
 #: seconds to let the closing connections' last segments land before the TCP counters are read
 SETTLE_S = 0.3
@@ -221,7 +222,8 @@ class BackgroundTraffic(StartStop):
         for run in self.runs:
             run.server = self._node(run.dst).popen(self._args(run, "server"), stdout=self._open(run, "server"),
                                                    stderr=subprocess.STDOUT, preexec_fn=_unblock_teardown_signals)
-        deadline = time.monotonic() + LISTEN_TIMEOUT_S
+        listen_s = startup_s(LISTEN_TIMEOUT_S)
+        deadline = time.monotonic() + listen_s
         for run in self.runs:
             while not _listening(run.server.pid, run.port):
                 raise_if_interrupted()
@@ -232,7 +234,7 @@ class BackgroundTraffic(StartStop):
                 if time.monotonic() > deadline:
                     raise BackgroundError(f"background {run.tag}: the iperf3 server on "
                                           f"{self.host_names[run.dst]}:{run.port} did not listen within "
-                                          f"{LISTEN_TIMEOUT_S:.0f} s")
+                                          f"{listen_s:.0f} s")
                 time.sleep(0.01)
         self.t0_ns = unix_ns()
         t = threading.Thread(target=self._schedule, name="background-scheduler", daemon=True)

@@ -15,12 +15,16 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from testbed.host.timeout_scale import startup_s
+
 from controllers import contract
 from controllers.congestion.loop import LOSSLESS_CLASS
 from controllers.contract import (LOOP_SETTINGS_FILE, LOOP_STARTED_FILE, LOOP_STOP_REQUEST_FILE, LOOP_STOPPED_FILE,
                                   EcnSettings, LoopSettings, PfcSettings, WatchdogSettings)
 #: the loop's sampling period, s (DESIGN.md: about 10 % of a core for 24 ports)
 PERIOD_S = 0.001
+#: wait for the controller's loop to start on the development machines (s), x testbed.host.timeout_scale
+START_TIMEOUT_S = 20.0
 
 
 def wanted(spec) -> bool:
@@ -85,10 +89,13 @@ def headroom_warning(spec) -> str | None:
             f"controllers/congestion/pfc.py)")
 
 
-def write_and_wait(fab, timeout_s: float = 20.0) -> None:
+def write_and_wait(fab, timeout_s: float | None = None) -> None:
     """Write the loop's file when the scenario wants it and wait until the controller's loop runs.
 
-    Raises RuntimeError naming controller.log when it does not start within ``timeout_s``."""
+    Raises RuntimeError naming controller.log when it does not start within ``timeout_s`` (default
+    :data:`START_TIMEOUT_S` x the machine's timeout scale, testbed.host.timeout_scale)."""
+    if timeout_s is None:
+        timeout_s = startup_s(START_TIMEOUT_S)
     if not wanted(fab.spec):
         return
     started = fab.run_dir / LOOP_STARTED_FILE
@@ -108,7 +115,7 @@ def write_and_wait(fab, timeout_s: float = 20.0) -> None:
 STOP_TIMEOUT_S = 30.0
 
 
-def stop_loop(fab, timeout_s: float = STOP_TIMEOUT_S) -> str | None:
+def stop_loop(fab, timeout_s: float | None = None) -> str | None:
     """Ask the running fabric's congestion loop to stop now and wait until it wrote its tables.
 
     Returns None when they are final (or the scenario has no loop, or it already stopped), else why
@@ -118,6 +125,8 @@ def stop_loop(fab, timeout_s: float = STOP_TIMEOUT_S) -> str | None:
     run_dir = Path(fab.run_dir)
     if not wanted(fab.spec) or not (run_dir / LOOP_STARTED_FILE).exists() or (run_dir / LOOP_STOPPED_FILE).exists():
         return None
+    if timeout_s is None:
+        timeout_s = startup_s(STOP_TIMEOUT_S)
     (run_dir / LOOP_STOP_REQUEST_FILE).write_text("")
     deadline = time.monotonic() + timeout_s
     while not (run_dir / LOOP_STOPPED_FILE).exists():

@@ -35,6 +35,7 @@ from controllers import contract
 from controllers.contract import (AdaptiveSettings, ControllerReady, ControllerSettings, FailoverSettings,
                                   LoadBalanceSettings, TenantSettings)
 from controllers.run import LISTEN_HOST
+from testbed.host.timeout_scale import ENV as timeout_scale_env, startup_s, timeout_scale
 from testbed.lifecycle import raise_if_interrupted
 
 #: The repository (its controllers/ and topology/ packages are what ryu-manager imports).
@@ -45,6 +46,11 @@ RYU_HOWTO = ("install a Python 3.9 (for example `pyenv install 3.9.18`, or pytho
              "and run scripts/install again: it then creates .venv-ryu with Ryu 4.34 (requirements-ryu.txt)")
 #: controller.framework values (testbed.spec.controller).
 FRAMEWORKS = ("os_ken", "ryu")
+#: start-up waits on the development machines (s), multiplied by testbed.host.timeout_scale: the
+#: controller listening; every switch connected with its flows confirmed; SIGTERM to exit
+LISTEN_TIMEOUT_S = 20.0
+READY_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 30.0
 
 
 class ControllerError(RuntimeError):
@@ -202,7 +208,8 @@ class ControllerProcess:
                 "controllers.app"], env
 
     def start(self) -> "ControllerProcess":
-        """Spawn the controller and wait until it listens (at most 20 s). Raises ControllerError."""
+        """Spawn the controller and wait until it listens (at most :data:`LISTEN_TIMEOUT_S` x the machine's
+        timeout scale, testbed.host.timeout_scale). Raises ControllerError."""
         self.ready_path.unlink(missing_ok=True)
         cmd, env = self.command()
         if self._out is not None:
@@ -212,7 +219,8 @@ class ControllerProcess:
         # own session: a Ctrl-C at the terminal reaches the testbed, which then stops us in order
         self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=subprocess.STDOUT, env=env, cwd=REPO,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + 20
+        listen_s = startup_s(LISTEN_TIMEOUT_S)
+        deadline = time.monotonic() + listen_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise ControllerError(f"controller exited with code {self.proc.returncode} at start; "
@@ -222,7 +230,8 @@ class ControllerProcess:
                 if s.connect_ex(("127.0.0.1", self.port)) == 0:
                     return self
             time.sleep(0.05)
-        raise ControllerError(f"controller did not listen on 127.0.0.1:{self.port} within 20 s; see {self.log_path}")
+        raise ControllerError(f"controller did not listen on 127.0.0.1:{self.port} within {listen_s:.0f} s; see {self.log_path} "
+                              f"(slow machine? raise {timeout_scale_env} above {timeout_scale():g})")
 
     def read_ready(self) -> ControllerReady | None:
         """The ready file's record, or None while there is none. Raises controllers.contract.ContractError
@@ -232,13 +241,16 @@ class ControllerProcess:
         except FileNotFoundError:
             return None
 
-    def wait_ready(self, timeout_s: float = 60.0, give_up=raise_if_interrupted) -> ControllerReady:
+    def wait_ready(self, timeout_s: float | None = None, give_up=raise_if_interrupted) -> ControllerReady:
         """Block until the app confirmed every switch's flows and groups; return the ready file.
 
         ``give_up()`` runs every 50 ms and may raise to stop waiting (default:
         a held-back Ctrl-C). Raises ControllerError on timeout, on a dead
-        controller, or when the switches answered with OpenFlow errors.
+        controller, or when the switches answered with OpenFlow errors. ``timeout_s`` defaults to
+        :data:`READY_TIMEOUT_S` x the machine's timeout scale.
         """
+        if timeout_s is None:
+            timeout_s = startup_s(READY_TIMEOUT_S)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             give_up()
@@ -255,13 +267,13 @@ class ControllerProcess:
                               f"see {self.log_path}")
 
     def stop(self) -> None:
-        """SIGTERM, then SIGKILL after 30 s (the congestion loop writes its tables on SIGTERM). Safe to call
+        """SIGTERM, then SIGKILL after :data:`STOP_TIMEOUT_S` (x the timeout scale) (the congestion loop writes its tables on SIGTERM). Safe to call
         twice. A supervisor does not count this exit as a death."""
         self.stopped_on_purpose = True
         if self.proc is not None and self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(timeout=30)
+                self.proc.wait(timeout=startup_s(STOP_TIMEOUT_S))
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=5)

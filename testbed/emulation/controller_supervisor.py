@@ -32,6 +32,7 @@ from datetime import datetime, timezone
 
 from controllers import contract
 from testbed.emulation.controller_proc import ControllerError, ControllerProcess
+from testbed.host.timeout_scale import startup_s
 from traffic.clock import unix_ns
 
 log = logging.getLogger(__name__)
@@ -123,7 +124,7 @@ class ControllerSupervisor:
         """Stop watching (the controller keeps running) and return the report. Safe to call twice."""
         self._stopping.set()
         if self._thread is not None:
-            self._thread.join(timeout=RESTART_READY_TIMEOUT_S + 25)
+            self._thread.join(timeout=startup_s(RESTART_READY_TIMEOUT_S) + 25)
             self._thread = None
         if self._final is None:
             proc = self.controller.proc
@@ -174,7 +175,7 @@ class ControllerSupervisor:
         t_spawn = unix_ns()
         try:
             self.controller.start()
-            ready = self.controller.wait_ready(RESTART_READY_TIMEOUT_S, give_up=self._give_up)
+            ready = self.controller.wait_ready(startup_s(RESTART_READY_TIMEOUT_S), give_up=self._give_up)
         except ControllerError as e:
             if self._stopping.is_set():
                 raise _Stopping from None
