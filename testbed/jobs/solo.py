@@ -21,7 +21,7 @@ from typing import Optional
 import pandas as pd
 
 from testbed.jobs.plan import placed_jobs
-from testbed.jobs.results import format_jobs, tenant_entries, tenants_table
+from testbed.jobs.results import JOBS_ROW_KEY, format_jobs, tenant_entries, tenants_table
 from testbed.results.rundir import RunDir
 from testbed.spec.scenario import ScenarioError
 
@@ -101,6 +101,8 @@ def attach_solo(run_dir: Path, solo: dict[str, Path], pairs: dict[tuple[str, str
                   "solo_jct_s": s["jct_s"], "busbw_slowdown": _ratio(s["busbw_ratio"], e["busbw_ratio"]),
                   "jct_slowdown": _ratio(e["jct_s"], s["jct_s"]),
                   "solo_faithful": RunDir.open(solo[e["name"]]).summary.get("faithful")})
+        if s.get("iteration_s") is not None:  # a SimAI job: its mean iteration alone
+            e["solo_iteration_s"] = s["iteration_s"]
     matrix = []
     for a in names:
         row = []
@@ -123,9 +125,9 @@ def attach_solo(run_dir: Path, solo: dict[str, Path], pairs: dict[tuple[str, str
     jobs_csv = run.table("jobs")
     if jobs_csv is not None and len(jobs_csv):
         solo_rows = pd.concat([RunDir.open(p).table("jobs") for p in solo.values()])[
-            ["job", "size_bytes", "busbw_ratio", "jct_s"]].rename(
+            [*JOBS_ROW_KEY, "busbw_ratio", "jct_s"]].rename(
             columns={"busbw_ratio": "solo_busbw_ratio", "jct_s": "solo_jct_s"})
-        jobs_csv = jobs_csv.merge(solo_rows, on=["job", "size_bytes"], how="left")
+        jobs_csv = jobs_csv.merge(solo_rows, on=JOBS_ROW_KEY, how="left")
         jobs_csv["busbw_slowdown"] = jobs_csv["solo_busbw_ratio"] / jobs_csv["busbw_ratio"]
         jobs_csv["jct_slowdown"] = jobs_csv["jct_s"] / jobs_csv["solo_jct_s"]
         run.write_table("jobs", jobs_csv)

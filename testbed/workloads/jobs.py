@@ -1,6 +1,6 @@
-"""Several jobs at once (the scenario's ``jobs`` list): each job's collectives FIFO on its own stream, the jobs
-concurrently on one agent group (testbed.jobs: placement, plan, links, results; testbed.emulation.agents
-.AgentGroup.submit)."""
+"""Several jobs at once (the scenario's ``jobs`` list): a sweep job's collectives FIFO on its own stream, a SimAI
+job's whole-job replay on its own streams (testbed.replay_run), the jobs concurrently on one agent group
+(testbed.jobs: placement, plan, simai, links, results; testbed.emulation.agents.AgentGroup.submit)."""
 from __future__ import annotations
 
 import threading
@@ -12,9 +12,10 @@ from testbed import signals
 from testbed.emulation.agents import AgentGroup, taking_part
 from testbed.jobs import links as job_links
 from testbed.jobs.plan import PlacedJob, jobs_plan, pass_estimate_s
-from testbed.jobs.results import (FAIR_SHARE_MODEL, format_jobs, job_entries, job_ops, jobs_table, tenant_entries,
-                                  tenants_table)
+from testbed.jobs.results import (FAIR_SHARE_MODEL, format_jobs, job_entries, job_ops, jobs_table, replay_lines,
+                                  tenant_entries, tenants_table)
 from testbed.plan import PlannedOp, WorkloadPlan, plan_peers, plan_streams
+from testbed.replay_run import run_replay
 from testbed.spec import estimate
 from testbed.workloads.collectives import Collectives
 
@@ -23,8 +24,9 @@ POLL_S = 0.2
 
 
 class Jobs(Collectives):
-    """``jobs:``: one thread per job submits its ops in order (stream = the job's index) from its ``start_s``
-    on; the ops of different jobs run at once, on disjoint hosts."""
+    """``jobs:``: one thread per job from its ``start_s`` on: a sweep job submits its ops in order on its
+    stream, a SimAI job runs its replay's timeline on its streams; the ops of different jobs run at once, on
+    disjoint hosts and streams."""
 
     section = "jobs"
 
@@ -34,6 +36,8 @@ class Jobs(Collectives):
         self.jobs: tuple[PlacedJob, ...] = ()
         #: summary.json's ``jobs`` block once the results are written
         self.block: Optional[dict] = None
+        #: SimAI job name -> its ``replay`` block (testbed.replay_run.run_replay) once it ran
+        self.replays: dict[str, dict] = {}
 
     def plan(self) -> WorkloadPlan:
         plan, self.jobs = jobs_plan(self.spec)
@@ -45,15 +49,18 @@ class Jobs(Collectives):
         return self.jobs
 
     def estimate_s(self, ops: tuple[PlannedOp, ...]) -> float:
-        """Set-up plus the longest job: its start_s plus its ops' estimate on an idle fabric (the jobs run
-        at once; sharing links makes them longer, which this does not model)."""
+        """Set-up plus the longest job: its start_s plus its ops' estimate on an idle fabric, plus a SimAI job's
+        compute waits and scale-up collectives (the jobs run at once; sharing links makes them longer, which
+        this does not model)."""
         longest = max((j.start_s + pass_estimate_s(self.spec, [op for op in ops if op.job == j.name])
+                       + (j.replay.timeline_extra_s if j.replay is not None else 0.0)
                        for j in self._placed()), default=0.0)
         return estimate.setup_s(self.spec.fabric) + longest
 
     def scaling_keys(self) -> str:
-        return ("jobs[].workload.sizes.max_bytes, jobs[].workload.iterations, jobs[].iterations, jobs[].duration_s, "
-                "jobs[].start_s (or fabric.host_link_bps)")
+        return ("jobs[].workload.sizes.max_bytes, jobs[].workload.iterations, jobs[].workload.simai.size_scale, "
+                "jobs[].workload.simai.iterations, jobs[].iterations, jobs[].duration_s, jobs[].start_s "
+                "(or fabric.host_link_bps)")
 
     def fan_in(self, ops: tuple[PlannedOp, ...]) -> int:
         """The collectives' fan-in; 2 when per-flow hashing can put two jobs' flows on one uplink."""
@@ -70,21 +77,46 @@ class Jobs(Collectives):
             yield agents
 
     def run_ops(self, ctx, agents: AgentGroup, rec, progress) -> None:
-        """Every job in its own thread from its start_s on (time 0: now); each op submitted when the job's
-        previous one finished; a job with duration_s starts no pass once that many seconds passed since its
-        start. Signals are held back once every job is done. Raises the first job's error (the others stop
-        submitting)."""
+        """Every job in its own thread from its start_s on (time 0: now); a sweep job's op submitted when its
+        previous one finished, a SimAI job's replay (testbed.replay_run.run_replay on its ops); a job with
+        duration_s starts no pass (SimAI: iteration) once that many seconds passed since its start. Signals
+        are held back once every job is done. Raises the first job's error (the others stop submitting; a
+        SimAI job at its next iteration)."""
         ops = list(ctx.ops_plan)
         lock, stop = threading.Lock(), threading.Event()
         errors: list[BaseException] = []
         done = [0]
         t0 = time.monotonic()
 
+        def record(k: int, op: PlannedOp, recs, last: bool) -> None:
+            with lock:
+                rec.rank_rows.extend(recs)
+                rec.op_meta[k] = {**op.meta(), "job": op.job}
+                done[0] += 1
+                t_us = (max(r.t_end_ns for r in recs) - min(r.t_start_ns for r in recs)) / 1e3
+                progress.op(done[0], op.size_bytes, op.size_bytes * 8 / (t_us / 1e6) * op.busbw_factor, last)
+
+        def run_simai(job: PlacedJob, started: float) -> None:
+            def keep_going() -> bool:
+                return not stop.is_set() and (job.duration_s is None or time.monotonic() - started < job.duration_s)
+
+            self.replays[job.name] = run_replay(
+                ctx, agents, rec, progress, job.replay, op_base=job.first_op,
+                record=lambda k, op, recs: record(k, op, recs, False), keep_going=keep_going)
+
         def run_job(job: PlacedJob) -> None:
             mine = [(k, op) for k, op in enumerate(ops) if op.job == job.name]
             if stop.wait(max(0.0, t0 + job.start_s - time.monotonic())):
                 return
             started = time.monotonic()
+            if job.replay is not None:
+                try:
+                    run_simai(job, started)
+                except BaseException as e:  # noqa: BLE001  handed to the main thread
+                    with lock:
+                        errors.append(e)
+                    stop.set()
+                return
             starts = pass_starts([op for _, op in mine], job.passes)
             for n, (k, op) in enumerate(mine):
                 if stop.is_set():
@@ -102,13 +134,7 @@ class Jobs(Collectives):
                         errors.append(e)
                     stop.set()
                     return
-                with lock:
-                    rec.rank_rows.extend(recs)
-                    rec.op_meta[k] = {**op.meta(), "job": job.name}
-                    done[0] += 1
-                    t_us = (max(r.t_end_ns for r in recs) - min(r.t_start_ns for r in recs)) / 1e3
-                    last = n + 1 == len(mine) or mine[n + 1][1].size_bytes != op.size_bytes
-                    progress.op(done[0], op.size_bytes, op.size_bytes * 8 / (t_us / 1e6) * op.busbw_factor, last)
+                record(k, op, recs, n + 1 == len(mine) or mine[n + 1][1].size_bytes != op.size_bytes)
 
         threads = [threading.Thread(target=run_job, args=(j,), name=f"job-{j.name}", daemon=True)
                    for j in self._placed()]
@@ -127,7 +153,8 @@ class Jobs(Collectives):
             raise errors[0]
 
     def add_results(self, ctx, rec, summary: dict, qps, ports, faults) -> None:
-        """jobs.csv, tenants.csv and summary.json's ``jobs`` block (testbed.jobs.results)."""
+        """jobs.csv, tenants.csv and summary.json's ``jobs`` block (testbed.jobs.results; a SimAI job's entry
+        holds its ``replay`` block)."""
         from testbed.results.rundir import RunDir
 
         jobs = self._placed()
@@ -138,7 +165,8 @@ class Jobs(Collectives):
         fair_solo = {j: job_links.fair_rates({j: ls}, caps)[j] for j, ls in loads.items()}
         shared = job_links.shared_links(loads)
         ops = job_ops(rec.rank_rows, rec.op_meta, ctx.n_ranks)
-        entries = job_entries(ops, jobs, ctx.goodput_bps, fair, fair_solo, ctx.spec.fabric.host_link_bps, loads, shared)
+        entries = job_entries(ops, jobs, ctx.goodput_bps, fair, fair_solo, ctx.spec.fabric.host_link_bps, loads, shared,
+                              self.replays)
         tenants = tenant_entries(entries)
         run = RunDir(ctx.run_dir)
         run.write_table("jobs", jobs_table(ops, entries, ctx.goodput_bps))
@@ -149,7 +177,10 @@ class Jobs(Collectives):
         summary["jobs"] = self.block
 
     def lines_after(self, ctx, summary: dict) -> list[str]:
-        return [format_jobs(summary["jobs"])] if summary.get("jobs") else []
+        """The jobs table, then each SimAI job's replay table (testbed.jobs.results.replay_lines)."""
+        if not summary.get("jobs"):
+            return []
+        return [format_jobs(summary["jobs"])] + replay_lines(ctx.spec, summary["jobs"])
 
 
 def pass_starts(ops: list[PlannedOp], passes: int) -> set[int]:
