@@ -165,3 +165,28 @@ def test_results_give_the_simai_job_its_rows_jct_and_replay_block():
     srow = table[table["job"] == "sweep"]
     assert list(srow["group"]) == ["sweep"] and list(srow["ops"]) == [4]
     assert "train" in format_jobs({"jobs": entries, "tenants": [], "shared_links": {}})
+
+
+def test_solo_figures_reach_the_simai_jobs_rows_and_the_parquet_copy(tmp_path):
+    """attach_solo joins the solo rows per job, group, collective and size, gives a SimAI job its solo
+    iteration time, and rewrites the Parquet copies RunDir reads before the CSV files."""
+    from test_jobs import _fake_run
+    from testbed.jobs.solo import attach_solo
+    from testbed.results.rundir import RunDir
+
+    def entry(jct, it):
+        return {"name": "t", "tenant": "r", "hosts": ["h1"], "timed_ops": 2, "busbw_ratio": 0.5, "jct_s": jct,
+                "placement": "packed", "fair_busbw_ratio": 1.0, "iteration_s": it}
+
+    def rows(jct):
+        return [{**{c: 0 for c in JOBS_COLUMNS}, "job": "t", "group": g, "collective": "allreduce",
+                 "size_bytes": size, "busbw_ratio": 0.5, "jct_s": jct} for g, size in (("TP", 20972), ("DP", 167772))]
+
+    shared = _fake_run(tmp_path / "shared", [entry(3.3, 1.1)], rows(3.3))
+    RunDir(shared).write_parquet()
+    solo = {"t": _fake_run(tmp_path / "solo", [entry(3.0, 1.0)], rows(3.0))}
+    (e,) = attach_solo(shared, solo, {})["jobs"]
+    assert e["solo_iteration_s"] == 1.0 and e["jct_slowdown"] == pytest.approx(1.1)
+    table = RunDir.open(shared).table("jobs").set_index("group")
+    assert (shared / "jobs.parquet").stat().st_mtime >= (shared / "jobs.csv").stat().st_mtime
+    assert table.loc["DP", "solo_jct_s"] == 3.0 and table.loc["TP", "jct_slowdown"] == pytest.approx(1.1)

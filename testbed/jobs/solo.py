@@ -132,6 +132,8 @@ def attach_solo(run_dir: Path, solo: dict[str, Path], pairs: dict[tuple[str, str
         jobs_csv["jct_slowdown"] = jobs_csv["jct_s"] / jobs_csv["solo_jct_s"]
         run.write_table("jobs", jobs_csv)
     run.write_table("tenants", tenants_table(block["tenants"]))
+    if any(run.path.glob("*.parquet")):  # the Parquet copies follow the rewritten CSV (RunDir reads them first)
+        run.write_parquet_or_warn()
     summary["jobs"] = block
     run.write_summary(summary)
     try:  # the report with the matrix (testbed.report)
