@@ -190,3 +190,9 @@ def test_solo_figures_reach_the_simai_jobs_rows_and_the_parquet_copy(tmp_path):
     table = RunDir.open(shared).table("jobs").set_index("group")
     assert (shared / "jobs.parquet").stat().st_mtime >= (shared / "jobs.csv").stat().st_mtime
     assert table.loc["DP", "solo_jct_s"] == 3.0 and table.loc["TP", "jct_slowdown"] == pytest.approx(1.1)
+
+
+def test_an_unreadable_file_names_the_jobs_key():
+    spec = parse_scenario(scenario({"name": "t", "ranks": 4, "workload": {"simai": {"path": "/nonexistent/w.txt"}}}))
+    with pytest.raises(ScenarioError, match=r"^jobs\.0\.workload\.simai\.path: cannot read /nonexistent/w.txt"):
+        jobs_plan(spec)

@@ -68,8 +68,8 @@ def job_replay(spec, index: int, ranks: tuple[int, ...], first_stream: int, pass
     from testbed.simai_plan import simai_plan
 
     job = spec.jobs[index]
-    check_world_size(spec, index, len(ranks))
     try:
+        check_world_size(spec, index, len(ranks))
         plan = simai_plan(job_spec(spec, index, passes), n_hosts=len(ranks))
     except ScenarioError as e:
         msg = str(e)
