@@ -62,7 +62,8 @@ from typing import Any, Dict, List, Optional
 
 from controllers import contract
 from controllers.adaptive_app import AdaptiveMixin
-from controllers.congestion.loop import start_when_configured
+from controllers.congestion.loop import start_when_configured, stop_all as stop_congestion_loops
+from controllers.parent_watch import watch_parent
 from controllers.lb import Hashing
 from controllers.failover_app import FailoverMixin
 from controllers.ofmsg import build_arp_reply, build_sync
@@ -202,6 +203,8 @@ class FabricRoutingApp(AdaptiveMixin, FailoverMixin, BaseApp):
         self._adaptive_init(settings)
         # ECN marking and PFC: a thread that starts once the testbed wrote its settings
         self.congestion_thread = start_when_configured(settings.loop_settings_file, self.topology)
+        # a SIGKILLed testbed cannot stop us: exit when it is gone (controllers.parent_watch)
+        watch_parent(on_orphan=stop_congestion_loops)
         LOG.info(
             "fabric app on %s: run %s, %d switches, %d hosts, load balancing %s, topology %s",
             FRAMEWORK, self.topology.run_id, len(self.plans), len(self.topology.hosts), self.lb_policy,

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import copy
 import os
+import re
 import signal
 from dataclasses import dataclass
 from pathlib import Path
@@ -211,7 +212,7 @@ def run(scenario: Scenario, results: str | os.PathLike = "results", quiet: bool 
 
 def run_spec(spec: ScenarioSpec, results: str | os.PathLike = "results", *, scenario_path: Path | None = None,
              quiet: bool = False, max_duration_s: float | None = None, debug: bool = False, cli: bool = False,
-             over_capacity: bool = False, solo: bool = False):
+             over_capacity: bool = False, solo: bool = False, solo_from: str | os.PathLike | None = None):
     """Run a validated ScenarioSpec (testbed.runner.run: same checks, cleanup, teardown, printed lines);
     return its testbed.runner.RunOutcome (exit code, run directory or None). The entry of ``testbed run``
     and ``testbed nccl``; :func:`run` for scripts.
@@ -219,7 +220,9 @@ def run_spec(spec: ScenarioSpec, results: str | os.PathLike = "results", *, scen
     ``scenario_path``: the scenario file the manifest names (None: built in code); ``debug``: a failed run
     prints its traceback; ``cli``: the Mininet CLI on the live fabric after the workload; ``over_capacity``:
     warn instead of refusing a scenario above this machine's capacity; ``solo``: a jobs scenario's jobs
-    each alone first, then together, with slowdowns and the interference matrix (testbed.jobs.solo). The caller's
+    each alone first, then together, with slowdowns and the interference matrix (testbed.jobs.solo); ``solo_from``:
+    the same, with the solo runs an earlier ``solo`` run stored under this folder (testbed.jobs.solo_store:
+    each checked to match its job exactly, SoloBaselineError, a ScenarioError, naming the job otherwise). The caller's
     SIGINT/SIGTERM handlers are restored afterwards (the runner routes them to its teardown meanwhile).
     Raises :data:`BAD_INPUT_ERRORS` on bad input (nothing built); an interrupted run is exit code
     128+N, not an exception.
@@ -231,13 +234,20 @@ def run_spec(spec: ScenarioSpec, results: str | os.PathLike = "results", *, scen
         def run_one(s, root):
             return runner.run(s, root, scenario_path=scenario_path, quiet=quiet, max_duration_s=max_duration_s,
                               debug=debug, cli=cli, over_capacity=over_capacity)
-        if solo:
+        if solo or solo_from is not None:
             from testbed.jobs.solo import run_with_solo
-            return run_with_solo(spec, results, run_one)
+            return run_with_solo(spec, results, run_one, solo_from)
         return run_one(spec, results)
     finally:
         for sig, handler in saved.items():
             signal.signal(sig, handler)
+
+
+def sweep_name(base: str, value: Any) -> str:
+    """``BASE-VALUE`` as a scenario name (``[A-Za-z0-9_.-]``, at most 64 characters): each run of a sweep
+    is named for its value, so its run directory and summary say what it ran (``quickstart-20M``)."""
+    text = re.sub(r"[^A-Za-z0-9_.-]+", "_", str(value)).strip("_") or "value"
+    return f"{base[:63 - min(len(text), 31)]}-{text[:31]}"
 
 
 def sweep(scenario: Scenario, key: str | Iterable[str], values: Iterable[Any],
@@ -245,10 +255,12 @@ def sweep(scenario: Scenario, key: str | Iterable[str], values: Iterable[Any],
     """Run ``scenario`` once per value, in order, with dotted ``key`` (or every key of a tuple of keys, e.g.
     both link rates) set to it; yield (value, RunResult) after each run.
 
-    Every changed scenario is validated before any run (ScenarioError names the key). ``run_kw``: :func:`run`'s.
+    Every changed scenario is validated before any run (ScenarioError names the key) and named
+    :func:`sweep_name` (base name and value). ``run_kw``: :func:`run`'s.
     """
     keys = (key,) if isinstance(key, str) else tuple(key)
-    changed = [(value, scenario.with_({k: value for k in keys})) for value in values]
+    changed = [(value, scenario.with_({**{k: value for k in keys}, "name": sweep_name(scenario.name, value)}))
+               for value in values]
     for value, s in changed:
         yield value, run(s, **run_kw)
 

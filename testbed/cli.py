@@ -82,9 +82,14 @@ def build_parser() -> argparse.ArgumentParser:
                      "default 2h); the estimate is printed before anything is built")
     from testbed.measure.capacity_check import OVER_CAPACITY_HELP
     run.add_argument("--over-capacity", action="store_true", help=OVER_CAPACITY_HELP)
-    run.add_argument("--solo", action="store_true",
-                     help="a jobs scenario: run each job alone first (into RESULTS/solo), then all together; "
-                     "report each job's slowdown and the interference matrix (docs/jobs.md)")
+    solo = run.add_mutually_exclusive_group()
+    solo.add_argument("--solo", action="store_true",
+                      help="a jobs scenario: run each job alone first (into RESULTS/solo), then all together; "
+                      "report each job's slowdown and the interference matrix (docs/jobs.md)")
+    solo.add_argument("--solo-from", metavar="DIR", default=None,
+                      help="as --solo, but reuse the solo (and pair) runs an earlier --solo stored under DIR (its "
+                      "--results root: DIR/solo, DIR/pairs), each checked to be the same job on the same fabric "
+                      "exactly; refused naming the job and what differs otherwise")
     from testbed import interactive
     interactive.add_run_flag(run)
 
@@ -161,7 +166,7 @@ def _run(args, build_spec) -> int:
         return run_spec(spec, args.results or "results", scenario_path=Path(args.scenario) if args.scenario else None,
                         quiet=args.quiet, max_duration_s=args.max_duration, debug=args.debug,
                         cli=getattr(args, "cli", False), over_capacity=args.over_capacity,
-                        solo=getattr(args, "solo", False)).exit_code
+                        solo=getattr(args, "solo", False), solo_from=getattr(args, "solo_from", None)).exit_code
     except BAD_INPUT_ERRORS as e:
         what = f"no such file: {e.filename}" if isinstance(e, FileNotFoundError) and e.filename else e
         print(f"{PROG}: error: {what}", file=sys.stderr)

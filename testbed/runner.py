@@ -74,7 +74,7 @@ from testbed.emulation import congestion_conf, controller_proc
 from testbed.emulation.fabric import Fabric
 from testbed.emulation.faults import FaultScheduler
 from topology.naming import new_run_id
-from testbed.plan import PlannedOp, plan_streams
+from testbed.plan import PlannedOp
 from testbed.host.runlock import RunLock
 from testbed.results import manifest, summary as results_summary
 from testbed.results import printing
@@ -133,9 +133,10 @@ def _probe(ctx: RunContext) -> tuple[RunContext, "capabilities.Capabilities"]:
     if datapath == "kernel" and caps.datapath != "kernel":
         raise ScenarioError("fabric.datapath: 'kernel' asked for, but this machine has no openvswitch "
                             "kernel module; allowed here: auto, user")
-    peers = workload_for(spec).peers(ctx.ops_plan)
+    workload = workload_for(spec)
+    peers = workload.peers(ctx.ops_plan)
     transport = transport_params(spec, run_rto_us(spec), max((len(p) for p in peers.values()), default=2),
-                                 plan_streams(ctx.ops_plan))
+                                 workload.streams(ctx.ops_plan))
     send_buffer = check_run_send_buffer(spec, datapath)
     return ctx.probed(datapath, transport, send_buffer), caps
 
@@ -303,13 +304,13 @@ def _validate(spec: ScenarioSpec, results_root: Path, quiet: bool, max_duration_
     workload = workload_for(spec)
     plan = workload.plan()
     ops_plan = list(plan.ops)
-    print_notes(plan.notes)
-    check_results_root(results_root)
+    check_results_root(results_root)  # a refused run prints nothing else first
     est_s = workload.estimate_s(plan.ops) + workload.extra_s(plan)
     cap_s = max_duration_s or estimate.MAX_DURATION_S
     if not quiet:
         printing.print_estimate(est_s, len(ops_plan), cap_s, workload.loss_note(plan.ops),
                                 estimate.describe_setup(spec.fabric))
+    print_notes(plan.notes)  # after the estimate: what the plan changed, not the run's first word
     estimate.check_duration(workload.scaling_keys(), est_s, cap_s)
     if spec.tenants:  # a workload across tenants would only time out against the isolation drops
         from testbed.jobs.plan import run_tenant_map

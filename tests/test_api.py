@@ -66,6 +66,19 @@ def test_sweep_validates_every_value_before_the_first_run():
         next(sweep(base, ("fabric.host_link_bps", "fabric.fabric_link_bps"), ["10M", "fast"]))
 
 
+def test_each_run_of_a_sweep_is_named_for_its_value(monkeypatch):
+    import testbed.api as api
+    from testbed.api import sweep_name
+
+    ran = []
+    monkeypatch.setattr(api, "run", lambda s, **kw: ran.append(s.name) or s.name)
+    base = Scenario.from_yaml("quickstart")
+    got = [(v, name) for v, name in sweep(base, "fabric.host_link_bps", ["5M", "20M"])]
+    assert got == [("5M", "quickstart-5M"), ("20M", "quickstart-20M")] and ran == ["quickstart-5M", "quickstart-20M"]
+    assert sweep_name("quickstart", 1.5e7) == "quickstart-15000000.0"
+    assert sweep_name("x" * 64, "a b/c") == "x" * 58 + "-a_b_c" and len(sweep_name("x" * 64, "v" * 80)) <= 64
+
+
 def test_run_needs_root(monkeypatch):
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(PermissionError, match="needs root"):

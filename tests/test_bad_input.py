@@ -327,3 +327,50 @@ def test_shipped_scenarios_are_valid():
     assert len(scenarios) >= 2
     for p in scenarios:
         load_scenario(p)
+
+
+@pytest.mark.parametrize("where, key, path, hint, allowed_has", [
+    ((), "work-load", "work-load", "workload", "tenants"),
+    (("workload",), "warm-up", "workload.warm-up", "warmup_iterations", "iterations"),
+    (("workload",), "warmup", "workload.warmup", "warmup_iterations", "sizes"),
+    (("workload", "sizes"), "max-bytes", "workload.sizes.max-bytes", "max_bytes", "min_bytes"),
+    (("fabric",), "link-rate", "fabric.link-rate", None, "host_link_bps"),
+])
+def test_unknown_key_with_a_dash_is_named_with_the_keys_of_its_own_section(where, key, path, hint, allowed_has):
+    import copy
+
+    import yaml
+
+    data = copy.deepcopy(yaml.safe_load((Path(__file__).parents[1] / "scenarios" / "quickstart.yaml").read_text()))
+    node = data
+    for part in where:
+        node = node[part]
+    node[key] = 1
+    with pytest.raises(ScenarioError) as e:
+        parse_scenario(data)
+    line = str(e.value).splitlines()[1].strip()
+    assert line.startswith(f"{path}: unknown key"), line
+    assert (f"(did you mean {hint}?)" in line) if hint else ("did you mean" not in line), line
+    allowed = line.split("allowed keys here: ", 1)[1].split(", ")
+    assert allowed_has in allowed and "(top level)" not in line
+
+
+def test_a_file_that_never_ends_or_never_answers_is_refused_in_seconds(tmp_path):
+    from traffic.workloads.files import UnreadableFile, read_bounded
+
+    fifo = tmp_path / "pipe.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(UnreadableFile, match="not a regular file"):
+        read_bounded(fifo, 100)
+    assert read_bounded("/proc/self/status", 1 << 20).startswith(b"Name:")  # procfs: size 0, content read
+    big = tmp_path / "big.yaml"
+    big.write_bytes(b"#" * 5000)
+    assert len(read_bounded(big, 1000)) == 1001  # one byte past the limit tells the caller
+
+
+def test_a_run_refused_for_its_results_directory_prints_only_the_refusal(tmp_path):
+    quick = Path(__file__).parents[1] / "scenarios" / "quickstart.yaml"
+    r = subprocess.run([sys.executable, "-m", "testbed.cli", "run", str(quick), "--results", "/proc/nope"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stdout == "", r.stdout
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "--results /proc/nope" in r.stderr, r.stderr

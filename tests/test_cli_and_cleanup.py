@@ -380,6 +380,36 @@ def test_clean_force_cleans_live_run(ovs, tmp_path):
         made.remove()
 
 
+# a run that holds its lock and ignores SIGTERM (seen: a run hung at op 16/24 ignoring SIGTERM for 75 s)
+HUNG_RUN = """
+import signal, sys, time
+from pathlib import Path
+from testbed.host.runlock import RunLock
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+with RunLock(sys.argv[1], Path(sys.argv[2])):
+    print("locked", flush=True)
+    time.sleep(120)
+"""
+
+
+@pytest.mark.integration
+@root_only
+def test_clean_force_ends_the_live_run_holding_the_lock(ovs, tmp_path):
+    rid = _fresh_run_id()
+    made = Leftovers()
+    try:
+        made.bridge(f"{rid}s1")
+        hung = subprocess.Popen([sys.executable, "-c", HUNG_RUN, rid, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+        assert hung.stdout.readline().strip() == "locked"
+        p = _run_clean(tmp_path, "--force", rid)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.strip().startswith(f"removed run {rid}: 1 process, 1 bridge"), p.stdout
+        assert _wait_gone(hung) and hung.returncode == -9  # SIGTERM ignored: SIGKILL after the grace period
+        assert f"{rid}s1" not in _bridges() and not (tmp_path / f"{rid}.json").exists()
+    finally:
+        made.remove()
+
+
 @pytest.mark.integration
 @root_only
 def test_clean_warns_and_skips_bridges_when_ovs_unreachable(tmp_path, monkeypatch):

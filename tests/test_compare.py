@@ -178,3 +178,35 @@ def test_cli_compare_missing_or_incomplete_run(tmp_path, capsys):
     cut = _write(tmp_path, "cut", {**QUICKSTART, "complete": False, "incomplete_reason": "SIGINT during traffic"})
     assert cli.main(["compare", str(cut), str(cut)]) == EXIT_BAD_INPUT
     assert "the run is incomplete (SIGINT during traffic)" in capsys.readouterr().err
+
+
+def _with_manifest(d, scenario):
+    (d / "manifest.json").write_text(json.dumps({"scenario": scenario}))
+    return d
+
+
+def test_cli_compare_refuses_runs_of_different_experiments_unless_forced(tmp_path, capsys):
+    import yaml
+    from pathlib import Path
+
+    from testbed.spec.scenario import parse_scenario
+
+    root = Path(__file__).parents[1] / "scenarios"
+    quick = parse_scenario(yaml.safe_load((root / "quickstart.yaml").read_text())).model_dump(mode="json")
+    faster = copy.deepcopy(quick)
+    faster["fabric"]["host_link_bps"] = 2 * quick["fabric"]["host_link_bps"]
+    a = _with_manifest(_write(tmp_path, "a", QUICKSTART), quick)
+    b = _with_manifest(_write(tmp_path, "b", INCAST), faster)
+    assert cli.main(["compare", str(a), str(b)]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "ran different experiments" in err and "fabric.host_link_bps: 10000000.0 vs 20000000.0" in err
+    assert "--force" in err
+    assert cli.main(["compare", str(a), str(b), "--force"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("WARNING: different experiments, compared because of --force: fabric.host_link_bps")
+    renamed = copy.deepcopy(quick)
+    renamed["name"] = "quickstart-again"
+    c = _with_manifest(_write(tmp_path, "c", QUICKSTART), renamed)
+    assert cli.main(["compare", str(a), str(c)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("WARNING: scenario names differ: 'quickstart' vs 'quickstart-again'") and "0 REGRESSED" in out

@@ -141,7 +141,7 @@ def test_scenario_controller_section():
     assert parse_scenario({**base, "controller": {"restart": False}}).controller.restart is False
     with pytest.raises(ScenarioError, match=r"controller\.restart: Input should be a valid boolean \(got 'yes'\)"):
         parse_scenario({**base, "controller": {"restart": "yes"}})
-    with pytest.raises(ScenarioError, match=r"controller\.restarts: unknown key; allowed keys here: framework, restart"):
+    with pytest.raises(ScenarioError, match=r"controller\.restarts: unknown key \(did you mean restart\?\); allowed keys here: framework, restart"):
         parse_scenario({**base, "controller": {"restarts": 1}})
     assert parse_scenario(base).controller.framework == "os_ken"
     assert parse_scenario({**base, "controller": {"framework": "ryu"}}).controller.framework == "ryu"

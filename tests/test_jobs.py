@@ -49,8 +49,6 @@ def job(name, **kw):
     (scenario(job("a", hosts=["h1", "h2"]), job("b", hosts=["h2", "h3"])), "jobs.1.hosts: h2 belongs to job 'a'"),
     (scenario(job("a", ranks=6), job("b", ranks=4)), "jobs.1.ranks: 4 ranks, but only 2"),
     (scenario(job("a", ranks=4), job("a", ranks=4)), "jobs.1.name: 'a' is also jobs.0's name"),
-    (scenario(job("a", ranks=4, workload={"pattern": {"kind": "kflows", "k": 2, "size_bytes": 1000}})),
-     "workload.pattern is not supported in a job"),
     (scenario(job("a", ranks=4, workload={**SWEEP, "ranks": 2})), "workload.ranks does not apply in a job"),
     (scenario(job("a", ranks=4, placement="diagonal")), "jobs.0.placement"),
     (scenario(job("a", ranks=4, colour=1)), "jobs.0.colour: unknown key"),
@@ -294,10 +292,28 @@ def test_jobs_hosts_join_their_tenants_in_the_run_tenant_map():
     assert tmap.allows("h1", "h4") and not tmap.allows("h1", "h5")
     with pytest.raises(ScenarioError, match="jobs.1.tenant: 'green' is not declared under tenants"):
         parse_scenario({**scenario(job("a", ranks=4, tenant="red"), job("b", ranks=4, tenant="green")), **tenants})
-    with pytest.raises(ScenarioError, match="placed hosts do not fit the tenants: .*h8 is in tenant 'blue'"):
+    with pytest.raises(ScenarioError, match="jobs.1.hosts: h8 belongs to tenant 'blue', not to this job's tenant 'red'"):
         parse_scenario({**scenario(job("a", ranks=2, tenant="red"), job("b", hosts=["h7", "h8"], tenant="red")),
                         **tenants})
     assert run_tenant_map(parse_scenario(scenario(job("a", ranks=4)))) is None
+
+
+@pytest.mark.parametrize("placement", ["packed", "spread", "random"])
+def test_placement_never_takes_another_tenants_or_a_shared_host(placement):
+    from testbed.jobs.plan import placed_jobs
+
+    tenants = {"tenants": {"red": {"hosts": ["h1", "h5"]}, "blue": {"hosts": ["h2", "h8"]}}, "shared_hosts": ["h4"]}
+    for seed in range(1, 6):
+        spec = parse_scenario({**scenario(job("a", ranks=2, placement=placement, tenant="red"),
+                                          job("b", ranks=3, placement=placement, tenant="blue")), **tenants,
+                               "seed": seed, "isolation": "off"})
+        got = {p.name: set(p.hosts) for p in placed_jobs(spec)}
+        assert not got["a"] & {"h2", "h8", "h4"} and not got["b"] & {"h1", "h5", "h4"}, (seed, got)
+        assert len(got["a"]) == 2 and len(got["b"]) == 3
+    with pytest.raises(ScenarioError, match=r"jobs.1.ranks: 5 ranks, but only 4 .* free for tenant 'blue'"):
+        parse_scenario({**scenario(job("a", ranks=2, tenant="red"), job("b", ranks=5, tenant="blue")), **tenants})
+    with pytest.raises(ScenarioError, match="jobs.0.hosts: h4 is a shared host"):
+        parse_scenario({**scenario(job("a", hosts=["h1", "h4"], tenant="red")), **tenants})
 
 
 def test_a_solo_run_keeps_the_full_runs_tenant_map():

@@ -39,12 +39,15 @@ def write(tmp_path, data) -> Path:
     return p
 
 
-def test_the_spec_takes_workload_simai_in_a_job_and_still_refuses_a_pattern():
-    spec = parse_scenario(scenario({"name": "t", "ranks": 4, "workload": simai()}, {"name": "s", "ranks": 4}))
+def test_the_spec_takes_workload_simai_and_a_pattern_in_a_job_and_still_refuses_chakra():
+    spec = parse_scenario(scenario({"name": "t", "ranks": 4, "workload": simai()}, {"name": "s", "ranks": 2},
+                                   {"name": "p", "ranks": 2, "workload": {"pattern": {"kind": "alltoall",
+                                                                                      "size_bytes": 1000}}}))
     assert spec.jobs[0].workload.simai.size_scale == 0.01 and spec.jobs[1].workload.sizes is not None
-    with pytest.raises(ScenarioError, match="workload.pattern is not supported in a job"):
-        parse_scenario(scenario({"name": "p", "ranks": 4, "workload": {"pattern": {"kind": "kflows", "k": 2,
-                                                                                    "size_bytes": 1000}}}))
+    assert spec.jobs[2].workload.pattern.kind == "alltoall"
+    with pytest.raises(ScenarioError, match="workload.chakra is not supported in a job") as e:
+        parse_scenario(scenario({"name": "c", "ranks": 4, "workload": {"chakra": {"path": "x"}}}))
+    assert "workload.sizes" in str(e.value) and "workload.simai" in str(e.value) and "workload.pattern" in str(e.value)
     with pytest.raises(ScenarioError, match="workload.ranks = 4 applies to a size sweep"):
         parse_scenario(scenario({"name": "t", "ranks": 4, "workload": {**simai(), "ranks": 4}}))
 
@@ -135,21 +138,27 @@ def test_a_jobs_replay_runs_its_own_ops_and_streams_and_stops_when_told():
     assert {st for _, st in agents.calls} == {t.stream, t.stream + 1} and {j for _, j in seen} == {"t"}
 
 
-def test_results_give_the_simai_job_its_rows_jct_and_replay_block():
-    spec = load_scenario(REPO / "scenarios" / "jobs_simai_sweep.yaml")
-    plan, jobs = jobs_plan(spec)
+def _ops_10ms(plan):
+    """ops.csv's rows (testbed.jobs.results.job_ops) of ``plan`` on 8 ranks, every op 10 ms on each rank that
+    takes part, one after the other."""
     rows, meta = [], {}
-    for k, op in enumerate(plan.ops):  # every op 10 ms on each rank that takes part
+    for k, op in enumerate(plan.ops):
         for g in op.groups:
             for r in g:
                 rows.append({"op_id": k, "rank": r, "t_start_ns": 10**18 + k * 10**7,
                              "t_end_ns": 10**18 + (k + 1) * 10**7, "group_size": len(g)})
         meta[k] = {**op.meta(), "job": op.job}
-    ops = job_ops(rows, meta, 8)
+    return job_ops(rows, meta, 8)
+
+
+def test_results_give_the_simai_job_its_rows_jct_and_replay_block():
+    spec = load_scenario(REPO / "scenarios" / "jobs_simai_sweep.yaml")
+    plan, jobs = jobs_plan(spec)
+    ops = _ops_10ms(plan)
     replay = {"file": "tp2_dp2.txt", "overlap": "on", "iterations_s": [0.5, 0.7], "iterations": 2,
               "groups": {"TP": {"comm_s": 0.1}, "DP": {"comm_s": 0.2}}}
     fair = {"train": 1e7, "sweep": 1e7}
-    entries = job_entries(ops, jobs, 1e7, fair, fair, 1e7, {}, {}, {"train": replay})
+    entries = job_entries(ops, jobs, 1e7, fair, fair, 1e7, {}, {}, replays={"train": replay})
     train, sweep = entries
     assert train["workload"] == "simai" and train["replay"]["groups"]["DP"]["comm_s"] == 0.2
     assert train["jct_s"] == pytest.approx(1.2) and train["iteration_s"] == pytest.approx(0.6)
@@ -196,3 +205,86 @@ def test_an_unreadable_file_names_the_jobs_key():
     spec = parse_scenario(scenario({"name": "t", "ranks": 4, "workload": {"simai": {"path": "/nonexistent/w.txt"}}}))
     with pytest.raises(ScenarioError, match=r"^jobs\.0\.workload\.simai\.path: cannot read /nonexistent/w.txt"):
         jobs_plan(spec)
+
+
+def _three_jobs():
+    """A SimAI job (tp2_dp2: all_gpus 4), a 2-rank sweep and a 2-rank all-to-all pattern on the 8 quickstart
+    hosts, packed in that order: the pattern job comes last, on the highest stream, with no op of its own."""
+    return parse_scenario(scenario({"name": "t", "ranks": 4, "workload": simai()}, {"name": "s", "ranks": 2},
+                                   {"name": "p", "ranks": 2, "workload": {"pattern": {"kind": "alltoall",
+                                                                                      "size_bytes": "64KiB"}}}))
+
+
+def test_a_sweep_a_simai_and_a_pattern_job_plan_together_on_their_own_hosts_and_streams():
+    from testbed.plan import plan_streams
+
+    spec = _three_jobs()
+    plan, (t, s, p) = jobs_plan(spec)
+    assert (t.workload, s.workload, p.workload) == ("simai", "sizes", "pattern")
+    assert t.hosts == ("h1", "h2", "h3", "h4") and s.hosts == ("h5", "h6") and p.hosts == ("h7", "h8")
+    # streams numbered job by job: the SimAI job's communicators (TP, DP), then one each
+    assert (t.stream, t.n_streams, s.stream, s.n_streams, p.stream, p.n_streams) == (0, 2, 2, 1, 3, 1)
+    streams = {j.name: {op.stream for op in plan.ops if op.job == j.name} for j in (t, s, p)}
+    assert streams == {"t": {0, 1}, "s": {2}, "p": set()}  # the pattern's passes are no op
+    assert [j.as_dict()["streams"] for j in (t, s, p)] == [[0, 1], [2], [3]]
+    for j in (t, s):
+        assert {r for op in plan.ops if op.job == j.name for g in op.groups for r in g} == set(j.ranks)
+    assert len(p.flows) == 2 and {(f.src, f.dst) for f in p.flows} == {(6, 7), (7, 6)} and set(p.ranks) == {6, 7}
+    assert s.first_op == sum(1 for op in plan.ops if op.job == "t") and len(plan.ops) == s.first_op + 1 + 3
+    assert any("pattern alltoall, 2 flows" in n and "on stream 3" in n for n in plan.notes)
+    assert any("SimAI" in n and "streams 0..1" in n for n in plan.notes)
+    w = workload_for(spec)
+    # the agents start every job's streams, the pattern job's too (the ops alone would say 3)
+    assert w.streams(plan.ops) == 4 and plan_streams(plan.ops) == 3
+    peers = w.peers(plan.ops)
+    assert peers[6] == [7] and peers[7] == [6] and peers[4] == [5] and set(peers[0]) <= {1, 2, 3}
+    # every job's estimate counts: the SimAI compute waits (6 phases x 125 us x 400 per iteration) and more
+    assert w.estimate_s(plan.ops) > 6 * 125_000e-9 * 400
+
+
+def test_one_jobs_csv_holds_the_sweep_simai_and_pattern_rows_and_solo_joins_each(tmp_path):
+    from test_jobs import _fake_run
+    from test_pattern_jobs import _pattern_run
+    from testbed.jobs.pattern import figures
+    from testbed.jobs.solo import attach_solo
+    from testbed.results.rundir import RunDir
+    from testbed.results.schema import table
+
+    spec = _three_jobs()
+    plan, jobs = jobs_plan(spec)
+    ops = _ops_10ms(plan)
+    replay = {"file": "tp2_dp2.txt", "overlap": "on", "iterations_s": [0.5, 0.7], "iterations": 2}
+    fig = figures(_pattern_run(spec, jobs[2], 1000))
+    fair = {j.name: 1e7 for j in jobs}
+
+    def jobs_csv(scale):
+        entries = job_entries(ops, jobs, 1e7, fair, fair, 1e7, {}, {},
+                              replays={"t": {**replay, "iterations_s": [x * scale for x in replay["iterations_s"]]}},
+                              patterns={"p": {**fig, "jct_s": fig["jct_s"] * scale, "pattern": {
+                                  **fig["pattern"], "fct_p99_us": fig["pattern"]["fct_p99_us"] * scale}}})
+        return entries, jobs_table(ops, entries, 1e7)
+
+    entries, t = jobs_csv(1.0)
+    assert list(t.columns) == JOBS_COLUMNS and table("jobs").problems(t.columns) == []
+    assert list(t["workload"]) == ["simai", "simai", "sizes", "pattern"]
+    assert list(t["group"]) == ["TP", "DP", "s", "p"] and list(t["collective"])[2:] == ["allreduce", "alltoall"]
+    assert t["iteration_s"].notna().tolist() == [True, True, False, False]
+    assert t["busbw_ratio"].notna().tolist() == [True, True, True, False]
+    assert t["fct_p99_us"].notna().tolist() == [False, False, False, True]
+    shared = _fake_run(tmp_path / "shared", entries, t.to_dict("records"))
+    RunDir(shared).write_parquet()
+    solo = {}
+    for name in ("t", "s", "p"):  # each job alone: half the times of the shared run
+        e, rows_solo = jobs_csv(0.5)
+        solo[name] = _fake_run(tmp_path / f"solo-{name}", [x for x in e if x["name"] == name],
+                               rows_solo[rows_solo["job"] == name].to_dict("records"))
+    block = attach_solo(shared, solo, {})
+    by = {e["name"]: e for e in block["jobs"]}
+    assert by["t"]["jct_slowdown"] == pytest.approx(2.0) and by["t"]["solo_iteration_s"] == pytest.approx(0.3)
+    assert by["p"]["jct_slowdown"] == pytest.approx(2.0) and by["p"]["fct_p99_slowdown"] == pytest.approx(2.0)
+    out = RunDir.open(shared).table("jobs")  # the Parquet copy, rewritten by RunDir.write_table
+    assert len(out) == 4 and table("jobs").problems(out.columns) == []
+    got = out.set_index(["job", "group"])
+    assert got.loc[("t", "DP"), "jct_slowdown"] == pytest.approx(2.0) and got.loc[("s", "s"), "busbw_slowdown"] == 1.0
+    assert got.loc[("p", "p"), "fct_p99_slowdown"] == pytest.approx(2.0)
+    assert got.loc[("p", "p"), "solo_jct_s"] == pytest.approx(fig["jct_s"] * 0.5)

@@ -116,7 +116,7 @@ def test_flow_messages_round_trip_strictly():
                      received=[FlowReceived(flow=1, time_ns=[1, 2], rx_bytes=[0, 10], t_done_ns=2)])
     assert protocol.decode(protocol.encode(done)) == done
     with pytest.raises(protocol.ProtocolError, match="flows_done.received"):
-        protocol.decode('{"type":"flows_done","trial":0,"rank":0,"sent":[],"received":[{"flow":1}]}')
+        protocol.decode('{"type":"flows_done","trial":0,"rank":0,"sent":[],"received":[{"flow":1}],"op_id":null}')
 
 
 def test_jain_index():

@@ -93,6 +93,19 @@ def test_csv_run_and_parquet_run_read_alike(tmp_path):
     assert dict(from_parquet).keys() == set(from_csv.names)
 
 
+def test_a_table_rewritten_after_the_parquet_copies_is_read_as_rewritten(tmp_path):
+    """testbed run --solo adds columns to jobs.csv after the run wrote its Parquet copies; a reader (who
+    prefers NAME.parquet) sees them."""
+    d = _run_dir(tmp_path)
+    RunDir(d).write_parquet()
+    run = RunDir.open(d)
+    sizes = run.sizes.assign(extra_ratio=0.5)
+    with pytest.warns(UserWarning, match="extra_ratio"):
+        run.write_table("sizes", sizes)
+        assert list(RunDir.open(d).sizes["extra_ratio"]) == [0.5]
+    assert pd.read_parquet(d / "sizes.parquet")["extra_ratio"].tolist() == [0.5]
+
+
 def test_a_table_the_run_did_not_record_is_absent(tmp_path):
     r = RunDir.open(_run_dir(tmp_path))
     assert r.table("qp_rates") is None and "qp_rates" not in r and r.get("qp_rates") is None

@@ -18,8 +18,9 @@ responder QP at rank q for requester r is 0x20000+r; with ``channels`` > 1 each 
 pair per channel, channel c's numbers 0x20000 x c higher (:func:`qpn`). With ``streams`` S > 1 (communicators
 that run concurrently) each stream has its own channels: stream s, channel c is QP slot s x channels + c,
 numbered like a channel of that index. The agent runs each stream's RunOps in a worker thread of its own,
-in the order they arrive, so ops of different streams overlap. A pattern trial (RunFlows) splits a flow of
-``qps`` N over channels 0..N-1 of stream 0 (traffic.patterns.executor). A QP's addresses: the
+in the order they arrive, so ops of different streams overlap. A pattern trial (RunFlows) runs in its
+stream's worker too and splits a flow of ``qps`` N over channels 0..N-1 of its stream
+(traffic.patterns.executor). A QP's addresses: the
 scale-up domain inside a server, else scale-out plane c mod planes (traffic.transport.planes). Each QP's UDP source port(s), its
 ECMP entropy, come from the entropy policy ``transport.entropy`` (:mod:`traffic.transport.entropy`;
 ``per_flow``: one port per QP, drawn without repeats from 49152-65535 by a generator seeded
@@ -169,6 +170,15 @@ class Agent:
                       t_start_ns=t0, t_end_ns=t1, sent_bytes=res["sent_bytes"], rx_msgs=res["rx_msgs"],
                       t_rx_done_ns=res["t_rx_done_ns"])
 
+    def run_flows(self, cmd: protocol.RunFlows) -> protocol.FlowsDone:
+        """Run this rank's part of pattern trial ``cmd`` on its stream's queue pairs (traffic.patterns.executor:
+        a flow's QP c is channel c of the stream). Raises ValueError for a stream the agent has no QPs for,
+        as run_flows does."""
+        if not 0 <= cmd.stream < self.streams:
+            raise ValueError(f"pattern trial {cmd.trial}: stream {cmd.stream} outside 0..{self.streams - 1}")
+        lo, hi = cmd.stream * self.channels, (cmd.stream + 1) * self.channels
+        return run_flows(self.rank, cmd, self.send_qps[lo:hi], self.recv_qps[lo:hi], self.rx_consumed[lo:hi])
+
     def stats(self) -> Stats:
         """A snapshot of every QP's counters (copies: the QPs keep counting), message records, rate changes
         (requester QPs whose congestion control logged one) and CNP times (each notification point's sends,
@@ -217,22 +227,22 @@ class Agent:
         self.ep.stop()
 
 
-def _run_and_report(agent: Agent, cmd: RunOp) -> None:
+def _run_and_report(agent: Agent, cmd) -> None:
     try:
-        _emit(agent.run_op(cmd))
+        _emit(agent.run_op(cmd) if isinstance(cmd, RunOp) else agent.run_flows(cmd))
     except Exception as e:
         _emit(ErrorEvent(error=str(e), op_id=cmd.op_id))
 
 
 class StreamWorkers:
-    """One worker thread per stream, started on its first op: each runs its stream's RunOps in arrival order
-    and reports each (OpDone or ErrorEvent with the op id)."""
+    """One worker thread per stream, started on its first command: each runs its stream's RunOps and RunFlows
+    in arrival order and reports each (OpDone / FlowsDone, or ErrorEvent with the op id)."""
 
     def __init__(self, agent: Agent):
         self.agent = agent
         self.queues: dict[int, queue.SimpleQueue] = {}
 
-    def submit(self, cmd: RunOp) -> None:
+    def submit(self, cmd) -> None:
         q = self.queues.get(cmd.stream)
         if q is None:
             q = self.queues[cmd.stream] = queue.SimpleQueue()
@@ -267,18 +277,15 @@ def main(argv: list[str] | None = None) -> int:
                 cmd = protocol.decode(line)
                 if isinstance(cmd, Exit):
                     break
-                if isinstance(cmd, RunOp):
+                if isinstance(cmd, (RunOp, protocol.RunFlows)):  # a collective, or a pattern trial (traffic.patterns)
                     workers.submit(cmd)
-                elif isinstance(cmd, protocol.RunFlows):  # a pattern trial (traffic.patterns)
-                    c = agent.channels  # stream 0's channels: a flow's QP i is channel i
-                    _emit(run_flows(agent.rank, cmd, agent.send_qps[:c], agent.recv_qps[:c], agent.rx_consumed[:c]))
                 elif isinstance(cmd, GetStats):
                     _emit(agent.stats())
                 else:
                     raise protocol.ProtocolError(f"{type(cmd).__name__} is not a command: allowed RunOp, "
                                                  "RunFlows, GetStats, Exit")
             except Exception as e:
-                _emit(ErrorEvent(error=str(e), op_id=cmd.op_id if isinstance(cmd, RunOp) else None))
+                _emit(ErrorEvent(error=str(e), op_id=getattr(cmd, "op_id", None)))
     finally:
         agent.close()
     return 0

@@ -316,13 +316,18 @@ class FlowOrder:
 class RunFlows:
     """Run pattern trial ``trial``: ``flows`` start at ``start_at_ns`` + their ``start_ns`` (Unix ns, so every
     agent starts together); receivers sample each flow's delivered bytes every ``sample_period_ns``;
-    ``timeout_s``: the whole trial's limit."""
+    ``timeout_s``: the whole trial's limit. ``stream``: whose queue pairs carry the flows (a flow's QP c is
+    channel c of that stream), run in that stream's worker like a RunOp; ``op_id``: set when the runner
+    sent it to some ranks only (a job's pattern, testbed.emulation.agents.AgentGroup.submit_flows): the
+    agents' FlowsDone and ErrorEvent carry it; None: every agent got it (one trial of workload.pattern)."""
 
     trial: int
     flows: list[FlowOrder]
     start_at_ns: int
     sample_period_ns: int
     timeout_s: float
+    stream: int = 0
+    op_id: Optional[int] = None
 
 
 
@@ -358,12 +363,14 @@ class FlowReceived:
 @dataclass(frozen=True)
 class FlowsDone:
     """One agent's records of pattern trial ``trial``: its sent flows (a :class:`FlowMessage` per flow and
-    queue pair: rank = source, peer = destination) and its received flows (one :class:`FlowReceived` each)."""
+    queue pair: rank = source, peer = destination) and its received flows (one :class:`FlowReceived` each);
+    ``op_id``: the RunFlows' op_id."""
 
     trial: int
     rank: int
     sent: list[FlowMessage]
     received: list[FlowReceived]
+    op_id: Optional[int] = None
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,9 @@ stream) several threads wait at once: a job's thread for its op's ``OpDone`` fro
 the ranks of that op, the main thread for ``Ready`` or ``Stats`` from every agent.
 :class:`AgentEvents` reads every agent's stdout in one thread and routes:
 
-- an ``OpDone`` to the pending op with its ``op_id`` (:meth:`expect_op`): the op's
-  future completes when every rank it was sent to has answered (records in rank
-  order);
+- an ``OpDone`` (or the ``FlowsDone`` of a pattern trial sent with an op id) to the
+  pending op with its ``op_id`` (:meth:`expect_op`): the op's future completes when
+  every rank it was sent to has answered (records in rank order);
 - an ``ErrorEvent`` naming a pending op to that op's future; any other error (a QP's
   send error, a failed pattern trial) and an agent's death or an undecodable line fail
   every pending op and every later wait: the run is stopped by the caller;
@@ -27,7 +27,7 @@ from typing import Callable, Optional
 
 from testbed.lifecycle import raise_if_interrupted
 from traffic import protocol
-from traffic.protocol import ErrorEvent, OpDone
+from traffic.protocol import ErrorEvent, FlowsDone, OpDone
 
 #: seconds between checks for Ctrl-C while a caller waits
 WAIT_TICK_S = 0.2
@@ -103,7 +103,7 @@ class AgentEvents:
                     op.future.set_exception(self.error_type(err))
                     self.lock.notify_all()
                     return
-            elif isinstance(msg, OpDone) and msg.op_id in self.pending:
+            elif isinstance(msg, (OpDone, FlowsDone)) and msg.op_id in self.pending:
                 op = self.pending[msg.op_id]
                 op.got[i] = msg
                 if set(op.got) >= op.ranks:

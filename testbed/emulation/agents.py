@@ -23,7 +23,8 @@ from testbed.emulation.agent_events import AgentEvents
 from testbed.lifecycle import StartStop
 from traffic import protocol
 from testbed.emulation.entropy_paths import pools_for_pairs
-from traffic.protocol import AgentConfig, Exit, GetStats, OpDone, PathPorts, RankAddress, Ready, RunOp, Stats
+from traffic.protocol import (AgentConfig, Exit, GetStats, OpDone, PathPorts, RankAddress, Ready, RunFlows, RunOp,
+                              Stats)
 from traffic.transport.planes import qp_addresses
 from testbed.spec.transport import cc_class, cc_settings
 from traffic.transport import TransportParams
@@ -73,8 +74,12 @@ def transport_params(spec, rto_us: int, peers_per_rank: int = 2, streams: int = 
     gap_us = (t.flowlet_gap_us or int(rto_us) // 2) if t.entropy == "flowlet" else 0
     # channels share a NIC's queue too, spread over the planes' NICs (traffic.transport.planes)
     planes = spec.fabric.planes if spec.fabric.kind == "dual_plane" else 1
-    w = spec.workload if spec.workload is not None else spec.jobs[0].workload
-    channels = w.pattern.max_qps if w.pattern is not None else w.channels  # a pattern's flows split over QPs
+    if spec.jobs:  # every stream has the collective jobs' channels (testbed.spec.jobs.jobs_channels)
+        from testbed.spec.jobs import jobs_channels
+        channels = jobs_channels(spec.jobs)
+    else:
+        w = spec.workload
+        channels = w.pattern.max_qps if w.pattern is not None else w.channels  # a pattern's flows split over QPs
     qps = max(peers_per_rank, 1) * -(-channels // planes) * max(streams, 1)
     sndbuf = min(TransportParams.sndbuf_bytes, HOST_NIC_QUEUE_BYTES // (qps + 1))
     return TransportParams(payload_bytes=t.payload_bytes, window_pkts=t.window_pkts,
@@ -198,11 +203,23 @@ class AgentGroup(StartStop):
             raise ValueError(f"stream {stream} outside 0..{self.streams - 1}: the agents were started with "
                              f"{self.streams} stream(s)")
         ranks = sorted({int(r) for g in groups for r in g}) if groups else list(range(len(self.procs)))
+        return self._submit(op_id, ranks, RunOp(op_id=op_id, collective=collective, algorithm=algorithm,
+                                                size_bytes=int(size_bytes), groups=[list(g) for g in groups],
+                                                timeout_s=float(timeout_s), stream=stream))
+
+    def submit_flows(self, cmd: RunFlows, ranks) -> Future:
+        """Start pattern trial ``cmd`` (its ``op_id`` set, unique in the run; its ``stream`` one the agents
+        have) on the agents of ``ranks`` only: every rank its flows name. The future's result is each rank's
+        FlowsDone in rank order (:meth:`wait`); it raises AgentError like :meth:`submit`'s. Thread-safe."""
+        if cmd.op_id is None or not 0 <= cmd.stream < self.streams:
+            raise ValueError(f"submit_flows needs an op_id and a stream in 0..{self.streams - 1}: got op_id "
+                             f"{cmd.op_id}, stream {cmd.stream}")
+        return self._submit(cmd.op_id, sorted({int(r) for r in ranks}), cmd)
+
+    def _submit(self, op_id: int, ranks: list[int], cmd) -> Future:
         future = self._events.expect_op(op_id, ranks)
         try:
-            self._send(ranks, RunOp(op_id=op_id, collective=collective, algorithm=algorithm,
-                                    size_bytes=int(size_bytes), groups=[list(g) for g in groups],
-                                    timeout_s=float(timeout_s), stream=stream))
+            self._send(ranks, cmd)
         except BaseException:
             self._events.forget_op(op_id)
             raise

@@ -13,7 +13,9 @@ An object belongs to run ``RID`` (``tb`` + 4 hex digits, see
 
 Policy: a run whose lock is held (:func:`testbed.host.runlock.is_live`) is skipped,
 even when named explicitly; ``include_live=True`` (``testbed clean --force``)
-cleans it anyway, for a run that hangs. Nothing is matched by a looser pattern,
+cleans it anyway, for a run that hangs: the process holding the lock (the pid of its
+state file, started before the lock was taken) is ended first, SIGTERM then SIGKILL after
+the grace period, so it cannot restart its controller on a fabric being removed. Nothing is matched by a looser pattern,
 nothing is killed by name, and ``mn -c`` is never run.
 
 With ``run_ids=None`` every run found on the machine is considered, so the
@@ -314,6 +316,21 @@ def _discover_processes(found: dict[str, _Found], slot) -> None:
 # ----------------------------------------------------------------- removal
 
 
+def _live_owner(rid: str) -> psutil.Process | None:
+    """The process holding run ``rid``'s lock (its state file's pid), when it is alive, was started no later
+    than the lock was taken (not a reused pid) and is not this process or an ancestor; else None."""
+    from testbed.host.runlock import read_state
+
+    state = read_state(rid) or {}
+    try:
+        proc = psutil.Process(int(state["pid"]))
+        if proc.pid in _protected_pids() or proc.create_time() > float(state["started_at"]) + 1.0:
+            return None
+        return proc
+    except (KeyError, TypeError, ValueError, psutil.Error):
+        return None
+
+
 def _kill(procs: dict[int, psutil.Process], grace_s: float) -> list[str]:
     """SIGTERM, wait up to ``grace_s``, SIGKILL the rest; return 'PID NAME' of those hit."""
     hit: list[str] = []
@@ -463,7 +480,9 @@ def clean(
             continue
         f = found.get(rid, _Found())
         rc = RunCleanup(rid)
-        rc.processes = _kill(f.procs, grace_s)
+        owner = _live_owner(rid) if include_live else None
+        rc.processes = _kill({owner.pid: owner}, grace_s) if owner is not None else []  # first: it restarts things
+        rc.processes += _kill({p: q for p, q in f.procs.items() if owner is None or p != owner.pid}, grace_s)
         if bridges is not None:
             rc.bridges = _del_bridges(f.bridges, report.warnings)
         seen = [n for n in f.links if n not in f.bridges]  # a bridge's own port goes with it

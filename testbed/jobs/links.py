@@ -62,15 +62,16 @@ def path_shares(g: nx.Graph, src: str, dst: str) -> dict[tuple[str, str], float]
     return dict(out)
 
 
-def job_loads(layout, jobs, ops) -> dict[str, dict[tuple[str, str], float]]:
+def job_loads(layout, jobs, ops, pattern_flows: dict | None = None) -> dict[str, dict[tuple[str, str], float]]:
     """Job name -> directed link -> a_jl (module docstring): the job's flows' shares on the link, each flow
     weighted by its bytes over the job's busiest flow's bytes. ``jobs``: testbed.jobs.plan.PlacedJob;
-    ``ops``: the plan (PlannedOp with ``job``)."""
+    ``ops``: the plan (PlannedOp with ``job``); ``pattern_flows``: a pattern job's name -> (sender host,
+    receiver host) -> bytes of its flows (testbed.jobs.pattern.host_pair_bytes): it runs no op."""
     g = _graph(layout)
     host_of = {h.rank: h.name for h in layout.hosts}
     out = {}
     for j in jobs:
-        flows: dict[tuple[str, str], int] = defaultdict(int)
+        flows: dict[tuple[str, str], int] = defaultdict(int, (pattern_flows or {}).get(j.name, {}))
         for op in ops:
             if op.job == j.name and not op.warmup:
                 for k, v in op_flows(op, host_of).items():

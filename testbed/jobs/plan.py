@@ -3,17 +3,20 @@
 A size-sweep job's ops are those of its ``workload`` (testbed.plan.sweep_ops) over its ranks (the global
 ranks of its hosts, in placement order), repeated for ``iterations`` passes (warm-ups in the first pass
 only), on one stream. A SimAI job's ops are its file's whole-job replay on its hosts (testbed.jobs.simai),
-one stream per communicator. Every op is tagged ``job`` = its job's name; streams are numbered job by job
-(a job's first stream follows the previous job's last), so ops of one job's stream run in order (FIFO)
-and different jobs' ops never share a stream (testbed.emulation.agents.AgentGroup.submit). Op ids are the
-ops' indices in the returned plan: job by job.
+one stream per communicator. A pattern job (``workload.pattern``, testbed.jobs.pattern) adds no op: its
+flows (:attr:`PlacedJob.flows`) run as passes on its one stream. Every op is tagged ``job`` = its job's
+name; streams are numbered job by job (a job's first stream follows the previous job's last), so ops of
+one job's stream run in order (FIFO) and different jobs' ops and flows never share a stream
+(testbed.emulation.agents.AgentGroup.submit, submit_flows). Op ids are the ops' indices in the returned
+plan: job by job.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from typing import Optional
 
-from testbed.jobs.placement import place_jobs
+from testbed.jobs.pattern import job_flows, pass_s
+from testbed.jobs.placement import place_jobs, reserved_hosts
 from testbed.plan import PlannedOp, WorkloadPlan, list_places, sweep_ops
 from testbed.spec import estimate
 
@@ -24,8 +27,9 @@ class PlacedJob:
     ``stream``: its first stream and ``n_streams`` how many (set by :func:`jobs_plan`; :func:`placed_jobs`
     gives the job's index and 1); ``passes``: planned passes over its workload (a SimAI job's
     with ``duration_s``: set by :func:`jobs_plan`); ``duration_s``: stop starting passes after this many
-    seconds (None: run every pass); ``workload``: ``sizes`` or ``simai``; ``replay``: a SimAI job's timeline
-    (testbed.simai_plan.ReplayPlan, set by :func:`jobs_plan`) whose fabric ops start at op ``first_op``."""
+    seconds (None: run every pass); ``workload``: ``sizes``, ``simai`` or ``pattern``; ``replay``: a SimAI
+    job's timeline (testbed.simai_plan.ReplayPlan, set by :func:`jobs_plan`) whose fabric ops start at op
+    ``first_op``; ``flows``: a pattern job's flows (one stream: ``n_streams`` 1, no op)."""
 
     name: str
     tenant: str
@@ -37,10 +41,13 @@ class PlacedJob:
     stream: int
     passes: int
     duration_s: Optional[float]
+    #: ``sizes`` (a size sweep), ``simai`` (a SimAI/AICB file) or ``pattern`` (a traffic pattern)
     workload: str = "sizes"
     n_streams: int = 1
     replay: Optional[object] = None
     first_op: int = 0
+    #: a pattern job's flows (traffic.patterns.Flow, the run's ranks); () for the other workloads
+    flows: tuple = ()
 
     def as_dict(self) -> dict:
         return {"name": self.name, "tenant": self.tenant, "hosts": list(self.hosts), "ranks": list(self.ranks),
@@ -61,13 +68,19 @@ def placed_jobs(spec) -> tuple[PlacedJob, ...]:
     """Every job of ``spec.jobs`` placed (testbed.jobs.placement.place_jobs) with its passes."""
     layout = spec.fabric.layout_preview()
     rank_of = {h.name: h.rank for h in layout.hosts}
-    hosts = place_jobs(layout, spec.jobs, spec.seed)
+    hosts = place_jobs(layout, spec.jobs, spec.seed, reserved_hosts(spec))
     out = []
     for k, j in enumerate(spec.jobs):
         ranks = tuple(rank_of[h] for h in hosts[j.name])
         if j.workload.simai is not None:  # its passes with duration_s need the file: jobs_plan
             out.append(PlacedJob(j.name, j.tenant, hosts[j.name], ranks, j.placement_policy, j.start_s,
                                  j.traffic_class, k, j.iterations or 1, j.duration_s, "simai"))
+            continue
+        if j.workload.pattern is not None:
+            flows = tuple(job_flows(spec, k, hosts[j.name], layout))
+            out.append(PlacedJob(j.name, j.tenant, hosts[j.name], ranks, j.placement_policy, j.start_s,
+                                 j.traffic_class, k, j.passes(pass_s(spec, list(flows))), j.duration_s,
+                                 "pattern", flows=flows))
             continue
         one, _ = sweep_ops(j.workload, ranks, warmup=False)
         out.append(PlacedJob(j.name, j.tenant, hosts[j.name], ranks, j.placement_policy, j.start_s,
@@ -114,6 +127,13 @@ def jobs_plan(spec) -> tuple[WorkloadPlan, tuple[PlacedJob, ...]]:
         j = replace(j, stream=stream, first_op=len(ops))
         jobs.append(j)
         stream += j.n_streams
+        if j.flows:
+            p = js.workload.pattern
+            notes.append(f"job {j.name} (tenant {j.tenant}): pattern {p.kind}, {len(j.flows)} flows of "
+                         f"{sum(f.size_bytes for f in j.flows)} B in all on {', '.join(j.hosts)} ({j.placement}), "
+                         f"starts at {j.start_s:g} s, {j.passes} pass(es) on stream {j.stream}"
+                         + (f", stops starting passes after {j.duration_s:g} s" if j.duration_s else ""))
+            continue
         cut_all = []
         for p in range(j.passes):
             pass_ops, cut = sweep_ops(js.workload, j.ranks, warmup=p == 0)

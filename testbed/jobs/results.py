@@ -5,12 +5,14 @@
   DP_EP, PP), collective and size): busbw as nccl-tests reports it (mean time over the ops; busbw =
   size x 8 / time x the algorithm's factor; busbw_ratio = busbw / (host link rate x payload
   efficiency)), the job's completion time ``jct_s`` and its fair share (testbed.jobs.links); with
-  ``--solo`` (testbed.jobs.solo) the same job's figures alone on the fabric and its slowdowns.
+  ``--solo`` (testbed.jobs.solo) the same job's figures alone on the fabric and its slowdowns. A pattern
+  job (testbed.jobs.pattern) has one row (group: its name, collective: its pattern's kind): its passes,
+  the bytes of one pass, its mean pass time and its flows' FCT and slowdown percentiles; no busbw.
 - JCT: a sweep job's last op's end less its first op's start (warm-ups included); a SimAI job's sum of
   its iteration times (testbed.replay_run: first compute to last collective, compute waits included),
   ``iteration_s`` their mean; its entry holds the replay's ``replay`` block (per-group communication
   and busy time, streams, stages, steps: the figures a single SimAI run gives under summary.json
-  ``replay``).
+  ``replay``); a pattern job's first pass's start to its last pass's last ACK.
 - tenants.csv: one row per tenant: its jobs, hosts, ops, mean busbw ratio over its jobs, longest JCT.
 - summary.json ``jobs``: ``jobs`` (one entry per job), ``tenants``, ``shared_links`` (link -> the jobs
   whose paths may cross it) and ``fair_share_model``.
@@ -48,16 +50,29 @@ def replay_iterations_s(replay: dict) -> list[float]:
 
 
 def job_entries(ops: pd.DataFrame, jobs, goodput_bps: float, fair: dict[str, float], fair_solo: dict[str, float],
-                host_link_bps: float, loads: dict, shared: dict, replays: dict | None = None) -> list[dict]:
+                host_link_bps: float, loads: dict, shared: dict, *, replays: dict | None = None,
+                patterns: dict | None = None) -> list[dict]:
     """summary.json's ``jobs.jobs``: per placed job (testbed.jobs.plan.PlacedJob) its ops, span, JCT, busbw
     ratio (mean over its timed ops of busbw_bps / ``goodput_bps``), fair busbw ratios (``fair``/``fair_solo``:
     job -> r_j bit/s, testbed.jobs.links.fair_rates, over ``host_link_bps``) and links; a SimAI job's
     ``replay`` block (``replays``: job -> testbed.replay_run.run_replay's block), ``iteration_s`` and its
-    JCT from it (module docstring)."""
+    JCT from it (module docstring). ``patterns``: a pattern job's name -> its figures
+    (testbed.jobs.pattern.figures): its passes count as its ops, its JCT runs from its first pass's start to
+    its last ACK, its ``pattern`` block holds its FCT figures; no busbw, no fair busbw ratio (None). The
+    other jobs' ``pattern`` is None."""
     from testbed.jobs.links import link_name
 
     out = []
     for j in jobs:
+        links = {"links": [link_name(k) for k in sorted(loads.get(j.name, {}))],
+                 "shares_links_with": sorted({o for users in shared.values() if j.name in users
+                                              for o in users if o != j.name})}
+        if j.name in (patterns or {}):
+            f = patterns[j.name]
+            out.append({**j.as_dict(), "ops_done": f["passes"], "timed_ops": f["passes"], "t_start_ns": f["t_start_ns"],
+                        "t_end_ns": f["t_end_ns"], "jct_s": f["jct_s"], "busbw_bps": None, "busbw_ratio": None,
+                        "fair_busbw_ratio": None, "solo_fair_busbw_ratio": None, **links, "pattern": f["pattern"]})
+            continue
         replay = (replays or {}).get(j.name)
         mine = ops[ops["job"] == j.name] if len(ops) else ops
         timed = mine[~mine["warmup"].astype(bool)] if len(mine) else mine
@@ -68,10 +83,7 @@ def job_entries(ops: pd.DataFrame, jobs, goodput_bps: float, fair: dict[str, flo
                     "busbw_bps": _f(timed["busbw_bps"].mean()) if len(timed) else None,
                     "busbw_ratio": _f(timed["busbw_bps"].mean() / goodput_bps) if len(timed) else None,
                     "fair_busbw_ratio": min(1.0, fair[j.name] / host_link_bps),
-                    "solo_fair_busbw_ratio": min(1.0, fair_solo[j.name] / host_link_bps),
-                    "links": [link_name(k) for k in sorted(loads.get(j.name, {}))],
-                    "shares_links_with": sorted({o for users in shared.values() if j.name in users
-                                                 for o in users if o != j.name})})
+                    "solo_fair_busbw_ratio": min(1.0, fair_solo[j.name] / host_link_bps), **links, "pattern": None})
         if replay is not None:
             its = replay_iterations_s(replay)
             out[-1].update(jct_s=sum(its), iteration_s=sum(its) / len(its), iterations=len(its), replay=replay)
@@ -79,9 +91,20 @@ def job_entries(ops: pd.DataFrame, jobs, goodput_bps: float, fair: dict[str, flo
 
 
 def jobs_table(ops: pd.DataFrame, entries: list[dict], goodput_bps: float) -> pd.DataFrame:
-    """jobs.csv (module docstring): one row per job, group, collective and size over the job's timed ops."""
+    """jobs.csv (module docstring): one row per job, group, collective and size over the job's timed ops; one
+    row per pattern job (its passes: ``size_bytes`` the bytes of one pass, ``time_us`` the mean pass time, its
+    FCT figures)."""
     rows = []
     for e in entries:
+        p = e.get("pattern")
+        if p is not None:
+            rows.append({"job": e["name"], "tenant": e["tenant"], "hosts": " ".join(e["hosts"]),
+                         "n_ranks": len(e["hosts"]), "placement": e["placement"], "traffic_class": e["traffic_class"],
+                         "start_s": e["start_s"], "workload": "pattern", "group": e["name"], "collective": p["kind"],
+                         "size_bytes": p["bytes_per_pass"], "ops": e["timed_ops"], "time_us": p["pass_time_us_mean"],
+                         "busbw_bps": None, "busbw_ratio": None, "jct_s": e["jct_s"], "iteration_s": None,
+                         "fair_busbw_ratio": None, **{k: p[k] for k in PATTERN_FIGURES}})
+            continue
         mine = ops[(ops["job"] == e["name"]) & ~ops["warmup"].astype(bool)] if len(ops) else ops
         for (group, coll, size), g in (mine.groupby(["group", "collective", "size_bytes"], sort=False)
                                        if len(mine) else ()):
@@ -97,9 +120,11 @@ def jobs_table(ops: pd.DataFrame, entries: list[dict], goodput_bps: float) -> pd
     return pd.DataFrame(rows, columns=JOBS_COLUMNS)
 
 
+#: a pattern job's FCT figures in jobs.csv (testbed.patterns.results.fct_figures; NaN for the other jobs)
+PATTERN_FIGURES = ("fct_p50_us", "fct_p99_us", "slowdown_p50", "slowdown_p99")
 JOBS_COLUMNS = ["job", "tenant", "hosts", "n_ranks", "placement", "traffic_class", "start_s", "workload", "group",
                 "collective", "size_bytes", "ops", "time_us", "busbw_bps", "busbw_ratio", "jct_s", "iteration_s",
-                "fair_busbw_ratio"]
+                "fair_busbw_ratio", *PATTERN_FIGURES]
 #: the columns that name one jobs.csv row (the solo figures join on them, testbed.jobs.solo)
 JOBS_ROW_KEY = ["job", "group", "collective", "size_bytes"]
 TENANTS_COLUMNS = ["tenant", "n_jobs", "n_hosts", "ops", "busbw_ratio_mean", "jct_max_s"]
@@ -170,6 +195,13 @@ def format_jobs(block: dict) -> str:
             line += (f" {n(e.get('solo_busbw_ratio'), '.3f'):>15} {n(e.get('solo_jct_s'), '.2f'):>11} "
                      f"{n(e.get('jct_slowdown'), '.2f'):>8}")
         lines.append(line)
+        p = e.get("pattern")
+        if p is not None:
+            lines.append(f"{'':<10} pattern {p['kind']}: {p['flows_per_pass']} flows x {e['timed_ops']} pass(es), FCT "
+                         f"p50 {n(p['fct_p50_us'], '.0f')} us p99 {n(p['fct_p99_us'], '.0f')} us, slowdown p50 "
+                         f"{n(p['slowdown_p50'], '.2f')} p99 {n(p['slowdown_p99'], '.2f')}, completion ideal/measured "
+                         f"{n(p['completion_ratio_mean'], '.3f')}"
+                         + (f"; FCT p99 alone {n(e['solo_fct_p99_us'], '.0f')} us" if e.get("solo_fct_p99_us") else ""))
     m = block.get("interference")
     if m:
         names = m["jobs"]

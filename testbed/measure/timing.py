@@ -98,12 +98,18 @@ def window1_busbw_ratio(payload_bytes: int, switching: str = SWITCHING, hops: in
     raise ValueError(f"switching={switching!r}: allowed cut_through, store_and_forward")
 
 
+def early_bytes(rate_bps: float, mtu_bytes: int) -> int:
+    """Bytes of serialization an operation can skip after an idle moment: HTB's burst + one frame
+    (module doc, "busbw/link above 1"); ``x 8 / rate_bps`` is how early it can finish, in seconds."""
+    return htb_bfifo.burst_bytes_for(rate_bps, mtu_bytes) + htb_bfifo.frame_bytes(mtu_bytes)
+
+
 def busbw_ratio_error_bound(wire_bytes_per_rank: float, rate_bps: float, mtu_bytes: int) -> float:
     """Most one operation's busbw/link can exceed 1 by: (HTB burst + one frame) / wire bytes each rank sends.
 
     ``wire_bytes_per_rank``: frame bytes one rank puts on its link in the operation.
     """
-    return (htb_bfifo.burst_bytes_for(rate_bps, mtu_bytes) + htb_bfifo.frame_bytes(mtu_bytes)) / wire_bytes_per_rank
+    return early_bytes(rate_bps, mtu_bytes) / wire_bytes_per_rank
 
 
 def add_busbw_error_bounds(size_rows: list[dict], spec: ScenarioSpec, efficiency: float) -> None:
@@ -114,8 +120,36 @@ def add_busbw_error_bounds(size_rows: list[dict], spec: ScenarioSpec, efficiency
     packets only add frame bytes, so the bound is not understated).
     """
     for row in size_rows:
-        wire = row["busbw_factor"] * row["size_bytes"] / efficiency
-        row["busbw_ratio_error_bound"] = busbw_ratio_error_bound(wire, spec.fabric.host_link_bps, spec.fabric.mtu_bytes)
+        row["busbw_ratio_error_bound"] = size_error_bound(row["busbw_factor"], row["size_bytes"], spec, efficiency)
+
+
+def size_error_bound(busbw_factor: float, size_bytes: int, spec: ScenarioSpec, efficiency: float) -> float:
+    """:func:`busbw_ratio_error_bound` of one size: a rank sends ``busbw_factor x size_bytes / efficiency``
+    frame bytes (nccl-tests' busbw definition)."""
+    wire = busbw_factor * size_bytes / efficiency
+    return busbw_ratio_error_bound(wire, spec.fabric.host_link_bps, spec.fabric.mtu_bytes)
+
+
+def above_link_note(sizes: pd.DataFrame, spec: ScenarioSpec, efficiency: float) -> str | None:
+    """One sentence on the sizes whose busbw/link exceeds 1, or None: those within their
+    :func:`size_error_bound` are latency-bound operations the HTB burst let end early (they measure no
+    link rate); any beyond it is named as unexplained. ``sizes``: sizes.csv (size_bytes, busbw_ratio,
+    busbw_factor)."""
+    if sizes is None or sizes.empty or "busbw_factor" not in sizes:
+        return None
+    over = sizes[sizes["busbw_ratio"] > 1.0]
+    if over.empty:
+        return None
+    bounds = [size_error_bound(r.busbw_factor, r.size_bytes, spec, efficiency) for r in over.itertuples()]
+    beyond = [(r.size_bytes, r.busbw_ratio, b) for r, b in zip(over.itertuples(), bounds) if r.busbw_ratio > 1 + b]
+    top = over.loc[over["busbw_ratio"].idxmax()]
+    text = (f"busbw/link above 1 for {len(over)} size row(s) (highest {top['busbw_ratio']:.3f} at "
+            f"{int(top['size_bytes'])} B)")
+    if not beyond:
+        return (text + ": each within its bound 1 + (HTB burst + one frame) / bytes a rank sends: small operations "
+                "end early after an idle moment and measure latency, not the link rate (docs/link-model.md)")
+    s, r, b = beyond[0]
+    return text + f"; {len(beyond)} beyond the HTB burst bound, e.g. {s} B at {r:.3f} > 1 + {b:.3f}: not explained"
 
 
 def write_departures(capture: "DepartureCapture | None", run_dir) -> "pd.DataFrame | None":

@@ -21,6 +21,9 @@ from traffic.protocol import Stats
 
 #: the runner tells every agent to start this long ahead, so all post their flows at once
 START_AHEAD_S = 0.3
+#: the lead of a job's pattern pass (testbed.jobs.pattern): its agents are up and idle, the command reaches
+#: them within milliseconds, and the lead is a gap in the job's completion time between passes
+PASS_AHEAD_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -60,13 +63,15 @@ class TrialRecord:
 class PatternRun:
     """The trials of ``ctx.spec.workload.pattern`` on ``fab`` (a running testbed.emulation.fabric.Fabric).
 
-    ``flows``: the pattern (traffic.patterns.Flow); ``ideal_fct_s``: flow -> ideal completion time
-    (testbed.patterns.ideal); ``trials``: a TrialRecord per finished trial."""
+    ``flows``: the pattern (traffic.patterns.Flow, src/dst global ranks); ``ideal_fct_s``: flow -> ideal
+    completion time (testbed.patterns.ideal); ``trials``: a TrialRecord per finished trial. ``pattern`` and
+    ``flows`` given: a job's pattern (testbed.jobs.pattern), its flows on the job's hosts; its passes are
+    the trials, run by the job on the run's agents (:meth:`command`)."""
 
-    def __init__(self, ctx, fab):
+    def __init__(self, ctx, fab, pattern=None, flows=None):
         self.ctx, self.fab = ctx, fab
-        self.pattern = ctx.spec.workload.pattern
-        self.flows = pattern_flows(ctx.spec, fab.layout)
+        self.pattern = pattern if pattern is not None else ctx.spec.workload.pattern
+        self.flows = flows if flows is not None else pattern_flows(ctx.spec, fab.layout)
         self.peers = pattern_peers(self.flows)
         self.ideal_fct_s = ideal_fct_s(self.flows, fab.layout, ctx.efficiency)
         self.trials: list[TrialRecord] = []
@@ -91,23 +96,34 @@ class PatternRun:
             keep = keep | ((t > tr.start_at_ns) & (t - 1_000_000_000 < end))
         return cpu[keep].reset_index(drop=True)
 
+    @property
+    def timeout_s(self) -> float:
+        """A trial's limit: 10 x its ideal span + 20 s."""
+        return 10 * self.ideal_span_s + 20
+
+    def command(self, trial: int, stream: int = 0, op_id=None, ahead_s: float = START_AHEAD_S) -> RunFlows:
+        """The RunFlows of trial (or pass) ``trial``, starting ``ahead_s`` from now, on ``stream``."""
+        orders = [FlowOrder(flow=f.flow, src=f.src, dst=f.dst, size_bytes=f.size_bytes,
+                            start_ns=int(round(f.start_s * 1e9)), qps=f.qps) for f in self.flows]
+        return RunFlows(trial=trial, flows=orders, start_at_ns=unix_ns() + int(ahead_s * 1e9),
+                        sample_period_ns=int(self.pattern.rate_bin_ms * 1e6), timeout_s=float(self.timeout_s),
+                        stream=stream, op_id=op_id)
+
+    def record(self, cmd: RunFlows, seed: int, done: list) -> str:
+        """Keep trial ``cmd``'s FlowsDone records (a TrialRecord); return its progress line."""
+        self.trials.append(TrialRecord(cmd.trial, seed, cmd.start_at_ns, done))
+        span_s = (max(s.t_acked_ns for d in done for s in d.sent) - cmd.start_at_ns) / 1e9
+        return f"{len(self.flows)} flows done in {span_s:.3f} s (ideal {self.ideal_span_s:.3f} s)"
+
     def run(self, rec, progress) -> None:
         """Run every trial; append each agent's statistics (TrialStats) to ``rec.stats``."""
         n = self.pattern.trials
-        timeout_s = 10 * self.ideal_span_s + 20
-        orders = [FlowOrder(flow=f.flow, src=f.src, dst=f.dst, size_bytes=f.size_bytes,
-                            start_ns=int(round(f.start_s * 1e9)), qps=f.qps) for f in self.flows]
         for t in range(n):
             seed = self.ctx.spec.seed + t
             with AgentGroup(self.fab, self.ctx.transport, seed, lambda r: self.peers.get(r, []),
                             channels=self.channels) as agents:
-                start_at = unix_ns() + int(START_AHEAD_S * 1e9)
-                cmd = RunFlows(trial=t, flows=orders, start_at_ns=start_at,
-                               sample_period_ns=int(self.pattern.rate_bin_ms * 1e6), timeout_s=float(timeout_s))
-                done = agents.command(cmd, FlowsDone, timeout_s + START_AHEAD_S + 10)
+                cmd = self.command(t)
+                done = agents.command(cmd, FlowsDone, self.timeout_s + START_AHEAD_S + 10)
                 stats = agents.stats()
             rec.stats.extend(TrialStats.of(st, t) for st in stats)
-            self.trials.append(TrialRecord(t, seed, start_at, done))
-            span_s = (max(s.t_acked_ns for d in done for s in d.sent) - start_at) / 1e9
-            progress.say(f"trial {t + 1}/{n} (seed {seed}): {len(self.flows)} flows done in {span_s:.3f} s "
-                         f"(ideal {self.ideal_span_s:.3f} s)")
+            progress.say(f"trial {t + 1}/{n} (seed {seed}): {self.record(cmd, seed, done)}")

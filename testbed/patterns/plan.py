@@ -61,3 +61,12 @@ def check_pattern_peers(spec, layout: Layout) -> dict[int, list[int]]:
     """:func:`pattern_peers` of the scenario's pattern on the run's ``layout`` (for the transport's send
     buffers)."""
     return pattern_peers(pattern_flows(spec, layout))
+
+
+def flows_fan_in(flows: list[Flow]) -> int:
+    """Most queue pairs sending to one receiver at once: a flow of ``qps`` N counts N (each QP has its own
+    window in flight); 1 without flows."""
+    per_dst: dict[int, int] = {}
+    for f in flows:
+        per_dst[f.dst] = per_dst.get(f.dst, 0) + f.qps
+    return max(per_dst.values(), default=1)

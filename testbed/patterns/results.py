@@ -326,13 +326,9 @@ def write_pattern_results(ctx, run, qps: pd.DataFrame, ports: pd.DataFrame, faul
         out.write_table("parallel_links", parallel)
     ratios = [r for r in (throughput_ratio(run, tr, ctx.efficiency) for tr in run.trials) if r is not None]
     fair = [j for j in (overlap_jain(run, tr) for tr in run.trials) if j is not None and not math.isnan(j)]
-    completion = []
-    for tr in run.trials:
-        end = max(s.t_acked_ns for d in tr.done for s in d.sent)
-        completion.append(run.ideal_span_s / ((end - tr.start_at_ns) / 1e9))
+    completion = completion_ratios(run)
     resp = qps[qps["role"] == "responder"] if len(qps) else qps
     reroute = [r["reroute_ms"] for r in (faults or {}).get("list", []) if r.get("reroute_ms") is not None]
-    fct_us = fct["fct_us"].to_numpy(dtype=float)
     block = {
         "pattern": run.pattern.kind, "policy": ctx.spec.load_balance.policy, "entropy": ctx.spec.transport.entropy,
         "hash_basis": ctx.spec.load_balance.hash_basis, "selection_method": ctx.spec.load_balance.selection_method,
@@ -351,13 +347,29 @@ def write_pattern_results(ctx, run, qps: pd.DataFrame, ports: pd.DataFrame, faul
         "reroute_ms": max(reroute) if reroute else None,
         **parallel_figures(parallel),
         "ideal_span_s": run.ideal_span_s,
-        "fct_p50_us": _pct(fct_us, 50.0), "fct_p99_us": _pct(fct_us, 99.0, 1),
-        "fct_samples": len(fct_us),
-        "slowdown_p50": _pct(fct["slowdown"].to_numpy(dtype=float), 50.0),
-        "slowdown_p99": _pct(fct["slowdown"].to_numpy(dtype=float), 99.0, 1),
-        "slowdown_mean": float(fct["slowdown"].mean()) if len(fct) else None,
+        **fct_figures(fct),
     }
     return block
+
+
+def completion_ratios(run) -> list[float]:
+    """Each trial's ``completion_ratio`` (module docstring): ideal span / its start to its last ACK."""
+    return [run.ideal_span_s / ((trial_end_ns(tr) - tr.start_at_ns) / 1e9) for tr in run.trials]
+
+
+def trial_end_ns(tr) -> int:
+    """The last ACK of trial ``tr`` (Unix ns)."""
+    return max(s.t_acked_ns for d in tr.done for s in d.sent)
+
+
+def fct_figures(fct: pd.DataFrame) -> dict:
+    """``fct_p50_us``, ``fct_p99_us`` (nearest rank; p99 from one sample on), ``fct_samples``,
+    ``slowdown_p50``, ``slowdown_p99``, ``slowdown_mean`` of fct.csv rows ``fct`` (None without rows)."""
+    fct_us = fct["fct_us"].to_numpy(dtype=float)
+    slow = fct["slowdown"].to_numpy(dtype=float)
+    return {"fct_p50_us": _pct(fct_us, 50.0), "fct_p99_us": _pct(fct_us, 99.0, 1), "fct_samples": len(fct_us),
+            "slowdown_p50": _pct(slow, 50.0), "slowdown_p99": _pct(slow, 99.0, 1),
+            "slowdown_mean": float(fct["slowdown"].mean()) if len(fct) else None}
 
 
 def format_load_balance(b: dict) -> str:

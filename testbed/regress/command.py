@@ -12,6 +12,12 @@ failed. ``--update-baseline`` writes the baselines from the runs instead
 skipped). Everything is checked before the first run: the suite, every
 merged scenario, every baseline and that each checked figure exists in it.
 
+An entry with ``solo: true`` (a jobs scenario) runs with ``--solo-from
+<baselines>/<baseline>.solo``: each job's slowdown against its solo run
+kept there, which must match the job exactly (testbed.jobs.solo_store;
+checked before the first run too). ``--update-baseline`` runs it with
+``--solo`` and keeps its solo runs there (trimmed to the files read).
+
 Session directory ``<results>/<UTC>-regress-<suite>/``: one folder per entry
 (``scenario.yaml``, ``run.log``, the run directory) and ``junit.xml``.
 
@@ -37,6 +43,7 @@ from testbed.regress.suite import Entry, Suite, SuiteError, load_suite, parse_se
 from testbed.results.compare import compare_figures, format_comparison
 from testbed.results.figures import figures, matches, select
 from testbed.results.rundir import MANIFEST_FILE, SUMMARY_FILE, RunDir
+from testbed.spec.scenario import parse_scenario
 
 
 def add_parser(sub, parents) -> None:
@@ -75,11 +82,24 @@ def prepare(suite: Suite, entries: list[Entry], update: bool) -> tuple[dict, dic
     baseline, and that each checked figure pattern matches a baseline figure.
 
     Returns (entry name -> scenario data, entry name -> baseline). Raises SuiteError, ValueError."""
+    from testbed.jobs import solo_store
+
     data, base = {}, {}
     for e in entries:
         data[e.name] = scenario_data(suite, e)
+        if e.solo and not parse_scenario(data[e.name]).jobs:
+            raise SuiteError(f"scenarios.{e.name}.solo: slowdowns against solo runs need a jobs scenario; "
+                             f"{suite.scenario_path(e).name} has one workload")
         if update:
             continue
+        if e.solo:
+            if not suite.solo_path(e).is_dir():
+                raise SuiteError(f"scenarios.{e.name}.solo: no solo baseline {str(suite.solo_path(e))!r}; make it "
+                                 f"with --update-baseline")
+            try:
+                solo_store.find(parse_scenario(data[e.name]), suite.solo_path(e))
+            except solo_store.SoloBaselineError as err:
+                raise SuiteError(f"scenarios.{e.name}.solo: {err}") from None
         path = suite.baseline_path(e)
         if not path.is_file():
             raise SuiteError(f"scenarios.{e.name}: no baseline {str(path)!r}; make it with --update-baseline")
@@ -91,12 +111,12 @@ def prepare(suite: Suite, entries: list[Entry], update: bool) -> tuple[dict, dic
     return data, base
 
 
-def run_entry(scenario: Path, out_dir: Path, lock: str | None) -> tuple[int, Path | None, float]:
-    """``testbed run SCENARIO --results OUT_DIR --quiet`` in a child process, output in ``run.log``.
+def run_entry(scenario: Path, out_dir: Path, lock: str | None, flags: tuple = ()) -> tuple[int, Path | None, float]:
+    """``testbed run SCENARIO --results OUT_DIR --quiet [FLAGS]`` in a child process, output in ``run.log``.
 
     Returns (exit code, the run directory or None when none was made, seconds the run took: the wait
     for ``lock`` left out)."""
-    cmd = [sys.executable, "-m", "testbed.cli", "run", str(scenario), "--results", str(out_dir), "--quiet"]
+    cmd = [sys.executable, "-m", "testbed.cli", "run", str(scenario), "--results", str(out_dir), "--quiet", *flags]
     with held_flock(lock), open(out_dir / "run.log", "w") as log:
         t0 = time.monotonic()
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
@@ -144,7 +164,8 @@ def _entry_case(suite: Suite, e: Entry, data: dict, base: dict | None, session: 
     out = session / e.name
     out.mkdir(parents=True, exist_ok=True)
     scenario = write_scenario(data, out / "scenario.yaml")
-    rc, run_dir, took_s = run_entry(scenario, out, args.lock)
+    flags = () if not e.solo else ("--solo",) if args.update_baseline else ("--solo-from", str(suite.solo_path(e)))
+    rc, run_dir, took_s = run_entry(scenario, out, args.lock, flags)
     summary_file = run_dir / SUMMARY_FILE if run_dir else None
     if rc >= EXIT_INTERRUPTED_BASE:
         return Case(e.name, took_s, error=f"interrupted (exit {rc})"), rc
@@ -154,20 +175,41 @@ def _entry_case(suite: Suite, e: Entry, data: dict, base: dict | None, session: 
     summary = RunDir(run_dir).summary
     if args.update_baseline:
         case = Case(e.name, took_s)
+        solo_problem = _solo_problem(e, data, out)
         if rc in (EXIT_NOT_FAITHFUL, EXIT_NOT_JUDGED):
             case.failures.append("run NOT faithful, baseline not written: " + "; ".join(
                 summary.get("violations") or summary.get("not_judged") or []))
+        elif solo_problem:
+            case.failures.append(f"run NOT faithful (a solo run), baseline not written: {solo_problem}")
         else:
             where = suite.baseline_path(e)
             made = baselines.make(e.name, os.path.relpath(suite.scenario_path(e), where.parent),
                                   {"suite": suite.overrides, "entry": e.overrides}, summary, run_dir)
             path = baselines.save(made, where)
             case.details = f"baseline written: {path} ({len(figures(summary))} figures) from {run_dir}"
+            if e.solo:
+                from testbed.jobs.solo_store import save as save_solo
+
+                case.details += f"\nsolo baseline written: {save_solo(out, suite.solo_path(e))} from {out}"
         return case, rc
     case = judge_entry(e, base, summary, baselines.machine(run_dir))
     case.time_s = took_s
     case.details = f"run: {run_dir}\n{case.details}"
     return case, rc
+
+
+def _solo_problem(e: Entry, data: dict, out: Path) -> str | None:
+    """Why the solo runs of an updating ``solo`` entry's run (``out``) cannot be its solo baseline (a solo
+    run NOT faithful, testbed.jobs.solo_store.find), None when they can."""
+    from testbed.jobs import solo_store
+
+    if not e.solo:
+        return None
+    try:
+        solo_store.find(parse_scenario(data), out)
+    except solo_store.SoloBaselineError as err:
+        return str(err)
+    return None
 
 
 def exit_code(cases: list[Case], codes: list[int]) -> int:

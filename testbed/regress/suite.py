@@ -12,6 +12,8 @@ Shape (unknown keys refused naming their path)::
         figures: [faithful, busbw_ratio, fit_b_ratio]   # names, families or globs; default: every figure
         bands: {busbw_ratio: 0.03, retx_pkts: "10,50%"}  # overrides of the default bands
         baseline: allreduce_ring           # <baselines>/<baseline>.json (another entry's, for a degraded copy)
+        solo: false                        # a jobs scenario: slowdowns against a solo baseline kept in
+                                           # <baselines>/<baseline>.solo/ (testbed.jobs.solo_store)
 
 Overrides merge mappings key by key; any other value (a list, a number)
 replaces the scenario's. The merged scenario is validated like a scenario
@@ -47,6 +49,8 @@ class Entry(BaseModel):
     figures: Optional[list[str]] = None
     bands: dict[str, Any] = {}
     baseline: Optional[str] = Field(default=None, pattern=_NAME, max_length=80)
+    #: run with ``--solo-from <baselines>/<baseline>.solo`` (``--update-baseline``: ``--solo``, then keep its solo runs)
+    solo: bool = False
 
     @field_validator("figures")
     @classmethod
@@ -100,6 +104,10 @@ class Suite(BaseModel):
 
     def baseline_path(self, entry: Entry) -> Path:
         return (self.folder / self.baselines / f"{entry.baseline_name}.json").resolve()
+
+    def solo_path(self, entry: Entry) -> Path:
+        """The entry's solo baseline: the solo runs of a ``--solo`` run, trimmed (testbed.jobs.solo_store.save)."""
+        return (self.folder / self.baselines / f"{entry.baseline_name}.solo").resolve()
 
     def scenario_path(self, entry: Entry) -> Path:
         p = Path(entry.scenario)

@@ -1,8 +1,8 @@
 """The headline figures of a run, read from its summary.json, and the tolerance band of each.
 
 A figure is a number with a name: a *family* (``busbw_ratio``) and, for
-figures that exist once per size or per fit group, a qualifier after ``@``
-(``busbw_ratio@64KiB``, ``fit_b_ratio@allreduce-ring-n8``). Each family has
+figures that exist once per size, per fit group or per job, a qualifier after ``@``
+(``busbw_ratio@64KiB``, ``fit_b_ratio@allreduce-ring-n8``, ``jct_slowdown@a``). Each family has
 a direction (``higher`` or ``lower`` is better) and a default band: the
 largest difference from the reference that still counts as the same, the
 larger of an absolute part (in the figure's unit) and a relative part (a
@@ -14,7 +14,8 @@ run-to-run noise, narrow enough that a 10 % slower link is caught.
 Figures are taken only where the summary has them: per-size figures from
 ``sizes`` (only sizes with a value), ``congestion`` and ``load_balance``
 blocks when the run had them, ``fit`` when the sweep had three sizes or
-more. ``faithful`` is 1 (faithful) or 0 (not).
+more, each job's slowdowns from ``jobs.jobs`` when the run had solo figures (``testbed run --solo`` or
+``--solo-from``; the 10 % bands are a guess from two runs, docs/jobs.md). ``faithful`` is 1 (faithful) or 0 (not).
 """
 from __future__ import annotations
 
@@ -83,6 +84,8 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     _f("slowdown_p99", "lower", "load balance: FCT slowdown p99", rel=0.15),
     _f("fit_b_ratio", "lower", "latency-bandwidth fit: slope / (busbw factor / link goodput)", abs=0.03),
     _f("fit_r2", "higher", "latency-bandwidth fit: R^2", abs=0.01),
+    _f("jct_slowdown", "lower", "jobs: a job's JCT together / its JCT alone (testbed run --solo)", rel=0.10),
+    _f("busbw_slowdown", "lower", "jobs: a job's busbw alone / its busbw together (testbed run --solo)", rel=0.10),
 )}
 
 _TRANSPORT = ("retx_pkts", "timeouts", "switch_drops_pkts", "unexplained_lost_pkts")
@@ -90,6 +93,7 @@ _CONGESTION = ("jain_index", "bottleneck_util", "queue_p99_bytes", "lossless_que
                "lossless_drops_pkts", "pause_frames", "paused_time_s")
 _LOAD_BALANCE = ("throughput_ratio_mean", "completion_ratio_mean", "slowdown_p99")
 _SIZE = ("busbw_bps", "busbw_ratio", "algbw_bps", "p50_us", "p99_us")
+_JOBS = ("jct_slowdown", "busbw_slowdown")
 
 
 def family_of(name: str) -> str:
@@ -146,6 +150,9 @@ def figures(summary: Mapping) -> dict[str, float]:
         q = f"{row['collective']}-{row['algorithm']}-n{row['group_size']}"
         _put(out, f"fit_b_ratio@{q}", row.get("b_ratio"))
         _put(out, f"fit_r2@{q}", row.get("r2"))
+    for e in (summary.get("jobs") or {}).get("jobs") or []:  # with solo figures only
+        for fam in _JOBS:
+            _put(out, f"{fam}@{e['name']}", e.get(fam))
     return out
 
 

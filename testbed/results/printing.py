@@ -17,6 +17,7 @@ from testbed.emulation.controller_supervisor import verdict_line as controller_v
 from traffic import collectives
 from testbed.results.nccl_table import format_nccl_table
 from testbed.results.tables import format_size_table
+from testbed.measure import timing
 from testbed.run_context import RunContext
 from testbed.spec.estimate import format_duration
 from testbed.spec.rto import describe_rto
@@ -129,6 +130,9 @@ def print_results(ctx: RunContext, sizes, t: dict, controller: dict, verdict, op
               f"busbw / (link x efficiency)); time = first rank's start to last rank's end, avg = per-rank time "
               f"averaged over ranks (nccl-tests); n = samples")
         print(format_size_table(sizes))
+    note = timing.above_link_note(sizes, spec, ctx.efficiency) if op_meta else None
+    if note:
+        print(f"# {note}")
     print(f"# transport: {t['delivered_bytes']} of {t['posted_bytes']} posted bytes delivered exactly once, "
           f"{t['acked_bytes']} acknowledged (order errors {t['order_errors']}); {t['retx_pkts']} retransmitted "
           f"packets ({t['spurious_retx_pkts']} spurious); {t['switch_drops_pkts']} switch-queue drops, "

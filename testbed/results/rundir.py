@@ -247,9 +247,13 @@ class RunDir(Mapping):
 
     # --- writers ----------------------------------------------------------------------------------
     def write_table(self, name: str, frame: pd.DataFrame) -> None:
-        """Write documented table ``name`` as ``NAME.csv`` (no index), atomically. TableError for another name."""
-        _spec(name)
+        """Write documented table ``name`` as ``NAME.csv`` (no index), atomically, and its ``NAME.parquet``
+        again when the run has one (readers prefer it: a stale copy would hide the write). TableError for
+        another name."""
+        spec = _spec(name)
         atomic.write_csv(frame, self.path / f"{name}.csv")
+        if (self.path / f"{name}.parquet").is_file():
+            self._parquet_copy(name, spec)
         self._tables.pop(name, None)
 
     def write_json(self, name: str, doc) -> None:
@@ -270,16 +274,18 @@ class RunDir(Mapping):
         types); return the names written. Atomic per file. Raises what pandas/pyarrow raise."""
         written = []
         for name, spec in TABLES.items():
-            csv = self.path / f"{name}.csv"
-            if not csv.is_file():
-                continue
-            target = csv.with_suffix(".parquet")
-            tmp = target.with_name(f".{target.name}.tmp")
-            read_csv_table(csv, spec).to_parquet(tmp, engine="pyarrow", index=False)
-            os.replace(tmp, target)
-            self._tables.pop(name, None)
-            written.append(name)
+            if (self.path / f"{name}.csv").is_file():
+                self._parquet_copy(name, spec)
+                written.append(name)
         return written
+
+    def _parquet_copy(self, name: str, spec: Table) -> None:
+        """``NAME.parquet`` from ``NAME.csv`` with the schema's types, atomically."""
+        target = self.path / f"{name}.parquet"
+        tmp = target.with_name(f".{target.name}.tmp")
+        read_csv_table(self.path / f"{name}.csv", spec).to_parquet(tmp, engine="pyarrow", index=False)
+        os.replace(tmp, target)
+        self._tables.pop(name, None)
 
     def write_parquet_or_warn(self) -> None:
         """:meth:`write_parquet`, logging a warning instead of failing the run (the CSV files stay the record)."""

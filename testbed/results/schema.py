@@ -242,9 +242,10 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     class_enable_vector int   802.1Qbb class-enable vector (bit per priority)
     lossless_quanta     int   pause time of the lossless priority, quanta of 512 bit times
 """),
-    _table("fct", "one row per pattern flow and trial",
-           "pattern runs", """
-    trial        int   trial
+    _table("fct", "one row per pattern flow and trial (in a jobs run: per pattern job, flow and pass)",
+           "pattern runs, jobs runs with a pattern job", """
+    job?         str   the pattern job (first column)
+    trial        int   trial (in a jobs run: the job's pass)
     flow         int   flow index
     src          str   sending host (short name, e.g. h5)
     dst          str   receiving host (short name)
@@ -255,7 +256,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     ideal_fct_us float FCT under the ideal max-min rates, us
     slowdown     float fct_us / ideal_fct_us
     lost_pkts    float data packets the flow's sender put on the wire that its receiver never got (all its QPs)
-"""),
+""", when="jobs runs with a pattern job (jobs[].workload.pattern)"),
     _table("flow_qps", "one row per queue pair of each pattern flow and trial (testbed.patterns.results.qp_table)",
            "pattern runs with a flow of qps > 1", """
     trial      int   trial
@@ -404,8 +405,8 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     detected_by     str   port_status or gray
     measured_loss   float loss the gray detector measured (0-1)
 """),
-    _table("jobs", "one row per job, op group, collective and message size over the job's timed operations "
-           "(testbed.jobs.results)",
+    _table("jobs", "one row per job, op group, collective and message size over the job's timed operations; "
+           "one row per pattern job (testbed.jobs.results)",
            "runs of a jobs list (jobs:)", """
     job                 str   job name
     tenant              str   the job's tenant
@@ -414,22 +415,28 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     placement           str   packed, spread, random or explicit (a hosts list)
     traffic_class       str   the job's traffic class (lossless or lossy)
     start_s             float when the job started, s after the traffic began
-    workload            str   sizes (a collective size sweep) or simai (a SimAI/AICB whole-job replay)
-    group               str   the ops' group: the job's name for a sweep, the SimAI scope (TP, DP, EP, DP_EP, PP)
-    collective          str   the ops' collective (traffic.collectives)
-    size_bytes          int   message size, bytes
-    ops                 int   timed operations of this group, collective and size
-    time_us             float mean operation time, us
+    workload            str   sizes (a collective size sweep), simai (a SimAI/AICB whole-job replay) or pattern (a traffic pattern: one row, size_bytes its pass's bytes, ops its passes, time_us its mean pass time, no busbw)
+    group               str   the ops' group: the job's name for a sweep or pattern job, the SimAI scope (TP, DP, EP, DP_EP, PP)
+    collective          str   the ops' collective (traffic.collectives); a pattern job's pattern kind (permutation, alltoall, kflows, incast, flows)
+    size_bytes          int   message size, bytes; a pattern job's bytes of one pass
+    ops                 int   timed operations of this group, collective and size; a pattern job's passes
+    time_us             float mean operation time, us; a pattern job's mean pass time (its start to its last ACK)
     busbw_bps           float size_bytes x 8 / time_us x busbw_factor, bit/s
     busbw_ratio         float busbw_bps / (host link rate x payload efficiency)
-    jct_s               float job completion time, s: a sweep's last op's end less its first op's start; a SimAI job's sum of its iteration times
-    iteration_s         float a SimAI job's mean iteration time (compute waits included), s; empty for a sweep
-    fair_busbw_ratio    float the job's fair share of the links it crosses as a busbw ratio (testbed.jobs.links)
+    jct_s               float job completion time, s: a sweep's last op's end less its first op's start; a SimAI job's sum of its iteration times; a pattern job's first pass's start to its last ACK
+    iteration_s         float a SimAI job's mean iteration time (compute waits included), s; empty for a sweep or pattern job
+    fair_busbw_ratio    float the job's fair share of the links it crosses as a busbw ratio (testbed.jobs.links); NaN for a pattern job
+    fct_p50_us          float a pattern job's median flow completion time over its passes (fct.csv), us; NaN for a sweep or SimAI job
+    fct_p99_us          float a pattern job's 99th percentile FCT (nearest rank), us
+    slowdown_p50        float a pattern job's median FCT slowdown against its flows alone on an ideal fabric
+    slowdown_p99        float a pattern job's 99th percentile slowdown
     solo_busbw_ratio?   float busbw_ratio of this row with the job alone on the fabric
-    busbw_slowdown?     float solo_busbw_ratio / busbw_ratio
     solo_jct_s?         float jct_s of the job alone on the fabric, s
+    solo_fct_p99_us?    float fct_p99_us of the pattern job alone on the fabric, us
+    busbw_slowdown?     float solo_busbw_ratio / busbw_ratio
     jct_slowdown?       float jct_s / solo_jct_s
-""", when="runs with --solo"),
+    fct_p99_slowdown?   float fct_p99_us / solo_fct_p99_us
+""", when="runs with --solo or --solo-from"),
     _table("tenants", "one row per tenant of a jobs list (testbed.jobs.results)", "runs of a jobs list (jobs:)", """
     tenant              str   tenant name
     n_jobs              int   the tenant's jobs
@@ -438,7 +445,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     busbw_ratio_mean    float mean of its jobs' busbw ratios (mean over each job's timed ops)
     jct_max_s           float its longest job completion time, s
     jct_slowdown_max?   float its jobs' largest JCT slowdown against their solo runs
-""", when="runs with --solo"),
+""", when="runs with --solo or --solo-from"),
 )}
 
 

@@ -250,7 +250,9 @@ def _write_results_now(ctx: RunContext, rec: Recording) -> Written:
     adaptive = summary_adaptive(ctx.spec, ctx.run_dir)
     if adaptive is not None:
         summary.setdefault("load_balance", {})["adaptive"] = adaptive
-    fits = fit.fit_rows(sizes, ctx.spec.fabric.host_link_bps, ctx.efficiency)
+    f = ctx.spec.fabric
+    fits = fit.fit_rows(sizes, f.host_link_bps, ctx.efficiency,
+                        timing.early_bytes(f.host_link_bps, f.mtu_bytes) * 8 / f.host_link_bps)
     if fits is not None:
         summary["fit"] = fits
     timing.add_busbw_error_bounds(summary["sizes"], ctx.spec, ctx.efficiency)

@@ -16,9 +16,11 @@ never both. Each job::
 Hosts are never shared between jobs: each job's agents run its collectives on its own hosts, as a
 scheduler hands a job whole servers. Placement runs in list order and skips hosts earlier jobs hold
 (testbed.jobs.placement). The job's ``workload`` is today's workload section restricted to a size
-sweep (``workload.sizes``) or a SimAI/AICB file (``workload.simai``: its whole-job replay on the job's
+sweep (``workload.sizes``), a SimAI/AICB file (``workload.simai``: its whole-job replay on the job's
 hosts, testbed.jobs.simai; the file's all_gpus must be the job's ranks or a multiple of them, checked
-when the scenario is loaded); ``workload.ranks`` is refused there (the job's ``ranks`` or ``hosts`` say it).
+when the scenario is loaded) or a traffic pattern (``workload.pattern``, testbed.jobs.pattern: its hosts
+are the job's, pattern rank i = the job's i-th host; ``trials`` and the sweep's keys are refused there);
+``workload.chakra`` is refused, and so is ``workload.ranks`` (the job's ``ranks`` or ``hosts`` say it).
 """
 from __future__ import annotations
 
@@ -32,6 +34,8 @@ from testbed.spec.workload import WorkloadSpec
 
 #: placement policies of a job given by ``ranks`` (testbed.jobs.placement)
 PLACEMENTS = ("packed", "spread", "random")
+#: the most passes a job plans (``iterations``, or what ``duration_s`` needs)
+MAX_PASSES = 1000
 #: traffic classes a job may name (testbed.spec.congestion.CLASS_NAMES without the control class)
 JOB_TRAFFIC_CLASSES = ("lossless", "lossy")
 
@@ -49,14 +53,15 @@ class JobSpec(SpecModel):
     ranks: Optional[Count] = Field(None, ge=2)
     #: packed: leaf by leaf; spread: round robin over the leaves; random: seeded with the run's seed (default packed)
     placement: Optional[Literal["packed", "spread", "random"]] = None
-    #: the workload section's shape: a size sweep (``sizes``) or a SimAI/AICB file (``simai``)
+    #: the workload section's shape: a size sweep (``sizes``), a SimAI/AICB file (``simai``) or a traffic pattern
+    #: (``pattern``, on the job's hosts)
     workload: WorkloadSpec
     #: seconds after the traffic starts
     start_s: float = Field(0.0, ge=0, le=3600, allow_inf_nan=False)
     #: carried into the tables (every RoCE packet is in the lossless class today)
     traffic_class: Literal["lossless", "lossy"] = "lossless"
     #: passes over the workload (default 1; warm-ups in the first only)
-    iterations: Optional[Count] = Field(None, ge=1, le=1000)
+    iterations: Optional[Count] = Field(None, ge=1, le=MAX_PASSES)
     #: repeat passes, starting none after this many seconds since the job's start
     duration_s: Optional[float] = Field(None, gt=0, le=3600, allow_inf_nan=False)
 
@@ -74,10 +79,11 @@ class JobSpec(SpecModel):
                 dup = sorted({h for h in self.hosts if self.hosts.count(h) > 1})
                 raise ValueError(f"job {self.name!r}: hosts lists {', '.join(dup)} twice")
         w = self.workload
-        if w.sizes is None and w.simai is None:
-            other = next((k for k in ("pattern", "chakra") if getattr(w, k, None) is not None), "?")
+        if w.sizes is None and w.simai is None and w.pattern is None:
+            other = next((k for k in ("chakra",) if getattr(w, k, None) is not None), "?")
             raise ValueError(f"job {self.name!r}: workload.{other} is not supported in a job yet; allowed: "
-                             f"workload.sizes (a collective size sweep) or workload.simai (a SimAI/AICB file)")
+                             f"workload.sizes (a collective size sweep), workload.simai (a SimAI/AICB file) or "
+                             f"workload.pattern (a traffic pattern)")
         if w.ranks is not None:
             raise ValueError(f"job {self.name!r}: workload.ranks does not apply in a job: the job's ranks or "
                              f"hosts say where it runs")
@@ -101,30 +107,41 @@ class JobSpec(SpecModel):
         starting passes once duration_s has passed since the job's start."""
         if self.duration_s is None:
             return self.iterations or 1
-        return max(1, min(1000, math.ceil(self.duration_s / max(pass_s, 1e-6))))
+        return max(1, min(MAX_PASSES, math.ceil(self.duration_s / max(pass_s, 1e-6))))
+
+
+def jobs_channels(jobs) -> int:
+    """Queue pairs per peer and stream the agents of a jobs run start with: the collective jobs'
+    ``workload.channels`` (equal in every one: :func:`check_jobs`); with pattern jobs only, the most queue pairs
+    a flow of theirs uses (``workload.pattern.qps``). A pattern job's flows must fit it."""
+    sweeps = [j.workload.channels for j in jobs if j.workload.pattern is None]
+    return sweeps[0] if sweeps else max(j.workload.pattern.max_qps for j in jobs)
 
 
 def check_jobs(spec) -> None:
     """Names unique; explicit hosts exist on the fabric and no host in two jobs; the jobs fit the fabric's
     hosts; with a ``tenants`` section each job's tenant is declared there and its placed hosts may join
     it. ValueError naming ``jobs.N.KEY`` and what is allowed."""
-    from testbed.jobs.placement import place_jobs
+    from testbed.jobs.placement import place_jobs, reserved_hosts
 
     jobs = spec.jobs
     seen: dict[str, int] = {}
+    first = next((k for k, j in enumerate(jobs) if j.workload.pattern is None), 0)  # the first collective job
     for i, j in enumerate(jobs):
         if j.name in seen:
             raise ValueError(f"jobs.{i}.name: {j.name!r} is also jobs.{seen[j.name]}'s name; names must be unique")
         seen[j.name] = i
-        if j.workload.channels != jobs[0].workload.channels:
-            raise ValueError(f"jobs.{i}.workload.channels: {j.workload.channels}, but jobs.0 has "
-                             f"{jobs[0].workload.channels}; every job of a run uses the same channels")
-    place_jobs(spec.fabric.layout_preview(), jobs, spec.seed)  # ValueError naming the job and host
+        if j.workload.pattern is None and j.workload.channels != jobs[first].workload.channels:
+            raise ValueError(f"jobs.{i}.workload.channels: {j.workload.channels}, but jobs.{first} has "
+                             f"{jobs[first].workload.channels}; every job of a run uses the same channels")
+    for i, j in enumerate(jobs if spec.tenants else ()):
+        if j.tenant not in spec.tenants:
+            raise ValueError(f"jobs.{i}.tenant: {j.tenant!r} is not declared under tenants; allowed: "
+                             f"{', '.join(spec.tenants)}")
+    placed = place_jobs(spec.fabric.layout_preview(), jobs, spec.seed, reserved_hosts(spec))  # ValueError: job, host
+    from testbed.jobs.pattern import check_pattern_jobs
+    check_pattern_jobs(spec, placed)  # ValueError naming jobs.N.workload.<key>
     if spec.tenants:  # each job's hosts join its tenant (testbed.spec.tenants.tenant_map's extra)
-        for i, j in enumerate(jobs):
-            if j.tenant not in spec.tenants:
-                raise ValueError(f"jobs.{i}.tenant: {j.tenant!r} is not declared under tenants; allowed: "
-                                 f"{', '.join(spec.tenants)}")
         from testbed.jobs.plan import run_tenant_map
         from testbed.spec.yaml_loader import ScenarioError
         try:

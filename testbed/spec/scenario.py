@@ -206,7 +206,17 @@ def _allowed_keys(model: type[BaseModel], loc: tuple) -> list[str]:
 
 
 _KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_PATH_MSG_RE = re.compile(r"^[a-z_]+\.[a-z0-9_.]+:? ")
+_PATH_MSG_RE = re.compile(r"^[a-z_]+\.[A-Za-z0-9_.-]+:? ")
+
+
+def _did_you_mean(key: str, allowed: list[str]) -> str:
+    """`` (did you mean K?)`` for the allowed key closest to ``key`` (dashes read as underscores) or the first
+    one it begins, else ''."""
+    import difflib
+
+    k = key.replace("-", "_").lower()
+    close = difflib.get_close_matches(k, allowed, n=1, cutoff=0.75) or [a for a in allowed if k and a.replace("_", "").startswith(k.replace("_", ""))][:1]
+    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def format_validation_error(err: ValidationError, source: str = "scenario") -> str:
@@ -215,16 +225,21 @@ def format_validation_error(err: ValidationError, source: str = "scenario") -> s
     for e in err.errors():
         # pydantic adds union/validator branch names to loc; keep only real keys
         loc = tuple(p for p in e["loc"] if isinstance(p, int) or _KEY_RE.match(p))
+        if e["type"] == "extra_forbidden" and e["loc"] and loc[-1:] != e["loc"][-1:]:
+            loc += (e["loc"][-1],)  # the unknown key itself, however it is spelled (work-load, max-bytes)
         path = ".".join(str(p) for p in loc) or "(top level)"
         msg = e["msg"].removeprefix("Value error, ")
         # a check naming its own key path: anywhere at the top level; in a section as "SECTION.KEY: ..."
         # (a plugin's keys, testbed.spec.plugins)
-        if _PATH_MSG_RE.match(msg) and (not loc or re.match(re.escape(path) + r"\.[a-z0-9_.]+: ", msg)):
+        section = re.match(r"^([a-z_]+): ", msg)
+        if _PATH_MSG_RE.match(msg) and (not loc or re.match(re.escape(path) + r"\.[A-Za-z0-9_.-]+: ", msg)):
             path, msg = msg.split(" ", 1)
             path = path.rstrip(":")
+        elif not loc and section and section.group(1) in ScenarioSpec.model_fields:  # "jobs: ..." about a section
+            path, msg = section.group(1), msg[section.end():]
         if e["type"] == "extra_forbidden":
             allowed = _allowed_keys(ScenarioSpec, loc[:-1])
-            msg = f"unknown key; allowed keys here: {', '.join(allowed)}"
+            msg = f"unknown key{_did_you_mean(str(loc[-1]) if loc else '', allowed)}; allowed keys here: {', '.join(allowed)}"
         elif "input" in e and e["type"] != "missing" and not isinstance(e["input"], dict):
             msg = f"{msg} (got {_clip(repr(e['input']), 80)})"
         by_path.setdefault(path, [])
@@ -269,10 +284,17 @@ def load_scenario(path: Union[str, Path]) -> ScenarioSpec:
     p = Path(path)
     if p.exists() and not p.is_file():
         raise ScenarioError(f"{p}: not a regular file")
-    if p.stat().st_size > MAX_SCENARIO_BYTES:
-        raise ScenarioError(f"{p}: {p.stat().st_size} bytes; a scenario file may have at most {MAX_SCENARIO_BYTES}")
+    from traffic.workloads.files import UnreadableFile, read_bounded
+
     try:
-        text = p.read_text(encoding="utf-8")
+        data = read_bounded(p, MAX_SCENARIO_BYTES)  # never blocks (/proc/kmsg), never reads a huge file whole
+    except UnreadableFile as e:
+        raise ScenarioError(str(e)) from None
+    if len(data) > MAX_SCENARIO_BYTES:
+        raise ScenarioError(f"{p}: more than {MAX_SCENARIO_BYTES} bytes; a scenario file may have at most "
+                            f"{MAX_SCENARIO_BYTES}")
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ScenarioError(f"{p}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     data = load_yaml(text, str(p))

@@ -17,7 +17,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator, Optional
 
-from testbed.plan import PlannedOp, WorkloadPlan
+from testbed.plan import PlannedOp, WorkloadPlan, plan_streams
 from testbed.spec import estimate
 
 
@@ -68,6 +68,11 @@ class Workload:
         """rank -> the ranks it needs queue pairs with (sizes the transport's send buffers before the
         fabric is built, and the agents' QPs)."""
         raise NotImplementedError
+
+    def streams(self, ops: tuple[PlannedOp, ...]) -> int:
+        """Streams (communicators, each with its own queue pairs) the agents start with (testbed.plan
+        .plan_streams); sizes the transport's send buffers."""
+        return plan_streams(ops)
 
     # -- run: drive the agents -----------------------------------------------------------------------
     @contextmanager

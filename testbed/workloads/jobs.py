@@ -1,6 +1,7 @@
 """Several jobs at once (the scenario's ``jobs`` list): a sweep job's collectives FIFO on its own stream, a SimAI
-job's whole-job replay on its own streams (testbed.replay_run), the jobs concurrently on one agent group
-(testbed.jobs: placement, plan, simai, links, results; testbed.emulation.agents.AgentGroup.submit)."""
+job's whole-job replay on its own streams (testbed.replay_run), a pattern job's passes of flows on its own stream
+to its ranks only (testbed.jobs.pattern, AgentGroup.submit_flows), the jobs concurrently on one agent group
+(testbed.jobs: placement, plan, simai, pattern, links, results; testbed.emulation.agents.AgentGroup.submit)."""
 from __future__ import annotations
 
 import threading
@@ -12,10 +13,15 @@ from testbed import signals
 from testbed.emulation.agents import AgentGroup, taking_part
 from testbed.jobs import links as job_links
 from testbed.jobs.plan import PlacedJob, jobs_plan, pass_estimate_s
+from testbed.jobs.pattern import fct_rows, figures as pattern_figures, flows_ranks, host_pair_bytes
+from testbed.jobs.pattern import pass_s as pattern_pass_s
 from testbed.jobs.results import (FAIR_SHARE_MODEL, format_jobs, job_entries, job_ops, jobs_table, replay_lines,
                                   tenant_entries, tenants_table)
-from testbed.plan import PlannedOp, WorkloadPlan, plan_peers, plan_streams
+from testbed.patterns.driver import PASS_AHEAD_S, PatternRun
+from testbed.patterns.plan import flows_fan_in, pattern_peers
+from testbed.plan import PlannedOp, WorkloadPlan, plan_peers
 from testbed.replay_run import run_replay
+from testbed.spec.jobs import MAX_PASSES, jobs_channels
 from testbed.spec import estimate
 from testbed.workloads.collectives import Collectives
 
@@ -25,8 +31,8 @@ POLL_S = 0.2
 
 class Jobs(Collectives):
     """``jobs:``: one thread per job from its ``start_s`` on: a sweep job submits its ops in order on its
-    stream, a SimAI job runs its replay's timeline on its streams; the ops of different jobs run at once, on
-    disjoint hosts and streams."""
+    stream, a SimAI job runs its replay's timeline on its streams, a pattern job sends its passes on its
+    stream; the ops of different jobs run at once, on disjoint hosts and streams."""
 
     section = "jobs"
 
@@ -38,6 +44,8 @@ class Jobs(Collectives):
         self.block: Optional[dict] = None
         #: SimAI job name -> its ``replay`` block (testbed.replay_run.run_replay) once it ran
         self.replays: dict[str, dict] = {}
+        #: each pattern job's flows and passes (testbed.patterns.driver.PatternRun), made by :meth:`session`
+        self.patterns: dict = {}
 
     def plan(self) -> WorkloadPlan:
         plan, self.jobs = jobs_plan(self.spec)
@@ -50,38 +58,61 @@ class Jobs(Collectives):
 
     def estimate_s(self, ops: tuple[PlannedOp, ...]) -> float:
         """Set-up plus the longest job: its start_s plus its ops' estimate on an idle fabric, plus a SimAI job's
-        compute waits and scale-up collectives (the jobs run at once; sharing links makes them longer, which
-        this does not model)."""
-        longest = max((j.start_s + pass_estimate_s(self.spec, [op for op in ops if op.job == j.name])
-                       + (j.replay.timeline_extra_s if j.replay is not None else 0.0)
-                       for j in self._placed()), default=0.0)
+        compute waits and scale-up collectives (a pattern job: its passes' ideal spans,
+        testbed.jobs.pattern.pass_s); the jobs run at once; sharing links makes them longer, which this does
+        not model."""
+        def job_s(j: PlacedJob) -> float:
+            if j.flows:
+                return j.passes * pattern_pass_s(self.spec, list(j.flows))
+            return (pass_estimate_s(self.spec, [op for op in ops if op.job == j.name])
+                    + (j.replay.timeline_extra_s if j.replay is not None else 0.0))
+        longest = max((j.start_s + job_s(j) for j in self._placed()), default=0.0)
         return estimate.setup_s(self.spec.fabric) + longest
+
+    def peers(self, ops: tuple[PlannedOp, ...]) -> dict[int, list[int]]:
+        """The op plan's peers (testbed.plan.plan_peers) and each pattern job's flows' other ends."""
+        out = {r: set(p) for r, p in plan_peers(ops).items()}
+        for j in self._placed():
+            for r, p in pattern_peers(list(j.flows)).items():
+                out.setdefault(r, set()).update(p)
+        return {r: sorted(p) for r, p in out.items()}
+
+    def streams(self, ops: tuple[PlannedOp, ...]) -> int:
+        """Every job's streams (testbed.jobs.plan: numbered job by job): one for a sweep or pattern job, one
+        per communicator for a SimAI job."""
+        return max((j.stream + j.n_streams for j in self._placed()), default=1)
 
     def scaling_keys(self) -> str:
         return ("jobs[].workload.sizes.max_bytes, jobs[].workload.iterations, jobs[].workload.simai.size_scale, "
-                "jobs[].workload.simai.iterations, jobs[].iterations, jobs[].duration_s, jobs[].start_s "
-                "(or fabric.host_link_bps)")
+                "jobs[].workload.simai.iterations, jobs[].workload.pattern.size_bytes, jobs[].iterations, "
+                "jobs[].duration_s, jobs[].start_s (or fabric.host_link_bps)")
 
     def fan_in(self, ops: tuple[PlannedOp, ...]) -> int:
-        """The collectives' fan-in; 2 when per-flow hashing can put two jobs' flows on one uplink."""
-        fan = estimate.collective_fan_in(self.spec, ops)
+        """The collectives' fan-in and each pattern job's (its QPs into one receiver,
+        testbed.patterns.plan.flows_fan_in); 2 when per-flow hashing can put two jobs' flows on one uplink."""
+        fan = max([estimate.collective_fan_in(self.spec, ops)] + [flows_fan_in(list(j.flows))
+                                                                  for j in self._placed() if j.flows])
         hashed = self.spec.transport.entropy != "spray" and len(self.spec.jobs) > 1
         return max(fan, 2 if hashed else 1)
 
     @contextmanager
     def session(self, ctx, fab) -> Iterator[AgentGroup]:
-        """One agent per host, QPs to its op-plan peers on every job's stream."""
-        peers = plan_peers(ctx.ops_plan)
+        """One agent per host, QPs to its peers (:meth:`peers`) on every job's stream; each pattern job's
+        flows on ``fab`` (testbed.patterns.driver.PatternRun, in :attr:`patterns`)."""
+        peers = self.peers(ctx.ops_plan)
+        self.patterns = {j.name: PatternRun(ctx, fab, js.workload.pattern, list(j.flows))
+                         for j, js in zip(self._placed(), ctx.spec.jobs) if j.flows}
         with AgentGroup(fab, ctx.transport, ctx.spec.seed, lambda r: peers.get(r, []),
-                        ctx.spec.jobs[0].workload.channels, plan_streams(ctx.ops_plan)) as agents:
+                        jobs_channels(ctx.spec.jobs), self.streams(ctx.ops_plan)) as agents:
             yield agents
 
     def run_ops(self, ctx, agents: AgentGroup, rec, progress) -> None:
         """Every job in its own thread from its start_s on (time 0: now); a sweep job's op submitted when its
-        previous one finished, a SimAI job's replay (testbed.replay_run.run_replay on its ops); a job with
-        duration_s starts no pass (SimAI: iteration) once that many seconds passed since its start. Signals
-        are held back once every job is done. Raises the first job's error (the others stop submitting; a
-        SimAI job at its next iteration)."""
+        previous one finished, a SimAI job's replay (testbed.replay_run.run_replay on its ops), a pattern job's
+        passes (each a RunFlows with op id len(ops) + stream x MAX_PASSES + pass, sent when the previous pass is
+        in); a job with duration_s starts no pass (SimAI: iteration) once that many seconds passed since its
+        start. Signals are held back once every job is done. Raises the first job's error (the others stop
+        submitting; a SimAI job at its next iteration)."""
         ops = list(ctx.ops_plan)
         lock, stop = threading.Lock(), threading.Event()
         errors: list[BaseException] = []
@@ -104,9 +135,32 @@ class Jobs(Collectives):
                 ctx, agents, rec, progress, job.replay, op_base=job.first_op,
                 record=lambda k, op, recs: record(k, op, recs, False), keep_going=keep_going)
 
+        def run_pattern(job: PlacedJob) -> None:  # each pass one RunFlows to the job's ranks, on its stream
+            run = self.patterns[job.name]
+            started = time.monotonic()
+            for p in range(job.passes):
+                if stop.is_set() or (job.duration_s is not None and p and
+                                     time.monotonic() - started >= job.duration_s):
+                    return
+                cmd = run.command(p, stream=job.stream, op_id=len(ops) + job.stream * MAX_PASSES + p,
+                                  ahead_s=PASS_AHEAD_S)
+                fut = agents.submit_flows(cmd, flows_ranks(list(job.flows)))
+                records = agents.wait(fut, cmd.op_id, run.timeout_s + PASS_AHEAD_S + 10)
+                with lock:
+                    line = run.record(cmd, ctx.spec.seed, records)
+                progress.say(f"job {job.name} pass {p + 1}/{job.passes}: {line}")
+
         def run_job(job: PlacedJob) -> None:
             mine = [(k, op) for k, op in enumerate(ops) if op.job == job.name]
             if stop.wait(max(0.0, t0 + job.start_s - time.monotonic())):
+                return
+            if job.flows:
+                try:
+                    run_pattern(job)
+                except BaseException as e:  # noqa: BLE001  handed to the main thread
+                    with lock:
+                        errors.append(e)
+                    stop.set()
                 return
             started = time.monotonic()
             if job.replay is not None:
@@ -159,17 +213,22 @@ class Jobs(Collectives):
 
         jobs = self._placed()
         layout = ctx.spec.fabric.layout_preview()  # node names without the run id (s1, l1): comparable across runs
-        loads = job_links.job_loads(layout, jobs, ctx.ops_plan)
+        host_of = {h.rank: h.name for h in layout.hosts}
+        loads = job_links.job_loads(layout, jobs, ctx.ops_plan,
+                                    {j.name: host_pair_bytes(list(j.flows), host_of) for j in jobs if j.flows})
         caps = job_links.capacities(layout)
         fair = job_links.fair_rates(loads, caps)
         fair_solo = {j: job_links.fair_rates({j: ls}, caps)[j] for j, ls in loads.items()}
         shared = job_links.shared_links(loads)
         ops = job_ops(rec.rank_rows, rec.op_meta, ctx.n_ranks)
+        patterns = {name: pattern_figures(r) for name, r in self.patterns.items()}
         entries = job_entries(ops, jobs, ctx.goodput_bps, fair, fair_solo, ctx.spec.fabric.host_link_bps, loads, shared,
-                              self.replays)
+                              replays=self.replays, patterns=patterns)
         tenants = tenant_entries(entries)
         run = RunDir(ctx.run_dir)
         run.write_table("jobs", jobs_table(ops, entries, ctx.goodput_bps))
+        if self.patterns:
+            run.write_table("fct", fct_rows(self.patterns, qps))
         run.write_table("tenants", tenants_table(tenants))
         self.block = {"jobs": entries, "tenants": tenants,
                       "shared_links": {job_links.link_name(k): v for k, v in shared.items()},

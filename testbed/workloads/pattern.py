@@ -7,7 +7,7 @@ from typing import Iterator, Optional
 
 from testbed import signals
 from testbed.patterns.driver import PatternRun
-from testbed.patterns.plan import check_pattern_peers, estimate_s as trials_s, pattern_flows
+from testbed.patterns.plan import check_pattern_peers, estimate_s as trials_s, flows_fan_in, pattern_flows
 from testbed.patterns.results import format_load_balance, write_pattern_results
 from testbed.plan import PlannedOp, WorkloadPlan
 from testbed.spec import estimate
@@ -39,10 +39,7 @@ class PatternTrials(Workload):
         flight); per-QP ECMP can put 2 of them on one uplink when flows cross leaves."""
         spec = self.spec
         flows = pattern_flows(spec, spec.fabric.layout_preview())
-        per_dst: dict = {}
-        for f in flows:
-            per_dst[f.dst] = per_dst.get(f.dst, 0) + f.qps
-        fan = max(per_dst.values(), default=1)
+        fan = flows_fan_in(flows)
         hashed = spec.transport.entropy != "spray" and spec.fabric.leaves > 1 and sum(f.qps for f in flows) > 1
         return max(fan, 2 if hashed else 1)
 

@@ -66,6 +66,9 @@ def test_sigkill_then_clean(tmp_path):
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
         assert any(run_leftovers(rid).values()), "SIGKILL left nothing behind: the test proves nothing"
+        # the controller watches its parent (controllers.parent_watch): it ends itself within seconds
+        _, alive = psutil.wait_procs([ctl[0]], timeout=6)
+        assert not alive, "the controller outlived the SIGKILLed testbed"
 
         res = run_cli("clean")
         assert res.returncode == 0, res.stderr

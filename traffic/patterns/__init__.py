@@ -59,12 +59,12 @@ def resolve(ref, hosts: Sequence[HostInfo], key: str) -> int:
     if isinstance(ref, int):
         if 0 <= ref < len(hosts):
             return ref
-        raise PatternError(f"{key} = {ref}: a rank is 0..{len(hosts) - 1} on this fabric")
+        raise PatternError(f"{key} = {ref}: a rank is 0..{len(hosts) - 1} among the pattern's hosts")
     for h in hosts:
         if h.name == ref:
             return h.rank
     names = [h.name for h in hosts]
-    raise PatternError(f"{key} = {ref!r} is not a host of this fabric: allowed {names[0]} .. {names[-1]} "
+    raise PatternError(f"{key} = {ref!r} is not one of the pattern's hosts: allowed {names[0]} .. {names[-1]} "
                        f"or a rank 0..{len(hosts) - 1}")
 
 

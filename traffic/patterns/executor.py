@@ -106,4 +106,4 @@ def run_flows(rank: int, cmd: RunFlows, send_qps, recv_qps, rx_consumed) -> Flow
             rx_consumed[c][f.src] = want[f.flow][c]
     received = [FlowReceived(flow=f.flow, time_ns=samples[f.flow][0], rx_bytes=samples[f.flow][1],
                              t_done_ns=done_ns.get(f.flow, unix_ns())) for f in incoming]
-    return FlowsDone(trial=cmd.trial, rank=rank, sent=sent, received=received)
+    return FlowsDone(trial=cmd.trial, rank=rank, sent=sent, received=received, op_id=cmd.op_id)

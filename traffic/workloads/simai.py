@@ -338,9 +338,10 @@ def load_simai(path: Union[str, Path]) -> SimaiWorkload:
     ValueError naming file, line, column, value and what is allowed) when it
     is malformed, larger than :data:`MAX_FILE_BYTES` or not UTF-8 text.
     """
+    from traffic.workloads.files import read_bounded
+
     p = str(path)
-    with open(p, "rb") as f:
-        data = f.read(MAX_FILE_BYTES + 1)
+    data = read_bounded(p, MAX_FILE_BYTES)  # UnreadableFile (an OSError) for what never ends, e.g. /proc/kmsg
     if len(data) > MAX_FILE_BYTES:
         raise SimaiFormatError(p, 0, None, None, f"larger than {MAX_FILE_BYTES} bytes, the most read "
                                "(a workload file of thousands of layers is well below)")
