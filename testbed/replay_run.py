@@ -63,10 +63,12 @@ class _Aborted(RuntimeError):
 
 
 class _Replay:
-    """One run's timeline over the agents; ``ctx``/``agents``/``rec``/``progress`` as in testbed.runner."""
+    """One run's timeline over the agents; ``ctx``/``agents``/``rec``/``progress`` as in testbed.runner;
+    ``op_base``/``record``: as :func:`run_replay`'s."""
 
-    def __init__(self, ctx, agents, rec, progress, plan):
+    def __init__(self, ctx, agents, rec, progress, plan, op_base: int = 0, record=None):
         self.ctx, self.agents, self.rec, self.progress, self.plan = ctx, agents, rec, progress, plan
+        self.op_base, self.record = op_base, record
         self.streams = [ThreadPoolExecutor(1, thread_name_prefix=f"stream-{i}")
                         for i in range(len(plan.stream_names))]
         self.lock = threading.Lock()
@@ -82,13 +84,16 @@ class _Replay:
             _sleep(task.scale_up_s)
             end = time.monotonic()
             return start - t0, end - t0, end - start
-        op_id = it * self.plan.fabric_ops_per_iteration + task.op_offset
+        op_id = self.op_base + it * self.plan.fabric_ops_per_iteration + task.op_offset
         op, n_ops = self.ctx.ops_plan[op_id], len(self.ctx.ops_plan)
         expect_s = op.busbw_factor * op.size_bytes * 8 / self.ctx.goodput_bps
         recs = self.agents.run_op(op_id, op.size_bytes, op.groups, timeout_s=10 * expect_s + 20,
                                   collective=op.collective, algorithm=op.algorithm, stream=op.stream)
         end = time.monotonic()
         span_s = (max(r.t_end_ns for r in recs) - min(r.t_start_ns for r in recs)) / 1e9
+        if self.record is not None:
+            self.record(op_id, op, recs)
+            return start - t0, end - t0, span_s
         with self.lock:
             self.rec.rank_rows.extend(recs)
             self.rec.op_meta[op_id] = op.meta()
@@ -218,24 +223,32 @@ def _union(intervals: list) -> float:
     return total + (cur_e - cur_s if cur_e is not None else 0.0)
 
 
-def run_replay(ctx, agents, rec, progress, plan) -> dict:
+def run_replay(ctx, agents, rec, progress, plan, op_base: int = 0, record=None, keep_going=None) -> dict:
     """Run ``plan`` (testbed.simai_plan.ReplayPlan) ``plan.iterations`` times; return summary.json's ``replay``.
 
-    The fabric ops are ``ctx.ops_plan`` (the plan's PlannedOps in order). Signals
-    are held back once the last collective is done (as testbed.runner does).
-    Raises what the agents raise (a collective's timeout or error).
+    The fabric ops are ``ctx.ops_plan[op_base:]`` (the plan's PlannedOps in order; ``op_base`` > 0 for one
+    job of a jobs list, testbed.workloads.jobs). ``record(op_id, op, recs)``: called with each fabric op's
+    records instead of appending them to ``rec`` and saying progress (a job's shared bookkeeping);
+    ``keep_going()``: asked before every iteration after the first (with ``overlap: compare`` before every
+    off/on pair), False stops there (a job's ``duration_s``). A single workload (no ``record``) holds
+    signals back once the last collective is done (as testbed.runner does). Raises what the agents raise
+    (a collective's timeout or error).
     """
-    r = _Replay(ctx, agents, rec, progress, plan)
+    r = _Replay(ctx, agents, rec, progress, plan, op_base, record)
     modes = plan.modes
+    pair = 2 if plan.overlap == "compare" else 1
     try:
         iters = []
         for it, mode in enumerate(modes):
+            if it and it % pair == 0 and keep_going is not None and not keep_going():
+                break
             iters.append(r.iteration(it, mode))
-            if it + 1 == len(modes):
+            if it + 1 == len(modes) and record is None:
                 signals.defer()
                 rec.phase = "the final measurements"
     finally:
         r.close()
+    modes = modes[:len(iters)]
     if plan.overlap != "compare":
         return replay_block(plan, iters, plan.overlap)
     blocks = {m: replay_block(plan, [i for i, mm in zip(iters, modes) if mm == m], m) for m in ("off", "on")}

@@ -141,6 +141,11 @@ class ReplayPlan:
     def scale_up_s_per_iteration(self) -> float:
         return sum(t.scale_up_s for t in self.tasks)
 
+    @property
+    def timeline_extra_s(self) -> float:
+        """Compute waits and scale-up collectives of every iteration run, s (beyond the fabric ops' estimate)."""
+        return len(self.modes) * (self.compute_s_per_iteration + self.scale_up_s_per_iteration)
+
 
 def algorithm_for(collective: str, asked: str, defaults: dict = DEFAULT_ALGORITHMS) -> str:
     """``asked`` when registered for ``collective``, else its default in ``defaults`` (:data:`DEFAULT_ALGORITHMS`)."""
@@ -170,10 +175,12 @@ def _load(spec: ScenarioSpec):
     return wl, ops, total_ns
 
 
-def _all_gpus(spec: ScenarioSpec, wl, notes: list) -> Tuple[int, int]:
-    """(all_gpus, GPUs per host); ScenarioError when the job does not fit the fabric's hosts."""
+def _all_gpus(spec: ScenarioSpec, wl, notes: list, n_hosts: Optional[int] = None) -> Tuple[int, int]:
+    """(all_gpus, GPUs per host) on ``n_hosts`` hosts (default the fabric's); ScenarioError when the job does
+    not fit them."""
     from traffic.workloads.placement import PlacementError, gpus_per_host
-    s, f, h, n = spec.workload.simai, spec.fabric, wl.header, spec.fabric.n_hosts
+    s, f, h = spec.workload.simai, spec.fabric, wl.header
+    n = spec.fabric.n_hosts if n_hosts is None else n_hosts
     if h.all_gpus is None:
         notes.append(f"{s.path}: the header gives no all_gpus: one rank per host, {n} ranks")
         return n, 1
@@ -229,10 +236,12 @@ class _Streams:
         return tuple(self.fabric) + tuple(f"scale-up {n}" for n in self.scale_up)
 
 
-def simai_plan(spec: ScenarioSpec):
+def simai_plan(spec: ScenarioSpec, n_hosts: Optional[int] = None):
     """The WorkloadPlan of a SimAI replay (module docstring): fabric ops, notes and the ReplayPlan.
 
-    Raises ScenarioError naming the key and the file line when the workload cannot run here.
+    ``n_hosts``: the hosts the job runs on, ranks 0..n_hosts-1 of the ops' groups (default: the fabric's;
+    a job of a ``jobs`` list passes its own, testbed.jobs.simai). Raises ScenarioError naming the key and
+    the file line when the workload cannot run here.
     """
     from traffic.workloads.parallel_groups import stage_groups
     from traffic.workloads.pipeline_schedule import stage_passes
@@ -241,7 +250,7 @@ def simai_plan(spec: ScenarioSpec):
     s, key = spec.workload.simai, "workload.simai.path"
     wl, all_ops, total_ns = _load(spec)
     notes: list = []
-    all_gpus, per_host = _all_gpus(spec, wl, notes)
+    all_gpus, per_host = _all_gpus(spec, wl, notes, n_hosts)
     h, scale = wl.header, compute_scale(spec)
     n_stages, m = _micro_batches(spec, wl, notes)
     if n_stages > 1 and (all_gpus // n_stages) % per_host:

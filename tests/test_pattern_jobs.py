@@ -129,7 +129,8 @@ def _pattern_run(spec, p, pass_ms):
                 for f in p.flows]
         trials.append(SimpleNamespace(trial=k, seed=1, start_at_ns=start, done=[SimpleNamespace(sent=sent)]))
     return SimpleNamespace(flows=list(p.flows), ideal_fct_s=ideal, trials=trials,
-                           ideal_span_s=max(ideal.values()), pattern=spec.jobs[1].workload.pattern,
+                           ideal_span_s=max(ideal.values()),
+                           pattern=next(j.workload.pattern for j in spec.jobs if j.name == p.name),
                            fab=SimpleNamespace(layout=layout))
 
 
@@ -154,7 +155,7 @@ def test_results_give_the_pattern_job_a_row_its_jct_and_fct_figures():
     rows = [{"op_id": k, "rank": r, "t_start_ns": 10**18, "t_end_ns": 10**18 + 4 * 10**8, "group_size": 4}
             for k, op in enumerate(plan.ops) for r in op.groups[0]]
     ops = job_ops(rows, {k: {**op.meta(), "job": op.job} for k, op in enumerate(plan.ops)}, 8)
-    entries = job_entries(ops, jobs, 1e7, fair, fair, 1e7, loads, {}, {"p": fig})
+    entries = job_entries(ops, jobs, 1e7, fair, fair, 1e7, loads, {}, patterns={"p": fig})
     es, ep = entries
     assert es["pattern"] is None and es["busbw_ratio"] > 0 and es["workload"] == "sizes"
     assert ep["workload"] == "pattern" and ep["busbw_ratio"] is None and ep["fair_busbw_ratio"] is None

@@ -1,11 +1,14 @@
-"""The op plan of a ``jobs`` scenario: each job's size sweep on its placed hosts, one stream per job.
+"""The op plan of a ``jobs`` scenario: each job's workload on its placed hosts, each job on its own streams.
 
-Each job's ops are those of its ``workload`` (testbed.plan.sweep_ops) over its ranks (the global ranks
-of its hosts, in placement order), repeated for ``iterations`` passes (warm-ups in the first pass only),
-tagged ``job`` = its name and ``stream`` = its index in the list: ops of one job run in order (FIFO on
-its stream), the jobs concurrently (testbed.emulation.agents.AgentGroup.submit). Op ids are the ops'
-indices in the returned plan: job by job. A pattern job (``workload.pattern``, testbed.jobs.pattern)
-adds no op: its flows (:attr:`PlacedJob.flows`) run as passes on its stream.
+A size-sweep job's ops are those of its ``workload`` (testbed.plan.sweep_ops) over its ranks (the global
+ranks of its hosts, in placement order), repeated for ``iterations`` passes (warm-ups in the first pass
+only), on one stream. A SimAI job's ops are its file's whole-job replay on its hosts (testbed.jobs.simai),
+one stream per communicator. A pattern job (``workload.pattern``, testbed.jobs.pattern) adds no op: its
+flows (:attr:`PlacedJob.flows`) run as passes on its one stream. Every op is tagged ``job`` = its job's
+name; streams are numbered job by job (a job's first stream follows the previous job's last), so ops of
+one job's stream run in order (FIFO) and different jobs' ops and flows never share a stream
+(testbed.emulation.agents.AgentGroup.submit, submit_flows). Op ids are the ops' indices in the returned
+plan: job by job.
 """
 from __future__ import annotations
 
@@ -21,8 +24,12 @@ from testbed.spec import estimate
 @dataclass(frozen=True)
 class PlacedJob:
     """One job where it runs: ``hosts`` (names) and ``ranks`` (their global ranks) in the job's rank order;
-    ``stream``: its stream (= index in the jobs list); ``passes``: planned passes over its workload;
-    ``duration_s``: stop starting passes after this many seconds (None: run every pass)."""
+    ``stream``: its first stream and ``n_streams`` how many (set by :func:`jobs_plan`; :func:`placed_jobs`
+    gives the job's index and 1); ``passes``: planned passes over its workload (a SimAI job's
+    with ``duration_s``: set by :func:`jobs_plan`); ``duration_s``: stop starting passes after this many
+    seconds (None: run every pass); ``workload``: ``sizes``, ``simai`` or ``pattern``; ``replay``: a SimAI
+    job's timeline (testbed.simai_plan.ReplayPlan, set by :func:`jobs_plan`) whose fabric ops start at op
+    ``first_op``; ``flows``: a pattern job's flows (one stream: ``n_streams`` 1, no op)."""
 
     name: str
     tenant: str
@@ -34,16 +41,20 @@ class PlacedJob:
     stream: int
     passes: int
     duration_s: Optional[float]
-    #: ``sizes`` (a size sweep) or ``pattern`` (a traffic pattern)
+    #: ``sizes`` (a size sweep), ``simai`` (a SimAI/AICB file) or ``pattern`` (a traffic pattern)
     workload: str = "sizes"
-    #: a pattern job's flows (traffic.patterns.Flow, the run's ranks); () for a size sweep
+    n_streams: int = 1
+    replay: Optional[object] = None
+    first_op: int = 0
+    #: a pattern job's flows (traffic.patterns.Flow, the run's ranks); () for the other workloads
     flows: tuple = ()
 
     def as_dict(self) -> dict:
         return {"name": self.name, "tenant": self.tenant, "hosts": list(self.hosts), "ranks": list(self.ranks),
                 "placement": self.placement, "start_s": self.start_s, "traffic_class": self.traffic_class,
-                "stream": self.stream, "passes": self.passes, "duration_s": self.duration_s,
-                "workload": self.workload}
+                "workload": self.workload, "stream": self.stream,
+                "streams": list(range(self.stream, self.stream + self.n_streams)), "passes": self.passes,
+                "duration_s": self.duration_s}
 
 
 def pass_estimate_s(spec, ops) -> float:
@@ -61,11 +72,15 @@ def placed_jobs(spec) -> tuple[PlacedJob, ...]:
     out = []
     for k, j in enumerate(spec.jobs):
         ranks = tuple(rank_of[h] for h in hosts[j.name])
+        if j.workload.simai is not None:  # its passes with duration_s need the file: jobs_plan
+            out.append(PlacedJob(j.name, j.tenant, hosts[j.name], ranks, j.placement_policy, j.start_s,
+                                 j.traffic_class, k, j.iterations or 1, j.duration_s, "simai"))
+            continue
         if j.workload.pattern is not None:
             flows = tuple(job_flows(spec, k, hosts[j.name], layout))
             out.append(PlacedJob(j.name, j.tenant, hosts[j.name], ranks, j.placement_policy, j.start_s,
                                  j.traffic_class, k, j.passes(pass_s(spec, list(flows))), j.duration_s,
-                                 "pattern", flows))
+                                 "pattern", flows=flows))
             continue
         one, _ = sweep_ops(j.workload, ranks, warmup=False)
         out.append(PlacedJob(j.name, j.tenant, hosts[j.name], ranks, j.placement_policy, j.start_s,
@@ -73,18 +88,50 @@ def placed_jobs(spec) -> tuple[PlacedJob, ...]:
     return tuple(out)
 
 
+def _simai_job(spec, index: int, j: PlacedJob, first_stream: int, first_op: int):
+    """(the SimAI job placed with its streams, passes and replay; its JobReplay), testbed.jobs.simai."""
+    from testbed.jobs.simai import job_replay
+
+    js = spec.jobs[index]
+    passes = j.passes
+    if js.duration_s is not None:  # passes of one pass's estimate (collectives on an idle fabric + compute)
+        one = job_replay(spec, index, j.ranks, first_stream, 1)
+        passes = js.passes(pass_estimate_s(spec, one.ops) + one.replay.timeline_extra_s)
+    jr = job_replay(spec, index, j.ranks, first_stream, passes)
+    return replace(j, stream=first_stream, n_streams=jr.n_streams, passes=passes, replay=jr.replay,
+                   first_op=first_op), jr
+
+
 def jobs_plan(spec) -> tuple[WorkloadPlan, tuple[PlacedJob, ...]]:
     """The plan (ops job by job, each tagged with its job and stream; notes naming each job's hosts) and
-    the placed jobs. Raises ValueError as testbed.jobs.placement.place_jobs does (the spec checked it)."""
-    jobs = placed_jobs(spec)
+    the placed jobs (their streams set; a SimAI job's replay). Raises ValueError as
+    testbed.jobs.placement.place_jobs does (the spec checked it), ScenarioError naming ``jobs.N.`` when a
+    SimAI job's file does not fit its ranks (testbed.jobs.simai)."""
+    placed = placed_jobs(spec)
+    jobs: list[PlacedJob] = []
     ops: list[PlannedOp] = []
     notes = []
-    for j, js in zip(jobs, spec.jobs):
+    stream = 0
+    for k, (j, js) in enumerate(zip(placed, spec.jobs)):
+        if js.workload.simai is not None:
+            j, jr = _simai_job(spec, k, j, stream, len(ops))
+            ops.extend(jr.ops)
+            notes.append(f"job {j.name} (tenant {j.tenant}): SimAI {js.workload.simai.path}, {len(j.hosts)} ranks "
+                         f"on {', '.join(j.hosts)} ({j.placement}), starts at {j.start_s:g} s, "
+                         f"{len(j.replay.modes)} iteration(s) on streams {j.stream}..{j.stream + j.n_streams - 1}"
+                         + (f", starts no iteration after {j.duration_s:g} s" if j.duration_s else ""))
+            notes.extend(jr.notes)
+            jobs.append(j)
+            stream += j.n_streams
+            continue
+        j = replace(j, stream=stream, first_op=len(ops))
+        jobs.append(j)
+        stream += j.n_streams
         if j.flows:
             p = js.workload.pattern
             notes.append(f"job {j.name} (tenant {j.tenant}): pattern {p.kind}, {len(j.flows)} flows of "
                          f"{sum(f.size_bytes for f in j.flows)} B in all on {', '.join(j.hosts)} ({j.placement}), "
-                         f"starts at {j.start_s:g} s, {j.passes} pass(es)"
+                         f"starts at {j.start_s:g} s, {j.passes} pass(es) on stream {j.stream}"
                          + (f", stops starting passes after {j.duration_s:g} s" if j.duration_s else ""))
             continue
         cut_all = []
@@ -98,9 +145,9 @@ def jobs_plan(spec) -> tuple[WorkloadPlan, tuple[PlacedJob, ...]]:
                      f"({j.placement}), starts at {j.start_s:g} s, {j.passes} pass(es)"
                      + (f", stops starting passes after {j.duration_s:g} s" if j.duration_s else ""))
         if cut_all:
-            notes.append(f"jobs.{j.stream}.workload.max_bytes_per_size = {js.workload.max_bytes_per_size} B cuts "
+            notes.append(f"jobs.{k}.workload.max_bytes_per_size = {js.workload.max_bytes_per_size} B cuts "
                          f"the larger sizes' iterations (size: iterations run): {list_places(cut_all)}")
-    return WorkloadPlan(tuple(ops), tuple(notes)), jobs
+    return WorkloadPlan(tuple(ops), tuple(notes)), tuple(jobs)
 
 
 def tenant_hosts(spec) -> dict[str, tuple[str, ...]]:

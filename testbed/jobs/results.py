@@ -1,12 +1,18 @@
 """Per-job and per-tenant results of a ``jobs`` run: jobs.csv, tenants.csv, summary.json's ``jobs`` block.
 
-- jobs.csv: one row per job and message size over the job's timed ops: busbw as nccl-tests reports it
-  (mean time over the ops; busbw = size x 8 / time x the algorithm's factor; busbw_ratio = busbw / (host
-  link rate x payload efficiency)), the job's completion time ``jct_s`` (its last op's end less its
-  first op's start, warm-ups included) and its fair share (testbed.jobs.links); with ``--solo``
-  (testbed.jobs.solo) the same job's figures alone on the fabric and its slowdowns. A pattern job
-  (testbed.jobs.pattern) has one row: its passes, the bytes of one pass, its JCT (first pass's start to
-  last ACK) and its flows' FCT and slowdown percentiles; no busbw.
+- jobs.csv: one row per job, op group, collective and message size over the job's timed ops (a sweep job:
+  one row per size, its group is the job's name; a SimAI job: one row per group scope (TP, DP, EP,
+  DP_EP, PP), collective and size): busbw as nccl-tests reports it (mean time over the ops; busbw =
+  size x 8 / time x the algorithm's factor; busbw_ratio = busbw / (host link rate x payload
+  efficiency)), the job's completion time ``jct_s`` and its fair share (testbed.jobs.links); with
+  ``--solo`` (testbed.jobs.solo) the same job's figures alone on the fabric and its slowdowns. A pattern
+  job (testbed.jobs.pattern) has one row (group: its name, collective: its pattern's kind): its passes,
+  the bytes of one pass, its mean pass time and its flows' FCT and slowdown percentiles; no busbw.
+- JCT: a sweep job's last op's end less its first op's start (warm-ups included); a SimAI job's sum of
+  its iteration times (testbed.replay_run: first compute to last collective, compute waits included),
+  ``iteration_s`` their mean; its entry holds the replay's ``replay`` block (per-group communication
+  and busy time, streams, stages, steps: the figures a single SimAI run gives under summary.json
+  ``replay``); a pattern job's first pass's start to its last pass's last ACK.
 - tenants.csv: one row per tenant: its jobs, hosts, ops, mean busbw ratio over its jobs, longest JCT.
 - summary.json ``jobs``: ``jobs`` (one entry per job), ``tenants``, ``shared_links`` (link -> the jobs
   whose paths may cross it) and ``fair_share_model``.
@@ -26,8 +32,9 @@ FAIR_SHARE_MODEL = ("progressive filling over the links each job's flows cross, 
 
 def job_ops(rank_rows: list, op_meta: dict[int, dict], n_ranks: int) -> pd.DataFrame:
     """ops.csv's rows (testbed.results.tables.ops_table) with the ``job`` of each op (op_meta[op_id]['job'])."""
-    ops = tables.ops_table(rank_rows, op_meta, n_ranks)
-    ops["job"] = [op_meta[int(k)].get("job", "") for k in ops["op_id"]] if len(ops) else pd.Series(dtype=str)
+    ops = tables.ops_table(rank_rows, op_meta, n_ranks)  # with its job column when any op has a job
+    if "job" not in ops:
+        ops["job"] = [op_meta[int(k)].get("job", "") for k in ops["op_id"]] if len(ops) else pd.Series(dtype=str)
     return ops
 
 
@@ -35,14 +42,24 @@ def _f(v) -> float | None:
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
 
 
+def replay_iterations_s(replay: dict) -> list[float]:
+    """Every iteration time of a ``replay`` block (testbed.replay_run.run_replay; both modes with compare), s."""
+    if replay["overlap"] == "compare":
+        return list(replay["off"]["iterations_s"]) + list(replay["on"]["iterations_s"])
+    return list(replay["iterations_s"])
+
+
 def job_entries(ops: pd.DataFrame, jobs, goodput_bps: float, fair: dict[str, float], fair_solo: dict[str, float],
-                host_link_bps: float, loads: dict, shared: dict, patterns: dict | None = None) -> list[dict]:
+                host_link_bps: float, loads: dict, shared: dict, *, replays: dict | None = None,
+                patterns: dict | None = None) -> list[dict]:
     """summary.json's ``jobs.jobs``: per placed job (testbed.jobs.plan.PlacedJob) its ops, span, JCT, busbw
     ratio (mean over its timed ops of busbw_bps / ``goodput_bps``), fair busbw ratios (``fair``/``fair_solo``:
-    job -> r_j bit/s, testbed.jobs.links.fair_rates, over ``host_link_bps``) and links. ``patterns``: a pattern
-    job's name -> its figures (testbed.jobs.pattern.figures): its passes count as its ops, its JCT runs from
-    its first pass's start to its last ACK, its ``pattern`` block holds its FCT figures; no busbw, no fair
-    busbw ratio (None). A size sweep's ``pattern`` is None."""
+    job -> r_j bit/s, testbed.jobs.links.fair_rates, over ``host_link_bps``) and links; a SimAI job's
+    ``replay`` block (``replays``: job -> testbed.replay_run.run_replay's block), ``iteration_s`` and its
+    JCT from it (module docstring). ``patterns``: a pattern job's name -> its figures
+    (testbed.jobs.pattern.figures): its passes count as its ops, its JCT runs from its first pass's start to
+    its last ACK, its ``pattern`` block holds its FCT figures; no busbw, no fair busbw ratio (None). The
+    other jobs' ``pattern`` is None."""
     from testbed.jobs.links import link_name
 
     out = []
@@ -56,6 +73,7 @@ def job_entries(ops: pd.DataFrame, jobs, goodput_bps: float, fair: dict[str, flo
                         "t_end_ns": f["t_end_ns"], "jct_s": f["jct_s"], "busbw_bps": None, "busbw_ratio": None,
                         "fair_busbw_ratio": None, "solo_fair_busbw_ratio": None, **links, "pattern": f["pattern"]})
             continue
+        replay = (replays or {}).get(j.name)
         mine = ops[ops["job"] == j.name] if len(ops) else ops
         timed = mine[~mine["warmup"].astype(bool)] if len(mine) else mine
         t0 = int(mine["t_start_ns"].min()) if len(mine) else None
@@ -66,40 +84,49 @@ def job_entries(ops: pd.DataFrame, jobs, goodput_bps: float, fair: dict[str, flo
                     "busbw_ratio": _f(timed["busbw_bps"].mean() / goodput_bps) if len(timed) else None,
                     "fair_busbw_ratio": min(1.0, fair[j.name] / host_link_bps),
                     "solo_fair_busbw_ratio": min(1.0, fair_solo[j.name] / host_link_bps), **links, "pattern": None})
+        if replay is not None:
+            its = replay_iterations_s(replay)
+            out[-1].update(jct_s=sum(its), iteration_s=sum(its) / len(its), iterations=len(its), replay=replay)
     return out
 
 
 def jobs_table(ops: pd.DataFrame, entries: list[dict], goodput_bps: float) -> pd.DataFrame:
-    """jobs.csv (module docstring): one row per job and size over the job's timed ops; one row per pattern job
-    (its passes: ``size_bytes`` the bytes of one pass, ``time_us`` the mean pass time, its FCT figures)."""
+    """jobs.csv (module docstring): one row per job, group, collective and size over the job's timed ops; one
+    row per pattern job (its passes: ``size_bytes`` the bytes of one pass, ``time_us`` the mean pass time, its
+    FCT figures)."""
     rows = []
     for e in entries:
         p = e.get("pattern")
         if p is not None:
             rows.append({"job": e["name"], "tenant": e["tenant"], "hosts": " ".join(e["hosts"]),
                          "n_ranks": len(e["hosts"]), "placement": e["placement"], "traffic_class": e["traffic_class"],
-                         "start_s": e["start_s"], "size_bytes": p["bytes_per_pass"], "ops": e["timed_ops"],
-                         "time_us": p["pass_time_us_mean"], "busbw_bps": None, "busbw_ratio": None,
-                         "jct_s": e["jct_s"], "fair_busbw_ratio": None, "workload": "pattern",
-                         **{k: p[k] for k in PATTERN_FIGURES}})
+                         "start_s": e["start_s"], "workload": "pattern", "group": e["name"], "collective": p["kind"],
+                         "size_bytes": p["bytes_per_pass"], "ops": e["timed_ops"], "time_us": p["pass_time_us_mean"],
+                         "busbw_bps": None, "busbw_ratio": None, "jct_s": e["jct_s"], "iteration_s": None,
+                         "fair_busbw_ratio": None, **{k: p[k] for k in PATTERN_FIGURES}})
             continue
         mine = ops[(ops["job"] == e["name"]) & ~ops["warmup"].astype(bool)] if len(ops) else ops
-        for size, g in (mine.groupby("size_bytes") if len(mine) else ()):
+        for (group, coll, size), g in (mine.groupby(["group", "collective", "size_bytes"], sort=False)
+                                       if len(mine) else ()):
             factor = float(g["busbw_factor"].iloc[0])
             t_us = float(g["time_us"].mean())
             busbw = size * 8 / (t_us / 1e6) * factor
             rows.append({"job": e["name"], "tenant": e["tenant"], "hosts": " ".join(e["hosts"]),
                          "n_ranks": len(e["hosts"]), "placement": e["placement"], "traffic_class": e["traffic_class"],
-                         "start_s": e["start_s"], "size_bytes": int(size), "ops": int(len(g)), "time_us": t_us,
+                         "start_s": e["start_s"], "workload": e.get("workload", "sizes"), "group": group,
+                         "collective": coll, "size_bytes": int(size), "ops": int(len(g)), "time_us": t_us,
                          "busbw_bps": busbw, "busbw_ratio": busbw / goodput_bps, "jct_s": e["jct_s"],
-                         "fair_busbw_ratio": e["fair_busbw_ratio"], "workload": "sizes"})
+                         "iteration_s": e.get("iteration_s"), "fair_busbw_ratio": e["fair_busbw_ratio"]})
     return pd.DataFrame(rows, columns=JOBS_COLUMNS)
 
 
-#: a pattern job's FCT figures in jobs.csv (testbed.patterns.results.fct_figures; NaN for a size sweep)
+#: a pattern job's FCT figures in jobs.csv (testbed.patterns.results.fct_figures; NaN for the other jobs)
 PATTERN_FIGURES = ("fct_p50_us", "fct_p99_us", "slowdown_p50", "slowdown_p99")
-JOBS_COLUMNS = ["job", "tenant", "hosts", "n_ranks", "placement", "traffic_class", "start_s", "size_bytes", "ops",
-                "time_us", "busbw_bps", "busbw_ratio", "jct_s", "fair_busbw_ratio", "workload", *PATTERN_FIGURES]
+JOBS_COLUMNS = ["job", "tenant", "hosts", "n_ranks", "placement", "traffic_class", "start_s", "workload", "group",
+                "collective", "size_bytes", "ops", "time_us", "busbw_bps", "busbw_ratio", "jct_s", "iteration_s",
+                "fair_busbw_ratio", *PATTERN_FIGURES]
+#: the columns that name one jobs.csv row (the solo figures join on them, testbed.jobs.solo)
+JOBS_ROW_KEY = ["job", "group", "collective", "size_bytes"]
 TENANTS_COLUMNS = ["tenant", "n_jobs", "n_hosts", "ops", "busbw_ratio_mean", "jct_max_s"]
 
 
@@ -134,6 +161,21 @@ def tenants_table(tenants: list[dict]) -> pd.DataFrame:
     """tenants.csv from :func:`tenant_entries` (``jct_slowdown_max`` when solo runs were made)."""
     cols = TENANTS_COLUMNS + (["jct_slowdown_max"] if any("jct_slowdown_max" in t for t in tenants) else [])
     return pd.DataFrame([{c: t.get(c) for c in cols} for t in tenants], columns=cols)
+
+
+def replay_lines(spec, block: dict) -> list[str]:
+    """Each SimAI job's printed replay tables (testbed.results.replay_table.replay_text) under a line naming
+    the job; ``spec``: the run's scenario (its jobs' size_scale, its time dilation)."""
+    from testbed.results.replay_table import replay_text
+
+    size_scale = {j.name: j.workload.simai.size_scale for j in spec.jobs if j.workload.simai is not None}
+    lines = []
+    for e in block["jobs"]:
+        if e.get("replay") is not None:
+            lines.append(f"job {e['name']} (SimAI {e['replay']['file']}): {e['iterations']} iteration(s), "
+                         f"iteration {e['iteration_s']:.3f} s, JCT {e['jct_s']:.3f} s")
+            lines += replay_text(e["replay"], spec.scale_factor, size_scale[e["name"]])
+    return lines
 
 
 def format_jobs(block: dict) -> str:

@@ -6,7 +6,9 @@ scenario, pinned as a ``hosts`` list, start_s 0), one run each, into ``RESULTS/s
 itself runs into ``RESULTS/`` and its run directory gets the solo figures: summary.json ``jobs.jobs[]``
 ``solo_busbw_ratio``, ``solo_jct_s``, ``busbw_slowdown`` (solo busbw / shared busbw), ``jct_slowdown``
 (shared JCT / solo JCT), for a pattern job ``solo_fct_p50_us``, ``solo_fct_p99_us`` and ``fct_p99_slowdown``
-(shared FCT p99 / solo FCT p99), jobs.csv's solo columns, tenants.csv's ``jct_slowdown_max``, and
+(shared FCT p99 / solo FCT p99), for a SimAI job ``solo_iteration_s``, jobs.csv's solo columns (matched
+on job, group, collective and size: testbed.jobs.results.JOBS_ROW_KEY; RunDir.write_table rewrites the
+Parquet copies too), tenants.csv's ``jct_slowdown_max``, and
 ``jobs.interference``: the matrix M[i][j] = JCT of job i run with job j only / JCT of job i alone (1 on the
 diagonal). With two jobs the pair run is the shared run itself; with N > 2 jobs every pair also runs alone
 (N(N-1)/2 more runs, into ``RESULTS/pairs/``), so the matrix says who hurts whom, and the shared run's own
@@ -26,7 +28,7 @@ from typing import Optional
 import pandas as pd
 
 from testbed.jobs.plan import placed_jobs
-from testbed.jobs.results import format_jobs, tenant_entries, tenants_table
+from testbed.jobs.results import JOBS_ROW_KEY, format_jobs, tenant_entries, tenants_table
 from testbed.results.rundir import RunDir
 from testbed.spec.scenario import ScenarioError
 
@@ -121,6 +123,8 @@ def attach_solo(run_dir: Path, solo: dict[str, Path], pairs: dict[tuple[str, str
                   "solo_jct_s": s["jct_s"], "busbw_slowdown": _ratio(s["busbw_ratio"], e["busbw_ratio"]),
                   "jct_slowdown": _ratio(e["jct_s"], s["jct_s"]),
                   "solo_faithful": RunDir.open(solo[e["name"]]).summary.get("faithful")})
+        if s.get("iteration_s") is not None:  # a SimAI job: its mean iteration alone
+            e["solo_iteration_s"] = s["iteration_s"]
         if e.get("pattern") and s.get("pattern"):  # a pattern job: its flows' tail alone and together
             p, sp = e["pattern"], s["pattern"]
             e.update({"solo_fct_p50_us": sp["fct_p50_us"], "solo_fct_p99_us": sp["fct_p99_us"],
@@ -154,15 +158,14 @@ def attach_solo(run_dir: Path, solo: dict[str, Path], pairs: dict[tuple[str, str
     jobs_csv = run.table("jobs")
     if jobs_csv is not None and len(jobs_csv):
         solo_rows = pd.concat([RunDir.open(p).table("jobs") for p in solo.values()])[
-            ["job", "size_bytes", "busbw_ratio", "jct_s", "fct_p99_us"]].rename(
+            [*JOBS_ROW_KEY, "busbw_ratio", "jct_s", "fct_p99_us"]].rename(
             columns={"busbw_ratio": "solo_busbw_ratio", "jct_s": "solo_jct_s", "fct_p99_us": "solo_fct_p99_us"})
-        jobs_csv = jobs_csv.merge(solo_rows, on=["job", "size_bytes"], how="left")
+        jobs_csv = jobs_csv.merge(solo_rows, on=JOBS_ROW_KEY, how="left")
         jobs_csv["busbw_slowdown"] = jobs_csv["solo_busbw_ratio"] / jobs_csv["busbw_ratio"]
         jobs_csv["jct_slowdown"] = jobs_csv["jct_s"] / jobs_csv["solo_jct_s"]
         jobs_csv["fct_p99_slowdown"] = jobs_csv["fct_p99_us"] / jobs_csv["solo_fct_p99_us"]
         run.write_table("jobs", jobs_csv)
     run.write_table("tenants", tenants_table(block["tenants"]))
-    run.write_parquet_or_warn()  # the Parquet copies, read first, must hold the solo columns too
     summary["jobs"] = block
     run.write_summary(summary)
     try:  # the report with the matrix (testbed.report)

@@ -56,7 +56,7 @@ def jobs_timeline_plot(run: RunDir) -> Plot:
         ax, ax2 = fig.subplots(1, 1), None
     t0, t1 = t_s(run, ops["t_start_ns"]).to_numpy(), t_s(run, ops["t_end_ns"]).to_numpy()
     for y, name in enumerate(names):
-        m = (ops["group"] == name).to_numpy()
+        m = (ops["job" if "job" in ops else "group"] == name).to_numpy()
         ax.broken_barh(list(zip(t0[m], t1[m] - t0[m])), (y - 0.35, 0.7), color=_COLORS[y % len(_COLORS)],
                        edgecolor="white", linewidth=0.8)  # one bar per op
     ax.set_yticks(range(len(names)), [f"job {n}" for n in names])
@@ -74,7 +74,7 @@ def jobs_timeline_plot(run: RunDir) -> Plot:
     else:
         ax.set_xlabel("time since the first traffic (s)")
     shared = len(block.get("shared_links") or {})
-    return rendered(key, title, fig, f"ops.csv spans per job (group = job); ports.csv tx_bytes growth x 8 / link "
+    return rendered(key, title, fig, f"ops.csv spans per job; ports.csv tx_bytes growth x 8 / link "
                     f"rate for the switch ports the jobs' shortest paths cross (testbed.jobs.links); {shared} "
                     f"links may carry two or more jobs.")
 

@@ -70,3 +70,11 @@ def format_saving(saving: dict) -> str:
             f"(serialized communication {saving['serialized_comm_s']:.3f} s - exposed when overlapped "
             f"{saving['exposed_comm_on_s']:.3f} s: {saving['hidden_share']:.0%} hidden), model "
             f"{saving['model_s']:.3f} s; {saving['formula']}")
+
+
+def replay_text(replay: dict, scale_factor: float, size_scale: float) -> list[str]:
+    """The printed tables of summary.json's ``replay`` block (both, off then on, with ``overlap: compare``, and
+    the saving of overlap)."""
+    blocks = [replay["off"], replay["on"]] if replay["overlap"] == "compare" else [replay]
+    lines = [format_replay_table(b, scale_factor, size_scale) for b in blocks]
+    return lines + ([format_saving(replay["saving"])] if "saving" in replay else [])

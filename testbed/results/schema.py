@@ -118,7 +118,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     layer              str   SimAI layer name (empty for a size sweep)
     collective         str   collective (allreduce, allgather, ...)
     algorithm          str   algorithm (ring, tree, ...)
-    group              str   group scope (all, tp, dp, ep, ...)
+    group              str   group scope (all, TP, DP, EP, PP, ...; a sweep job's name in a jobs run)
     group_size         int   ranks in each group
     n_groups           int   concurrent groups
     t_start_ns         int   first rank's start, Unix ns
@@ -129,7 +129,8 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     busbw_factor       float the algorithm's bus bandwidth factor for group_size ranks (nccl-tests)
     busbw_bps          float algbw_bps x busbw_factor, bit/s
     busbw_rank_avg_bps float bus bandwidth from time_rank_avg_us, bit/s
-"""),
+    job?               str   the job the operation belongs to (testbed.jobs.plan)
+""", when="runs of a jobs list (jobs:)"),
     _table("rank_ops", "one row per operation and rank taking part in it (a host in none of the op's groups has "
            "no row)",
            "collective runs (an empty file for pattern runs)", """
@@ -404,7 +405,8 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     detected_by     str   port_status or gray
     measured_loss   float loss the gray detector measured (0-1)
 """),
-    _table("jobs", "one row per job and message size over the job's timed operations (testbed.jobs.results)",
+    _table("jobs", "one row per job, op group, collective and message size over the job's timed operations; "
+           "one row per pattern job (testbed.jobs.results)",
            "runs of a jobs list (jobs:)", """
     job                 str   job name
     tenant              str   the job's tenant
@@ -413,19 +415,22 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     placement           str   packed, spread, random or explicit (a hosts list)
     traffic_class       str   the job's traffic class (lossless or lossy)
     start_s             float when the job started, s after the traffic began
-    size_bytes          int   message size, bytes
-    ops                 int   timed operations of this size
-    time_us             float mean operation time, us
+    workload            str   sizes (a collective size sweep), simai (a SimAI/AICB whole-job replay) or pattern (a traffic pattern: one row, size_bytes its pass's bytes, ops its passes, time_us its mean pass time, no busbw)
+    group               str   the ops' group: the job's name for a sweep or pattern job, the SimAI scope (TP, DP, EP, DP_EP, PP)
+    collective          str   the ops' collective (traffic.collectives); a pattern job's pattern kind (permutation, alltoall, kflows, incast, flows)
+    size_bytes          int   message size, bytes; a pattern job's bytes of one pass
+    ops                 int   timed operations of this group, collective and size; a pattern job's passes
+    time_us             float mean operation time, us; a pattern job's mean pass time (its start to its last ACK)
     busbw_bps           float size_bytes x 8 / time_us x busbw_factor, bit/s
     busbw_ratio         float busbw_bps / (host link rate x payload efficiency)
-    jct_s               float job completion time: its last op's end less its first op's start, s
+    jct_s               float job completion time, s: a sweep's last op's end less its first op's start; a SimAI job's sum of its iteration times; a pattern job's first pass's start to its last ACK
+    iteration_s         float a SimAI job's mean iteration time (compute waits included), s; empty for a sweep or pattern job
     fair_busbw_ratio    float the job's fair share of the links it crosses as a busbw ratio (testbed.jobs.links); NaN for a pattern job
-    workload            str   sizes (a collective size sweep) or pattern (a traffic pattern: one row, size_bytes its pass's bytes, ops its passes, time_us its mean pass time)
-    fct_p50_us          float a pattern job's median flow completion time over its passes (fct.csv), us; NaN for a size sweep
+    fct_p50_us          float a pattern job's median flow completion time over its passes (fct.csv), us; NaN for a sweep or SimAI job
     fct_p99_us          float a pattern job's 99th percentile FCT (nearest rank), us
     slowdown_p50        float a pattern job's median FCT slowdown against its flows alone on an ideal fabric
     slowdown_p99        float a pattern job's 99th percentile slowdown
-    solo_busbw_ratio?   float busbw_ratio of this size with the job alone on the fabric
+    solo_busbw_ratio?   float busbw_ratio of this row with the job alone on the fabric
     solo_jct_s?         float jct_s of the job alone on the fabric, s
     solo_fct_p99_us?    float fct_p99_us of the pattern job alone on the fabric, us
     busbw_slowdown?     float solo_busbw_ratio / busbw_ratio

@@ -93,7 +93,8 @@ def ops_table(rank_rows: list, op_meta: dict[int, dict], n_ranks: int) -> pd.Dat
     ``t_start_ns``/``t_end_ns``: first rank's start, last rank's end (Unix ns);
     ``time_us`` is their difference; ``time_rank_avg_us`` the mean over the
     ranks that took part of each rank's own end minus start. Operations without rank records are
-    left out; no records gives an empty table with the same columns.
+    left out; no records gives an empty table with the same columns. With ``job`` in the op_meta (a
+    jobs run) a ``job`` column follows.
     """
     if not rank_rows or not op_meta:
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in OPS_COLUMNS})
@@ -117,7 +118,9 @@ def ops_table(rank_rows: list, op_meta: dict[int, dict], n_ranks: int) -> pd.Dat
     out["algbw_bps"] = out["size_bytes"] * 8 / (out["time_us"] / 1e6)
     out["busbw_bps"] = out["algbw_bps"] * factor
     out["busbw_rank_avg_bps"] = out["size_bytes"] * 8 / (out["time_rank_avg_us"] / 1e6) * factor
-    return out[OPS_COLUMNS].sort_values("op_id").reset_index(drop=True)
+    jobs_run = "job" in out and out["job"].fillna("").astype(bool).any()
+    cols = OPS_COLUMNS + (["job"] if jobs_run else [])  # runs of a jobs list: each op's job
+    return out[cols].sort_values("op_id").reset_index(drop=True)
 
 
 def size_table(ops: pd.DataFrame, n_ranks: int, goodput_bps: float) -> pd.DataFrame:

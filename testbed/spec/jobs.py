@@ -16,9 +16,11 @@ never both. Each job::
 Hosts are never shared between jobs: each job's agents run its collectives on its own hosts, as a
 scheduler hands a job whole servers. Placement runs in list order and skips hosts earlier jobs hold
 (testbed.jobs.placement). The job's ``workload`` is today's workload section restricted to a size
-sweep (``workload.sizes``) or a traffic pattern (``workload.pattern``, testbed.jobs.pattern: its hosts are the
-job's, pattern rank i = the job's i-th host; ``trials`` and the sweep's keys are refused there);
-``workload.ranks`` is refused there (the job's ``ranks`` or ``hosts`` say it).
+sweep (``workload.sizes``), a SimAI/AICB file (``workload.simai``: its whole-job replay on the job's
+hosts, testbed.jobs.simai; the file's all_gpus must be the job's ranks or a multiple of them, checked
+when the scenario is loaded) or a traffic pattern (``workload.pattern``, testbed.jobs.pattern: its hosts
+are the job's, pattern rank i = the job's i-th host; ``trials`` and the sweep's keys are refused there);
+``workload.chakra`` is refused, and so is ``workload.ranks`` (the job's ``ranks`` or ``hosts`` say it).
 """
 from __future__ import annotations
 
@@ -51,7 +53,8 @@ class JobSpec(SpecModel):
     ranks: Optional[Count] = Field(None, ge=2)
     #: packed: leaf by leaf; spread: round robin over the leaves; random: seeded with the run's seed (default packed)
     placement: Optional[Literal["packed", "spread", "random"]] = None
-    #: the workload section's shape: a size sweep (``sizes``) or a traffic pattern (``pattern``, on the job's hosts)
+    #: the workload section's shape: a size sweep (``sizes``), a SimAI/AICB file (``simai``) or a traffic pattern
+    #: (``pattern``, on the job's hosts)
     workload: WorkloadSpec
     #: seconds after the traffic starts
     start_s: float = Field(0.0, ge=0, le=3600, allow_inf_nan=False)
@@ -76,10 +79,11 @@ class JobSpec(SpecModel):
                 dup = sorted({h for h in self.hosts if self.hosts.count(h) > 1})
                 raise ValueError(f"job {self.name!r}: hosts lists {', '.join(dup)} twice")
         w = self.workload
-        if w.sizes is None and w.pattern is None:
-            other = next((k for k in ("simai", "pattern", "chakra") if getattr(w, k, None) is not None), "?")
+        if w.sizes is None and w.simai is None and w.pattern is None:
+            other = next((k for k in ("chakra",) if getattr(w, k, None) is not None), "?")
             raise ValueError(f"job {self.name!r}: workload.{other} is not supported in a job yet; allowed: "
-                             f"workload.sizes (a collective size sweep), workload.pattern (a traffic pattern)")
+                             f"workload.sizes (a collective size sweep), workload.simai (a SimAI/AICB file) or "
+                             f"workload.pattern (a traffic pattern)")
         if w.ranks is not None:
             raise ValueError(f"job {self.name!r}: workload.ranks does not apply in a job: the job's ranks or "
                              f"hosts say where it runs")

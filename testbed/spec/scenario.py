@@ -262,10 +262,22 @@ def parse_scenario(data: Any, source: str = "scenario") -> ScenarioSpec:
         raise ScenarioError(format_validation_error(e, source)) from None
 
 
+def _resolve_simai(workload, p: Path, key: str):
+    """``workload`` (a WorkloadSpec with ``simai``) with its file's path resolved against the scenario file
+    ``p``'s folder; ScenarioError naming ``key``.simai.path when there is no such file."""
+    sp = Path(workload.simai.path)
+    if not sp.is_absolute():
+        sp = (p.parent / sp).resolve()
+    if not sp.is_file():
+        raise ScenarioError(f"{p}: {key}.simai.path: no such file {str(sp)!r}")
+    return workload.model_copy(update={"simai": workload.simai.model_copy(update={"path": str(sp)})})
+
+
 def load_scenario(path: Union[str, Path]) -> ScenarioSpec:
     """Read and validate a scenario YAML file.
 
-    Relative ``workload.simai.path`` and ``workload.chakra`` paths are resolved against the
+    Relative ``workload.simai.path`` (and ``jobs[].workload.simai.path``) and ``workload.chakra`` paths are
+    resolved against the
     scenario file's folder. Raises ScenarioError (bad content or YAML) or
     FileNotFoundError.
     """
@@ -288,16 +300,19 @@ def load_scenario(path: Union[str, Path]) -> ScenarioSpec:
     data = load_yaml(text, str(p))
     spec = parse_scenario(data, str(p))
     if spec.workload is not None and spec.workload.simai is not None:
-        sp = Path(spec.workload.simai.path)
-        if not sp.is_absolute():
-            sp = (p.parent / sp).resolve()
-        if not sp.is_file():
-            raise ScenarioError(f"{p}: workload.simai.path: no such file {str(sp)!r}")
-        simai = spec.workload.simai.model_copy(update={"path": str(sp)})
-        spec = spec.model_copy(update={"workload": spec.workload.model_copy(update={"simai": simai})})
+        spec = spec.model_copy(update={"workload": _resolve_simai(spec.workload, p, "workload")})
         from testbed.simai_plan import simai_plan  # reads the file: all_gpus, groups, sizes (ScenarioError)
         try:
             simai_plan(spec)
+        except ScenarioError as e:
+            raise ScenarioError(f"{p}: {e}") from None
+    if any(j.workload.simai is not None for j in spec.jobs):
+        spec = spec.model_copy(update={"jobs": tuple(
+            j if j.workload.simai is None else j.model_copy(update={"workload": _resolve_simai(
+                j.workload, p, f"jobs.{i}.workload")}) for i, j in enumerate(spec.jobs))})
+        from testbed.jobs.plan import jobs_plan  # reads the files: all_gpus against each job's ranks (ScenarioError)
+        try:
+            jobs_plan(spec)
         except ScenarioError as e:
             raise ScenarioError(f"{p}: {e}") from None
     if spec.workload is not None and spec.workload.chakra is not None:

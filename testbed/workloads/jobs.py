@@ -1,7 +1,7 @@
-"""Several jobs at once (the scenario's ``jobs`` list): each job's collectives FIFO on its own stream, the jobs
-concurrently on one agent group (testbed.jobs: placement, plan, links, results; testbed.emulation.agents
-.AgentGroup.submit). A pattern job sends its passes' flows on its stream to its ranks only (testbed.jobs.pattern,
-AgentGroup.submit_flows)."""
+"""Several jobs at once (the scenario's ``jobs`` list): a sweep job's collectives FIFO on its own stream, a SimAI
+job's whole-job replay on its own streams (testbed.replay_run), a pattern job's passes of flows on its own stream
+to its ranks only (testbed.jobs.pattern, AgentGroup.submit_flows), the jobs concurrently on one agent group
+(testbed.jobs: placement, plan, simai, pattern, links, results; testbed.emulation.agents.AgentGroup.submit)."""
 from __future__ import annotations
 
 import threading
@@ -13,13 +13,14 @@ from testbed import signals
 from testbed.emulation.agents import AgentGroup, taking_part
 from testbed.jobs import links as job_links
 from testbed.jobs.plan import PlacedJob, jobs_plan, pass_estimate_s
-from testbed.jobs.results import (FAIR_SHARE_MODEL, format_jobs, job_entries, job_ops, jobs_table, tenant_entries,
-                                  tenants_table)
 from testbed.jobs.pattern import fct_rows, figures as pattern_figures, flows_ranks, host_pair_bytes
 from testbed.jobs.pattern import pass_s as pattern_pass_s
+from testbed.jobs.results import (FAIR_SHARE_MODEL, format_jobs, job_entries, job_ops, jobs_table, replay_lines,
+                                  tenant_entries, tenants_table)
 from testbed.patterns.driver import PASS_AHEAD_S, PatternRun
 from testbed.patterns.plan import flows_fan_in, pattern_peers
 from testbed.plan import PlannedOp, WorkloadPlan, plan_peers
+from testbed.replay_run import run_replay
 from testbed.spec.jobs import MAX_PASSES, jobs_channels
 from testbed.spec import estimate
 from testbed.workloads.collectives import Collectives
@@ -29,8 +30,9 @@ POLL_S = 0.2
 
 
 class Jobs(Collectives):
-    """``jobs:``: one thread per job submits its ops in order (stream = the job's index) from its ``start_s``
-    on; the ops of different jobs run at once, on disjoint hosts."""
+    """``jobs:``: one thread per job from its ``start_s`` on: a sweep job submits its ops in order on its
+    stream, a SimAI job runs its replay's timeline on its streams, a pattern job sends its passes on its
+    stream; the ops of different jobs run at once, on disjoint hosts and streams."""
 
     section = "jobs"
 
@@ -40,6 +42,8 @@ class Jobs(Collectives):
         self.jobs: tuple[PlacedJob, ...] = ()
         #: summary.json's ``jobs`` block once the results are written
         self.block: Optional[dict] = None
+        #: SimAI job name -> its ``replay`` block (testbed.replay_run.run_replay) once it ran
+        self.replays: dict[str, dict] = {}
         #: each pattern job's flows and passes (testbed.patterns.driver.PatternRun), made by :meth:`session`
         self.patterns: dict = {}
 
@@ -53,13 +57,15 @@ class Jobs(Collectives):
         return self.jobs
 
     def estimate_s(self, ops: tuple[PlannedOp, ...]) -> float:
-        """Set-up plus the longest job: its start_s plus its ops' estimate on an idle fabric (a pattern job: its
-        passes' ideal spans, testbed.jobs.pattern.pass_s); the jobs run at once; sharing links makes them
-        longer, which this does not model."""
+        """Set-up plus the longest job: its start_s plus its ops' estimate on an idle fabric, plus a SimAI job's
+        compute waits and scale-up collectives (a pattern job: its passes' ideal spans,
+        testbed.jobs.pattern.pass_s); the jobs run at once; sharing links makes them longer, which this does
+        not model."""
         def job_s(j: PlacedJob) -> float:
             if j.flows:
                 return j.passes * pattern_pass_s(self.spec, list(j.flows))
-            return pass_estimate_s(self.spec, [op for op in ops if op.job == j.name])
+            return (pass_estimate_s(self.spec, [op for op in ops if op.job == j.name])
+                    + (j.replay.timeline_extra_s if j.replay is not None else 0.0))
         longest = max((j.start_s + job_s(j) for j in self._placed()), default=0.0)
         return estimate.setup_s(self.spec.fabric) + longest
 
@@ -72,12 +78,14 @@ class Jobs(Collectives):
         return {r: sorted(p) for r, p in out.items()}
 
     def streams(self, ops: tuple[PlannedOp, ...]) -> int:
-        """One stream per job (its index), a pattern job's too."""
-        return len(self.spec.jobs)
+        """Every job's streams (testbed.jobs.plan: numbered job by job): one for a sweep or pattern job, one
+        per communicator for a SimAI job."""
+        return max((j.stream + j.n_streams for j in self._placed()), default=1)
 
     def scaling_keys(self) -> str:
-        return ("jobs[].workload.sizes.max_bytes, jobs[].workload.iterations, jobs[].workload.pattern.size_bytes, "
-                "jobs[].iterations, jobs[].duration_s, jobs[].start_s (or fabric.host_link_bps)")
+        return ("jobs[].workload.sizes.max_bytes, jobs[].workload.iterations, jobs[].workload.simai.size_scale, "
+                "jobs[].workload.simai.iterations, jobs[].workload.pattern.size_bytes, jobs[].iterations, "
+                "jobs[].duration_s, jobs[].start_s (or fabric.host_link_bps)")
 
     def fan_in(self, ops: tuple[PlannedOp, ...]) -> int:
         """The collectives' fan-in and each pattern job's (its QPs into one receiver,
@@ -99,16 +107,33 @@ class Jobs(Collectives):
             yield agents
 
     def run_ops(self, ctx, agents: AgentGroup, rec, progress) -> None:
-        """Every job in its own thread from its start_s on (time 0: now); each op submitted when the job's
-        previous one finished (a pattern job: each pass, a RunFlows with op id len(ops) + stream x MAX_PASSES +
-        pass, sent when the previous pass is in); a job with duration_s starts no pass once that many seconds
-        passed since its start. Signals are held back once every job is done. Raises the first job's error (the
-        others stop submitting)."""
+        """Every job in its own thread from its start_s on (time 0: now); a sweep job's op submitted when its
+        previous one finished, a SimAI job's replay (testbed.replay_run.run_replay on its ops), a pattern job's
+        passes (each a RunFlows with op id len(ops) + stream x MAX_PASSES + pass, sent when the previous pass is
+        in); a job with duration_s starts no pass (SimAI: iteration) once that many seconds passed since its
+        start. Signals are held back once every job is done. Raises the first job's error (the others stop
+        submitting; a SimAI job at its next iteration)."""
         ops = list(ctx.ops_plan)
         lock, stop = threading.Lock(), threading.Event()
         errors: list[BaseException] = []
         done = [0]
         t0 = time.monotonic()
+
+        def record(k: int, op: PlannedOp, recs, last: bool) -> None:
+            with lock:
+                rec.rank_rows.extend(recs)
+                rec.op_meta[k] = {**op.meta(), "job": op.job}
+                done[0] += 1
+                t_us = (max(r.t_end_ns for r in recs) - min(r.t_start_ns for r in recs)) / 1e3
+                progress.op(done[0], op.size_bytes, op.size_bytes * 8 / (t_us / 1e6) * op.busbw_factor, last)
+
+        def run_simai(job: PlacedJob, started: float) -> None:
+            def keep_going() -> bool:
+                return not stop.is_set() and (job.duration_s is None or time.monotonic() - started < job.duration_s)
+
+            self.replays[job.name] = run_replay(
+                ctx, agents, rec, progress, job.replay, op_base=job.first_op,
+                record=lambda k, op, recs: record(k, op, recs, False), keep_going=keep_going)
 
         def run_pattern(job: PlacedJob) -> None:  # each pass one RunFlows to the job's ranks, on its stream
             run = self.patterns[job.name]
@@ -138,6 +163,14 @@ class Jobs(Collectives):
                     stop.set()
                 return
             started = time.monotonic()
+            if job.replay is not None:
+                try:
+                    run_simai(job, started)
+                except BaseException as e:  # noqa: BLE001  handed to the main thread
+                    with lock:
+                        errors.append(e)
+                    stop.set()
+                return
             starts = pass_starts([op for _, op in mine], job.passes)
             for n, (k, op) in enumerate(mine):
                 if stop.is_set():
@@ -155,13 +188,7 @@ class Jobs(Collectives):
                         errors.append(e)
                     stop.set()
                     return
-                with lock:
-                    rec.rank_rows.extend(recs)
-                    rec.op_meta[k] = {**op.meta(), "job": job.name}
-                    done[0] += 1
-                    t_us = (max(r.t_end_ns for r in recs) - min(r.t_start_ns for r in recs)) / 1e3
-                    last = n + 1 == len(mine) or mine[n + 1][1].size_bytes != op.size_bytes
-                    progress.op(done[0], op.size_bytes, op.size_bytes * 8 / (t_us / 1e6) * op.busbw_factor, last)
+                record(k, op, recs, n + 1 == len(mine) or mine[n + 1][1].size_bytes != op.size_bytes)
 
         threads = [threading.Thread(target=run_job, args=(j,), name=f"job-{j.name}", daemon=True)
                    for j in self._placed()]
@@ -180,7 +207,8 @@ class Jobs(Collectives):
             raise errors[0]
 
     def add_results(self, ctx, rec, summary: dict, qps, ports, faults) -> None:
-        """jobs.csv, tenants.csv and summary.json's ``jobs`` block (testbed.jobs.results)."""
+        """jobs.csv, tenants.csv and summary.json's ``jobs`` block (testbed.jobs.results; a SimAI job's entry
+        holds its ``replay`` block)."""
         from testbed.results.rundir import RunDir
 
         jobs = self._placed()
@@ -195,7 +223,7 @@ class Jobs(Collectives):
         ops = job_ops(rec.rank_rows, rec.op_meta, ctx.n_ranks)
         patterns = {name: pattern_figures(r) for name, r in self.patterns.items()}
         entries = job_entries(ops, jobs, ctx.goodput_bps, fair, fair_solo, ctx.spec.fabric.host_link_bps, loads, shared,
-                              patterns)
+                              replays=self.replays, patterns=patterns)
         tenants = tenant_entries(entries)
         run = RunDir(ctx.run_dir)
         run.write_table("jobs", jobs_table(ops, entries, ctx.goodput_bps))
@@ -208,7 +236,10 @@ class Jobs(Collectives):
         summary["jobs"] = self.block
 
     def lines_after(self, ctx, summary: dict) -> list[str]:
-        return [format_jobs(summary["jobs"])] if summary.get("jobs") else []
+        """The jobs table, then each SimAI job's replay table (testbed.jobs.results.replay_lines)."""
+        if not summary.get("jobs"):
+            return []
+        return [format_jobs(summary["jobs"])] + replay_lines(ctx.spec, summary["jobs"])
 
 
 def pass_starts(ops: list[PlannedOp], passes: int) -> set[int]:

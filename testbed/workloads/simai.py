@@ -6,7 +6,7 @@ from typing import Optional
 
 from testbed.plan import WorkloadPlan
 from testbed.replay_run import run_replay
-from testbed.results.replay_table import format_replay_table, format_saving
+from testbed.results.replay_table import replay_text
 from testbed.simai_plan import replay_plan, simai_plan
 from testbed.workloads.collectives import Collectives
 
@@ -26,8 +26,7 @@ class SimaiReplay(Collectives):
 
     def extra_s(self, plan: WorkloadPlan) -> float:
         """Compute waits and scale-up collectives of every iteration, s."""
-        r = plan.replay
-        return len(r.modes) * (r.compute_s_per_iteration + r.scale_up_s_per_iteration)
+        return plan.replay.timeline_extra_s
 
     def scaling_keys(self) -> str:
         return "workload.simai.size_scale, workload.simai.iterations (or fabric.host_link_bps)"
@@ -42,9 +41,6 @@ class SimaiReplay(Collectives):
 
     def lines_after(self, ctx, summary: dict) -> list[str]:
         """The replay table (both, off then on, with ``overlap: compare``)."""
-        r = self.replay
-        if r is None:
+        if self.replay is None:
             return []
-        blocks = [r["off"], r["on"]] if r["overlap"] == "compare" else [r]
-        lines = [format_replay_table(b, ctx.spec.scale_factor, ctx.spec.workload.simai.size_scale) for b in blocks]
-        return lines + ([format_saving(r["saving"])] if "saving" in r else [])
+        return replay_text(self.replay, ctx.spec.scale_factor, ctx.spec.workload.simai.size_scale)
