@@ -14,12 +14,15 @@ from typing import Optional
 from testbed.jobs.placement import place_jobs
 from testbed.plan import PlannedOp, WorkloadPlan, list_places, sweep_ops
 from testbed.spec import estimate
+from testbed.spec.jobs import job_traffic_class
+from traffic.transport.qp import class_tos
 
 
 @dataclass(frozen=True)
 class PlacedJob:
     """One job where it runs: ``hosts`` (names) and ``ranks`` (their global ranks) in the job's rank order;
-    ``stream``: its stream (= index in the jobs list); ``passes``: planned passes over its workload;
+    ``stream``: its stream (= index in the jobs list); ``traffic_class``: lossless or lossy (its own, else its
+    tenant's: testbed.spec.jobs.job_traffic_class); ``passes``: planned passes over its workload;
     ``duration_s``: stop starting passes after this many seconds (None: run every pass)."""
 
     name: str
@@ -56,7 +59,7 @@ def placed_jobs(spec) -> tuple[PlacedJob, ...]:
         ranks = tuple(rank_of[h] for h in hosts[j.name])
         one, _ = sweep_ops(j.workload, ranks, warmup=False)
         out.append(PlacedJob(j.name, j.tenant, hosts[j.name], ranks, j.placement_policy, j.start_s,
-                             j.traffic_class, k, j.passes(pass_estimate_s(spec, one)), j.duration_s))
+                             job_traffic_class(spec, j), k, j.passes(pass_estimate_s(spec, one)), j.duration_s))
     return tuple(out)
 
 
@@ -75,12 +78,24 @@ def jobs_plan(spec) -> tuple[WorkloadPlan, tuple[PlacedJob, ...]]:
                                iteration=op.iteration + (0 if op.warmup else p * js.workload.iterations))
                        for op in pass_ops)
         notes.append(f"job {j.name} (tenant {j.tenant}): {len(j.hosts)} ranks on {', '.join(j.hosts)} "
-                     f"({j.placement}), starts at {j.start_s:g} s, {j.passes} pass(es)"
+                     f"({j.placement}), starts at {j.start_s:g} s, {j.passes} pass(es), traffic class "
+                     f"{j.traffic_class} (DSCP {class_tos(j.traffic_class) >> 2})"
                      + (f", stops starting passes after {j.duration_s:g} s" if j.duration_s else ""))
         if cut_all:
             notes.append(f"jobs.{j.stream}.workload.max_bytes_per_size = {js.workload.max_bytes_per_size} B cuts "
                          f"the larger sizes' iterations (size: iterations run): {list_places(cut_all)}")
+    lossy = [j.name for j in jobs if j.traffic_class == "lossy"]
+    if lossy and spec.fabric.queue_backend != "htb_classes":
+        notes.append(f"fabric.queue_backend {spec.fabric.queue_backend} has one queue per port: the lossy class of "
+                     f"job(s) {', '.join(lossy)} is only a DSCP marking (htb_classes queues it apart)")
     return WorkloadPlan(tuple(ops), tuple(notes)), jobs
+
+
+def stream_tos(jobs: tuple[PlacedJob, ...], streams: int) -> list[int]:
+    """The TOS byte of each of ``streams`` streams' data packets (traffic.protocol.AgentConfig.stream_tos): the
+    class of the job on that stream (traffic.transport.qp.class_tos), lossless for a stream no job holds."""
+    by_stream = {j.stream: class_tos(j.traffic_class) for j in jobs}
+    return [by_stream.get(s, class_tos("lossless")) for s in range(streams)]
 
 
 def tenant_hosts(spec) -> dict[str, tuple[str, ...]]:

@@ -10,13 +10,20 @@ never both. Each job::
         placement: packed          # packed (leaf by leaf) | spread (round robin over leaves) | random (seeded)
         workload: {sizes: {min_bytes: 256KiB, max_bytes: 256KiB}, iterations: 4, warmup_iterations: 1}
         start_s: 0                 # seconds after the traffic starts
-        traffic_class: lossless    # carried in the tables (lossless | lossy); every RoCE packet is lossless today
+        traffic_class: lossy       # lossless (DSCP 26) | lossy (DSCP 0); default: the tenant's, else lossless
         iterations: 1              # passes over the job's workload (or duration_s: repeat until then)
 
 Hosts are never shared between jobs: each job's agents run its collectives on its own hosts, as a
 scheduler hands a job whole servers. Placement runs in list order and skips hosts earlier jobs hold
 (testbed.jobs.placement). The job's ``workload`` is today's workload section restricted to a size
 sweep (``workload.sizes``); ``workload.ranks`` is refused there (the job's ``ranks`` or ``hosts`` say it).
+
+A job's traffic class (:func:`job_traffic_class`: its own ``traffic_class``, else its tenant's
+``tenants.<name>.traffic_class``, else lossless) sets the DSCP of its RoCE data packets, on its own stream's
+queue pairs (traffic.transport.qp.CLASS_TOS): lossless DSCP 26, lossy DSCP 0 (CS0, best effort), both ECT(0);
+ACKs, NAKs and CNPs stay in the control class (DSCP 48). With ``fabric.queue_backend: htb_classes`` the
+switches queue the two in different classes (ECN marking and PFC act on the lossless class only; a lossy QP
+also ignores PFC frames at its NIC); with a single FIFO queue backend the class is only a DSCP marking.
 """
 from __future__ import annotations
 
@@ -51,8 +58,8 @@ class JobSpec(SpecModel):
     workload: WorkloadSpec
     #: seconds after the traffic starts
     start_s: float = Field(0.0, ge=0, le=3600, allow_inf_nan=False)
-    #: carried into the tables (every RoCE packet is in the lossless class today)
-    traffic_class: Literal["lossless", "lossy"] = "lossless"
+    #: DSCP of the job's RoCE data packets: lossless 26, lossy 0 (None: its tenant's class, else lossless)
+    traffic_class: Optional[Literal["lossless", "lossy"]] = None
     #: passes over the workload (default 1; warm-ups in the first only)
     iterations: Optional[Count] = Field(None, ge=1, le=1000)
     #: repeat passes, starting none after this many seconds since the job's start
@@ -100,6 +107,15 @@ class JobSpec(SpecModel):
         if self.duration_s is None:
             return self.iterations or 1
         return max(1, min(1000, math.ceil(self.duration_s / max(pass_s, 1e-6))))
+
+
+def job_traffic_class(spec, job: JobSpec) -> str:
+    """The class of ``job`` in scenario ``spec``: its ``traffic_class``, else its tenant's
+    (``tenants.<tenant>.traffic_class``), else ``lossless``; one of :data:`JOB_TRAFFIC_CLASSES`."""
+    if job.traffic_class is not None:
+        return job.traffic_class
+    tenant = spec.tenants.get(job.tenant)
+    return (tenant.traffic_class if tenant is not None else None) or "lossless"
 
 
 def check_jobs(spec) -> None:

@@ -11,8 +11,8 @@ from typing import Iterator, Optional
 from testbed import signals
 from testbed.emulation.agents import AgentGroup, taking_part
 from testbed.jobs import links as job_links
-from testbed.jobs.plan import PlacedJob, jobs_plan, pass_estimate_s
-from testbed.jobs.results import (FAIR_SHARE_MODEL, format_jobs, job_entries, job_ops, jobs_table, tenant_entries,
+from testbed.jobs.plan import PlacedJob, jobs_plan, pass_estimate_s, stream_tos
+from testbed.jobs.results import (FAIR_SHARE_MODEL, class_wire_bytes, format_jobs, job_entries, job_ops, jobs_table, tenant_entries,
                                   tenants_table)
 from testbed.plan import PlannedOp, WorkloadPlan, plan_peers, plan_streams
 from testbed.spec import estimate
@@ -63,10 +63,13 @@ class Jobs(Collectives):
 
     @contextmanager
     def session(self, ctx, fab) -> Iterator[AgentGroup]:
-        """One agent per host, QPs to its op-plan peers on every job's stream."""
+        """One agent per host, QPs to its op-plan peers on every job's stream, each stream's data packets with
+        its job's DSCP (testbed.jobs.plan.stream_tos)."""
         peers = plan_peers(ctx.ops_plan)
+        streams = plan_streams(ctx.ops_plan)
         with AgentGroup(fab, ctx.transport, ctx.spec.seed, lambda r: peers.get(r, []),
-                        ctx.spec.jobs[0].workload.channels, plan_streams(ctx.ops_plan)) as agents:
+                        ctx.spec.jobs[0].workload.channels, streams,
+                        stream_tos(self._placed(), streams)) as agents:
             yield agents
 
     def run_ops(self, ctx, agents: AgentGroup, rec, progress) -> None:
@@ -127,7 +130,8 @@ class Jobs(Collectives):
             raise errors[0]
 
     def add_results(self, ctx, rec, summary: dict, qps, ports, faults) -> None:
-        """jobs.csv, tenants.csv and summary.json's ``jobs`` block (testbed.jobs.results)."""
+        """jobs.csv, tenants.csv (with each tenant's bytes per traffic class from ``qps``) and summary.json's
+        ``jobs`` block (testbed.jobs.results)."""
         from testbed.results.rundir import RunDir
 
         jobs = self._placed()
@@ -139,6 +143,8 @@ class Jobs(Collectives):
         shared = job_links.shared_links(loads)
         ops = job_ops(rec.rank_rows, rec.op_meta, ctx.n_ranks)
         entries = job_entries(ops, jobs, ctx.goodput_bps, fair, fair_solo, ctx.spec.fabric.host_link_bps, loads, shared)
+        for e in entries:  # bytes its QPs sent per traffic class (tenants.csv)
+            e["tx_wire_bytes_by_class"] = class_wire_bytes(qps, e["ranks"])
         tenants = tenant_entries(entries)
         run = RunDir(ctx.run_dir)
         run.write_table("jobs", jobs_table(ops, entries, ctx.goodput_bps))
