@@ -6,7 +6,7 @@ whose htb_classes queues, ECN marker and PFC act per class. A tcpdump on that up
 every data packet of job b with DSCP 0 and never CE, job a's with DSCP 26 (some CE-marked), ACKs and CNPs with
 DSCP 48; the uplink's per-class counters (class_queues.csv) hold each job's bytes in its own class, equal to
 what its sender's QPs put on the wire (qps.csv); tenants.csv splits each tenant's bytes by class. One run,
-about 2.5 minutes with set-up on the 2-core machine (10 s of traffic)."""
+about 15 s with set-up on the 2-core machine (5 s of traffic)."""
 from pathlib import Path
 
 import pytest
