@@ -93,7 +93,8 @@ class Recording:
     monitor and departure capture once started; rank_rows: every rank's
     op_done record; op_meta: op_id -> PlannedOp.meta() of each finished
     collective; stats: the agents' final statistics; drops_before/after:
-    testbed.measure.drops.DropSnapshot around the traffic; faults: the fault
+    testbed.measure.drops.DropSnapshot around the traffic; classes_before/after: each switch port's per-class
+    counters around the traffic (testbed.measure.class_queues; None without htb_classes); faults: the fault
     scheduler (started with the traffic); background: the scenario's background flows
     (testbed.emulation.background, started with the traffic, None without them); workload: the run's
     testbed.workloads.base.Workload (it keeps
@@ -116,6 +117,8 @@ class Recording:
     stats: list = field(default_factory=list)
     drops_before: object = None
     drops_after: object = None
+    classes_before: Optional[dict] = None
+    classes_after: Optional[dict] = None
     faults: object = None  # testbed.emulation.faults.FaultScheduler
     background: object = None  # testbed.emulation.background.BackgroundTraffic (scenario ``background``)
     workload: object = None  # testbed.workloads.base.Workload

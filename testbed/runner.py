@@ -66,6 +66,7 @@ from testbed.spec import estimate
 from testbed.measure import capacity_check, timing
 from testbed.measure.capture import captures_for
 from testbed.measure.cpu import CpuIdleMonitor
+from testbed.measure.class_queues import class_counters
 from testbed.measure.drops import DropSnapshot
 from testbed.measure.send_buffer import RunRefused, check_run_send_buffer
 from dataplane.qdisc_sampler import QdiscSampler
@@ -82,6 +83,7 @@ from testbed.results import printing
 from testbed.results.printing import Progress, print_notes
 from testbed.results.rundir import RunDir, check_results_root
 from testbed.run_context import Recording, RunContext
+from testbed.spec.congestion import CLASS_NAMES
 from testbed.spec.rto import run_rto_us
 from testbed.spec.scenario import ScenarioError, ScenarioSpec
 from testbed.tenants import results as tenant_results
@@ -204,6 +206,7 @@ def _measure(ctx: RunContext, fab: Fabric, agents: AgentGroup | None, rec: Recor
     host_ifs = {h.name: fab.host_intfs(h.name) for h in fab.layout.hosts}
     rec.tenants = tenant_results.start(ctx.spec, fab)  # isolation probes, before the counters are read
     rec.drops_before = DropSnapshot.take(host_pids, fab.switch_ports, host_ifs)
+    rec.classes_before = class_counters(fab.switch_ports, fab.queues, CLASS_NAMES)
     rec.departures = timing.DepartureCapture(fab.switch_ports)
     rec.sampler = QdiscSampler(fab.switch_ports, ctx.spec.output.sample_period_ms / 1e3,
                                parent=fab.queues.sampled_parent, on_sample=rec.departures.on_sample)
@@ -216,6 +219,7 @@ def _measure(ctx: RunContext, fab: Fabric, agents: AgentGroup | None, rec: Recor
         with capture, rec.sampler, rec.cpu, rec.departures, rec.faults, rec.background or nullcontext():
             rec.workload.run(ctx, agents, rec, progress)  # signals held back once its traffic is done
         rec.drops_after = DropSnapshot.take(host_pids, fab.switch_ports, host_ifs)
+        rec.classes_after = class_counters(fab.switch_ports, fab.queues, CLASS_NAMES)
         tenant_results.read_counters(rec.tenants, fab)  # the isolation drop flows' counters
         rec.t_measured_ns = unix_ns()
         rec.measured = True

@@ -12,6 +12,8 @@ from testbed.emulation.faults import CSV_COLUMNS as FAULT_COLUMNS
 from testbed.patterns.results import FCT_COLUMNS, RATE_COLUMNS, UPLINK_COLUMNS
 from testbed.results import tables
 from testbed.results.rundir import NotARunDir, RunDir, TableError, read_csv_table
+from testbed.jobs.results import TENANTS_COLUMNS
+from testbed.measure.class_queues import CLASS_QUEUE_COLUMNS
 from testbed.results.schema import TABLES, markdown
 from traffic.protocol import QpCnpLog, QpRateLog
 from traffic.transport.qp import QPCounters
@@ -32,7 +34,8 @@ def test_docs_tables_md_is_generated_from_the_schema():
     ("qp_rates", list(QpRateLog(rank=1, peer=0, qpn=0x10000, channel=0, time_ns=[5], event=["cnp"], stage=[""],
                                 rate_bps=[5e6], target_rate_bps=[1e7], alpha=[1.0]).rows()[0])),
     ("cnp_events", list(QpCnpLog(rank=1, peer=0, qpn=0x20000, channel=0, role="np", time_ns=[5]).rows()[0])),
-    ("qps", ["rank", "peer", "role", "qpn", "udp_sport", "first_psn", "channel",
+    ("class_queues", CLASS_QUEUE_COLUMNS), ("tenants", TENANTS_COLUMNS),
+    ("qps", ["rank", "peer", "role", "qpn", "udp_sport", "first_psn", "channel", "dscp",
              *(f.name for f in dataclasses.fields(QPCounters)), *(f.name for f in dataclasses.fields(ResponderCounters))]),
 ])
 def test_schema_matches_the_columns_the_code_writes(table, columns):

@@ -17,10 +17,11 @@ QP numbers: the requester QP at rank r towards rank q is 0x10000+q, the
 responder QP at rank q for requester r is 0x20000+r; with ``channels`` > 1 each peer has one
 pair per channel, channel c's numbers 0x20000 x c higher (:func:`qpn`). With ``streams`` S > 1 (communicators
 that run concurrently) each stream has its own channels: stream s, channel c is QP slot s x channels + c,
-numbered like a channel of that index. The agent runs each stream's RunOps in a worker thread of its own,
-in the order they arrive, so ops of different streams overlap. A pattern trial (RunFlows) runs in its
-stream's worker too and splits a flow of ``qps`` N over channels 0..N-1 of its stream
-(traffic.patterns.executor). A QP's addresses: the
+numbered like a channel of that index; its data packets carry the stream's TOS byte (``stream_tos``: a job's
+traffic class, DSCP 26 lossless or DSCP 0 lossy; only lossless QPs obey PFC). The agent runs each stream's
+RunOps in a worker thread of its own, in the order they arrive, so ops of different streams overlap. A
+pattern trial (RunFlows) runs in its stream's worker too and splits a flow of ``qps`` N over channels
+0..N-1 of its stream (traffic.patterns.executor). A QP's addresses: the
 scale-up domain inside a server, else scale-out plane c mod planes (traffic.transport.planes). Each QP's UDP source port(s), its
 ECMP entropy, come from the entropy policy ``transport.entropy`` (:mod:`traffic.transport.entropy`;
 ``per_flow``: one port per QP, drawn without repeats from 49152-65535 by a generator seeded
@@ -50,6 +51,7 @@ from traffic.transport.cc import cnp_interval_ns
 from traffic.transport.entropy import entropy_policy
 from traffic.transport.pfc_rx import PfcReceiver
 from traffic.transport.planes import qp_addresses
+from traffic.transport.qp import DATA_TOS
 from traffic.transport.selective import qp_classes
 
 REQ_QPN_BASE = 0x10000
@@ -96,6 +98,10 @@ class Agent:
         self.params = cfg.transport
         self.channels = cfg.channels
         self.streams = cfg.streams
+        if cfg.stream_tos and len(cfg.stream_tos) != cfg.streams:
+            raise ValueError(f"stream_tos lists {len(cfg.stream_tos)} TOS bytes for {cfg.streams} stream(s)")
+        #: TOS byte of each stream's data packets
+        self.stream_tos = list(cfg.stream_tos) or [DATA_TOS] * cfg.streams
         slots = self.channels * self.streams  # queue pairs per peer: every stream's channels
         me = addr[self.rank]
         peers = sorted(set(cfg.peers))
@@ -125,7 +131,8 @@ class Agent:
                 on_error = lambda text, r=self.rank: _send_failed(r, text)  # noqa: E731
                 req = requester_qp(qpn(REQ_QPN_BASE, q, c), qpn(RESP_QPN_BASE, self.rank, c), src, dst,
                                    sport, self.params, first_psn=channel_psn(cfg.seed, self.rank, q, c),
-                                   on_error=on_error, entropy=entropy.for_qp(sport, src, dst), pause=self.pfc)
+                                   on_error=on_error, entropy=entropy.for_qp(sport, src, dst), pause=self.pfc,
+                                   tos=self.stream_tos[c // self.channels])
                 resp = responder_qp(qpn(RESP_QPN_BASE, q, c), qpn(REQ_QPN_BASE, self.rank, c), src, dst,
                                     rport, self.params, first_psn=channel_psn(cfg.seed, q, self.rank, c),
                                     on_error=on_error)
@@ -185,7 +192,8 @@ class Agent:
         each reaction point's arrivals; QP ends with none are left out), times on the run's clock."""
         send = [(c, q, qp) for c, qps in enumerate(self.send_qps) for q, qp in qps.items()]
         reqs = [RequesterQpStats(rank=self.rank, peer=q, qpn=qp.qpn, udp_sport=qp.udp_sport,
-                                 first_psn=qp.first_psn, counters=replace(qp.counters), channel=c)
+                                 first_psn=qp.first_psn, counters=replace(qp.counters), channel=c,
+                                 dscp=qp.tos >> 2)
                 for c, q, qp in send]
         resps = [ResponderQpStats(rank=self.rank, peer=q, qpn=qp.qpn, first_psn=qp.first_psn,
                                   counters=replace(qp.counters), channel=c)

@@ -71,7 +71,8 @@ class AgentConfig:
     ``path_ports``: for an entropy policy that balances its ports over the paths (``spray``), the
     traced ports of each address pair its QPs send on (empty otherwise). ``streams``: communicators
     (testbed.emulation.agents: each stream has its own ``channels`` queue pairs per peer, and its
-    ops run in their own thread, in order)."""
+    ops run in their own thread, in order). ``stream_tos``: the TOS byte of each stream's data packets
+    (a job's traffic class: traffic.transport.qp.class_tos); empty: every stream lossless (DSCP 26, ECT(0))."""
 
     rank: int
     ranks: list[RankAddress]
@@ -81,6 +82,7 @@ class AgentConfig:
     channels: int = 1
     path_ports: list[PathPorts] = dataclasses.field(default_factory=list)
     streams: int = 1
+    stream_tos: list[int] = dataclasses.field(default_factory=list)
 
 
 # -- commands: runner -> agent -------------------------------------------------------------------
@@ -142,7 +144,7 @@ class OpDone:
 @dataclass(frozen=True)
 class RequesterQpStats:
     """Counters of the requester QP of ``rank`` towards ``peer`` on ``channel``; ``udp_sport``: its (first)
-    source port."""
+    source port; ``dscp``: the DSCP of its data packets (its stream's traffic class)."""
 
     rank: int
     peer: int
@@ -151,6 +153,7 @@ class RequesterQpStats:
     first_psn: int
     counters: QPCounters
     channel: int = 0
+    dscp: int = 26
 
 
 @dataclass(frozen=True)
@@ -268,7 +271,8 @@ class Stats:
     def qp_rows(self) -> list[dict]:
         """Rows of qps.csv: requesters then responders, ``role`` naming which, counters flattened."""
         rows = [{"rank": q.rank, "peer": q.peer, "role": "requester", "qpn": q.qpn, "udp_sport": q.udp_sport,
-                 "first_psn": q.first_psn, "channel": q.channel, **asdict(q.counters)} for q in self.requesters]
+                 "first_psn": q.first_psn, "channel": q.channel, "dscp": q.dscp, **asdict(q.counters)}
+                for q in self.requesters]
         rows += [{"rank": q.rank, "peer": q.peer, "role": "responder", "qpn": q.qpn, "first_psn": q.first_psn,
                   "channel": q.channel, **asdict(q.counters)} for q in self.responders]
         return rows

@@ -17,6 +17,7 @@ import threading
 import sys
 import time
 from concurrent.futures import Future
+from typing import Sequence
 
 from testbed.emulation.fabric import HOST_NIC_QUEUE_BYTES, Fabric
 from testbed.emulation.agent_events import AgentEvents
@@ -114,15 +115,18 @@ class AgentGroup(StartStop):
     """Start, drive and stop the agents of a fabric's hosts.
 
     ``peers_of(rank) -> list[int]`` names the ranks each agent needs queue
-    pairs with; ``transport``: every agent's TransportParams (:func:`transport_params`).
+    pairs with; ``transport``: every agent's TransportParams (:func:`transport_params`); ``stream_tos``:
+    the TOS byte of each stream's data packets (a job's traffic class; empty: every stream lossless).
     Messages are those of :mod:`traffic.protocol`.
     """
 
     def __init__(self, fabric: Fabric, transport: TransportParams, seed: int, peers_of, channels: int = 1,
-                 streams: int = 1):
+                 streams: int = 1, stream_tos: Sequence[int] = ()):
         self.fabric = fabric
         self.channels = channels
         self.streams = streams
+        #: TOS byte of each stream's data packets (empty: all lossless; traffic.protocol.AgentConfig.stream_tos)
+        self.stream_tos = list(stream_tos)
         self.transport = transport
         self.seed = seed
         self.peers_of = peers_of
@@ -141,7 +145,8 @@ class AgentGroup(StartStop):
         for h in layout.hosts:
             cfg = AgentConfig(rank=h.rank, ranks=ranks, peers=list(self.peers_of(h.rank)), seed=self.seed,
                               transport=self.transport, channels=self.channels,
-                              path_ports=path_ports.get(h.rank, []), streams=self.streams)
+                              path_ports=path_ports.get(h.rank, []), streams=self.streams,
+                              stream_tos=self.stream_tos)
             cfg_path = run_dir / f"agent-{h.rank}.json"
             cfg_path.write_text(protocol.encode(cfg))
             log = open(run_dir / f"agent-{h.rank}.log", "wb")

@@ -19,6 +19,8 @@ from testbed.jobs.pattern import job_flows, pass_s
 from testbed.jobs.placement import place_jobs, reserved_hosts
 from testbed.plan import PlannedOp, WorkloadPlan, list_places, sweep_ops
 from testbed.spec import estimate
+from testbed.spec.jobs import job_traffic_class
+from traffic.transport.qp import class_tos
 
 
 @dataclass(frozen=True)
@@ -29,7 +31,8 @@ class PlacedJob:
     with ``duration_s``: set by :func:`jobs_plan`); ``duration_s``: stop starting passes after this many
     seconds (None: run every pass); ``workload``: ``sizes``, ``simai`` or ``pattern``; ``replay``: a SimAI
     job's timeline (testbed.simai_plan.ReplayPlan, set by :func:`jobs_plan`) whose fabric ops start at op
-    ``first_op``; ``flows``: a pattern job's flows (one stream: ``n_streams`` 1, no op)."""
+    ``first_op``; ``flows``: a pattern job's flows (one stream: ``n_streams`` 1, no op); ``traffic_class``:
+    lossless or lossy (its own, else its tenant's: testbed.spec.jobs.job_traffic_class), on all its streams."""
 
     name: str
     tenant: str
@@ -74,17 +77,17 @@ def placed_jobs(spec) -> tuple[PlacedJob, ...]:
         ranks = tuple(rank_of[h] for h in hosts[j.name])
         if j.workload.simai is not None:  # its passes with duration_s need the file: jobs_plan
             out.append(PlacedJob(j.name, j.tenant, hosts[j.name], ranks, j.placement_policy, j.start_s,
-                                 j.traffic_class, k, j.iterations or 1, j.duration_s, "simai"))
+                                 job_traffic_class(spec, j), k, j.iterations or 1, j.duration_s, "simai"))
             continue
         if j.workload.pattern is not None:
             flows = tuple(job_flows(spec, k, hosts[j.name], layout))
             out.append(PlacedJob(j.name, j.tenant, hosts[j.name], ranks, j.placement_policy, j.start_s,
-                                 j.traffic_class, k, j.passes(pass_s(spec, list(flows))), j.duration_s,
+                                 job_traffic_class(spec, j), k, j.passes(pass_s(spec, list(flows))), j.duration_s,
                                  "pattern", flows=flows))
             continue
         one, _ = sweep_ops(j.workload, ranks, warmup=False)
         out.append(PlacedJob(j.name, j.tenant, hosts[j.name], ranks, j.placement_policy, j.start_s,
-                             j.traffic_class, k, j.passes(pass_estimate_s(spec, one)), j.duration_s))
+                             job_traffic_class(spec, j), k, j.passes(pass_estimate_s(spec, one)), j.duration_s))
     return tuple(out)
 
 
@@ -142,12 +145,25 @@ def jobs_plan(spec) -> tuple[WorkloadPlan, tuple[PlacedJob, ...]]:
                                iteration=op.iteration + (0 if op.warmup else p * js.workload.iterations))
                        for op in pass_ops)
         notes.append(f"job {j.name} (tenant {j.tenant}): {len(j.hosts)} ranks on {', '.join(j.hosts)} "
-                     f"({j.placement}), starts at {j.start_s:g} s, {j.passes} pass(es)"
+                     f"({j.placement}), starts at {j.start_s:g} s, {j.passes} pass(es), traffic class "
+                     f"{j.traffic_class} (DSCP {class_tos(j.traffic_class) >> 2})"
                      + (f", stops starting passes after {j.duration_s:g} s" if j.duration_s else ""))
         if cut_all:
             notes.append(f"jobs.{k}.workload.max_bytes_per_size = {js.workload.max_bytes_per_size} B cuts "
                          f"the larger sizes' iterations (size: iterations run): {list_places(cut_all)}")
+    lossy = [j.name for j in jobs if j.traffic_class == "lossy"]
+    if lossy and spec.fabric.queue_backend != "htb_classes":
+        notes.append(f"fabric.queue_backend {spec.fabric.queue_backend} has one queue per port: the lossy class of "
+                     f"job(s) {', '.join(lossy)} is only a DSCP marking (htb_classes queues it apart)")
     return WorkloadPlan(tuple(ops), tuple(notes)), tuple(jobs)
+
+
+def stream_tos(jobs: tuple[PlacedJob, ...], streams: int) -> list[int]:
+    """The TOS byte of each of ``streams`` streams' data packets (traffic.protocol.AgentConfig.stream_tos): the
+    class of the job holding that stream (each of a SimAI job's ``n_streams``; traffic.transport.qp.class_tos),
+    lossless for a stream no job holds."""
+    by_stream = {s: class_tos(j.traffic_class) for j in jobs for s in range(j.stream, j.stream + j.n_streams)}
+    return [by_stream.get(s, class_tos("lossless")) for s in range(streams)]
 
 
 def tenant_hosts(spec) -> dict[str, tuple[str, ...]]:

@@ -13,7 +13,9 @@
   ``iteration_s`` their mean; its entry holds the replay's ``replay`` block (per-group communication
   and busy time, streams, stages, steps: the figures a single SimAI run gives under summary.json
   ``replay``); a pattern job's first pass's start to its last pass's last ACK.
-- tenants.csv: one row per tenant: its jobs, hosts, ops, mean busbw ratio over its jobs, longest JCT.
+- tenants.csv: one row per tenant: its jobs, hosts, ops, mean busbw ratio over its jobs, longest JCT, and the
+  bytes its jobs' requester QPs put on the wire per traffic class (qps.csv ``tx_wire_bytes`` by the QP's
+  ``dscp``: 26 lossless, 0 lossy; :func:`class_wire_bytes`).
 - summary.json ``jobs``: ``jobs`` (one entry per job), ``tenants``, ``shared_links`` (link -> the jobs
   whose paths may cross it) and ``fair_share_model``.
 """
@@ -24,6 +26,10 @@ import math
 import pandas as pd
 
 from testbed.results import tables
+from traffic.transport.qp import CLASS_TOS
+
+#: DSCP of a traffic class's data packets -> the class (traffic.transport.qp.CLASS_TOS)
+CLASS_OF_DSCP = {tos >> 2: name for name, tos in CLASS_TOS.items()}
 
 #: the printed name of the fair-share model (testbed.jobs.links)
 FAIR_SHARE_MODEL = ("progressive filling over the links each job's flows cross, flows split evenly over equal "
@@ -90,6 +96,20 @@ def job_entries(ops: pd.DataFrame, jobs, goodput_bps: float, fair: dict[str, flo
     return out
 
 
+def class_wire_bytes(qps: pd.DataFrame, ranks) -> dict[str, int]:
+    """Traffic class -> bytes the requester QPs of ``ranks`` put on the wire (qps.csv ``tx_wire_bytes``,
+    retransmissions and headers included), by each QP's ``dscp`` (:data:`CLASS_OF_DSCP`; another DSCP is
+    named ``dscp<N>``). Every class of CLASS_TOS is present (0 when none). {} without QP records."""
+    if qps is None or not len(qps) or "dscp" not in qps.columns:
+        return {}
+    req = qps[(qps["role"] == "requester") & qps["rank"].isin(list(ranks))]
+    out = dict.fromkeys(CLASS_TOS, 0)
+    for dscp, g in req.groupby("dscp"):
+        name = CLASS_OF_DSCP.get(int(dscp), f"dscp{int(dscp)}")
+        out[name] = out.get(name, 0) + int(g["tx_wire_bytes"].sum())
+    return out
+
+
 def jobs_table(ops: pd.DataFrame, entries: list[dict], goodput_bps: float) -> pd.DataFrame:
     """jobs.csv (module docstring): one row per job, group, collective and size over the job's timed ops; one
     row per pattern job (its passes: ``size_bytes`` the bytes of one pass, ``time_us`` the mean pass time, its
@@ -127,16 +147,20 @@ JOBS_COLUMNS = ["job", "tenant", "hosts", "n_ranks", "placement", "traffic_class
                 "fair_busbw_ratio", *PATTERN_FIGURES]
 #: the columns that name one jobs.csv row (the solo figures join on them, testbed.jobs.solo)
 JOBS_ROW_KEY = ["job", "group", "collective", "size_bytes"]
-TENANTS_COLUMNS = ["tenant", "n_jobs", "n_hosts", "ops", "busbw_ratio_mean", "jct_max_s"]
+TENANTS_COLUMNS = ["tenant", "n_jobs", "n_hosts", "ops", "busbw_ratio_mean", "jct_max_s"] + [
+    f"{c}_tx_wire_bytes" for c in CLASS_TOS]
 
 
 def tenant_entries(entries: list[dict]) -> list[dict]:
     """summary.json's ``jobs.tenants`` / tenants.csv rows: per tenant (first-seen order) its jobs, hosts, timed
-    ops, mean busbw ratio over its jobs and longest JCT; with solo figures, its largest JCT slowdown."""
+    ops, mean busbw ratio over its jobs and longest JCT; with solo figures, its largest JCT slowdown; with the
+    jobs' ``tx_wire_bytes_by_class`` (:func:`class_wire_bytes`), ``<class>_tx_wire_bytes`` summed over its jobs."""
     out: dict[str, dict] = {}
     for e in entries:
         t = out.setdefault(e["tenant"], {"tenant": e["tenant"], "jobs": [], "n_hosts": 0, "ops": 0,
-                                         "_ratios": [], "_jcts": [], "_slow": []})
+                                         "_ratios": [], "_jcts": [], "_slow": [], "_bytes": {}})
+        for c, b in (e.get("tx_wire_bytes_by_class") or {}).items():
+            t["_bytes"][c] = t["_bytes"].get(c, 0) + b
         t["jobs"].append(e["name"])
         t["n_hosts"] += len(e["hosts"])
         t["ops"] += e["timed_ops"]
@@ -151,6 +175,7 @@ def tenant_entries(entries: list[dict]) -> list[dict]:
         row = {"tenant": t["tenant"], "jobs": t["jobs"], "n_jobs": len(t["jobs"]), "n_hosts": t["n_hosts"],
                "ops": t["ops"], "busbw_ratio_mean": sum(t["_ratios"]) / len(t["_ratios"]) if t["_ratios"] else None,
                "jct_max_s": max(t["_jcts"]) if t["_jcts"] else None}
+        row.update({f"{c}_tx_wire_bytes": b for c, b in t["_bytes"].items()})
         if t["_slow"]:
             row["jct_slowdown_max"] = max(t["_slow"])
         rows.append(row)

@@ -153,7 +153,8 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     qpn               int   queue pair number
     udp_sport         float UDP source port of the requester (RoCEv2 entropy); NaN for responders
     first_psn         int   first packet sequence number
-    channel           int   channel (ring) the QP carries
+    channel           int   channel (ring) the QP carries: QP slot stream x channels + channel (a jobs run: stream = the job's index)
+    dscp              float DSCP of the requester's data packets: 26 lossless, 0 lossy (the job's traffic class); NaN for responders
     tx_pkts           float data packets sent, retransmissions included (requester)
     tx_wire_bytes     float bytes sent on the wire (requester)
     retx_pkts         float packets retransmitted (requester)
@@ -303,6 +304,16 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     _table("lossless_queues", "the congestion loop's samples of every switch port's lossless class",
            "runs with congestion.ecn or congestion.pfc",
            _QUEUE_SAMPLE + "class str traffic class (lossless)\n" + _QUEUE_COUNTERS),
+    _table("class_queues", "per switch port and traffic class: what the class's egress queue sent and dropped "
+           "during the traffic (testbed.measure.class_queues)",
+           "runs with fabric.queue_backend htb_classes", """
+    port       str   switch port: interface name with the run id
+    class      str   traffic class: control, lossless or lossy
+    dscp       str   the DSCPs the class takes: 48, 26, or other (lossy: everything else, a lossy job's DSCP 0 included)
+    tx_bytes   int   bytes the class's queue sent during the traffic (frames without FCS)
+    tx_pkts    int   packets it sent
+    drops_pkts int   packets it tail-dropped (its buffer full)
+"""),
     _table("ecn_marking", "every change of a port's ECN marking probability",
            "runs with congestion.ecn", """
     time_ns     int   time of the change, Unix ns
@@ -413,7 +424,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     hosts               str   the job's hosts in rank order, space-separated
     n_ranks             int   ranks of the job
     placement           str   packed, spread, random or explicit (a hosts list)
-    traffic_class       str   the job's traffic class (lossless or lossy)
+    traffic_class       str   the job's traffic class: lossless (data DSCP 26) or lossy (DSCP 0); its own, else its tenant's
     start_s             float when the job started, s after the traffic began
     workload            str   sizes (a collective size sweep), simai (a SimAI/AICB whole-job replay) or pattern (a traffic pattern: one row, size_bytes its pass's bytes, ops its passes, time_us its mean pass time, no busbw)
     group               str   the ops' group: the job's name for a sweep or pattern job, the SimAI scope (TP, DP, EP, DP_EP, PP)
@@ -444,6 +455,8 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     ops                 int   timed operations of its jobs
     busbw_ratio_mean    float mean of its jobs' busbw ratios (mean over each job's timed ops)
     jct_max_s           float its longest job completion time, s
+    lossless_tx_wire_bytes float bytes its jobs' requester QPs sent on the wire with DSCP 26 (lossless class), retransmissions and headers included (qps.csv tx_wire_bytes by dscp)
+    lossy_tx_wire_bytes    float the same with DSCP 0 (lossy class)
     jct_slowdown_max?   float its jobs' largest JCT slowdown against their solo runs
 """, when="runs with --solo or --solo-from"),
 )}

@@ -24,7 +24,7 @@ import logging
 import sys
 from dataclasses import dataclass
 
-from testbed.results.congestion import congestion_block
+from testbed.results.congestion import congestion_block, traffic_classes_block
 from testbed import signals
 from testbed.measure import timing
 from testbed.measure.judge import judge_controller, judge_run
@@ -233,6 +233,9 @@ def _write_results_now(ctx: RunContext, rec: Recording) -> Written:
     }
     if faults is not None:
         summary["faults"] = faults
+    classes = traffic_classes_block(ctx.run_dir, rec.classes_before, rec.classes_after)
+    if classes is not None:
+        summary["traffic_classes"] = classes
     if background is not None:
         summary["background"] = background
     pfc_hosts = pfc_hosts_block(rec.stats, [h.name for h in rec.fab.layout.hosts])

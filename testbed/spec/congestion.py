@@ -3,7 +3,8 @@
 Every switch egress has three classes when ``fabric.queue_backend`` is
 ``htb_classes`` (:mod:`dataplane.queues.htb_classes`): ``control``
 (DSCP 48: CNPs and ACKs, strict priority), ``lossless`` (DSCP 26, RoCE
-priority 3) and ``lossy`` (everything else). Their buffers default to
+priority 3) and ``lossy`` (everything else: the RoCE data of a job of traffic class ``lossy``, DSCP 0,
+testbed.spec.jobs, and background traffic). Their buffers default to
 ``fabric.buffer_bytes`` each. ``ecn`` switches on RED-curve marking of ECT
 packets of the lossless class (:mod:`dataplane.ecn_policy`); thresholds
 in bytes, in packets of one full frame (``fabric.mtu_bytes + 14``), or in fractions of the
@@ -27,13 +28,18 @@ from pydantic import Field, PrivateAttr, StrictBool, create_model, model_validat
 
 from testbed.spec.pfc_watchdog import WatchdogSpec
 from testbed.spec.units import Count, SizeBytes, SpecModel
+from traffic import wire
 from traffic.transport import ACK_FRAME_BYTES
 
 #: DSCP of the classes (RoCE deployments: CNP 48, RoCE data 26 = priority 3)
 DSCP_CONTROL = 48
 DSCP_LOSSLESS = 26
+#: DSCP of a lossy job's RoCE data (CS0, best effort: traffic.wire.DSCP_LOSSY); the lossy class takes it
+DSCP_LOSSY = wire.DSCP_LOSSY
 #: class names in priority order (0 is served first); the lossy class takes every other DSCP
 CLASS_NAMES = ("control", "lossless", "lossy")
+#: the DSCPs each class takes, as text (class_queues.csv ``dscp``)
+CLASS_DSCP_TEXT = {"control": str(DSCP_CONTROL), "lossless": str(DSCP_LOSSLESS), "lossy": "other"}
 #: units a threshold may be given in
 THRESHOLD_UNITS = ("bytes", "pkts", "bdp")
 

@@ -10,7 +10,7 @@ never both. Each job::
         placement: packed          # packed (leaf by leaf) | spread (round robin over leaves) | random (seeded)
         workload: {sizes: {min_bytes: 256KiB, max_bytes: 256KiB}, iterations: 4, warmup_iterations: 1}
         start_s: 0                 # seconds after the traffic starts
-        traffic_class: lossless    # carried in the tables (lossless | lossy); every RoCE packet is lossless today
+        traffic_class: lossy       # lossless (DSCP 26) | lossy (DSCP 0); default: the tenant's, else lossless
         iterations: 1              # passes over the job's workload (or duration_s: repeat until then)
 
 Hosts are never shared between jobs: each job's agents run its collectives on its own hosts, as a
@@ -21,6 +21,13 @@ hosts, testbed.jobs.simai; the file's all_gpus must be the job's ranks or a mult
 when the scenario is loaded) or a traffic pattern (``workload.pattern``, testbed.jobs.pattern: its hosts
 are the job's, pattern rank i = the job's i-th host; ``trials`` and the sweep's keys are refused there);
 ``workload.chakra`` is refused, and so is ``workload.ranks`` (the job's ``ranks`` or ``hosts`` say it).
+
+A job's traffic class (:func:`job_traffic_class`: its own ``traffic_class``, else its tenant's
+``tenants.<name>.traffic_class``, else lossless) sets the DSCP of its RoCE data packets, on its own streams'
+queue pairs (traffic.transport.qp.CLASS_TOS): lossless DSCP 26, lossy DSCP 0 (CS0, best effort), both ECT(0);
+ACKs, NAKs and CNPs stay in the control class (DSCP 48). With ``fabric.queue_backend: htb_classes`` the
+switches queue the two in different classes (ECN marking and PFC act on the lossless class only; a lossy QP
+also ignores PFC frames at its NIC); with a single FIFO queue backend the class is only a DSCP marking.
 """
 from __future__ import annotations
 
@@ -58,8 +65,8 @@ class JobSpec(SpecModel):
     workload: WorkloadSpec
     #: seconds after the traffic starts
     start_s: float = Field(0.0, ge=0, le=3600, allow_inf_nan=False)
-    #: carried into the tables (every RoCE packet is in the lossless class today)
-    traffic_class: Literal["lossless", "lossy"] = "lossless"
+    #: DSCP of the job's RoCE data packets: lossless 26, lossy 0 (None: its tenant's class, else lossless)
+    traffic_class: Optional[Literal["lossless", "lossy"]] = None
     #: passes over the workload (default 1; warm-ups in the first only)
     iterations: Optional[Count] = Field(None, ge=1, le=MAX_PASSES)
     #: repeat passes, starting none after this many seconds since the job's start
@@ -116,6 +123,15 @@ def jobs_channels(jobs) -> int:
     a flow of theirs uses (``workload.pattern.qps``). A pattern job's flows must fit it."""
     sweeps = [j.workload.channels for j in jobs if j.workload.pattern is None]
     return sweeps[0] if sweeps else max(j.workload.pattern.max_qps for j in jobs)
+
+
+def job_traffic_class(spec, job: JobSpec) -> str:
+    """The class of ``job`` in scenario ``spec``: its ``traffic_class``, else its tenant's
+    (``tenants.<tenant>.traffic_class``), else ``lossless``; one of :data:`JOB_TRAFFIC_CLASSES`."""
+    if job.traffic_class is not None:
+        return job.traffic_class
+    tenant = spec.tenants.get(job.tenant)
+    return (tenant.traffic_class if tenant is not None else None) or "lossless"
 
 
 def check_jobs(spec) -> None:

@@ -4,7 +4,7 @@ Scenario keys (all optional, top level)::
 
     tenants:                     # tenant name -> its hosts (names as in faults: h1.. hN)
       alpha: {hosts: [h1, h2, h3, h4]}
-      beta:  {hosts: [h5]}
+      beta:  {hosts: [h5], traffic_class: lossy}   # default class of beta's jobs (a job's own wins)
     shared_hosts: [h6]           # hosts every tenant may reach (a storage server); in no tenant
     isolation: on                # on | off (true | false); default on when tenants are given
 
@@ -44,9 +44,12 @@ Isolation = Union[bool, Literal["on", "off"]]
 
 
 class TenantSpec(SpecModel):
-    """One tenant: its hosts (short names, ``h1``..)."""
+    """One tenant: its hosts (short names, ``h1``..) and the default traffic class of its jobs (``lossless``
+    or ``lossy``: the DSCP of their RoCE data packets, testbed.spec.jobs; a job's own ``traffic_class`` wins)."""
 
     hosts: tuple[str, ...] = Field(..., min_length=1)
+    #: default ``traffic_class`` of the tenant's jobs (None: lossless); only with a ``jobs`` list
+    traffic_class: Optional[Literal["lossless", "lossy"]] = None
 
 
 @dataclass(frozen=True)
@@ -193,6 +196,12 @@ def check_tenants(spec) -> None:
     Raises ValueError (its message starts with the key path) for the scenario's error collector."""
     if not (spec.tenants or spec.shared_hosts or spec.isolation is not None):
         return
+    if not spec.jobs:
+        for name, t in spec.tenants.items():
+            if t.traffic_class is not None:
+                raise ValueError(f"tenants.{name}.traffic_class: a tenant's traffic class is the default of its "
+                                 f"jobs, and this scenario has no jobs list (one workload, always lossless); give "
+                                 f"the jobs under `jobs:` or leave traffic_class out")
     try:
         tenant_map(spec)
     except ScenarioError as e:

@@ -12,11 +12,11 @@ from typing import Iterator, Optional
 from testbed import signals
 from testbed.emulation.agents import AgentGroup, taking_part
 from testbed.jobs import links as job_links
-from testbed.jobs.plan import PlacedJob, jobs_plan, pass_estimate_s
+from testbed.jobs.plan import PlacedJob, jobs_plan, pass_estimate_s, stream_tos
 from testbed.jobs.pattern import fct_rows, figures as pattern_figures, flows_ranks, host_pair_bytes
 from testbed.jobs.pattern import pass_s as pattern_pass_s
-from testbed.jobs.results import (FAIR_SHARE_MODEL, format_jobs, job_entries, job_ops, jobs_table, replay_lines,
-                                  tenant_entries, tenants_table)
+from testbed.jobs.results import (FAIR_SHARE_MODEL, class_wire_bytes, format_jobs, job_entries, job_ops, jobs_table,
+                                  replay_lines, tenant_entries, tenants_table)
 from testbed.patterns.driver import PASS_AHEAD_S, PatternRun
 from testbed.patterns.plan import flows_fan_in, pattern_peers
 from testbed.plan import PlannedOp, WorkloadPlan, plan_peers
@@ -97,13 +97,15 @@ class Jobs(Collectives):
 
     @contextmanager
     def session(self, ctx, fab) -> Iterator[AgentGroup]:
-        """One agent per host, QPs to its peers (:meth:`peers`) on every job's stream; each pattern job's
-        flows on ``fab`` (testbed.patterns.driver.PatternRun, in :attr:`patterns`)."""
+        """One agent per host, QPs to its peers (:meth:`peers`) on every job's stream, each stream's data packets
+        with its job's DSCP (testbed.jobs.plan.stream_tos); each pattern job's flows on ``fab``
+        (testbed.patterns.driver.PatternRun, in :attr:`patterns`)."""
         peers = self.peers(ctx.ops_plan)
+        streams = self.streams(ctx.ops_plan)
         self.patterns = {j.name: PatternRun(ctx, fab, js.workload.pattern, list(j.flows))
                          for j, js in zip(self._placed(), ctx.spec.jobs) if j.flows}
         with AgentGroup(fab, ctx.transport, ctx.spec.seed, lambda r: peers.get(r, []),
-                        jobs_channels(ctx.spec.jobs), self.streams(ctx.ops_plan)) as agents:
+                        jobs_channels(ctx.spec.jobs), streams, stream_tos(self._placed(), streams)) as agents:
             yield agents
 
     def run_ops(self, ctx, agents: AgentGroup, rec, progress) -> None:
@@ -207,8 +209,8 @@ class Jobs(Collectives):
             raise errors[0]
 
     def add_results(self, ctx, rec, summary: dict, qps, ports, faults) -> None:
-        """jobs.csv, tenants.csv and summary.json's ``jobs`` block (testbed.jobs.results; a SimAI job's entry
-        holds its ``replay`` block)."""
+        """jobs.csv, tenants.csv (with each tenant's bytes per traffic class from ``qps``) and summary.json's
+        ``jobs`` block (testbed.jobs.results; a SimAI job's entry holds its ``replay`` block)."""
         from testbed.results.rundir import RunDir
 
         jobs = self._placed()
@@ -224,6 +226,8 @@ class Jobs(Collectives):
         patterns = {name: pattern_figures(r) for name, r in self.patterns.items()}
         entries = job_entries(ops, jobs, ctx.goodput_bps, fair, fair_solo, ctx.spec.fabric.host_link_bps, loads, shared,
                               replays=self.replays, patterns=patterns)
+        for e in entries:  # bytes its QPs sent per traffic class (tenants.csv)
+            e["tx_wire_bytes_by_class"] = class_wire_bytes(qps, e["ranks"])
         tenants = tenant_entries(entries)
         run = RunDir(ctx.run_dir)
         run.write_table("jobs", jobs_table(ops, entries, ctx.goodput_bps))

@@ -15,7 +15,8 @@ The host's :class:`~traffic.transport.endpoint.Endpoint` receives for every QP a
   transmission) from the oldest unacknowledged PSN (``transport.loss_recovery: go_back_n``; selective
   repeat: :mod:`traffic.transport.selective`). Each requester QP sends from the UDP source
   port(s) its entropy policy gives (:mod:`traffic.transport.entropy`), at the pace its congestion
-  control allows (:mod:`traffic.transport.cc`). Data packets carry DSCP 26 with ECT(0).
+  control allows (:mod:`traffic.transport.cc`). Data packets carry the TOS of the QP's traffic class
+  (:data:`CLASS_TOS`): DSCP 26 (lossless, the default) or DSCP 0 (lossy), both with ECT(0).
 - :class:`ResponderQP` (receive side): accepts only the expected PSN, sends one
   NAK (PSN sequence error, AETH syndrome 0x60) per gap, drops out-of-order and
   duplicate packets (re-acknowledging duplicates that ask for an ACK), and
@@ -55,7 +56,23 @@ PSN_MASK = 0xFFFFFF
 HALF_PSN = 1 << 23
 MSG_HDR = wire.PAYLOAD_TAG  # (message sequence, packet index) at the start of each payload
 DATA_TOS = wire.TOS_DATA  # DSCP 26, ECT(0)
+LOSSY_TOS = wire.TOS_LOSSY  # DSCP 0, ECT(0)
+#: TOS byte of a traffic class's RoCE data packets (testbed.spec.congestion: control 48, lossless 26, lossy the rest)
+CLASS_TOS = {"lossless": DATA_TOS, "lossy": LOSSY_TOS}
 ACK_TOS = wire.DSCP_CNP << 2  # 0xc0: DSCP 48, Not-ECT: ACKs ride the control class with CNPs (htb_classes)
+
+
+def class_tos(traffic_class: str) -> int:
+    """TOS byte of ``traffic_class``'s data packets (:data:`CLASS_TOS`). ValueError naming the allowed classes."""
+    try:
+        return CLASS_TOS[traffic_class]
+    except KeyError:
+        raise ValueError(f"traffic class {traffic_class!r}: allowed {' | '.join(CLASS_TOS)}") from None
+
+
+def is_lossless_tos(tos: int) -> bool:
+    """Whether a data packet with TOS byte ``tos`` is in the lossless class (DSCP 26), the class PFC pauses."""
+    return tos >> 2 == wire.DSCP_DATA
 
 
 def initial_psn(seed, requester: object, responder: object) -> int:
@@ -118,7 +135,9 @@ class RequesterQP:
     (``next_send_ns``) it waits for before each packet; ``pause``: the NIC's PFC state
     (:class:`traffic.transport.pfc_rx.PfcReceiver`, ``paused_until_ns(now_ns)``), asked before
     each packet: while the lossless class is paused the QP sends nothing (its owner notifies
-    ``cond`` when a frame changes the pause).
+    ``cond`` when a frame changes the pause). ``tos``: the TOS byte of its data packets (default
+    DSCP 26 with ECT(0), the lossless class; :func:`class_tos`); a QP outside the lossless class ignores
+    ``pause`` (PFC pauses the lossless priority only).
 
     :attr:`cnp_rx`: the arrival time of every CNP for this QP (its reaction point's record,
     ``time.monotonic_ns()`` read as the QP takes the CNP, the time its congestion control is
@@ -130,7 +149,8 @@ class RequesterQP:
 
     def __init__(self, qpn: int, dest_qpn: int, src_ip: str, dst_ip: str, sport: int,
                  params: TransportParams, first_psn: int = 0, on_error=None,
-                 entropy: QpEntropy | None = None, cc: CongestionControl | None = None, pause=None):
+                 entropy: QpEntropy | None = None, cc: CongestionControl | None = None, pause=None,
+                 tos: int = DATA_TOS):
         if not 0 <= first_psn <= PSN_MASK:
             raise ValueError(f"first_psn={first_psn}: a PSN is 24 bits, allowed 0..{PSN_MASK}")
         self.first_psn = first_psn
@@ -144,18 +164,20 @@ class RequesterQP:
         self.cnp_rx = TimeLog()
         self.cc = cc if cc is not None else for_transport(params)
         self.entropy = entropy if entropy is not None else QpEntropy([sport])
-        self.pause = pause
+        self.tos = tos
+        self.pause = pause if is_lossless_tos(tos) else None
         #: one packet builder per source port of the entropy policy; one UDP socket for one port (per
         #: flow), else one raw socket sending the builders' IP packets (the port chosen per packet)
         if len(self.entropy.ports) == 1:
-            self.socks = [rdma_socket(src_ip, self.entropy.ports[0], DATA_TOS, params.sndbuf_bytes)]
+            self.socks = [rdma_socket(src_ip, self.entropy.ports[0], tos, params.sndbuf_bytes)]
             ports = [self.socks[0].getsockname()[1]]  # port 0 = any: the builder needs the bound one
         else:
             self.socks = [rdma_raw_socket(params.sndbuf_bytes)]
             ports = self.entropy.ports
         self.sock = self.socks[0]
         self.udp_sport = ports[0]
-        self.builders = [wire.DataPacketBuilder(src_ip, dst_ip, port, params.payload_bytes) for port in ports]
+        self.builders = [wire.DataPacketBuilder(src_ip, dst_ip, port, params.payload_bytes, tos=tos)
+                         for port in ports]
         self.builder = self.builders[0]
         #: the QP's lock and its condition; the hot paths hold ``_lock`` itself (a C-level ``with``, where
         #: ``with cond`` runs two Python-level calls), the same lock as ``cond``'s

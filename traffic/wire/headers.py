@@ -60,6 +60,10 @@ ECN_CE = 0b11
 
 DSCP_DATA = 26                  #: RoCE data class (lossless priority 3 in our scenarios)
 TOS_DATA = (DSCP_DATA << 2) | ECN_ECT0     #: 0x6a: DSCP 26, ECT(0)
+#: RoCE data of the lossy (best-effort) class: DSCP 0 (CS0, the default PHB of RFC 2474), which RNICs in
+#: ``trust dscp`` mode map to priority 0, the priority left without PFC; ECT(0) as every RoCE data packet
+DSCP_LOSSY = 0
+TOS_LOSSY = (DSCP_LOSSY << 2) | ECN_ECT0   #: 0x02: DSCP 0, ECT(0)
 DSCP_CNP = 48
 TOS_CNP = (DSCP_CNP << 2) | ECN_ECT0       #: 0xc2: DSCP 48, ECT(0)
 TTL_DEFAULT = 64
