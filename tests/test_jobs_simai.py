@@ -288,3 +288,18 @@ def test_one_jobs_csv_holds_the_sweep_simai_and_pattern_rows_and_solo_joins_each
     assert got.loc[("t", "DP"), "jct_slowdown"] == pytest.approx(2.0) and got.loc[("s", "s"), "busbw_slowdown"] == 1.0
     assert got.loc[("p", "p"), "fct_p99_slowdown"] == pytest.approx(2.0)
     assert got.loc[("p", "p"), "solo_jct_s"] == pytest.approx(fig["jct_s"] * 0.5)
+
+
+def test_every_stream_of_a_simai_job_carries_its_traffic_class():
+    """A SimAI job has one stream per communicator: its class's DSCP must reach each, not only the first."""
+    from testbed.jobs.plan import jobs_plan, stream_tos
+    from traffic.transport.qp import class_tos
+
+    spec = load_scenario(REPO / "scenarios" / "jobs_simai_sweep.yaml")
+    train, sweep = spec.jobs
+    spec = spec.model_copy(update={"jobs": (train.model_copy(update={"traffic_class": "lossy"}), sweep)})
+    _, jobs = jobs_plan(spec)
+    streams = max(j.stream + j.n_streams for j in jobs)
+    assert [j.n_streams for j in jobs] == [2, 1] and streams == 3
+    assert stream_tos(jobs, streams) == [class_tos("lossy"), class_tos("lossy"), class_tos("lossless")]
+    assert class_tos("lossy") >> 2 == 0 and class_tos("lossless") >> 2 == 26
