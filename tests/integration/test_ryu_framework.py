@@ -102,11 +102,15 @@ model.save(spine_leaf.build(rid, spines=1, leaves=2, hosts_per_leaf=1), run_dir 
 spec = parse_scenario({"workload": {"sizes": {"min_bytes": 65536, "max_bytes": 65536}}})
 proc = ControllerProcess(run_dir, controller_settings(spec, rid, run_dir), framework="ryu").start()
 print(proc.proc.pid, flush=True)
+# a hung controller: stopped, its parent watch (controllers/parent_watch.py) cannot end it
+os.kill(proc.proc.pid, signal.SIGSTOP)
 os.kill(os.getpid(), signal.SIGKILL)  # the testbed dies; its ryu-manager (own session) lives on
 """
 
 
 def test_clean_removes_an_orphaned_ryu_manager(tmp_path):
+    """A live controller ends itself within a second of its testbed's death (parent watch, C06); a hung
+    one (here SIGSTOPped, so it cannot) is left for ``testbed clean``, which must find and end it."""
     rid = new_run_id()
     res = subprocess.run([sys.executable, "-c", ORPHAN, rid, str(tmp_path)], capture_output=True, text=True,
                          timeout=60)
