@@ -15,7 +15,7 @@ import pandas as pd
 
 from testbed.measure.pfc_paused import paused_windows
 from testbed.report.figure import NOT_RECORDED, Plot, absent, new_figure, rendered
-from testbed.report.data import rows, t_s, port_label, host_name
+from testbed.report.data import host_name, lacking, port_label, rows, t_s
 from testbed.results.rundir import RunDir
 
 #: most ports drawn with their own marking-probability line
@@ -28,17 +28,18 @@ def congestion_plot(run: RunDir) -> Plot:
     marks, rates, pfc = rows(run, "ecn_marking"), rows(run, "qp_rates"), rows(run, "pfc_events")
     cnps = rates[rates["event"] == "cnp"] if rates is not None and "event" in rates else None
     pauses = pfc[pfc["event"].isin(["pause", "resume"])] if pfc is not None and "event" in pfc else None
-    panels, lacking = [], []
-    for name, table, draw, why in (
-            ("marks", marks, _marks, "no ECN marking (congestion.ecn off)"),
-            ("CNPs", cnps, _cnps, "no CNP received (no DCQCN, or no mark)"),
-            ("pauses", pauses, _pauses, "no PFC pause (congestion.pfc off, or no queue reached Xoff)")):
+    panels, missing = [], []
+    for name, table, draw, src, off, none in (
+            ("marks", marks, _marks, "ecn_marking", "no ECN marking: congestion.ecn off", "no port marked"),
+            ("CNPs", cnps, _cnps, "qp_rates", "no DCQCN", "no CNP received (no mark reached a DCQCN sender)"),
+            ("pauses", pauses, _pauses, "pfc_events", "no PFC: congestion.pfc off",
+             "no PFC pause (no queue reached Xoff)")):
         if table is not None and len(table):
             panels.append((draw, table))
         else:
-            lacking.append(f"{name}: {why}")
+            missing.append(f"{name}: " + (lacking(run, src, absent=off) or f"{src}.csv: {none}"))
     if not panels:
-        return absent(key, title, "no congestion handling recorded (" + "; ".join(lacking) + ")")
+        return absent(key, title, "no congestion handling recorded (" + "; ".join(missing) + ")")
     if pauses is not None and len(pauses):
         panels.append((_paused_time, pauses))
     end_s = _end_s(run)
@@ -50,8 +51,8 @@ def congestion_plot(run: RunDir) -> Plot:
     axes[-1].set_xlabel("time since the first traffic (s)")
     fig.suptitle(title)
     caption = "ecn_marking.csv, qp_rates.csv (event cnp), pfc_events.csv (pause/resume)."
-    if lacking:
-        caption += " " + "; ".join(NOT_RECORDED + x for x in lacking) + "."
+    if missing:
+        caption += " " + "; ".join(NOT_RECORDED + x for x in missing) + "."
     return rendered(key, title, fig, caption)
 
 

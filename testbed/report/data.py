@@ -14,9 +14,30 @@ from testbed.results.rundir import RunDir
 
 
 def rows(run: RunDir, name: str) -> pd.DataFrame | None:
-    """Table ``name`` of ``run``; None when the run did not record it or it has no rows (nothing to draw)."""
-    df = run.table(name)
+    """Table ``name`` of ``run``; None when there is nothing to draw: the run did not record it, its file
+    cannot be read, or it has no rows (:func:`lacking` says which)."""
+    try:
+        df = run.table(name)
+    except Exception:  # noqa: BLE001  a damaged file: lacking() names the error
+        return None
     return None if df is None or df.empty else df
+
+
+def lacking(run: RunDir, name: str, absent: str = "", empty: str = "") -> str:
+    """Why table ``name`` gives no rows, in words: ``ports.csv absent (<absent>)``, ``ports.csv unreadable:
+    <the parse error>`` or ``ports.csv has no rows (<empty>)``; the part in brackets only when given.
+    An empty string when the table has rows."""
+    path = run.table_path(name)
+    if path is None:
+        return f"{name}.csv absent" + (f" ({absent})" if absent else "")
+    try:
+        df = run.table(name)
+    except Exception as e:  # noqa: BLE001  whatever the reader raised is the reason
+        why = str(e).removeprefix(f"{path}: ")
+        return f"{path.name} unreadable: {type(e).__name__}: {why}"
+    if df is None or df.empty:
+        return f"{path.name} has no rows" + (f" ({empty})" if empty else "")
+    return ""
 
 
 def t_s(run: RunDir, time_ns) -> pd.Series:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from testbed.report.data import rows, short_name, t_s
+from testbed.report.data import lacking, rows, short_name, t_s
 from testbed.report.figure import Plot, absent, new_figure, rendered
 from testbed.report.portgrid import heatmap, port_grid
 from testbed.results.rundir import RunDir
@@ -33,7 +33,7 @@ def jobs_timeline_plot(run: RunDir) -> Plot:
         return absent(key, title, "a single workload (no jobs list)")
     ops = rows(run, "ops")
     if ops is None:
-        return absent(key, title, "no operations finished")
+        return absent(key, title, "no operations finished: " + lacking(run, "ops"))
     names = [e["name"] for e in block["jobs"]]
     users: dict[str, list[str]] = {}
     for e in block["jobs"]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from testbed.report.data import lacking
 from testbed.report.figure import Plot, absent, new_figure, rendered
 from testbed.report.portgrid import heatmap, port_grid
 from testbed.results.rundir import RunDir
@@ -15,7 +16,7 @@ def utilization_plot(run: RunDir) -> Plot:
     key, title = "link_utilization", "Link utilization per switch egress port"
     grid = port_grid(run, "tx_bytes", "rate")
     if grid is None:
-        return absent(key, title, "no switch port counters (ports.csv absent: the sampler did not run)")
+        return absent(key, title, "no switch port counters: " + lacking(run, "ports", absent="the qdisc sampler did not run"))
     rates = np.array([run.port_links.get(p, ("", 0.0))[1] for p in grid.ports])
     if not (rates > 0).any():
         return absent(key, title, "no link rates (topology.json absent or without links)")

@@ -97,9 +97,10 @@ class RunDir(Mapping):
     @property
     def names(self) -> list[str]:
         """The documented tables this run recorded, in schema order."""
-        return [n for n in TABLES if self._table_path(n) is not None]
+        return [n for n in TABLES if self.table_path(n) is not None]
 
-    def _table_path(self, name: str) -> Path | None:
+    def table_path(self, name: str) -> Path | None:
+        """The file table ``name`` is read from: ``NAME.parquet``, else ``NAME.csv``; None when neither is."""
         for suffix in (".parquet", ".csv"):
             p = self.path / f"{name}{suffix}"
             if p.is_file():
@@ -113,7 +114,7 @@ class RunDir(Mapping):
         spec = _spec(name)
         if name in self._tables:
             return self._tables[name]
-        path = self._table_path(name)
+        path = self.table_path(name)
         if path is None:
             return None
         frame = pd.read_parquet(path) if path.suffix == ".parquet" else read_csv_table(path, spec)
@@ -140,7 +141,7 @@ class RunDir(Mapping):
         return self[name]
 
     def __contains__(self, name) -> bool:
-        return name in TABLES and self._table_path(name) is not None
+        return name in TABLES and self.table_path(name) is not None
 
     def get(self, name, default=None):
         """Table ``name``, ``default`` when the run did not record it (TableError for no documented table)."""
