@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 from dataclasses import dataclass
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+
+from testbed.report.extent import axes_extents
 
 #: resolution of the embedded PNGs (pixels per inch); figures are 10-11 inches wide
 DPI = 90
@@ -25,13 +28,15 @@ NOT_RECORDED = "not recorded in this run: "
 class Plot:
     """One plot: ``png_b64`` (base64 PNG) or ``missing`` (the line that replaces it), never both.
 
-    ``key``: the HTML id (``plot-<key>``); ``caption``: what the figure shows and where it comes from.
+    ``key``: the HTML id (``plot-<key>``); ``caption``: what the figure shows and where it comes from;
+    ``axes_json``: the drawn figure's axes limits and each artist's data extent (testbed.report.extent), JSON.
     """
     key: str
     title: str
     png_b64: str | None = None
     missing: str | None = None
     caption: str = ""
+    axes_json: str | None = None
 
 
 def new_figure(width_in: float = 10.0, height_in: float = 4.0, left_in: float = 0.8, right_in: float = 0.25,
@@ -49,10 +54,12 @@ def new_figure(width_in: float = 10.0, height_in: float = 4.0, left_in: float = 
 
 
 def rendered(key: str, title: str, fig: Figure, caption: str = "") -> Plot:
-    """``fig`` as a :class:`Plot` holding its PNG (base64)."""
+    """``fig`` as a :class:`Plot` holding its PNG (base64) and, read back after drawing, its axes limits and
+    data extents (testbed.report.extent.axes_extents)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI)
-    return Plot(key, title, png_b64=base64.b64encode(buf.getvalue()).decode("ascii"), caption=caption)
+    return Plot(key, title, png_b64=base64.b64encode(buf.getvalue()).decode("ascii"), caption=caption,
+                axes_json=json.dumps(axes_extents(fig), separators=(",", ":")))
 
 
 def absent(key: str, title: str, why: str) -> Plot:

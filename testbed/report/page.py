@@ -25,12 +25,13 @@ text-align:left;vertical-align:top} pre{margin:0;font-size:.95em;white-space:pre
 
 
 def plot_html(p: Plot) -> str:
-    """One plot's figure (an ``<img>`` with a data: URL) or its 'not recorded' line."""
+    """One plot's figure (an ``<img>`` with a data: URL; ``data-axes``: its axes limits and data extents as
+    JSON, testbed.report.extent) or its 'not recorded' line."""
     title = html.escape(p.title)
     if p.png_b64 is None:
         return f'<section id="plot-{p.key}"><h2>{title}</h2><p class="missing">{html.escape(p.missing)}</p></section>'
     return (f'<section id="plot-{p.key}"><h2>{title}</h2><figure><img class="plot" alt="{title}" '
-            f'src="data:image/png;base64,{p.png_b64}"><figcaption>{html.escape(p.caption)}</figcaption>'
+            f'data-axes="{html.escape(p.axes_json or "[]")}" src="data:image/png;base64,{p.png_b64}"><figcaption>{html.escape(p.caption)}</figcaption>'
             f'</figure></section>')
 
 

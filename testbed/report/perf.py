@@ -11,8 +11,9 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.ticker import NullFormatter
 
+from testbed.report.extent import fit_y
 from testbed.report.figure import Plot, absent, new_figure, rendered
-from testbed.report.data import rows
+from testbed.report.data import lacking, rows
 from testbed.results.rundir import RunDir
 
 
@@ -31,7 +32,8 @@ def busbw_plot(run: RunDir) -> Plot:
     sizes = rows(run, "sizes")
     if sizes is None:
         why = ("this run sends flows (workload.pattern), not collectives" if rows(run, "fct") is not None
-               else "no timed collective finished (sizes.csv is empty)")
+               else "no busbw per size: " + lacking(run, "sizes", absent="no collective was timed",
+                                                    empty="no timed collective finished"))
         return absent(key, title, why)
     fig = new_figure(10, 4.2)
     ax = fig.add_subplot()
@@ -46,7 +48,7 @@ def busbw_plot(run: RunDir) -> Plot:
     ax.set_xticks(xs, [human_size(x) for x in xs])
     ax.set_xlabel("message size (bytes, log scale)")
     ax.set_ylabel("busbw (Mbit/s)")
-    ax.set_ylim(bottom=0)
+    fit_y(ax)  # from 0 to above both the data and the goodput line
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     ax.legend(loc="lower right")
@@ -73,7 +75,8 @@ def latency_cdf_plot(run: RunDir) -> Plot:
         samples, what, src = fct[["size_bytes", "fct_us"]].rename(columns={"fct_us": "time_us"}), \
             "flow completion time", "fct.csv fct_us"
     else:
-        return absent(key, title, "no timed collective and no flow completed (ops.csv and fct.csv are empty)")
+        return absent(key, title, "no timed collective and no completed flow: " + "; ".join(
+            lacking(run, n) or f"{n}.csv has no timed rows" for n in ("ops", "fct")))
     samples = samples.dropna()
     fig = new_figure(10, 4.2)
     ax = fig.add_subplot()
