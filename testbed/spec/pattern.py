@@ -14,7 +14,9 @@ distributions. Kinds (traffic.patterns.PATTERNS builds the flows; hosts are name
   k flows on k paths);
 - ``incast``: ``senders`` hosts (a count: the hosts after the receiver on other leaves first, or a
   list) each send ``size_bytes`` to ``receiver`` (default ``h1``) at once;
-- ``flows``: an explicit list of ``{src, dst, size_bytes, start_s, qps}``.
+- ``flows``: an explicit list of ``{src, dst, size_bytes, start_s, qps, name}``; ``name`` (optional,
+  e.g. ``victim``) marks a flow a lab asks about: the report draws the named flows in colour, with their
+  names in the legend, and the others thin and grey (testbed.report.rates).
 
 ``qps`` (default 1, at most traffic.collectives.channels.MAX_CHANNELS): queue pairs per flow. A flow's
 bytes are split over that many QPs between the same two hosts, shares differing by at most one byte
@@ -59,6 +61,8 @@ class FlowSpec(SpecModel):
     start_s: float = Field(0.0, ge=0.0, le=MAX_START_S)
     #: queue pairs carrying the flow (None: the pattern's ``qps``)
     qps: Optional[Count] = Field(None, ge=1, le=MAX_CHANNELS)
+    #: what the flow is in the experiment (``victim``, ``long``): highlighted and named in the report's plots
+    name: Optional[str] = Field(None, pattern=r"^[A-Za-z0-9_.-]{1,32}$")
 
 
 class PatternSpec(SpecModel):
