@@ -215,3 +215,105 @@ def test_message_rate_is_size_over_service_time_in_order():
     assert k0 == (0, 1) and list(start0) == [0, 10 * MS] and list(end0) == [10 * MS, 30 * MS]
     assert np.allclose(bps0, [1e7, 5e6])  # the second waited for the first: served over 20 ms
     assert k1 == (1, 0) and np.allclose(bps1, [1e7])
+
+
+def _axes(html):
+    """plot key -> the axes limits and data extents its <img> carries (data-axes, testbed.report.extent)."""
+    import html as html_lib
+    return {key: json.loads(html_lib.unescape(js)) for key, js in
+            re.findall(r'<section id="plot-([a-z_]+)"><h2>[^<]*</h2><figure><img[^>]*?data-axes="([^"]*)"', html)}
+
+
+def test_every_plot_carries_its_axes_and_holds_its_data_and_reference_lines(tmp_path):
+    from testbed.report.extent import outside
+    d = _run_dir(tmp_path)
+    _congestion_tables(d)
+    axes = _axes(write_report(d)[0].read_text())
+    assert set(axes) == ALL_PLOTS
+    for key, a in axes.items():
+        assert a and outside(a) == [], (key, outside(a))
+    busbw = axes["busbw"][0]
+    (goodput,) = [s for s in busbw["series"] if s["ref"]]
+    assert goodput["label"] == "link goodput 9.86 Mbit/s" and goodput["y"] == [9.86, 9.86]
+    assert goodput["x"] == busbw["xlim"]                       # an axhline spans the axis it crosses
+    assert busbw["ylim"][0] == 0 and busbw["ylim"][1] > 9.86 * 1.05  # above the line (data tops at 8.5)
+
+
+def test_outside_names_a_series_the_axes_cut():
+    from testbed.report.extent import axes_extents, outside
+    from testbed.report.figure import new_figure
+    fig = new_figure()
+    ax = fig.add_subplot()
+    ax.plot([0, 1, 2], [1, 5, 2], label="cut")
+    ax.axhline(7, label="ref")
+    ax.set_ylim(0, 4)
+    fig.canvas.draw()
+    bad = outside(axes_extents(fig))
+    assert len(bad) == 2 and bad[0] == ": cut y [1.0, 5.0] outside ylim [0.0, 4.0]" and "ref y [7.0, 7.0]" in bad[1]
+
+
+def test_busiest_ports_are_small_multiples_with_the_thresholds(tmp_path):
+    d = _run_dir(tmp_path)
+    _congestion_tables(d)
+    busiest = _axes(write_report(d)[0].read_text())["queue_busiest"]
+    assert len(busiest) == 1  # one port held a queue: one panel
+    (panel,) = busiest
+    assert panel["title"].startswith("1. l1-eth3 > s1: mean 8.0 KB")
+    refs = {s["label"]: s["y"] for s in panel["series"] if s["ref"]}
+    assert refs == {"kmin_bytes": [5.0, 5.0], "kmax_bytes": [20.0, 20.0]}
+    assert panel["ylim"][1] > 20  # Kmax above the 8 KB queue, inside the panel
+
+
+def _pattern_run(tmp_path, names):
+    """A flows run: h2 > h1 (the victim, or as ``names`` names it) and four busier flows into h1."""
+    d = _run_dir(tmp_path, "pattern")
+    flows = [{"src": f"h{i}", "dst": "h1", "size_bytes": 1 << 20, **({"name": names[i]} if i in names else {})}
+             for i in range(2, 7)]
+    m = json.loads((d / "manifest.json").read_text())
+    m["scenario"]["workload"] = {"pattern": {"kind": "flows", "flows": flows}}
+    (d / "manifest.json").write_text(json.dumps(m))
+    _write(d, "flow_rates.csv", [{"trial": 0, "flow": i - 2, "src": f"h{i}", "dst": "h1",
+                                  "bin_start_ns": T0 + b * 10 * MS, "rx_bytes": 1e4, "goodput_bps": 1e6 * i}
+                                 for i in range(2, 7) for b in range(30)])
+    (d / "sizes.csv").unlink()
+    (d / "sizes.parquet").unlink(missing_ok=True)
+    return d
+
+
+def test_qp_rates_highlight_the_flows_the_scenario_names(tmp_path):
+    (rates,) = _axes(write_report(_pattern_run(tmp_path, {2: "victim", 5: "long"}))[0].read_text())["qp_rates"]
+    labels = sorted(s["label"] for s in rates["series"])
+    assert labels == ["_h3 > h1", "_h4 > h1", "_h6 > h1", "long: h5 > h1", "victim: h2 > h1"]  # "_": grey, no legend
+    assert rates["ylim"][1] > 6  # the busiest (6 Mbit/s) inside
+
+
+def test_qp_rates_without_names_colour_every_flow_when_few(tmp_path):
+    (rates,) = _axes(write_report(_pattern_run(tmp_path, {}))[0].read_text())["qp_rates"]
+    assert not [s for s in rates["series"] if s["label"].startswith("_")]
+
+
+@pytest.mark.parametrize("content, says", [
+    (None, "ports.csv absent (the qdisc sampler did not run)"),
+    (b"\xe8\x00\xff garbage", "ports.csv unreadable: UnicodeDecodeError"),
+    (b"time_ns,port\n1,x\n", "ports.csv unreadable: TableError: missing column 'tx_bytes'"),
+    (b"time_ns,port,tx_bytes,tx_pkts,drops_pkts,backlog_bytes,backlog_pkts\n", "ports.csv has no rows"),
+])
+def test_not_recorded_lines_tell_absent_unreadable_and_empty_apart(tmp_path, content, says):
+    d = _run_dir(tmp_path)
+    (d / "ports.parquet").unlink(missing_ok=True)
+    if content is None:
+        (d / "ports.csv").unlink()
+    else:
+        (d / "ports.csv").write_bytes(content)
+    s = _sections(write_report(d)[0].read_text())
+    for key in ("queue_heatmap", "queue_busiest", "link_utilization"):
+        kind, text = s[key]
+        assert kind == "missing" and text.startswith(NOT_RECORDED) and says in text.replace("&#x27;", "'"), (key, text)
+    assert s["busbw"][0] == "img"  # the other plots are drawn
+
+
+def test_flow_name_is_checked_in_the_scenario():
+    from testbed.spec.scenario import ScenarioError, parse_scenario
+    flows = [{"src": "h1", "dst": "h2", "size_bytes": 1000, "name": "the victim"}]
+    with pytest.raises(ScenarioError, match=r"workload\.pattern\.flows\.0\.name"):
+        parse_scenario({"workload": {"pattern": {"kind": "flows", "flows": flows}}})

@@ -1,16 +1,25 @@
 """report.html of real runs in a real headless browser (issue 10's acceptance): a short quickstart and a
 short incast with ECN, DCQCN and PFC (scenarios/quickstart.yaml and incast_both.yaml, shrunk) each write
 report.html at the end of ``testbed run``; Debian's chromium, driven by Selenium through chromedriver,
-opens each: every plot's <img> is loaded (naturalWidth > 0) or replaced by its 'not recorded' line, the
-page fetched nothing, and the console has no error."""
+opens each: every plot's <img> is loaded (naturalWidth > 0), displayed inside the viewport's width, or
+replaced by its 'not recorded' line, the page fetched nothing, and the console has no error. A screenshot
+of the whole page (saved in the test's tmp_path) is not blank, nor is the part of it under each plot; and
+each plot's data is inside its axes: the limits and every artist's data extent each <img> carries in
+``data-axes`` (read back from matplotlib after drawing, testbed.report.extent) agree, reference lines
+(the busbw plot's link goodput, the queue thresholds) included."""
+import base64
+import io
 import re
 import shutil
 from pathlib import Path
+
+import numpy as np
 
 import pytest
 import yaml
 
 from conftest import run_cli, run_scenario_file
+from testbed.report.extent import outside
 
 pytestmark = pytest.mark.integration
 
@@ -64,8 +73,12 @@ def browser():
 _PLOTS_JS = """
 return Array.from(document.querySelectorAll('section[id^="plot-"]')).map(s => {
   const img = s.querySelector('img.plot'), miss = s.querySelector('p.missing');
+  const r = img ? img.getBoundingClientRect() : null;
   return {key: s.id.slice(5), complete: img ? img.complete : null, width: img ? img.naturalWidth : 0,
-          height: img ? img.naturalHeight : 0, missing: miss ? miss.textContent : null};
+          height: img ? img.naturalHeight : 0, missing: miss ? miss.textContent : null,
+          axes: img ? JSON.parse(img.dataset.axes) : null, viewport_width: window.innerWidth,
+          box: r ? {left: r.left, right: r.right, top: r.top + window.scrollY, bottom: r.bottom + window.scrollY,
+                    width: r.width, height: r.height} : null};
 });"""
 
 
@@ -89,6 +102,40 @@ def _open(browser, run_dir: Path) -> dict:
 def _drawn(plots: dict, key: str) -> None:
     p = plots[key]
     assert p["complete"] and p["width"] > 500 and p["height"] > 200 and p["missing"] is None, p
+    box = p["box"]
+    assert box["width"] > 300 and box["left"] >= 0 and box["right"] <= p["viewport_width"], (key, box)
+    assert p["axes"] and all(s["y"] is not None for ax in p["axes"] for s in ax["series"]), (key, p["axes"])
+    assert outside(p["axes"]) == [], (key, outside(p["axes"]))
+
+
+def _screenshot(browser, path: Path) -> np.ndarray:
+    """The whole page as pixels (rows x columns x RGB(A), 0..1), also saved as ``path`` (a PNG)."""
+    from matplotlib.image import imread
+
+    size = browser.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+    shot = browser.execute_cdp_cmd("Page.captureScreenshot", {
+        "format": "png", "captureBeyondViewport": True,
+        "clip": {"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1}})
+    png = base64.b64decode(shot["data"])
+    path.write_bytes(png)
+    return imread(io.BytesIO(png))
+
+
+def _not_blank(pixels: np.ndarray) -> bool:
+    """More than 1 % of the pixels differ from white and there are more than 20 distinct colours."""
+    rgb = (pixels[..., :3] * 255).round().astype(np.uint8)
+    inked = (rgb < 245).any(axis=-1).mean()
+    return inked > 0.01 and len(np.unique(rgb.reshape(-1, 3), axis=0)) > 20
+
+
+def _check_screenshot(browser, plots: dict, path: Path) -> None:
+    pixels = _screenshot(browser, path)
+    assert path.stat().st_size > 10_000 and _not_blank(pixels), path
+    for key, p in plots.items():
+        if p["box"] is not None:  # the part of the screenshot under each drawn plot holds a picture
+            b = p["box"]
+            crop = pixels[int(b["top"]):int(b["bottom"]), int(b["left"]):int(b["right"])]
+            assert crop.shape[0] > 100 and _not_blank(crop), (key, b, crop.shape)
 
 
 def test_every_run_writes_its_report_in_budget(runs):
@@ -99,17 +146,26 @@ def test_every_run_writes_its_report_in_budget(runs):
         assert float(m.group(2)) < 30  # budget 3 s for the quickstart (measured: docs/results.md, Report); generous under load
 
 
-def test_quickstart_report_loads_every_plot_in_chromium(runs, browser):
+def test_quickstart_report_loads_every_plot_in_chromium(runs, browser, tmp_path):
     plots = _open(browser, runs["quickstart"][1])
     for key in PLOTS - {"congestion"}:
         _drawn(plots, key)
     assert plots["congestion"]["missing"].startswith("not recorded in this run: no congestion handling")
+    _check_screenshot(browser, plots, tmp_path / "quickstart-report.png")
+    busbw = plots["busbw"]["axes"][0]
+    ref = [s for s in busbw["series"] if s["ref"]]
+    assert len(ref) == 1 and ref[0]["label"].startswith("link goodput"), busbw
+    assert busbw["ylim"][1] > ref[0]["y"][1] * 1.02  # the goodput line inside the axes, with a margin
 
 
-def test_incast_report_loads_every_plot_in_chromium(runs, browser):
+def test_incast_report_loads_every_plot_in_chromium(runs, browser, tmp_path):
     run_dir = runs["incast_both"][1]
     assert run_cli("report", run_dir).returncode == 0  # remade from the tables
     plots = _open(browser, run_dir)
     for key in PLOTS - {"busbw"}:
         _drawn(plots, key)
     assert plots["busbw"]["missing"].startswith("not recorded in this run: this run sends flows")
+    _check_screenshot(browser, plots, tmp_path / "incast-report.png")
+    refs = {s["label"] for ax in plots["queue_busiest"]["axes"] for s in ax["series"] if s["ref"]}
+    assert {"kmin_bytes", "kmax_bytes", "xoff_bytes", "xon_bytes"} <= refs, refs  # thresholds inside the panels
+    assert len(plots["queue_busiest"]["axes"]) >= 2  # one panel per busy port
