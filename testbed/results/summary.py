@@ -135,8 +135,11 @@ def write_results(ctx: RunContext, rec: Recording) -> dict:
         rec.controller = rec.fab.controller_health()
         rec.results = _write_results_now(ctx, rec)
     except Exception as e:
-        RunDir(ctx.run_dir).mark_incomplete(f"every measurement was in, but writing the results failed: {e}"[:500])
         e.results_note = f"{ctx.run_dir} is marked INCOMPLETE"
+        try:
+            RunDir(ctx.run_dir).mark_incomplete(f"every measurement was in, but writing the results failed: {e}"[:500])
+        except OSError:  # a full file system: the INCOMPLETE written at the start stays
+            e.results_note += " (since the start: the reason could not be written)"
         raise
     finally:
         pending = signals.release()
