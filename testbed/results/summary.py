@@ -94,7 +94,7 @@ def write_partial(ctx: RunContext, rec: Recording, exc: BaseException) -> None:
             summary["background"] = write_background(ctx.run_dir, rec.background)
         run.write_parquet_or_warn()
         run.write_summary(summary)
-        if done:
+        if done and ctx.print_results:
             printing.print_partial(reason, sizes)
         print(report_command.after_run(ctx.run_dir), file=sys.stderr)
         exc.results_note = (f"partial results ({done} of {rec.ops_planned} collectives) kept in {ctx.run_dir}, "
@@ -149,7 +149,8 @@ def write_results(ctx: RunContext, rec: Recording) -> dict:
 
 
 def finish(ctx: RunContext, rec: Recording, note: str | None = None) -> dict:
-    """After the teardown: update summary.json with the controller's final report and print the results.
+    """After the teardown: update summary.json with the controller's final report, write report.html and
+    print the results (stdout; nothing with ``ctx.print_results`` False).
 
     The controller block becomes ``rec.fab.controller_report`` (taken when the fabric stopped) and the
     controller check is judged again on it (testbed.measure.judge.judge_controller: an OpenFlow error
@@ -180,7 +181,12 @@ def finish(ctx: RunContext, rec: Recording, note: str | None = None) -> dict:
             log.warning("could not update %s after the teardown (%s); it holds the results as of the end of "
                         "the measurement", ctx.run_dir / "summary.json", e)
         w.summary = summary
-        _print_results(ctx, rec, w)
+        report_line = report_command.after_run(ctx.run_dir)  # report.html from the tables just written
+        if ctx.print_results:
+            _print_results(ctx, rec, w)
+            print(report_line)
+        elif not report_line.startswith("#"):  # the warning that report.html was not written
+            print(report_line, file=sys.stderr)
         return summary
     finally:
         if signals.release():
@@ -204,7 +210,6 @@ def _print_results(ctx: RunContext, rec: Recording, w: Written) -> None:
             print(line)
     for row in w.fits or ():
         print(fit.fit_line(row))
-    print(report_command.after_run(ctx.run_dir))  # report.html from the tables just written (testbed.report)
 
 
 def _write_results_now(ctx: RunContext, rec: Recording) -> Written:
