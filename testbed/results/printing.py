@@ -205,8 +205,8 @@ def print_blocks(summary: dict) -> None:
             print(f"# fault {f['fault']}: {f['action']} {f['target']} at {f['at_s']:g} s: {seen}{reroute}")
         print(f"# faults: {faults.get('lost_to_faults_pkts', 0)} transport packets charged to them "
               f"(gray rules took {faults.get('gray_drops_pkts', 0)}; faults.csv)")
-    congestion = summary.get("congestion")
-    if congestion:
+    congestion = summary.get("congestion") or {}
+    if congestion.get("enabled", bool(congestion)):  # runs before the stable shape: no "enabled", a block
         scalars = {k: v for k, v in congestion.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
         print("# congestion: " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
                                            for k, v in scalars.items()))

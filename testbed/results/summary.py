@@ -24,7 +24,7 @@ import logging
 import sys
 from dataclasses import dataclass
 
-from testbed.results.congestion import congestion_block, traffic_classes_block
+from testbed.results.congestion import congestion_block, stable_congestion, traffic_classes_block
 from testbed import signals
 from testbed.measure import timing
 from testbed.measure.judge import judge_controller, judge_run
@@ -68,6 +68,16 @@ def _common(ctx: RunContext) -> dict:
             "scale_factor": ctx.spec.scale_factor}
 
 
+def _congestion_so_far(ctx: RunContext) -> dict | None:
+    """The congestion block of a run cut short (the loop wrote its files when the controller stopped), None
+    when there is none or it cannot be read (the partial results are written all the same)."""
+    try:
+        return congestion_block(ctx.run_dir)
+    except Exception as e:  # noqa: BLE001
+        log.warning("the congestion loop's files in %s could not be read: %s", ctx.run_dir, e)
+        return None
+
+
 def write_partial(ctx: RunContext, rec: Recording, exc: BaseException) -> None:
     """The run stopped before every measurement was in: write what there is, mark the directory INCOMPLETE.
 
@@ -88,6 +98,7 @@ def write_partial(ctx: RunContext, rec: Recording, exc: BaseException) -> None:
             "controller": rec.fab.controller_report if rec.fab is not None else None,
             **_common(ctx), "transport": None,
             "percentile_method": tables.PERCENTILE_METHOD, "sizes": tables.size_rows_json(sizes),
+            "congestion": stable_congestion(_congestion_so_far(ctx)),
         }
         if rec.background is not None and rec.background.stopped:  # what the background flows did until then
             from testbed.results.background import write_background
@@ -266,6 +277,7 @@ def _write_results_now(ctx: RunContext, rec: Recording) -> Written:
                         timing.early_bytes(f.host_link_bps, f.mtu_bytes) * 8 / f.host_link_bps)
     if fits is not None:
         summary["fit"] = fits
+    summary["congestion"] = stable_congestion(summary["congestion"])  # every key in every run
     timing.add_busbw_error_bounds(summary["sizes"], ctx.spec, ctx.efficiency)
     run = RunDir(ctx.run_dir)
     run.write_parquet_or_warn()  # every table is in: NAME.parquet beside NAME.csv
