@@ -2,6 +2,7 @@
 written waits for them; otherwise it unwinds at once (no fabric needed)."""
 import os
 import signal
+import threading
 
 import pytest
 
@@ -54,7 +55,9 @@ def test_signal_held_back_during_a_start_is_acted_on_by_the_loop_that_checks(han
                 raise_if_interrupted()
                 self.built += 1
                 if self.built == 3:
-                    os.kill(os.getpid(), signal.SIGTERM)  # held back: pending
+                    # to this (main) thread, where it is held back: pending (a signal to the process could
+                    # go to another thread of the test session's, unmasked)
+                    signal.pthread_kill(threading.main_thread().ident, signal.SIGTERM)
 
         def stop(self):
             self.stopped = True
