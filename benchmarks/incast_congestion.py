@@ -48,7 +48,7 @@ def summary_of(out: Path) -> dict:
 def steady_pauses(s: dict) -> int | None:
     """Pauses sent in the steady window (pfc_events.csv), None without PFC or a window."""
     c = s["congestion"]
-    ev = RunDir.open(s["run_dir"]).table("pfc_events") if "steady_start_ns" in c else None
+    ev = RunDir.open(s["run_dir"]).table("pfc_events") if c.get("steady_start_ns") is not None else None
     if ev is None:
         return None
     t0 = c["steady_start_ns"]
@@ -85,10 +85,10 @@ def main() -> int:
     for name, s in summaries.items():
         c = s.get("congestion") or {}
         print(f"{name}: run {s['run_dir']}")
-        print("  " + ", ".join(f"{k} {c[k]}" for k in KEYS if k in c))
-        if "steady_goodput_bps" in c:
+        print("  " + ", ".join(f"{k} {c[k]}" for k in KEYS if c.get(k) is not None))
+        if c.get("steady_goodput_bps") is not None:
             print(f"  steady goodputs bit/s {c['steady_goodput_bps']}; steady pauses {steady_pauses(s)}")
-        for v in c.get("victim", []):
+        for v in c.get("victim") or []:
             print(f"  victim flow {v['flow']} {v['src']}->{v['dst']}: baseline {v['baseline_bps'] / 1e6:.2f} Mbit/s, "
                   f"min {v['min_bps'] / 1e6:.2f} Mbit/s, dip depth {v['dip_depth']:.3f}, duration "
                   f"{v['dip_duration_s']:.3f} s (burst {v['burst_s']:.3f} s)")

@@ -15,21 +15,34 @@ from typing import Any
 
 
 def write_text(path, text: str) -> None:
-    """Write ``text`` to ``path`` (str or Path) atomically, mode 0644. Raises OSError; no temporary file is
-    left behind."""
+    """Write ``text`` to ``path`` (str or Path) atomically, mode 0644. No temporary file is left behind.
+
+    Raises OSError (the subclass of its errno) whose ``filename`` is ``path``: a failed write(2) or close(2)
+    (ENOSPC on a full file system) names no file of its own.
+    """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise _naming(e, path) from e
     try:
         os.fchmod(fd, 0o644)
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(e, OSError) and e.errno is not None:
+            raise _naming(e, path) from e
         raise
+
+
+def _naming(e: OSError, path: Path) -> OSError:
+    """``e`` again (same errno, hence same subclass) with ``path`` as its file name."""
+    return OSError(e.errno, e.strerror, str(path))
 
 
 def write_json(path, obj: Any) -> None:

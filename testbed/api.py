@@ -16,8 +16,8 @@ every bad key path). ``with_`` returns a changed copy: dotted keys
 :func:`run` is ``testbed run``: the same validation of the results root and
 duration cap (raising ScenarioError / DurationError before anything is
 built), then the runner (testbed.runner.run) with the same cleanup of
-leftovers, teardown on errors and signals, results directory, printed table
-and exit code (testbed.exitcodes). It returns a :class:`RunResult` with the
+leftovers, teardown on errors and signals, results directory and exit code
+(testbed.exitcodes); ``quiet`` (the default) prints nothing on stdout. It returns a :class:`RunResult` with the
 run directory the runner made; an interrupted run (exit code 128+N) is torn
 down and then raises KeyboardInterrupt. :func:`run_spec` runs a ScenarioSpec
 and returns the exit code instead of raising on an interrupt: the command
@@ -192,8 +192,9 @@ def run(scenario: Scenario, results: str | os.PathLike = "results", quiet: bool 
         max_duration_s: float | None = None, over_capacity: bool = False) -> RunResult:
     """Run ``scenario`` as ``testbed run`` does (root); return its :class:`RunResult`.
 
-    ``results``: the results root (default ./results); ``quiet``: no progress lines (the table and verdict
-    are printed); ``max_duration_s``: the duration cap (default 2 h); ``over_capacity``: run a scenario
+    ``results``: the results root (default ./results); ``quiet``: nothing on stdout and no progress lines
+    (errors and warnings still on stderr; the figures are in the returned :class:`RunResult`); False: the
+    progress, table and verdict of ``testbed run``; ``max_duration_s``: the duration cap (default 2 h); ``over_capacity``: run a scenario
     above ``fidelity.max_capacity_ratio`` x this machine's faithful capacity (``testbed run
     --over-capacity``). Raises PermissionError without root, ScenarioError / estimate.DurationError /
     capacity_check.CapacityError on bad input (nothing built), KeyboardInterrupt after an interrupted run
@@ -203,7 +204,7 @@ def run(scenario: Scenario, results: str | os.PathLike = "results", quiet: bool 
         raise PermissionError("testbed.run needs root (it builds network namespaces, veths, OVS bridges); "
                               "run the script with sudo")
     outcome = run_spec(scenario.spec, results, scenario_path=scenario.path, quiet=quiet,
-                       max_duration_s=max_duration_s, over_capacity=over_capacity)
+                       max_duration_s=max_duration_s, over_capacity=over_capacity, print_results=not quiet)
     if outcome.exit_code >= EXIT_INTERRUPTED_BASE:
         raise KeyboardInterrupt(f"run of {scenario.name!r} interrupted (exit code {outcome.exit_code}); "
                                 f"results in {outcome.run_dir or 'none'}")
@@ -212,14 +213,16 @@ def run(scenario: Scenario, results: str | os.PathLike = "results", quiet: bool 
 
 def run_spec(spec: ScenarioSpec, results: str | os.PathLike = "results", *, scenario_path: Path | None = None,
              quiet: bool = False, max_duration_s: float | None = None, debug: bool = False, cli: bool = False,
-             over_capacity: bool = False, solo: bool = False, solo_from: str | os.PathLike | None = None):
+             over_capacity: bool = False, solo: bool = False, solo_from: str | os.PathLike | None = None,
+             print_results: bool = True):
     """Run a validated ScenarioSpec (testbed.runner.run: same checks, cleanup, teardown, printed lines);
     return its testbed.runner.RunOutcome (exit code, run directory or None). The entry of ``testbed run``
     and ``testbed nccl``; :func:`run` for scripts.
 
     ``scenario_path``: the scenario file the manifest names (None: built in code); ``debug``: a failed run
     prints its traceback; ``cli``: the Mininet CLI on the live fabric after the workload; ``over_capacity``:
-    warn instead of refusing a scenario above this machine's capacity; ``solo``: a jobs scenario's jobs
+    warn instead of refusing a scenario above this machine's capacity; ``print_results``: the results on stdout
+    at the end (False: nothing on stdout); ``solo``: a jobs scenario's jobs
     each alone first, then together, with slowdowns and the interference matrix (testbed.jobs.solo); ``solo_from``:
     the same, with the solo runs an earlier ``solo`` run stored under this folder (testbed.jobs.solo_store:
     each checked to match its job exactly, SoloBaselineError, a ScenarioError, naming the job otherwise). The caller's
@@ -233,7 +236,7 @@ def run_spec(spec: ScenarioSpec, results: str | os.PathLike = "results", *, scen
     try:
         def run_one(s, root):
             return runner.run(s, root, scenario_path=scenario_path, quiet=quiet, max_duration_s=max_duration_s,
-                              debug=debug, cli=cli, over_capacity=over_capacity)
+                              debug=debug, cli=cli, over_capacity=over_capacity, print_results=print_results)
         if solo or solo_from is not None:
             from testbed.jobs.solo import run_with_solo
             return run_with_solo(spec, results, run_one, solo_from)

@@ -2,8 +2,11 @@
 
 The run builds the fabric, runs its workload and measures it as usual; then, with the fabric, the
 controller and its congestion loop still up (the run's agents have exited), :func:`run_cli` opens
-:class:`TestbedCLI`, Mininet's CLI (every Mininet command: ``nodes``, ``net``, ``h1 ping h2`` ...; host
-and switch names may be given without the run id) plus:
+:class:`TestbedCLI`, Mininet's CLI (every Mininet command: ``nodes``, ``net``, ``pingall``, ``h1 ping h2`` ...)
+plus the commands below. Names are bare everywhere (``h1``, ``s1``, ``s1-eth2``, without the run id that
+prefixes them in the kernel): every command accepts them, and the output of Mininet's and the testbed's
+commands shows them (a command run in a host, ``h1 ip link``, prints what the host's shell prints). The
+testbed's commands:
 
 - ``queues [PORT...]``: every switch port's egress qdiscs now (backlog, drops, packets sent per class);
 - ``ecmp [SWITCH...]``: each switch's select groups, with bucket -> output port (peer) and packet counts;
@@ -32,7 +35,7 @@ from pathlib import Path
 from typing import Iterator
 
 from mininet.cli import CLI
-from mininet.log import setLogLevel
+from mininet.log import lg, setLogLevel
 
 from testbed import signals
 
@@ -96,6 +99,20 @@ def parse_groups(text: str) -> dict[int, list[str]]:
     return out
 
 
+class _BareNames:
+    """A text stream that writes to ``stream`` with the run id ``rid`` taken off every name it prefixes."""
+
+    def __init__(self, stream, rid: str):
+        self.stream = stream
+        self._prefix = re.compile(rf"(?<![\w-]){re.escape(rid)}(?=[A-Za-z])")
+
+    def write(self, text: str) -> int:
+        return self.stream.write(self._prefix.sub("", text))
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
 class TestbedCLI(CLI):
     """Mininet's CLI on ``fab`` (a running testbed.emulation.fabric.Fabric) of run ``ctx``
     (testbed.run_context.RunContext) with the commands of the module docstring."""
@@ -115,13 +132,27 @@ class TestbedCLI(CLI):
     def _full(self, name: str) -> str:
         return name if name.startswith(self.rid) else self.rid + name
 
-    def default(self, line: str):
-        """``h1 ping h2``: node names without the run id work too (Mininet's own lookup, run id added)."""
-        words = line.split()
-        if words and words[0] not in self.mn and self._full(words[0]) in self.mn:
-            short = {self._short(n): n for n in self.mn}
-            line = " ".join(short.get(w, w) for w in words)
-        return super().default(line)
+    def precmd(self, line: str) -> str:
+        """Bare node names in any command are the run's nodes (``h1 ping h2``, ``iperf h1 h2``, ``link s1 h1
+        down``); ``sh``, ``py`` and ``px`` lines are left as typed."""
+        line = super().precmd(line)
+        words = line.split(" ")
+        if words[0] in ("sh", "py", "px"):
+            return line
+        return " ".join(self._full(w) if w not in self.mn and self._full(w) in self.mn else w for w in words)
+
+    def onecmd(self, line: str):
+        """Run one command; Mininet's and the testbed's output with bare names (a host's own output as is)."""
+        first = line.split(" ", 1)[0]
+        if first in self.mn:
+            return super().onecmd(line)
+        handler, out = lg.ch, sys.stdout
+        stream, self.stdout = handler.stream, _BareNames(self.stdout, self.rid)
+        handler.stream, sys.stdout = _BareNames(stream, self.rid), _BareNames(out, self.rid)
+        try:
+            return super().onecmd(line)
+        finally:
+            handler.stream, sys.stdout, self.stdout = stream, out, self.stdout.stream
 
     def do_help(self, line: str):
         """List the testbed's commands, then Mininet's."""

@@ -26,7 +26,8 @@ class RunContext:
     results directory ``<results>/<UTC time>-<name>-<run id>`` (made by the
     runner after the probe); scenario_path: the scenario file, or None;
     ops_plan: the collectives in order (testbed.plan.PlannedOp); quiet: no
-    progress lines; started_utc: ``YYYYmmddTHHMMSSZ``.
+    progress lines; print_results: the results (table, verdict, run directory) on stdout at the end
+    (False: nothing on stdout, testbed.api.run's ``quiet``); started_utc: ``YYYYmmddTHHMMSSZ``.
 
     Set by the probe step (:meth:`probed`): datapath (``user`` or
     ``kernel``), transport (the agents' traffic.transport.TransportParams,
@@ -44,6 +45,7 @@ class RunContext:
     scenario_path: Optional[Path]
     ops_plan: tuple[PlannedOp, ...]
     quiet: bool = False
+    print_results: bool = True
     started_utc: str = ""
     datapath: str = ""
     transport: Optional[TransportParams] = None
@@ -53,12 +55,12 @@ class RunContext:
 
     @classmethod
     def new(cls, spec: ScenarioSpec, scenario_path: Optional[Path], results_root: Path, run_id: str,
-            ops_plan, quiet: bool = False) -> "RunContext":
+            ops_plan, quiet: bool = False, print_results: bool = True) -> "RunContext":
         """A context for a run starting now; ``run_dir`` is named, not made."""
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         run_dir = Path(results_root).resolve() / f"{stamp}-{spec.name}-{run_id}"
         return cls(spec=spec, run_id=run_id, run_dir=run_dir, scenario_path=scenario_path,
-                   ops_plan=tuple(ops_plan), quiet=quiet, started_utc=stamp,
+                   ops_plan=tuple(ops_plan), quiet=quiet, print_results=print_results, started_utc=stamp,
                    layout=build_layout(spec.fabric.kind, spec.fabric, run_id))
 
     def probed(self, datapath: str, transport: TransportParams, send_buffer: dict) -> "RunContext":

@@ -243,7 +243,7 @@ class RunOutcome:
 
 def run(spec: ScenarioSpec, results_root: str | os.PathLike = "results", *, scenario_path: Optional[Path] = None,
         quiet: bool = False, max_duration_s: Optional[float] = None, debug: bool = False,
-        cli: bool = False, over_capacity: bool = False) -> RunOutcome:
+        cli: bool = False, over_capacity: bool = False, print_results: bool = True) -> RunOutcome:
     """``testbed run`` of a validated scenario: check, remove leftovers, run, print; return its outcome.
 
     ``results_root``: where the run directory goes (checked before anything is built); ``scenario_path``:
@@ -251,7 +251,8 @@ def run(spec: ScenarioSpec, results_root: str | os.PathLike = "results", *, scen
     ``max_duration_s``: the duration cap (default :data:`testbed.spec.estimate.MAX_DURATION_S`);
     ``debug``: a failed run prints its traceback; ``cli``: open the Mininet CLI on the live fabric after
     the workload (testbed.interactive); ``over_capacity``: only warn when the scenario offers more than
-    ``fidelity.max_capacity_ratio`` x this machine's faithful capacity (testbed.measure.capacity_check).
+    ``fidelity.max_capacity_ratio`` x this machine's faithful capacity (testbed.measure.capacity_check);
+    ``print_results``: the results on stdout at the end (False: nothing on stdout; errors still on stderr).
 
     Raises one of testbed.api.BAD_INPUT_ERRORS on bad input (the scenario, its op plan, the results root, the
     duration cap, the machine's capacity, the controller framework), nothing built. A failed or refused run
@@ -275,7 +276,7 @@ def run(spec: ScenarioSpec, results_root: str | os.PathLike = "results", *, scen
         removed = cleanup.clean()
         if getattr(removed, "total", 0):
             print(f"testbed: removed leftovers of dead runs: {removed}", file=sys.stderr)
-        ctx = RunContext.new(spec, scenario_path, results_root, new_run_id(), ops_plan, quiet)
+        ctx = RunContext.new(spec, scenario_path, results_root, new_run_id(), ops_plan, quiet, print_results)
         if cli:
             from testbed.interactive import stdin_kept_for_the_cli
             with stdin_kept_for_the_cli():  # commands piped in wait for the prompt, not for a child to eat them

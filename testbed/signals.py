@@ -55,6 +55,21 @@ def release() -> int:
     return pending
 
 
+def note_held(signum: int) -> None:
+    """A signal held back during a start-up (testbed.lifecycle) is acted on now: record and announce it as
+    :func:`handler` does for the first signal, so its delivery after the teardown changes nothing."""
+    global _RECEIVED
+    if os.getpid() == _MAIN_PID and not _RECEIVED:
+        _RECEIVED = signum
+        _announce(signum)
+
+
+def _announce(signum: int) -> None:
+    """``testbed: SIGTERM received: stopping ...`` on stderr at once: a long teardown is not a hang."""
+    os.write(2, f"testbed: {signal.Signals(signum).name} received: stopping; removing what this run made "
+                f"(further signals are ignored until that is done)\n".encode())
+
+
 def handler(signum, frame):
     """SIGINT/SIGTERM: unwind the main process (context managers tear down); end forked children.
 
@@ -69,6 +84,7 @@ def handler(signum, frame):
     if _RECEIVED:  # already unwinding: a second Ctrl-C must not cut the teardown short
         return
     _RECEIVED = signum
+    _announce(signum)
     if _DEFER_DEPTH:  # finishing the measurements or writing results: raise once that is done
         _PENDING = signum
         return

@@ -89,11 +89,12 @@ def test_finish_updates_summary_json_with_the_final_controller_report(tmp_path, 
                                                                       faithful):
     printed = []
     monkeypatch.setattr(results_summary, "_print_results", lambda ctx, rec, w: printed.append(w.summary))
+    monkeypatch.setattr(results_summary.report_command, "after_run", lambda run_dir: "# report: (not made here)")
     w, before = _written(tmp_path, _report())
     final = _report(errors=final_errors)
     rec = SimpleNamespace(results=w, fab=SimpleNamespace(controller_report=final), controller=before["controller"],
                           t_measured_ns=T_MEASURED_NS)
-    out = results_summary.finish(SimpleNamespace(run_dir=tmp_path), rec, note=None)
+    out = results_summary.finish(SimpleNamespace(run_dir=tmp_path, print_results=True), rec, note=None)
     on_disk = RunDir(tmp_path).summary
     assert on_disk == out == printed[0]
     assert on_disk["teardown"] == "done" and on_disk["controller"]["openflow_errors"] == final_errors
@@ -104,13 +105,35 @@ def test_finish_updates_summary_json_with_the_final_controller_report(tmp_path, 
 
 def test_finish_without_a_final_report_keeps_the_one_of_the_measurement(tmp_path, monkeypatch):
     monkeypatch.setattr(results_summary, "_print_results", lambda ctx, rec, w: None)
+    monkeypatch.setattr(results_summary.report_command, "after_run", lambda run_dir: "# report: (not made here)")
     w, before = _written(tmp_path, _report())
     rec = SimpleNamespace(results=w, fab=SimpleNamespace(controller_report=None), controller=before["controller"],
                           t_measured_ns=T_MEASURED_NS)
     note = "interrupted by SIGINT during the teardown, after every measurement was in; results complete"
-    out = results_summary.finish(SimpleNamespace(run_dir=tmp_path), rec, note=note)
+    out = results_summary.finish(SimpleNamespace(run_dir=tmp_path, print_results=True), rec, note=note)
     assert out["interrupted"] == note and out["controller"] == before["controller"] and out["faithful"] is True
     assert out["teardown"].startswith("done, without the controller's final report")
+
+
+@pytest.mark.parametrize("print_results", [True, False])
+def test_finish_prints_nothing_on_stdout_for_a_quiet_script_but_makes_the_report(tmp_path, monkeypatch, capsys,
+                                                                                   print_results):
+    """testbed.api.run(quiet=True): no table, verdict or report line on stdout (was 12 lines per run); the
+    report is made all the same; ``testbed run`` (print_results) prints them."""
+    made = []
+    monkeypatch.setattr(results_summary, "_print_results", lambda ctx, rec, w: print("# the table and the verdict"))
+    monkeypatch.setattr(results_summary.report_command, "after_run",
+                        lambda run_dir: made.append(run_dir) or f"# report: {run_dir}/report.html (0.1 s)")
+    w, before = _written(tmp_path, _report())
+    rec = SimpleNamespace(results=w, fab=SimpleNamespace(controller_report=_report()),
+                          controller=before["controller"], t_measured_ns=T_MEASURED_NS)
+    results_summary.finish(SimpleNamespace(run_dir=tmp_path, print_results=print_results), rec)
+    out = capsys.readouterr()
+    assert made == [tmp_path]
+    if print_results:
+        assert out.out == f"# the table and the verdict\n# report: {tmp_path}/report.html (0.1 s)\n"
+    else:
+        assert out.out == "" and out.err == ""
 
 
 # -- the controller's congestion loop ---------------------------------------------------------------------------

@@ -43,7 +43,7 @@ from testbed.emulation import congestion_conf
 from testbed.emulation.controller_proc import ControllerProcess, controller_settings
 from testbed.emulation.controller_supervisor import ControllerSupervisor
 from traffic.clock import unix_ns
-from testbed.lifecycle import StartStop
+from testbed.lifecycle import StartStop, raise_if_interrupted
 from testbed.spec.scenario import ScenarioSpec
 from testbed.emulation.clock_wander import ClockWander, WanderingLink
 from testbed.emulation.switch_tail_drop import SwitchTailDrop
@@ -63,6 +63,31 @@ OFFLOADS_OFF = ("rx", "off", "tx", "off", "sg", "off", "tso", "off", "gso", "off
 
 class FabricError(RuntimeError):
     """The fabric could not be built or failed its start-up self-check."""
+
+
+class _StoppableMininet(Mininet):
+    """Mininet whose build loop gives up at a SIGINT/SIGTERM held back meanwhile (testbed.lifecycle): a
+    node or link is added in some 10-50 ms, so a large fabric's build (minutes) answers within one."""
+
+    def addHost(self, *args, **kw):  # noqa: N802 (Mininet's names)
+        raise_if_interrupted()
+        return super().addHost(*args, **kw)
+
+    def addSwitch(self, *args, **kw):  # noqa: N802
+        raise_if_interrupted()
+        return super().addSwitch(*args, **kw)
+
+    def addLink(self, *args, **kw):  # noqa: N802
+        raise_if_interrupted()
+        return super().addLink(*args, **kw)
+
+    def configHosts(self) -> None:  # noqa: N802  Mininet's own loop, one host at a time
+        for host in self.hosts:
+            raise_if_interrupted()
+            if host.defaultIntf():
+                host.configDefault()
+            else:
+                host.configDefault(ip=None, mac=None)
 
 
 class Fabric(StartStop):
@@ -117,17 +142,19 @@ class Fabric(StartStop):
                                        tenants=self.tenants)
         self.controller = ControllerProcess(self.run_dir, settings, framework=self.spec.controller.framework).start()
         switch_cls = partial(OVSSwitch, datapath=self.datapath, protocols="OpenFlow15", failMode="secure")
-        self.net = Mininet(topo=FabricTopo(layout=self.layout), switch=switch_cls, host=Host, link=Link,
+        self.net = _StoppableMininet(topo=FabricTopo(layout=self.layout), switch=switch_cls, host=Host, link=Link,
                            controller=None, build=False, autoSetMacs=False, autoStaticArp=False,
                            waitConnected=False)
-        self.net.build()
+        self.net.build()  # every step and loop gives up at a held-back signal (raise_if_interrupted)
         self._configure_hosts()
+        raise_if_interrupted()
         self.net.start()
         # after start: adding a port makes OVS reset its qdisc unless its QoS is linux-noop
         self._leave_qdiscs_to_us()
         self._set_mtu()
         self._connect_controller()
         self._shape_all()
+        raise_if_interrupted()
         self.tail_drop = SwitchTailDrop(self.run_id, self.switch_ports).__enter__()
         if self.spec.fabric.clock_wander:
             self.wander = ClockWander(self.wander_links, self.spec.fabric.clock_wander,
@@ -206,6 +233,7 @@ class Fabric(StartStop):
     # -- set-up steps ---------------------------------------------------------
     def _configure_hosts(self) -> None:
         for h in self.layout.hosts:
+            raise_if_interrupted()
             node = self.net.get(h.name)
             # no IPv6 noise; TCP keeps at most 32 KB in the NIC queue (TCP small queues), so
             # only senders that ignore backpressure (UDP floods) overflow the 64 KB NIC queue
@@ -273,6 +301,7 @@ class Fabric(StartStop):
                 if got != mtu:
                     wrong.append(f"{port}: {got}")
         for h in self.layout.hosts:
+            raise_if_interrupted()
             with IPRoute(netns=f"/proc/{self.net.get(h.name).pid}/ns/net") as ipr:
                 for intf in self.host_intfs(h.name):
                     idx = ipr.link_lookup(ifname=intf)[0]
@@ -289,6 +318,7 @@ class Fabric(StartStop):
         HOST_NIC_QUEUE_BYTES (per class, with a backend of priority classes)."""
         for view in planes.views(self.layout):  # each host NIC: one per plane or scale-up domain
             for h in view.hosts:
+                raise_if_interrupted()
                 node = self.net.get(h.name)
                 ln = view.links_of(h.name)[0]
                 intf = (ln.a if ln.a.node == h.name else ln.b).intf
@@ -306,6 +336,7 @@ class Fabric(StartStop):
         switches = {s.name for s in self.layout.switches}
         with IPRoute() as ipr:
             for link in self.layout.links:
+                raise_if_interrupted()
                 for end in (link.a, link.b):
                     if end.node in switches:
                         self._shape_switch_port(ipr, end.intf, link.rate_bps, link.buffer_bytes)

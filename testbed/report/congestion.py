@@ -75,7 +75,7 @@ def _marks(ax, run: RunDir, df: pd.DataFrame, end_s) -> None:
             t, p = np.r_[t, end_s], np.r_[p, p[-1]]
         ax.step(t, p, where="post", linewidth=1, label=port_label(run, port))
     c = run.summary.get("congestion") or {}
-    total = f": {c['ce_marked_pkts']} CE-marked of {c.get('ect_pkts', '?')} ECT packets" if "ce_marked_pkts" in c else ""
+    total = f": {c['ce_marked_pkts']} CE-marked of {c.get('ect_pkts', '?')} ECT packets" if c.get("ce_marked_pkts") is not None else ""
     ax.set_title(f"ECN marking probability per port{total}", fontsize="medium", loc="left")
     ax.set_ylabel("marking\nprobability")
     ax.set_ylim(bottom=0)

@@ -59,6 +59,38 @@ def pfc_ports(events: pd.DataFrame) -> pd.DataFrame:
                                        "paused_time_s"])
 
 
+#: every key of summary.json's ``congestion`` block, in every run and in this order (a script's
+#: ``summary["congestion"]["ce_marked_pkts"]`` never fails): ``enabled`` (the controller's ECN/PFC loop ran),
+#: then the figures, each None when not measured (the loop, ECN, PFC, a PFC storm or a pattern workload's
+#: flows absent from the run); a PFC storm's ``rest_goodput_<window>_bps`` follow when there is one
+CONGESTION_KEYS = (
+    "enabled",
+    # the loop (:func:`congestion_block`)
+    "controller_loop_p50_ms", "controller_loop_p99_ms", "controller_loop_max_ms", "loop_ticks", "loop_missed_ticks",
+    "lossless_drops_pkts", "lossless_queue_p99_bytes", "lossless_queue_max_bytes",
+    # ECN
+    "ecn_marker", "kmin_bytes", "kmax_bytes", "pmax", "ect_pkts", "ce_marked_pkts",
+    "ecn_loop_p50_ms", "ecn_loop_p99_ms", "ecn_loop_ticks", "ecn_loop_missed_ticks",
+    # PFC; the BDP the *_bdp thresholds used (testbed.spec.congestion.bdp_basis)
+    "pause_frames", "paused_time_s", "storms", "pfc", "bdp",
+    # a PFC storm fault (testbed.results.pfc_storm.storm_block)
+    "restores", "watchdog_drops_pkts", "watchdog_drops_bytes", "rx_pfc_frames", "pfc_storms", "storm_detect_ms",
+    "storm_restore_after_end_ms",
+    # a pattern workload's flows (testbed.results.congestion_flows.flow_figures)
+    "steady_start_ns", "steady_s", "jain_index", "steady_goodput_bps", "bottleneck_port", "queue_p99_bytes",
+    "bottleneck_util", "cnp_sent", "cnp_received", "cnp_min_gap_ms", "cnp_per_interval_max", "victim",
+)
+
+
+def stable_congestion(block: dict | None) -> dict:
+    """summary.json's ``congestion`` block in its stable shape: every key of :data:`CONGESTION_KEYS` (None
+    where ``block`` lacks it; ``enabled`` False when ``block`` is None: no loop ran), then ``block``'s other
+    keys."""
+    block = block or {}
+    return {"enabled": bool(block), **{k: block.get(k) for k in CONGESTION_KEYS[1:]},
+            **{k: v for k, v in block.items() if k not in CONGESTION_KEYS}}
+
+
 def congestion_block(run_dir: Path) -> dict | None:
     """The block (None when no loop ran): loop time, lossless drops and queue, ECN counts and PFC pauses.
 

@@ -10,8 +10,10 @@ verdict's lines and the results directory.
 """
 from __future__ import annotations
 
+import errno
 import sys
 import time
+from pathlib import Path
 
 from testbed.emulation.controller_supervisor import verdict_line as controller_verdict_line
 from traffic import collectives
@@ -82,13 +84,37 @@ def print_interrupted(e: BaseException) -> None:
           file=sys.stderr)
 
 
+#: what to do when a results file cannot be written, by errno
+_WRITE_ADVICE = {
+    errno.ENOSPC: "free space on that file system (df -h {dir}) or give --results (results= in a script) a "
+                  "directory on another one",
+    errno.EDQUOT: "free space within your disk quota (quota -s) or give --results (results= in a script) a "
+                  "directory on another file system",
+    errno.EROFS: "the file system is read-only: give --results (results= in a script) a writable directory",
+    errno.EACCES: "make {dir} writable for root or give --results (results= in a script) another directory",
+}
+
+
+def write_error_line(e: BaseException) -> str | None:
+    """``could not write FILE in DIR: REASON (ERRNO); WHAT TO DO`` for an OSError naming a file (the atomic
+    writers name the file being written, dataplane.atomic_files); None for any other error."""
+    if not isinstance(e, OSError) or not e.filename or e.errno is None:
+        return None
+    path = Path(e.filename)
+    advice = _WRITE_ADVICE.get(e.errno, "check the file system of {dir} (df -h {dir}; dmesg)").format(dir=path.parent)
+    return (f"could not write {path.name} in {path.parent}: {e.strerror} ({errno.errorcode.get(e.errno, e.errno)}); "
+            f"{advice}")
+
+
 def print_run_failed(e: BaseException, debug: bool) -> None:
-    """Closing lines of a failed run: the error's first line (the traceback with ``debug``), what was kept."""
+    """Closing lines of a failed run: the error's first line (for a file that could not be written: which,
+    where and what to do, :func:`write_error_line`; the traceback with ``debug``), what was kept."""
     if debug:
         import traceback
         traceback.print_exc()
     msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
-    print(f"testbed: error: run failed: {type(e).__name__}: {msg}".rstrip(": "), file=sys.stderr)
+    msg = write_error_line(e) or f"{type(e).__name__}: {msg}".rstrip(": ")
+    print(f"testbed: error: run failed: {msg}", file=sys.stderr)
     if getattr(e, "results_note", None):
         print(f"testbed: the run failed; {e.results_note}", file=sys.stderr)
 
@@ -179,8 +205,8 @@ def print_blocks(summary: dict) -> None:
             print(f"# fault {f['fault']}: {f['action']} {f['target']} at {f['at_s']:g} s: {seen}{reroute}")
         print(f"# faults: {faults.get('lost_to_faults_pkts', 0)} transport packets charged to them "
               f"(gray rules took {faults.get('gray_drops_pkts', 0)}; faults.csv)")
-    congestion = summary.get("congestion")
-    if congestion:
+    congestion = summary.get("congestion") or {}
+    if congestion.get("enabled", bool(congestion)):  # runs before the stable shape: no "enabled", a block
         scalars = {k: v for k, v in congestion.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
         print("# congestion: " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
                                            for k, v in scalars.items()))

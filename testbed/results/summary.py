@@ -24,7 +24,7 @@ import logging
 import sys
 from dataclasses import dataclass
 
-from testbed.results.congestion import congestion_block, traffic_classes_block
+from testbed.results.congestion import congestion_block, stable_congestion, traffic_classes_block
 from testbed import signals
 from testbed.measure import timing
 from testbed.measure.judge import judge_controller, judge_run
@@ -68,6 +68,16 @@ def _common(ctx: RunContext) -> dict:
             "scale_factor": ctx.spec.scale_factor}
 
 
+def _congestion_so_far(ctx: RunContext) -> dict | None:
+    """The congestion block of a run cut short (the loop wrote its files when the controller stopped), None
+    when there is none or it cannot be read (the partial results are written all the same)."""
+    try:
+        return congestion_block(ctx.run_dir)
+    except Exception as e:  # noqa: BLE001
+        log.warning("the congestion loop's files in %s could not be read: %s", ctx.run_dir, e)
+        return None
+
+
 def write_partial(ctx: RunContext, rec: Recording, exc: BaseException) -> None:
     """The run stopped before every measurement was in: write what there is, mark the directory INCOMPLETE.
 
@@ -88,13 +98,14 @@ def write_partial(ctx: RunContext, rec: Recording, exc: BaseException) -> None:
             "controller": rec.fab.controller_report if rec.fab is not None else None,
             **_common(ctx), "transport": None,
             "percentile_method": tables.PERCENTILE_METHOD, "sizes": tables.size_rows_json(sizes),
+            "congestion": stable_congestion(_congestion_so_far(ctx)),
         }
         if rec.background is not None and rec.background.stopped:  # what the background flows did until then
             from testbed.results.background import write_background
             summary["background"] = write_background(ctx.run_dir, rec.background)
         run.write_parquet_or_warn()
         run.write_summary(summary)
-        if done:
+        if done and ctx.print_results:
             printing.print_partial(reason, sizes)
         print(report_command.after_run(ctx.run_dir), file=sys.stderr)
         exc.results_note = (f"partial results ({done} of {rec.ops_planned} collectives) kept in {ctx.run_dir}, "
@@ -135,8 +146,11 @@ def write_results(ctx: RunContext, rec: Recording) -> dict:
         rec.controller = rec.fab.controller_health()
         rec.results = _write_results_now(ctx, rec)
     except Exception as e:
-        RunDir(ctx.run_dir).mark_incomplete(f"every measurement was in, but writing the results failed: {e}"[:500])
         e.results_note = f"{ctx.run_dir} is marked INCOMPLETE"
+        try:
+            RunDir(ctx.run_dir).mark_incomplete(f"every measurement was in, but writing the results failed: {e}"[:500])
+        except OSError:  # a full file system: the INCOMPLETE written at the start stays
+            e.results_note += " (since the start: the reason could not be written)"
         raise
     finally:
         pending = signals.release()
@@ -146,7 +160,8 @@ def write_results(ctx: RunContext, rec: Recording) -> dict:
 
 
 def finish(ctx: RunContext, rec: Recording, note: str | None = None) -> dict:
-    """After the teardown: update summary.json with the controller's final report and print the results.
+    """After the teardown: update summary.json with the controller's final report, write report.html and
+    print the results (stdout; nothing with ``ctx.print_results`` False).
 
     The controller block becomes ``rec.fab.controller_report`` (taken when the fabric stopped) and the
     controller check is judged again on it (testbed.measure.judge.judge_controller: an OpenFlow error
@@ -177,7 +192,12 @@ def finish(ctx: RunContext, rec: Recording, note: str | None = None) -> dict:
             log.warning("could not update %s after the teardown (%s); it holds the results as of the end of "
                         "the measurement", ctx.run_dir / "summary.json", e)
         w.summary = summary
-        _print_results(ctx, rec, w)
+        report_line = report_command.after_run(ctx.run_dir)  # report.html from the tables just written
+        if ctx.print_results:
+            _print_results(ctx, rec, w)
+            print(report_line)
+        elif not report_line.startswith("#"):  # the warning that report.html was not written
+            print(report_line, file=sys.stderr)
         return summary
     finally:
         if signals.release():
@@ -201,7 +221,6 @@ def _print_results(ctx: RunContext, rec: Recording, w: Written) -> None:
             print(line)
     for row in w.fits or ():
         print(fit.fit_line(row))
-    print(report_command.after_run(ctx.run_dir))  # report.html from the tables just written (testbed.report)
 
 
 def _write_results_now(ctx: RunContext, rec: Recording) -> Written:
@@ -258,6 +277,7 @@ def _write_results_now(ctx: RunContext, rec: Recording) -> Written:
                         timing.early_bytes(f.host_link_bps, f.mtu_bytes) * 8 / f.host_link_bps)
     if fits is not None:
         summary["fit"] = fits
+    summary["congestion"] = stable_congestion(summary["congestion"])  # every key in every run
     timing.add_busbw_error_bounds(summary["sizes"], ctx.spec, ctx.efficiency)
     run = RunDir(ctx.run_dir)
     run.write_parquet_or_warn()  # every table is in: NAME.parquet beside NAME.csv

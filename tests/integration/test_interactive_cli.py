@@ -110,6 +110,20 @@ def test_cli_commands_on_the_live_fabric_and_exit_cleans_up(tmp_path):
         # each line once: Mininet's logger no longer also goes through the root handler ("Level 25 mininet:")
         assert out.count("1 received") == 1 and "Level 25" not in out, out
 
+        # the names the prompt accepts are the names it shows (seen: pingall printed run-id-prefixed names)
+        tty.send("pingall")
+        out = tty.expect(PROMPT, 60)
+        assert re.search(r"^h1 -> h2 h3 h4\s*$", out, re.M) and "0% dropped (12/12 received)" in out, out
+        assert rid not in out, out
+        tty.send("nodes")
+        out = tty.expect(PROMPT, 20)
+        assert re.search(r"^h1 h2 h3 h4 l1 l2 s1 s2\s*$", out, re.M) and rid not in out, out
+        tty.send("net")
+        out = tty.expect(PROMPT, 20)
+        assert re.search(r"^h1 h1-eth0:l1-eth\d+", out, re.M) and rid not in out, out
+        tty.send("pingpair")  # Mininet's command on its first two hosts
+        assert "0% dropped (2/2 received)" in tty.expect(PROMPT, 30)
+
         tty.send("h1 iperf3 -s -D -p 5999")  # a daemon: re-parented to init, it would outlive the run
         tty.expect(PROMPT, 20)
         assert _iperf3_daemons(), "the daemon did not start: the check below proves nothing"
