@@ -153,7 +153,7 @@ def test_netem_delay_sets_rtt_and_window_limited_goodput(tmp_path):
     assert manifest["link_model"]["delay_backend"].startswith("netem")
 
     # ping: min/avg/max/mdev in ms
-    line = next(ln for ln in res.stdout.splitlines() if "min/avg/max" in ln)
+    line = next(ln for ln in (res.stdout + res.stderr).splitlines() if "min/avg/max" in ln)
     rtt_min_ms, rtt_avg_ms, rtt_max_ms = (float(v) for v in line.split("=")[1].split("/")[:3])
     ping_frame_bytes = 14 + 20 + 8 + 56  # Ethernet + IPv4 + ICMP + ping's 56 data bytes
     nominal_ms = 2 * DELAY_LINKS * DELAY_US / 1e3
@@ -184,15 +184,17 @@ RED_KMIN, RED_KMAX, RED_PMAX = 10_000, 50_000, 0.2
 #: class buffers: one below Kmin, three between Kmin and Kmax, one above Kmax (frames of 1042 bytes)
 RED_LIMITS = (7_000, 20_000, 32_000, 44_000, 70_000)
 RED_TOLERANCE_PP = 5.0
-#: link rate: under software emulation the guest's Python senders reached about 100 packets/s together
-#: (2026-12-02), too few to overload a 2 or 1 Mbit/s port (240, 120 packets/s); 500 kbit/s drains 60
-RED_LINK_BPS = "500k"
+#: link rate (120 packets/s of 1042 bytes) and seconds measured per point
+RED_LINK_BPS = "1M"
 RED_POINT_S = 6.0
+#: warm-up per point: under software emulation a sender's Python takes seconds to start, and the queue
+#: must be full before the receiver counts (at 3 s the backlog had not built: 2026-12-02)
+RED_WARMUP_S = 8.0
 
 
 def test_red_marks_on_the_red_line(tmp_path):
     """``congestion.ecn.marker: red`` builds a sch_red leaf with ECN in the lossless class of every switch
-    port. Two hosts send into a third as fast as their 500 kbit/s NICs and the guest's CPU let them (the leaf's port toward it is
+    port. Two hosts send into a third as fast as their 1 Mbit/s NICs and the guest's CPU let them (the leaf's port toward it is
     overloaded) and the class buffer is set to each of :data:`RED_LIMITS` in turn, holding the backlog just
     below it (benchmarks/instruments/ecn_curve.py); the receiver counts CE per kind. At each point the CE
     fraction of ECT packets is within 5 points of the RED line averaged over the backlog samples (5 ms) of
@@ -220,7 +222,7 @@ def test_red_marks_on_the_red_line(tmp_path):
         t_up = time.monotonic() - t0
         port = congested_port(fab, 2)
         with KernelMarking(curve, fab.switch_ports, fab.queues, period_s=0.005) as marking:
-            points = [measure_point(fab, marking, [0, 1], 2, port, limit, seconds=RED_POINT_S, warmup_s=3.0,
+            points = [measure_point(fab, marking, [0, 1], 2, port, limit, seconds=RED_POINT_S, warmup_s=RED_WARMUP_S,
                                     set_limit=lambda p, b: set_red_limit(p, b, curve)) for limit in RED_LIMITS]
         from dataplane.queues.sch_red import red_stats
         stats = red_stats(port)
