@@ -132,13 +132,15 @@ class ControllerSettings:
 @dataclass(frozen=True)
 class EcnSettings:
     """RED marking of the lossless class: Kmin, Kmax (bytes), Pmax, the probability step and the
-    DSCP marked."""
+    DSCP marked; ``marker``: ``nftables`` (the loop marks) or ``red`` (sch_red leaves mark; the loop
+    only reads their counts at the end)."""
 
     kmin_bytes: int
     kmax_bytes: int
     pmax: float
     step: float
     dscp: int
+    marker: str = "nftables"
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,7 @@ import os
 import signal
 import sys
 from contextlib import nullcontext
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -141,7 +142,24 @@ def _probe(ctx: RunContext) -> tuple[RunContext, "capabilities.Capabilities"]:
     transport = transport_params(spec, run_rto_us(spec), max((len(p) for p in peers.values()), default=2),
                                  workload.streams(ctx.ops_plan))
     send_buffer = check_run_send_buffer(spec, datapath)
+    ctx = dataclasses.replace(ctx, spec=with_ecn_marker(spec, caps.ecn_marker))
     return ctx.probed(datapath, transport, send_buffer), caps
+
+
+def with_ecn_marker(spec, machine_marker: str):
+    """``spec`` with ``congestion.ecn.marker`` resolved for this machine (testbed.spec.congestion.resolve_marker;
+    unchanged without ECN). Raises ScenarioError when the scenario asks for a marker the kernel lacks."""
+    from testbed.spec.congestion import resolve_marker
+
+    ecn = spec.congestion.ecn
+    if ecn is None:
+        return spec
+    try:
+        marker = resolve_marker(spec.congestion, machine_marker)
+    except ValueError as e:
+        raise ScenarioError(str(e)) from None
+    congestion = spec.congestion.model_copy(update={"ecn": ecn.model_copy(update={"marker": marker})})
+    return spec.model_copy(update={"congestion": congestion})
 
 
 def _open_run_dir(ctx: RunContext, caps, progress: Progress) -> None:

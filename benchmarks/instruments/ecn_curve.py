@@ -27,8 +27,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 if TYPE_CHECKING:
     from dataplane.ecn_marker import NftEcnMarker
 
@@ -73,6 +71,16 @@ class EcnLoop:
                                on_sample=marker.on_sample)
         return cls(marker, sampler)
 
+    @property
+    def curve(self):
+        """The RED curve the marker follows (dataplane.ecn_policy.RedCurve)."""
+        return self.marker.policy.curve
+
+    @property
+    def step(self) -> float:
+        """The marker's probability step (its probabilities are quantized to it)."""
+        return self.marker.policy.step
+
     def __enter__(self) -> "EcnLoop":
         self.marker.start()
         try:
@@ -87,6 +95,43 @@ class EcnLoop:
             self.sampler.stop()
         finally:
             self.marker.stop()
+
+
+class KernelMarking:
+    """The kernel marks (sch_red leaves, dataplane.queues.sch_red): only a sampler of the marked class's
+    leaf on every switch port, for the backlog each point held, and the curve the leaves were built with.
+    Context manager, like :class:`EcnLoop`; ``period_s`` is longer under software emulation (scripts/vm)."""
+
+    step = None
+
+    def __init__(self, curve, ports: list[str], backend, period_s: float = 0.001):
+        from dataplane.qdisc_sampler import QdiscSampler
+        from testbed.spec.congestion import CLASS_NAMES
+
+        self.curve = curve
+        self.sampler = QdiscSampler(ports, period_s, parent=backend.class_parent(CLASS_NAMES.index("lossless")))
+
+    def __enter__(self) -> "KernelMarking":
+        self.sampler.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.sampler.stop()
+
+
+def set_red_limit(port: str, limit_bytes: int, curve, class_index: int = 1) -> None:
+    """Rebuild the RED leaf of class ``class_index`` on switch port ``port`` (root namespace) with ``limit_bytes``
+    (sch_red replaces its bfifo child: the queue starts empty)."""
+    from pyroute2 import IPRoute
+
+    from dataplane.queues import htb_classes, sch_red
+
+    with IPRoute() as ipr:
+        index = ipr.link_lookup(ifname=port)[0]
+        _cmd, kind, attrs = sch_red.red_request(index, htb_classes.leaf_handle(class_index),
+                                                htb_classes.class_handle(class_index), limit_bytes,
+                                                curve.kmin_bytes, curve.kmax_bytes, curve.pmax)
+        ipr.tc("change", kind, **attrs)
 
 
 def send(dst: str, seconds: float) -> None:
@@ -115,6 +160,7 @@ def recv(seconds: float, warmup_s: float) -> dict:
         s.bind(("0.0.0.0", port))
         s.setblocking(False)
         socks[s] = kind
+    print("ready", flush=True)  # bound: the senders may start
     counts = {kind: [0, 0, 0, 0] for kind, *_ in KINDS}  # by ECN codepoint: not-ECT, ECT(1), ECT(0), CE
     import select
     t0 = time.monotonic()
@@ -158,21 +204,26 @@ def set_class_limit(port: str, limit_bytes: int, rate_bps: float, mtu_bytes: int
 
 
 def measure_point(fab, loop, senders, receiver, port: str, limit_bytes: int, seconds: float,
-                  warmup_s: float = 0.7) -> dict:
+                  warmup_s: float = 0.7, set_limit=None) -> dict:
     """Hold ``port``'s lossless backlog near ``limit_bytes`` for ``warmup_s + seconds``; return the figures.
 
-    ``fab``: the running Fabric; ``loop``: its running EcnLoop; ``senders``/``receiver``: host ranks.
+    ``fab``: the running Fabric; ``loop``: its running EcnLoop (or a :class:`KernelMarking`: ``sampler``,
+    ``curve``, ``step`` None when probabilities are not quantized); ``senders``/``receiver``: host ranks;
+    ``set_limit(port, limit_bytes)``: how the class buffer is set (default the tbf's, :func:`set_class_limit`).
     Returns a dict: limit_bytes, backlog_mean_bytes (sampled, after warm-up), red_p (the RED formula at
     that mean), expected_p (the policy's quantized probability averaged over the samples), ce_fraction
     of ECT, not_ect_ce and lossy_ect_ce (CE counts of the kinds that must never be marked), counts.
     """
     link = fab.layout.links_of(fab.layout.hosts[receiver].name)[0]
     rate_bps, mtu = link.rate_bps, fab.spec.fabric.mtu_bytes
-    set_class_limit(port, limit_bytes, rate_bps, mtu)
+    if set_limit is None:
+        set_class_limit(port, limit_bytes, rate_bps, mtu)
+    else:
+        set_limit(port, limit_bytes)
     py = sys.executable
     rx = fab.host(receiver).popen([py, "-m", "benchmarks.instruments.ecn_curve", "recv", str(warmup_s + seconds),
                                    str(warmup_s)], stdout=-1, stderr=-1, text=True, cwd=ROOT)
-    time.sleep(0.3)
+    rx.stdout.readline()  # "ready": bound (an empty line: it failed, reported below)
     dst = fab.layout.hosts[receiver].ip
     tx = [fab.host(r).popen([py, "-m", "benchmarks.instruments.ecn_curve", "send", dst, str(warmup_s + seconds)],
                             stdout=-1, stderr=-1, text=True, cwd=ROOT) for r in senders]
@@ -184,11 +235,16 @@ def measure_point(fab, loop, senders, receiver, port: str, limit_bytes: int, sec
     if rx.returncode != 0:
         raise RuntimeError(f"receiver failed: {err.strip()[-400:]}")
     counts = json.loads(out.strip().splitlines()[-1])
+    import numpy as np
+
     frame = loop.sampler.to_frame()
     q = frame[(frame["port"] == port) & (frame["time_ns"] >= t_warm_ns) & (frame["time_ns"] <= t_end_ns)]
     backlog = q["backlog_bytes"].to_numpy(dtype=float)
-    curve, step = loop.marker.policy.curve, loop.marker.policy.step
+    curve, step = loop.curve, loop.step
     from dataplane.ecn_policy import quantize
+    if step is None:  # the kernel's probability is not quantized
+        def quantize(p, _step):
+            return p
     mean = float(backlog.mean()) if len(backlog) else float("nan")
     return {"limit_bytes": int(limit_bytes), "backlog_mean_bytes": round(mean, 1),
             "backlog_p5_bytes": float(np.percentile(backlog, 5)) if len(backlog) else None,

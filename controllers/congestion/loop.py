@@ -76,7 +76,8 @@ class CongestionLoop:
         self.ports = sorted(pfc.upstreams(layout))
         self.sampler = QdiscSampler(self.ports, conf.period_s, parent=conf.sampled_parent,
                                     on_sample=self._tick)
-        self.marker = self._marker() if conf.ecn is not None else None
+        # sch_red leaves mark by themselves (dataplane.queues.sch_red): no loop marker then
+        self.marker = self._marker() if conf.ecn is not None and conf.ecn.marker != "red" else None
         self.policy = None
         if conf.pfc is not None:
             self.policy = pfc.PfcPolicy(conf.pfc.xoff_bytes, conf.pfc.xon_bytes, self.ports, pfc.feeds(layout))
@@ -305,6 +306,12 @@ class CongestionLoop:
             doc["ecn"] = {"marker": self.marker.backend, "kmin_bytes": c.kmin_bytes, "kmax_bytes": c.kmax_bytes,
                           "pmax": c.pmax, "ect_pkts": sum(e for e, _ in counts.values()),
                           "ce_marked_pkts": sum(m for _, m in counts.values())}
+        elif self.conf.ecn is not None:  # sch_red marked: its counters, read once now
+            from dataplane.queues.sch_red import red_stats
+            e = self.conf.ecn
+            doc["ecn"] = {"marker": "red (sch_red leaf of the lossless class)", "kmin_bytes": e.kmin_bytes,
+                          "kmax_bytes": e.kmax_bytes, "pmax": e.pmax, "ect_pkts": None,
+                          "ce_marked_pkts": sum(int(q.get("marked", 0)) for p in self.ports for q in red_stats(p))}
         if self.policy is not None:
             events = pd.DataFrame(self.events, columns=EVENT_COLUMNS)
             write_csv(events, self.results_dir / PFC_EVENTS_FILE)

@@ -5,7 +5,8 @@ HTB rate limit + bfifo tail drop, :mod:`dataplane.queues.htb_bfifo`) or
 ``htb_classes`` (priority classes by DSCP with tbf leaves, :mod:`dataplane.queues.htb_classes`).
 A new backend is one module with a :class:`~dataplane.queues.base.QueueBackend`
 subclass (its parameters, if any, in its ``Settings``: the scenario's ``fabric.<name>`` block),
-added to :data:`BACKENDS`; the interface is in :mod:`dataplane.queues.base`.
+added to :data:`BACKENDS`; the interface is in :mod:`dataplane.queues.base`. Every backend's tree can
+sit under a netem stage that adds the links' propagation delay (:mod:`dataplane.queues.delay`).
 """
 from __future__ import annotations
 
@@ -17,16 +18,19 @@ from dataplane.queues.htb_classes import HtbClasses
 BACKENDS: dict[str, type[QueueBackend]] = {HtbBfifo.name: HtbBfifo, HtbClasses.name: HtbClasses}
 DEFAULT_BACKEND = HtbBfifo.name
 _SELF_CHECK_TOLERANCE = 0.01
+#: netem delay read back within this many us of the configured one (tick rounding)
+_DELAY_TOLERANCE_US = 1
 
 
-def get(name: str, settings=None) -> QueueBackend:
-    """The backend registered as ``name`` with ``settings`` (its ``Settings``; None: the defaults);
-    ValueError naming ``fabric.queue_backend`` and the registered names."""
+def get(name: str, settings=None, delay_us: int = 0) -> QueueBackend:
+    """The backend registered as ``name`` with ``settings`` (its ``Settings``; None: the defaults) and every
+    link's propagation delay ``delay_us`` (:mod:`dataplane.queues.delay`); ValueError naming
+    ``fabric.queue_backend`` and the registered names."""
     try:
         cls = BACKENDS[name]
     except (KeyError, TypeError):
         raise ValueError(f"fabric.queue_backend = {name!r} is not one of {sorted(BACKENDS)}") from None
-    return cls(settings)
+    return cls(settings, delay_us)
 
 
 def self_check(configured: dict[str, float], readback: dict[str, ShapedLink]) -> list[str]:
@@ -53,3 +57,11 @@ def self_check(configured: dict[str, float], readback: dict[str, ShapedLink]) ->
                     f"{got_bps:.0f} bit/s ({err:+.2%})"
                 )
     return problems
+
+
+def delay_check(delay_us: int, readback: dict[str, ShapedLink]) -> list[str]:
+    """Compare the configured propagation delay with the kernel's netem stage on every shaped interface,
+    one sentence per interface off by more than :data:`_DELAY_TOLERANCE_US` (the kernel keeps it in
+    scheduler ticks), e.g. ``"tb12abl1-eth3: configured delay 5000 us, kernel 0 us"``."""
+    return [f"{ifname}: configured delay {delay_us} us, kernel {link.delay_us} us"
+            for ifname, link in readback.items() if abs(link.delay_us - delay_us) > _DELAY_TOLERANCE_US]

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import numbers
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Optional
 
 from dataplane.ecn_policy import RedCurve  # noqa: F401  (the marking curve lives with its policy)
-from dataplane.queues import tc
+from dataplane.queues import delay, tc
 from traffic.registry import NoSettings
 
 ETH_HLEN_BYTES = 14
@@ -41,12 +41,14 @@ def frame_bytes(mtu_bytes: int) -> int:
 class TrafficClass:
     """One egress class: ``buffer_bytes`` of frame bytes (tail drop beyond), the DSCP values it
     takes (empty: everything no other class takes), ``priority`` (0 is served first) and optional
-    ECN ``marking``."""
+    ECN ``marking``, done by ``marker``: ``nftables`` (the controller loop's egress marker,
+    dataplane.ecn_marker) or ``red`` (a sch_red leaf, :mod:`dataplane.queues.sch_red`)."""
 
     buffer_bytes: int
     dscp: tuple[int, ...] = ()
     priority: int = 0
     marking: Optional[RedCurve] = None
+    marker: str = "nftables"
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,7 @@ class ShapedLink:
     quantum_bytes: the shaper's DRR quantum in bytes.
     burst_bytes: the shaper's token bucket depth in bytes, converted back from
         the kernel's ticks (rounded; within a few bytes of what was set).
+    delay_us: the netem stage's delay in microseconds (:mod:`dataplane.queues.delay`; 0: none).
     """
 
     rate_bps: int
@@ -110,6 +113,7 @@ class ShapedLink:
     buffer_bytes: int
     quantum_bytes: int
     burst_bytes: int
+    delay_us: int = 0
 
 
 class QueueBackend(ABC):
@@ -117,9 +121,6 @@ class QueueBackend(ABC):
 
     #: the key ``fabric.queue_backend`` selects it by
     name: ClassVar[str]
-    #: the telemetry sampler reads the counters of the qdisc whose parent is this handle
-    #: (tc.TC_H_ROOT: the root qdisc, whose counters aggregate every class below it)
-    sampled_parent: ClassVar[int] = tc.TC_H_ROOT
     #: most classes one interface may have
     max_classes: ClassVar[int] = 1
     #: whether the backend can mark ECN (a class with ``marking``)
@@ -128,9 +129,20 @@ class QueueBackend(ABC):
     #: scenario's ``fabric.<name>`` block (testbed.spec.fabric.FabricSpec.queue_settings)
     Settings: ClassVar[type] = NoSettings
 
-    def __init__(self, settings: Any = None):
-        """``settings``: an instance of :attr:`Settings` (None: its defaults)."""
+    def __init__(self, settings: Any = None, delay_us: int = 0):
+        """``settings``: an instance of :attr:`Settings` (None: its defaults); ``delay_us``: the propagation
+        delay of every link it shapes (a netem stage above the backend's tree, :mod:`dataplane.queues.delay`;
+        0: none). ValueError for a negative delay."""
+        if delay_us < 0:
+            raise ValueError(f"delay_us={delay_us!r} must be >= 0")
         self.settings = settings if settings is not None else self.Settings()
+        self.delay_us = int(delay_us)
+        #: where the backend's tree hangs: the egress root, or netem's child slot when links are delayed
+        self.root_parent = delay.CHILD_PARENT if self.delay_us else tc.TC_H_ROOT
+        #: the telemetry sampler reads the counters of the qdisc whose parent is this handle: the
+        #: backend's root qdisc, whose counters aggregate every class below it (never netem's: its
+        #: frames are on the wire, not in the port buffer)
+        self.sampled_parent = self.root_parent
 
     def check(self, cfg: QueueConfig) -> None:
         """Raise ValueError when ``cfg`` asks for what this backend cannot build (naming it)."""
@@ -142,7 +154,12 @@ class QueueBackend(ABC):
 
     @abstractmethod
     def plan(self, ifindex: int, cfg: QueueConfig) -> list[TcRequest]:
-        """The tc requests :meth:`install` sends after clearing the egress root, in order (no kernel access)."""
+        """The backend's own tc requests, rooted at the egress root (TC_H_ROOT), in order (no kernel access)."""
+
+    def full_plan(self, ifindex: int, cfg: QueueConfig) -> list[TcRequest]:
+        """What :meth:`install` sends after clearing the egress root: :meth:`plan`, under the netem stage
+        when the backend has a delay (:func:`dataplane.queues.delay.under_delay`)."""
+        return delay.under_delay(self.plan(ifindex, cfg), ifindex, self.delay_us)
 
     @abstractmethod
     def read_back(self, ipr, ifname: str) -> ShapedLink:
@@ -158,6 +175,7 @@ class QueueBackend(ABC):
         self.check(cfg)
         index = tc.ifindex(ipr, ifname)
         tc.clear_root(ipr, index)
-        for command, kind, attrs in self.plan(index, cfg):
+        for command, kind, attrs in self.full_plan(index, cfg):
             tc.request(ipr, ifname, command, kind, **attrs)
-        return self.read_back(ipr, ifname)
+        link = self.read_back(ipr, ifname)
+        return replace(link, delay_us=delay.read_delay_us(ipr, index)) if self.delay_us else link

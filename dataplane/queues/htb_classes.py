@@ -25,13 +25,15 @@ and its burst :func:`~dataplane.queues.htb_bfifo.burst_bytes_for`.
 The telemetry sampler reads the root (all classes together, as with
 ``htb_bfifo``); a class alone is read at the qdisc whose parent is
 :meth:`HtbClasses.class_parent` (the ECN marker reads the lossless class so).
-ECN marking is not done by a qdisc here (no ``sch_red``): the nftables egress
-marker (:mod:`dataplane.ecn_marker`) marks ECT packets of the marked
-class, with the probability the 1 ms loop sets from that class's backlog.
+ECN marking: by default the nftables egress marker (:mod:`dataplane.ecn_marker`) marks ECT packets of
+the marked class, with the probability the 1 ms loop sets from that class's backlog; where the kernel
+has ``sch_red`` and the class's ``marker`` is ``red`` (``congestion.ecn.marker``), the marked class's
+leaf is a RED qdisc with ECN instead of its tbf (:mod:`dataplane.queues.sch_red`), which marks at
+enqueue from the class backlog; it has no rate to pause, so PFC keeps the nftables marker.
 """
 from __future__ import annotations
 
-from dataplane.queues import tc
+from dataplane.queues import sch_red, tc
 from dataplane.queues.base import QueueBackend, QueueConfig, ShapedLink, TcRequest, frame_bytes
 from dataplane.queues.htb_bfifo import CLASS_HANDLE, ROOT_HANDLE, burst_bytes_for, find_tc_object
 
@@ -106,6 +108,11 @@ class HtbClasses(QueueBackend):
                 "index": ifindex, "handle": class_handle(i), "parent": CLASS_HANDLE, "prio": int(c.priority),
                 "rate": share_Bps, "ceil": leaf_Bps, "burst": burst, "cburst": burst,
                 "quantum": frame_bytes(mtu), "mtu": mtu}))
+            if c.marking is not None and c.marker == "red":
+                m = c.marking
+                reqs.append(sch_red.red_request(ifindex, leaf_handle(i), class_handle(i), c.buffer_bytes,
+                                                m.kmin_bytes, m.kmax_bytes, m.pmax))
+                continue
             reqs.append(("add", "tbf", {"index": ifindex, "handle": leaf_handle(i), "parent": class_handle(i),
                                         "rate": leaf_Bps, "burst": burst, "limit": int(c.buffer_bytes),
                                         "mtu": frame_bytes(mtu)}))
@@ -121,16 +128,19 @@ class HtbClasses(QueueBackend):
         index = tc.ifindex(ipr, ifname)
         classes = ipr.get_classes(index=index)
         cls = find_tc_object(classes, CLASS_HANDLE, "htb", f"{ifname}: no HTB class 1:1")
-        leaves = [q for q in ipr.get_qdiscs(index=index) if q.get_attr("TCA_KIND") == "tbf"]
+        qdiscs = ipr.get_qdiscs(index=index)
+        leaves = [q for q in qdiscs if q.get_attr("TCA_KIND") == "tbf"]
         if not leaves:
             raise ValueError(f"{ifname}: no tbf leaf (not shaped by htb_classes?)")
+        red = [q.get_attr("TCA_OPTIONS").get_attr("TCA_RED_PARMS")["limit"] for q in qdiscs
+               if q.get_attr("TCA_KIND") == "red"]
         opts = cls.get_attr("TCA_OPTIONS")
         parms = opts.get_attr("TCA_HTB_PARMS")
         rate_Bps = opts.get_attr("TCA_HTB_RATE64") or parms["rate"]
         ceil_Bps = opts.get_attr("TCA_HTB_CEIL64") or parms["ceil"]
         return ShapedLink(
             rate_bps=rate_Bps * 8, ceil_bps=ceil_Bps * 8,
-            buffer_bytes=sum(q.get_attr("TCA_OPTIONS").get_attr("TCA_TBF_PARMS")["limit"] for q in leaves),
+            buffer_bytes=sum(q.get_attr("TCA_OPTIONS").get_attr("TCA_TBF_PARMS")["limit"] for q in leaves) + sum(red),
             quantum_bytes=parms["quantum"],
             burst_bytes=tc.ticks_to_bytes(parms["buffer"], rate_Bps),
         )

@@ -49,7 +49,8 @@ def loop_settings(fab) -> LoopSettings:
     if c.ecn is not None:
         kmin, kmax = c.ecn.thresholds_bytes(frame)
         ecn = EcnSettings(kmin_bytes=kmin, kmax_bytes=kmax, pmax=float(c.ecn.pmax),
-                          step=float(c.ecn_probability_step), dscp=DSCP_LOSSLESS)
+                          step=float(c.ecn_probability_step), dscp=DSCP_LOSSLESS,
+                          marker="red" if c.ecn.marker == "red" else "nftables")
     pfc = None
     if c.pfc_on:
         xon, xoff = c.pfc.thresholds_bytes(frame)

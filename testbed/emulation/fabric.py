@@ -11,8 +11,9 @@ OpenFlow 1.5, fail-mode secure), turn checksum/segmentation offloads off on
 every veth when the userspace datapath is used (it cannot fill in checksums),
 disable IPv6 in hosts (no neighbour-discovery noise), set every veth's MTU and
 every OVS port's ``mtu_request`` to ``fabric.mtu_bytes``, install every egress queue with
-the ``fabric.queue_backend`` (dataplane.queues; rate, buffer and MTU), read every
-rate back (self-check), hand the controller's ECN/PFC loop its settings when the scenario has
+the ``fabric.queue_backend`` (dataplane.queues; rate, buffer and MTU) under a netem stage of
+``fabric.link_delay_us`` when it is set (dataplane.queues.delay), read every
+rate and delay back (self-check), hand the controller's ECN/PFC loop its settings when the scenario has
 ``congestion.ecn`` or ``congestion.pfc`` (testbed.emulation.congestion_conf), and wait until the controller confirmed every
 switch's flows and groups with a barrier, then supervise the controller
 (testbed.emulation.controller_supervisor: a death is recorded and, with
@@ -122,7 +123,8 @@ class Fabric(StartStop):
         self.ready: ControllerReady | None = None
         self._owner_pid = os.getpid()
         #: the queue backend of every egress (fabric.queue_backend)
-        self.queues = queues.get(spec.fabric.queue_backend, spec.fabric.queue_settings)
+        self.queues = queues.get(spec.fabric.queue_backend, spec.fabric.queue_settings,
+                                 delay_us=spec.fabric.link_delay_us)
         self.readback: dict[str, queues.ShapedLink] = {}
         #: the switch ports' silent tail drop (testbed.emulation.switch_tail_drop), set once shaped
         self.tail_drop: SwitchTailDrop | None = None
@@ -341,6 +343,7 @@ class Fabric(StartStop):
                     if end.node in switches:
                         self._shape_switch_port(ipr, end.intf, link.rate_bps, link.buffer_bytes)
         problems = queues.self_check(self.port_rate_bps, self.readback)
+        problems += queues.delay_check(self.spec.fabric.link_delay_us, self.readback)
         if problems:
             raise FabricError("link shaping self-check failed: " + "; ".join(problems))
 

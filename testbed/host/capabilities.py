@@ -333,30 +333,24 @@ def _try_qdisc(ipr, idx: int, kind: str, ns: str, dev: str) -> Feature:
 
 
 def _try_red(ipr, idx: int, ns: str, dev: str) -> Feature:
-    """pyroute2 has no RED encoder: ask the kernel if the kind exists, then use ``tc``.
-
-    A qdisc add of kind ``red`` without options fails with ENOENT when the
-    kernel lacks sch_red and EINVAL when it has it. If it has it, iproute2's
-    ``tc`` tries the real configuration with ``ecn``.
-    """
+    """The configuration the RED queue backend installs (dataplane.queues.sch_red: ECN, Wlog 0, stab,
+    max_P): ENOENT means the kernel lacks sch_red."""
     from pyroute2.netlink.exceptions import NetlinkError
+    from pyroute2.netlink.rtnl import TC_H_ROOT
 
+    from dataplane.queues import sch_red
+
+    _cmd, kind, attrs = sch_red.red_request(idx, 0x10000, TC_H_ROOT, 400_000, 30_000, 90_000, 0.1)
     try:
-        ipr.tc("add", "red", idx)
+        ipr.tc("add", kind, **attrs)
     except NetlinkError as exc:
         if exc.code == errno.ENOENT:
             return Feature(False, "kernel has no sch_red")
-        if exc.code != errno.EINVAL:  # EINVAL: the kind exists, options missing
-            return Feature(False, f"rejected: {exc}")
-    rc, _, err = _run(
-        ["ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev, "root", "red",
-         "limit", "400000", "min", "30000", "max", "90000", "avpkt", "1000",
-         "burst", "55", "bandwidth", "10mbit", "probability", "0.1", "ecn"]
-    )
-    if rc == 127:
-        return Feature(True, "kernel has sch_red (tc not installed, ECN option not tried)")
-    if rc != 0:
-        return Feature(False, f"sch_red present but 'red ... ecn' rejected: {err}")
+        return Feature(False, f"sch_red present but 'red ... ecn' rejected: {exc}")
+    try:
+        ipr.tc("del", index=idx, parent=TC_H_ROOT)
+    except NetlinkError:
+        pass  # the netns goes away anyway
     return Feature(True, "works with ecn")
 
 

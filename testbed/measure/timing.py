@@ -15,9 +15,12 @@ class holds non-negative tokens and charges the frame's serialization time
   before passing it on. A frame's serialization is paid once, where it is
   charged, not again at every hop: the fabric emulates **cut-through**
   switching, not store-and-forward;
-* there is no propagation delay unless ``fabric.link_delay_us`` asks for one,
-  which needs ``sch_netem`` (refused before anything is built where the kernel
-  has none; see :func:`check_delay_backend`).
+* there is no propagation delay unless ``fabric.link_delay_us`` asks for one:
+  then a netem stage at every egress root holds each frame ``link_delay_us``
+  before the shaper (:mod:`dataplane.queues.delay`), so a path of ``n`` links
+  adds ``n x link_delay_us`` each way and a round trip ``2 x n x link_delay_us``
+  (:func:`path_rtt_us`). It needs ``sch_netem`` (refused before anything is
+  built where the kernel has none; see :func:`check_delay_backend`).
 
 For a window of one packet with an ACK per packet (:func:`window1_busbw_ratio`),
 cut-through gives one data frame and one ACK frame per round trip on each link
@@ -173,9 +176,22 @@ def check_delay_backend(spec: ScenarioSpec, delay_backend: str) -> None:
     if delay_backend != "netem":
         raise ScenarioError(f"fabric.link_delay_us = {d}: this kernel has no sch_netem, so links cannot add "
                             f"propagation delay here; allowed here: 0 (run on a kernel with netem, e.g. the "
-                            f"Vagrant VM)")
-    raise ScenarioError(f"fabric.link_delay_us = {d}: a netem stage under the link shaper is not built yet; "
-                        f"allowed: 0")
+                            f"Vagrant VM or a scripts/vm guest)")
+
+
+def path_rtt_us(links: int, link_delay_us: float, rate_bps: float, data_frame_bytes: int,
+                ack_frame_bytes: int = ACK_FRAME_BYTES) -> float:
+    """Base round trip of one data frame and its ACK over a path of ``links`` links at ``rate_bps``, us:
+    ``2 x links x link_delay_us`` of propagation plus each frame's serialization once (cut-through, module
+    doc), no queueing. ``links``: 2 from host to host through one switch."""
+    return 2 * links * link_delay_us + (data_frame_bytes + ack_frame_bytes) * 8e6 / rate_bps
+
+
+def window_limited_goodput_bps(window_pkts: int, payload_bytes: int, rtt_us: float) -> float:
+    """Goodput of a QP whose window, not the link, is the limit: ``window_pkts x payload_bytes x 8 / RTT``
+    (bit/s of payload), with an ACK per packet so the window slides every frame. The window is the limit
+    while ``window_pkts`` frames serialize in less than the RTT (:func:`path_rtt_us`)."""
+    return window_pkts * payload_bytes * 8e6 / rtt_us
 
 
 def link_model(spec: ScenarioSpec, delay_backend: str) -> dict:
@@ -191,7 +207,7 @@ def link_model(spec: ScenarioSpec, delay_backend: str) -> dict:
         "serialization": "HTB token bucket per egress at the link rate: a backlogged port sends one frame "
                          "per serialization time; an idle port forwards at once (no per-hop store-and-forward)",
         "propagation_delay_us": f.link_delay_us,
-        "delay_backend": "netem" if f.link_delay_us else "none",
+        "delay_backend": "netem (root of every egress, the shaper under it)" if f.link_delay_us else "none",
         "delay_backend_available": delay_backend,
         "mtu_bytes": f.mtu_bytes,
         "frame_bytes_counted": "Ethernet frame without preamble, FCS or inter-frame gap",

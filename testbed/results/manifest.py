@@ -44,10 +44,12 @@ def versions() -> dict:
 
 
 def ecn_marker_backend(spec, caps) -> str:
-    """The ECN marker this run uses: ``nftables (libnftables)``/``nftables (nft -f)`` when
-    ``congestion.ecn`` is on, else ``off (the machine offers <caps.ecn_marker>)``."""
+    """The ECN marker this run uses: ``red (sch_red ...)`` (``congestion.ecn.marker`` resolved to red) or
+    ``nftables (libnftables)``/``nftables (nft -f)`` when ``congestion.ecn`` is on, else ``off (the machine offers <caps.ecn_marker>)``."""
     if spec.congestion.ecn is None:
         return f"off (the machine offers {caps.ecn_marker})"
+    if spec.congestion.ecn.marker == "red":
+        return "red (sch_red leaf of the lossless class)"
     from dataplane.nft import nft_backend
     return nft_backend()
 

@@ -13,7 +13,8 @@ RTT, set on the spec when the scenario is checked)::
 
     congestion:
       buffers: {control_bytes: 30000, lossless_bytes: 150000, lossy_bytes: 100000}
-      ecn: {kmin_bytes: 20000, kmax_bytes: 80000, pmax: 0.2}     # or kmin_pkts / kmax_pkts, kmin_bdp / kmax_bdp
+      ecn: {kmin_bytes: 20000, kmax_bytes: 80000, pmax: 0.2,     # or kmin_pkts / kmax_pkts, kmin_bdp / kmax_bdp
+            marker: auto}                                        # red (sch_red) | nftables | auto
       pfc: {xoff_bytes: 100000, xon_bytes: 70000,                # or *_pkts, *_bdp; enabled: true
             watchdog: {enabled: true, detect_ms: 200, restore_ms: 200}}   # optional
 
@@ -22,7 +23,7 @@ RTT, set on the spec when the scenario is checked)::
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Literal, Optional
 
 from pydantic import Field, PrivateAttr, StrictBool, create_model, model_validator
 
@@ -117,12 +118,36 @@ def _pair(low: str, high: str) -> type:
     return create_model(f"_{low}_{high}", __base__=_Thresholds, **fields)
 
 
+#: who marks: ``auto`` resolves to one of the others when the run probes the machine (:func:`resolve_marker`)
+ECN_MARKERS = ("auto", "red", "nftables")
+
+
 class EcnSpec(_pair("kmin", "kmax")):
     """RED marking curve of the lossless class: Kmin and Kmax in bytes, full-frame packets or BDP fractions
-    (give one of each pair), Pmax in (0, 1] (Floyd & Jacobson 1993; Zhu et al. SIGCOMM 2015)."""
+    (give one of each pair), Pmax in (0, 1] (Floyd & Jacobson 1993; Zhu et al. SIGCOMM 2015).
+
+    ``marker``: ``red``, the kernel's sch_red as the lossless class's leaf (dataplane.queues.sch_red;
+    marks at enqueue from the class backlog; needs sch_red, and refused with ``pfc``, whose gate pauses
+    the class's tbf leaf); ``nftables``, the controller loop's egress marker with the probability it
+    sets from 1 ms samples of the backlog (dataplane.ecn_marker); ``auto`` (default): ``red`` where the
+    kernel has sch_red and PFC is off, else ``nftables``."""
 
     _SECTION, _LOW, _HIGH = "ecn", "kmin", "kmax"
     pmax: float = Field(0.2, gt=0, le=1, allow_inf_nan=False)
+    marker: Literal["auto", "red", "nftables"] = "auto"
+
+
+def resolve_marker(congestion: "CongestionSpec", machine_marker: str) -> str:
+    """The ECN marker a run uses: ``congestion.ecn.marker`` with ``auto`` resolved (``red`` where the machine
+    offers it, ``machine_marker`` = the capability probe's ``ecn_marker``, and PFC is off; else ``nftables``).
+    ScenarioError-worthy ValueError when ``red`` is asked for on a kernel without sch_red."""
+    asked = congestion.ecn.marker
+    if asked == "red" and machine_marker != "red":
+        raise ValueError("congestion.ecn.marker = 'red': this kernel has no sch_red; allowed here: auto, nftables "
+                         "(run on a kernel with sch_red, e.g. the Vagrant VM or a scripts/vm guest)")
+    if asked == "auto":
+        return "red" if machine_marker == "red" and not congestion.pfc_on else "nftables"
+    return asked
 
 
 class PfcSpec(_pair("xon", "xoff")):
@@ -147,6 +172,13 @@ class CongestionSpec(SpecModel):
     #: marking probability step: the marker changes a port's rule only when its quantized probability moves
     ecn_probability_step: float = Field(0.01, gt=0, le=0.1, allow_inf_nan=False)
 
+    @model_validator(mode="after")
+    def _red_without_pfc(self):
+        if self.ecn is not None and self.ecn.marker == "red" and self.pfc_on:
+            raise ValueError("congestion.ecn.marker = 'red' with congestion.pfc: PFC pauses the lossless class's "
+                             "tbf leaf, which sch_red replaces; allowed with pfc: auto, nftables")
+        return self
+
     @property
     def pfc_on(self) -> bool:
         """True when ``pfc`` is given and enabled."""
@@ -167,9 +199,11 @@ class CongestionSpec(SpecModel):
         from dataplane.queues.base import RedCurve, TrafficClass
 
         buffers = self.class_buffers_bytes(default_bytes) if switch_port else dict.fromkeys(CLASS_NAMES, default_bytes)
-        marking = None
+        marking, marker = None, "nftables"
         if switch_port and self.ecn is not None:
             marking = RedCurve(*self.ecn.thresholds_bytes(frame_bytes), self.ecn.pmax)
+            marker = "red" if self.ecn.marker == "red" else "nftables"  # auto is resolved by the run's probe
         return (TrafficClass(buffers["control"], dscp=(DSCP_CONTROL,), priority=0),
-                TrafficClass(buffers["lossless"], dscp=(DSCP_LOSSLESS,), priority=1, marking=marking),
+                TrafficClass(buffers["lossless"], dscp=(DSCP_LOSSLESS,), priority=1, marking=marking,
+                             marker=marker),
                 TrafficClass(buffers["lossy"], priority=2))
