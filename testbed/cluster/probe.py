@@ -84,6 +84,7 @@ def main(argv=None) -> int:
     ap.add_argument("--udp-bps", type=float, default=10e6)
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--out", default=None, help="also write the JSON here")
+    ap.add_argument("--ready-file", default=None, help="write the run id here once the fabric is up")
     a = ap.parse_args(argv)
     servers = [s for s in a.servers.split(",") if s]
     layout = spine_leaf.build(new_run_id(), spines=1, leaves=a.leaves, hosts_per_leaf=a.hosts_per_leaf)
@@ -93,6 +94,9 @@ def main(argv=None) -> int:
     try:
         fab.start()
         result["build_s"] = fab.build_s
+        if a.ready_file:
+            with open(a.ready_file, "w") as f:
+                f.write(layout.run_id + "\n")
         result["tunnels"] = [list(t) for t in fab.tunnels]
         result.update(measure(fab, a.pings, a.udp_bps, a.seconds))
     finally:

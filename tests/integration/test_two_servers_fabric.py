@@ -76,3 +76,36 @@ def test_lab_removes_everything_even_when_the_test_fails():
     sleeper.wait(timeout=10)
     assert lab.leftovers() == {"netns": [], "processes": [], "dirs": []}
     assert not os.path.exists(lab.dir)
+
+
+def test_after_the_driver_is_killed_testbed_clean_on_each_server_removes_exactly_the_run(tmp_path):
+    ready = tmp_path / "ready"
+    with LocalServers(2) as lab:
+        env = lab.console_env()
+        env["PYTHONPATH"] = str(REPO)
+        driver = subprocess.Popen(lab.console_argv([sys.executable, "-m", "testbed.cluster.probe", "--servers",
+                                                    "srv1,srv2", "--pings", "1000", "--ready-file", str(ready)]),
+                                  env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  start_new_session=True)
+        try:
+            for _ in range(600):
+                if ready.exists() and ready.read_text().strip() or driver.poll() is not None:
+                    break
+                subprocess.run(["sleep", "0.1"])
+            assert driver.poll() is None, driver.stderr.read().decode()[-2000:]
+            rid = ready.read_text().strip()
+        finally:
+            os.killpg(driver.pid, 9)
+            driver.wait(timeout=10)
+        left = {srv.name: lab.server_leftovers(srv) for srv in lab.servers}
+        assert all(left[s]["bridges"] for s in left), left  # Mininet had no chance to stop
+        # a bystander on srv2 that is not of this run: clean must leave it alone
+        lab.on_server(lab.servers[1], ["ovs-vsctl", "add-br", "tbffffl1", "--", "set", "bridge", "tbffffl1",
+                                       "datapath_type=netdev"])
+        res = subprocess.run(lab.console_argv([sys.executable, "-m", "testbed.cluster.clean", "srv1,srv2", rid]),
+                             env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert lab.server_leftovers(lab.servers[0]) == EMPTY
+        after2 = lab.server_leftovers(lab.servers[1])
+        assert after2 == {**EMPTY, "bridges": ["tbffffl1"], "interfaces": []}, after2
+    assert lab.leftovers() == {"netns": [], "processes": [], "dirs": []}
