@@ -107,5 +107,5 @@ def test_after_the_driver_is_killed_testbed_clean_on_each_server_removes_exactly
         assert res.returncode == 0, res.stdout + res.stderr
         assert lab.server_leftovers(lab.servers[0]) == EMPTY
         after2 = lab.server_leftovers(lab.servers[1])
-        assert after2 == {**EMPTY, "bridges": ["tbffffl1"], "interfaces": []}, after2
+        assert after2 == {**EMPTY, "bridges": ["tbffffl1"], "interfaces": ["tbffffl1"]}, after2  # its own port
     assert lab.leftovers() == {"netns": [], "processes": [], "dirs": []}
