@@ -207,7 +207,8 @@ class LocalServers:
             "LogLevel ERROR\n")
         _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(sdir / "host_key")], f"{name} host key")
         sock = "unix:/run/openvswitch/db.sock"
-        script = (self._mount_script(run_dir) +
+        mounted = sdir / "mounted"
+        script = (self._mount_script(run_dir) + f"touch {mounted}; " +
                   f"export OVS_RUNDIR=/run/openvswitch OVS_DBDIR={sdir} OVS_LOGDIR={sdir}; "
                   f"ovsdb-server {db} --remote=punix:/run/openvswitch/db.sock --pidfile={sdir}/ovsdb-server.pid "
                   f"--log-file={sdir}/ovsdb-server.log --detach --no-chdir; "
@@ -221,7 +222,19 @@ class LocalServers:
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
         self._anchors[name] = proc
+        self._wait_mounted(name, mounted)
         return srv
+
+    def _wait_mounted(self, name: str, marker: Path) -> None:
+        """Wait until ``name``'s anchor made its mounts, then note its mount namespace (so that
+        teardown finds every process started in it, even if a later start-up step fails)."""
+        proc = self._anchors[name]
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not marker.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise ServersError(f"{name}: mount namespace did not come up (exit {proc.poll()})")
+            time.sleep(0.02)
+        self._mnt[name] = self._inner_mnt_ns(proc.pid)
 
     def _start_console_anchor(self) -> None:
         """A sleeping process holding the console's mount namespace (driver commands join it)."""
@@ -233,12 +246,7 @@ class LocalServers:
                                  "private", "sh", "-c", script], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         self._anchors["console"] = proc
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not ready.exists():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise ServersError(f"console namespace did not come up (exit {proc.poll()})")
-            time.sleep(0.02)
-        self._mnt["console"] = self._inner_mnt_ns(proc.pid)
+        self._wait_mounted("console", ready)
 
     def _wait_ready(self, srv: Server) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -255,7 +263,6 @@ class LocalServers:
             if time.monotonic() > deadline:
                 raise ServersError(f"{srv.name}: no ssh + ovs-vsctl after {START_TIMEOUT_S} s: {ok.stderr.strip()}")
             time.sleep(0.2)
-        self._mnt[srv.name] = self._inner_mnt_ns(self._anchors[srv.name].pid)
 
     @staticmethod
     def _inner_mnt_ns(pid: int) -> str:
@@ -345,9 +352,9 @@ class LocalServers:
         for mnt in self._mnt.values():
             if mnt:
                 victims.update(_pids_in_mnt_ns(mnt))
-        for srv in self.servers:
-            victims.update(self._daemon_pids(srv))
-        victims.update(p.pid for p in self._anchors.values())
+        # (a server's detached ovsdb-server/ovs-vswitchd are in its mount namespace too; pid
+        # files are not trusted here: a stale one could name someone else's process)
+        victims.update(p.pid for p in self._anchors.values() if p.poll() is None)
         victims.discard(os.getpid())
         for sig in (signal.SIGTERM, signal.SIGKILL):
             for pid in victims:
