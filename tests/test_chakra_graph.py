@@ -162,7 +162,7 @@ def test_the_scheduler_starts_every_node_after_its_dependencies_ended(tmp_path):
 def test_with_streams_ready_operations_are_issued_in_replay_order_and_overlap(tmp_path):
     generate(tmp_path, ranks=4)
     plan = _plan(replay_graph(read_traces(str(tmp_path))), scale=1000)
-    lanes, issued = _Lanes(plan, fabric_s=0.4)  # long enough to overlap on a loaded machine, []
+    lanes, issued = _Lanes(plan, fabric_s=0.4), []  # 0.4 s: long enough to overlap on a loaded machine
 
     def issue(u):
         issued.append((u.index, threading.current_thread() is threading.main_thread()))
