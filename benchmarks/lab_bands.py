@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from testbed.labcheck.bands import FILE, LabBands, Measured, band_of, load, save, sync_readme
+from testbed.labcheck.bands import LabBands, Measured, band_of, load, save, scenario_files, sync_readme
 from testbed.labcheck.figures import read_figure
 from testbed.regress.baseline import machine
 
@@ -49,10 +49,8 @@ def run_once(scenario: Path, results: Path, flags: list[str] = (), timeout_s: fl
 def run_lab(lab: str, n: int, keep: Path, run_flags: dict | None = None) -> None:
     """N rounds; each round runs every scenario file of the lab once, in name order, into
     KEEP/<scenario stem>/<round>/."""
-    scenarios = sorted((ROOT / "labs" / lab).glob("*.yaml"))
-    scenarios = [p for p in scenarios if p.name != FILE]
     for i in range(n):
-        for path in scenarios:
+        for path in scenario_files(ROOT / "labs" / lab):
             out = keep / path.stem / f"{i:02d}"
             if any(out.glob("*/summary.json")):
                 continue   # resumable: a finished round is kept
@@ -66,11 +64,11 @@ def collect(lab: Path, bands: LabBands, keep: Path) -> tuple[dict[str, list[floa
     values: dict[str, list[float]] = {f.name: [] for f in bands.figures}
     wall: dict[str, list[float]] = {}
     machine_of = {}
-    stems = sorted(p.stem for p in lab.glob("*.yaml") if p.name != FILE)
+    stems = [p.stem for p in scenario_files(lab)]
     rounds = sorted({r.name for s in stems for r in (keep / s).glob("*") if any(r.glob("*/summary.json"))})
     for r in rounds:
         dirs = {s: sorted((keep / s / r).glob("*/summary.json")) for s in stems}
-        if not all(dirs.values()):
+        if not all(dirs.values()) or not all((keep / s / r / "wall_s.json").is_file() for s in stems):
             continue   # a round counts when every scenario of it finished
         codes = {s: json.loads((keep / s / r / "wall_s.json").read_text())["rc"] for s in stems}
         if any(c not in (0, 3, 6) for c in codes.values()):

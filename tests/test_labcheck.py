@@ -24,7 +24,7 @@ LAB_DIRS = sorted(p for p in LABS.iterdir() if p.is_dir())
 def test_every_lab_has_a_bands_file_that_agrees_with_its_readme_and_runs(lab):
     bands = load(lab)
     assert bands.lab == lab.name
-    stems = {p.stem for p in lab.glob("*.yaml") if p.name != bands_mod.FILE}
+    stems = {p.stem for p in bands_mod.scenario_files(lab)}
     assert {f.scenario for f in bands.figures if f.scenario} == stems, "every scenario of the lab has figures"
     readme = (lab / "README.md").read_text()
     assert bands_mod.readme_block(readme) == render(bands), "README's expected figures = render(expected.yaml)"
@@ -75,9 +75,8 @@ def _lab(tmp_path: Path) -> Path:
     """A copy of lab 2's scenario files with a bands file of known bands."""
     lab = tmp_path / "labs" / "02_incast_dcqcn"
     lab.mkdir(parents=True)
-    for p in (LABS / "02_incast_dcqcn").glob("*.yaml"):
-        if p.name != bands_mod.FILE:
-            shutil.copy(p, lab)
+    for p in bands_mod.scenario_files(LABS / "02_incast_dcqcn"):
+        shutil.copy(p, lab)
     (lab / "README.md").write_text("# Lab 2: incast\n")
     bands = LabBands.model_validate({"lab": "02_incast_dcqcn", "figures": [
         {"name": "n_drops", "label": "lossless drops", "scenario": "no_cc", "read": "congestion.lossless_drops_pkts",

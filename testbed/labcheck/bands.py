@@ -97,6 +97,11 @@ class LabBands(BaseModel):
         return self.widen_rel if f.widen_rel is None else f.widen_rel
 
 
+def scenario_files(lab_dir: Path) -> list[Path]:
+    """The lab's scenario files: its ``*.yaml`` but the bands file, in name order."""
+    return sorted(p for p in Path(lab_dir).glob("*.yaml") if p.name != FILE)
+
+
 def load(lab_dir: Path) -> LabBands:
     """``lab_dir/expected.yaml``; FileNotFoundError when absent, ValueError naming a bad key."""
     path = Path(lab_dir) / FILE
@@ -152,17 +157,22 @@ def render(bands: LabBands) -> str:
         return "\n".join(lines)
     machine = f"{m.machine.get('cores')} cores, {m.machine.get('datapath')} datapath"
     lines.append(f"Measured {m.date} on {machine} (shared with other jobs): {m.n_runs} fresh runs of each file "
-                 f"({m.by}). Band: min..max of the runs widened by {bands.widen_rel:g} of the larger bound "
-                 f"on each side (expected.yaml gives every run's value). {m.note}".rstrip())
+                 f"({m.by}). Band: min..max of the runs, widened on each side by {bands.widen_rel * 100:g} % of "
+                 f"the larger bound unless the row says otherwise (expected.yaml gives every run's value). "
+                 f"{m.note}".rstrip())
     lines.append("")
     if bands.wall_s:
         per = ", ".join(f"`{s}` {min(v):.0f}-{max(v):.0f} s" for s, v in bands.wall_s.items())
         total = sum(sum(v) / len(v) for v in bands.wall_s.values())
-        lines += [f"**Time:** one run of each file takes {per} (set-up and teardown included); "
-                  f"the lab's runs take about {total / 60:.1f} min, plus reading and questions.", ""]
+        lasts = f"{total:.0f} s" if total < 90 else f"{total / 60:.1f} min"
+        lines += [f"**Time:** one run of each file takes {per} (measured, set-up and teardown included); "
+                  f"the lab's {len(bands.wall_s)} runs take about {lasts} of machine time, plus reading "
+                  "and questions.", ""]
     lines += ["| figure | run | band | the runs (min-max) | read from |", "|---|---|---|---|---|"]
     for f in bands.figures:
         band = f"{fmt(f.band[0], f.digits)}-{fmt(f.band[1], f.digits)}" if f.band else "not measured"
+        if f.band and (f.widen_rel is not None or f.widen_abs):
+            band += f" (widened {bands.widen(f) * 100:g} %{f', at least {f.widen_abs:g}' if f.widen_abs else ''})"
         runs = f"{fmt(min(f.runs), f.digits)}-{fmt(max(f.runs), f.digits)}" if f.runs else "-"
         where = f"`{f.read}`" if f.read else f"{f.ratio[0]} / {f.ratio[1]}"
         run = f"`{f.scenario}`" if f.scenario else "-"

@@ -109,8 +109,7 @@ def lab_specs(lab: Path, bands: bands_mod.LabBands) -> dict[str, dict]:
     """Scenario stem -> the lab file's validated spec (as manifest.json stores it)."""
     from testbed.spec.scenario import load_scenario
 
-    stems = sorted(p.stem for p in lab.glob("*.yaml") if p.name != bands_mod.FILE)
-    return {s: load_scenario(lab / f"{s}.yaml").model_dump(mode="json") for s in stems}
+    return {p.stem: load_scenario(p).model_dump(mode="json") for p in bands_mod.scenario_files(lab)}
 
 
 def _title(lab: Path) -> str:
@@ -130,17 +129,17 @@ def _complete(s: dict) -> str | None:
 
 
 def _judge(v: Verdict, bands: bands_mod.LabBands, f: bands_mod.Figure, value: float | None, why: str = "") -> None:
-    label = f"{f.label} ({f.scenario})" if f.scenario else f.label
+    label = f.label
     if f.band is None:
         shown = "absent" if value is None else bands_mod.fmt(value, max(f.digits, 0))
-        v.add(SKIP, f"  {label:<44} {shown:>12}   no band measured yet")
+        v.add(SKIP, f"  {label:<46} {shown:>12}   no band measured yet")
         return
     band = f"{bands_mod.fmt(f.band[0], f.digits)} .. {bands_mod.fmt(f.band[1], f.digits)}"
     if value is None:
-        v.add(FAIL, f"  {label:<44} {'absent':>12}   band {band}   ({why})")
+        v.add(FAIL, f"  {label:<46} {'absent':>12}   band {band}   ({why})")
         return
     inside = f.band[0] <= value <= f.band[1]
-    v.add(PASS if inside else FAIL, f"  {label:<44} {bands_mod.fmt(value, max(f.digits, 0)):>12}   band {band}"
+    v.add(PASS if inside else FAIL, f"  {label:<46} {bands_mod.fmt(value, max(f.digits, 0)):>12}   band {band}"
           + ("" if inside else ("   below the band" if value < f.band[0] else "   above the band")))
 
 
@@ -157,7 +156,7 @@ def check(lab: str, results: Path) -> Verdict:
     m = bands.measured
     v.add("", f"lab {bands.lab}: {_title(folder)}")
     v.add("", f"bands: {m.n_runs} fresh runs per file, {m.date}, {m.machine.get('cores')} cores, "
-              f"min..max widened by {bands.widen_rel:g}" if m else "bands: not measured yet")
+              f"min..max widened by {bands.widen_rel * 100:g} % (labs/{folder.name}/expected.yaml)" if m else "bands: not measured yet")
     names = {d: (RunDir(d).manifest.get("scenario") or {}).get("name") for d in runs}
     mine = [d for d in runs if names[d] in by_name]
     if not mine:
