@@ -9,7 +9,9 @@ per-run values and the band (min..max of the N runs widened by the file's margin
 
 Run as root from the repository root:
 ``.venv/bin/python benchmarks/lab_bands.py 02_incast_dcqcn -n 10 --keep /tmp/bands --write``
-``--from DIR`` reads finished runs (DIR/<scenario>/<run dir>/...) instead of running.
+``--from`` reads the finished runs under ``--keep`` (KEEP/<scenario>/<round>/<run dir>) instead of running;
+``--loo`` judges each round against the band of the other rounds (leave one out: how often a fresh run
+would fall outside).
 """
 from __future__ import annotations
 
@@ -77,7 +79,9 @@ def collect(lab: Path, bands: LabBands, keep: Path) -> tuple[dict[str, list[floa
         per_round = {}
         for s, (summary, *_) in dirs.items():
             run_dir = summary.parent
-            wall.setdefault(s, []).append(json.loads((keep / s / r / "wall_s.json").read_text())["wall_s"])
+            wall_s = json.loads((keep / s / r / "wall_s.json").read_text())["wall_s"]
+            if wall_s is not None:   # None: a run made elsewhere (e.g. by the integration test), not timed
+                wall.setdefault(s, []).append(wall_s)
             machine_of = machine(run_dir)
             for f in bands.figures:
                 if f.scenario == s:
@@ -114,6 +118,23 @@ def show(bands: LabBands, values: dict, wall: dict) -> None:
         print(f"{f.name:<28} n {len(v):>2} band {b}  runs {v}")
 
 
+def leave_one_out(bands: LabBands, values: dict) -> None:
+    """Each round judged against the band of the other rounds (how often a fresh run falls outside):
+    prints, per round, the figures outside and the count over all rounds."""
+    n = min(len(v) for v in values.values())
+    outside = 0
+    for k in range(n):
+        missed = []
+        for f in bands.figures:
+            rest = values[f.name][:k] + values[f.name][k + 1:]
+            lo, hi = band_of(rest, bands.widen(f), f.widen_abs, f.digits, f.clip)
+            if not lo <= values[f.name][k] <= hi:
+                missed.append(f"{f.name} {values[f.name][k]:g} outside {lo:g}..{hi:g}")
+        outside += bool(missed)
+        print(f"leave-one-out round {k + 1}: " + ("; ".join(missed) or "every figure inside"))
+    print(f"leave-one-out: {outside} of {n} rounds had a figure outside the band of the other {n - 1}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("lab", help="a folder of labs/, e.g. 02_incast_dcqcn")
@@ -122,6 +143,7 @@ def main() -> int:
     ap.add_argument("--from", dest="from_only", action="store_true", help="do not run: read the runs under --keep")
     ap.add_argument("--write", action="store_true", help="write expected.yaml's runs, bands, N, date, machine, "
                     "wall times, and the README's generated block")
+    ap.add_argument("--loo", action="store_true", help="also judge each round against the band of the others")
     ap.add_argument("--note", default="", help="a sentence for the README's measurement line")
     args = ap.parse_args()
     lab = ROOT / "labs" / args.lab
@@ -130,6 +152,8 @@ def main() -> int:
         run_lab(args.lab, args.n, args.keep, bands.run_flags)
     values, wall, machine_of = collect(lab, bands, args.keep)
     show(bands, values, wall)
+    if args.loo and min(len(v) for v in values.values()) > 1:
+        leave_one_out(bands, values)
     if args.write:
         write(lab, bands, values, wall, machine_of, args.note)
     return 0

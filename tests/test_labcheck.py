@@ -38,8 +38,10 @@ def test_every_lab_has_a_bands_file_that_agrees_with_its_readme_and_runs(lab):
 
 
 def test_band_is_min_max_widened_rounded_outward_and_clipped():
-    assert band_of([50, 64], 0.1, 0, 0) == (43, 71)            # w = 6.4
-    assert band_of([0.648, 0.95], 0.1, 0, 3, (0, 1)) == (0.553, 1.0)
+    assert band_of([50, 64], 0.1, 0, 0) == (36, 78)            # w = the spread, 14
+    assert band_of([60, 62], 0.1, 0, 0) == (53, 69)            # w = 10 % of 62
+    assert band_of([0.648, 0.706], 0.1, 0, 3, (0, 1)) == (0.577, 0.777)
+    assert band_of([0.25, 0.95], 0.1, 0, 3, (0, 1)) == (0.0, 1.0)
     assert band_of([0, 0], 0.1, 0, 0) == (0, 0)                # a structural zero stays zero
     assert band_of([0, 0], 0.1, 5, 0, (0, None)) == (0, 5)
     with pytest.raises(ValueError, match="at least one"):

@@ -117,23 +117,29 @@ def save(bands: LabBands, lab_dir: Path) -> Path:
     path = Path(lab_dir) / FILE
     head = (f"# Lab {bands.lab}: the figures its README quotes and their bands over N fresh runs.\n"
             "# Written by benchmarks/lab_bands.py; read by `testbed lab check` (testbed/labcheck/bands.py).\n"
-            f"# Band: min..max of the runs, widened on each side by max(widen_rel x the larger |bound|, "
-            "widen_abs), rounded outward to the figure's digits, clipped to its physical bounds.\n")
+            f"# Band: min..max of the runs, widened on each side by max(max - min, widen_rel x the "
+            "larger |bound|, widen_abs), rounded outward to the figure's digits, clipped to its physical bounds.\n")
     doc = bands.model_dump(mode="json", exclude_defaults=False)
     path.write_text(head + yaml.safe_dump(doc, sort_keys=False, width=120, default_flow_style=None),
                     encoding="utf-8")
     return path
 
 
+#: the band reaches this fraction of the runs' spread (max - min) beyond each extreme run
+SPREAD_WIDEN = 1.0
+
+
 def band_of(values: list[float], widen_rel: float, widen_abs: float, digits: int,
             clip: tuple[Optional[float], Optional[float]] = (None, None)) -> tuple[float, float]:
-    """The band of ``values`` (the per-run figures): [min - w, max + w], w = max(widen_rel x
-    max(|min|, |max|), widen_abs), rounded outward to ``digits`` decimals and clipped to ``clip``.
-    ValueError for no values."""
+    """The band of ``values`` (the per-run figures): [min - w, max + w], w = max(SPREAD_WIDEN x (max -
+    min), widen_rel x max(|min|, |max|), widen_abs), rounded outward to ``digits`` decimals and clipped
+    to ``clip``. The spread term keeps a fresh run of a noisy figure inside (a new run falls outside the
+    min..max of N earlier ones with probability 2 / (N + 1)); the relative term covers figures that
+    barely moved in N runs. ValueError for no values."""
     if not values:
         raise ValueError("a band needs at least one run's value")
     lo, hi = min(values), max(values)
-    w = max(widen_rel * max(abs(lo), abs(hi)), widen_abs)
+    w = max(SPREAD_WIDEN * (hi - lo), widen_rel * max(abs(lo), abs(hi)), widen_abs)
     scale = 10 ** digits
     lo, hi = math.floor(round((lo - w) * scale, 6)) / scale, math.ceil(round((hi + w) * scale, 6)) / scale
     if clip[0] is not None:
@@ -148,6 +154,10 @@ def fmt(value: float, digits: int) -> str:
     return f"{value:,.{max(digits, 0)}f}"
 
 
+def _range(lo: float, hi: float, digits: int) -> str:
+    return fmt(lo, digits) if fmt(lo, digits) == fmt(hi, digits) else f"{fmt(lo, digits)}-{fmt(hi, digits)}"
+
+
 def render(bands: LabBands) -> str:
     """The README block (between BEGIN and END): the measurement, the lab's time, one row per figure."""
     m = bands.measured
@@ -157,8 +167,9 @@ def render(bands: LabBands) -> str:
         return "\n".join(lines)
     machine = f"{m.machine.get('cores')} cores, {m.machine.get('datapath')} datapath"
     lines.append(f"Measured {m.date} on {machine} (shared with other jobs): {m.n_runs} fresh runs of each file "
-                 f"({m.by}). Band: min..max of the runs, widened on each side by {bands.widen_rel * 100:g} % of "
-                 f"the larger bound unless the row says otherwise (expected.yaml gives every run's value). "
+                 f"({m.by}). Band: min..max of the runs, widened on each side by their spread (max - min) or "
+                 f"{bands.widen_rel * 100:g} % of the larger bound, whichever is more (unless the row says "
+                 f"otherwise; expected.yaml gives every run's value). "
                  f"{m.note}".rstrip())
     lines.append("")
     if bands.wall_s:
@@ -170,10 +181,10 @@ def render(bands: LabBands) -> str:
                   "and questions.", ""]
     lines += ["| figure | run | band | the runs (min-max) | read from |", "|---|---|---|---|---|"]
     for f in bands.figures:
-        band = f"{fmt(f.band[0], f.digits)}-{fmt(f.band[1], f.digits)}" if f.band else "not measured"
+        band = _range(*f.band, f.digits) if f.band else "not measured"
         if f.band and (f.widen_rel is not None or f.widen_abs):
             band += f" (widened {bands.widen(f) * 100:g} %{f', at least {f.widen_abs:g}' if f.widen_abs else ''})"
-        runs = f"{fmt(min(f.runs), f.digits)}-{fmt(max(f.runs), f.digits)}" if f.runs else "-"
+        runs = _range(min(f.runs), max(f.runs), f.digits) if f.runs else "-"
         where = f"`{f.read}`" if f.read else f"{f.ratio[0]} / {f.ratio[1]}"
         run = f"`{f.scenario}`" if f.scenario else "-"
         lines.append(f"| {f.label} | {run} | {band} | {runs} | {where} |")

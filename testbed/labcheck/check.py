@@ -156,7 +156,7 @@ def check(lab: str, results: Path) -> Verdict:
     m = bands.measured
     v.add("", f"lab {bands.lab}: {_title(folder)}")
     v.add("", f"bands: {m.n_runs} fresh runs per file, {m.date}, {m.machine.get('cores')} cores, "
-              f"min..max widened by {bands.widen_rel * 100:g} % (labs/{folder.name}/expected.yaml)" if m else "bands: not measured yet")
+              f"min..max widened (labs/{folder.name}/expected.yaml)" if m else "bands: not measured yet")
     names = {d: (RunDir(d).manifest.get("scenario") or {}).get("name") for d in runs}
     mine = [d for d in runs if names[d] in by_name]
     if not mine:
