@@ -173,7 +173,7 @@ def render(bands: LabBands) -> str:
                  f"{m.note}".rstrip())
     lines.append("")
     if bands.wall_s:
-        per = ", ".join(f"`{s}` {min(v):.0f}-{max(v):.0f} s" for s, v in bands.wall_s.items())
+        per = ", ".join(f"`{s}` {_range(min(v), max(v), 0)} s" for s, v in bands.wall_s.items())
         total = sum(sum(v) / len(v) for v in bands.wall_s.values())
         lasts = f"{total:.0f} s" if total < 90 else f"{total / 60:.1f} min"
         lines += [f"**Time:** one run of each file takes {per} (measured, set-up and teardown included); "
