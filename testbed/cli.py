@@ -1,4 +1,4 @@
-"""Command line: ``testbed run|nccl|report|compare|regress|clean|doctor|vm``.
+"""Command line: ``testbed run|nccl|report|compare|regress|lab|clean|doctor|vm``.
 
 Exit codes: 0 success; 2 usage or setup error (one line ``testbed: error: ...``
 on stderr); 130 on Ctrl-C. ``run``: see :data:`RUN_EXIT_CODES`.
@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help="show the full traceback on errors")
-    sub = parser.add_subparsers(dest="command", metavar="{run,nccl,report,compare,regress,clean,doctor,vm}",
+    sub = parser.add_subparsers(dest="command", metavar="{run,nccl,report,compare,regress,lab,clean,doctor,vm}",
                                 parser_class=_Parser)
 
     run = sub.add_parser("run", help="run a scenario (root)", parents=[common], epilog=RUN_EXIT_CODES,
@@ -111,6 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     from testbed.results import compare
     compare.add_parser(sub, [common])
     regress_command.add_parser(sub, [common])  # compare / regress: docs/scripting.md
+    from testbed.labcheck import command as lab_command
+    lab_command.add_parser(sub, [common])
 
     doctor = sub.add_parser("doctor", help="probe what this machine supports (root)", parents=[common])
     doctor.add_argument("--json", action="store_true", help="print the probe as JSON")
@@ -217,6 +219,16 @@ def _cmd_regress(args) -> int:
     return command.run(args)
 
 
+def _cmd_lab(args) -> int:
+    from testbed.labcheck import command
+    from testbed.labcheck.check import LabCheckError
+
+    try:
+        return command.run(args)
+    except (LabCheckError, FileNotFoundError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+
+
 def _cmd_doctor(args) -> int:
     from testbed.measure import calibrate, capacity
     from testbed.host.capabilities import format_report, probe
@@ -258,7 +270,7 @@ def _cmd_vm(args) -> int:
 
 
 _COMMANDS = {"run": _cmd_run, "nccl": _cmd_nccl, "perf": _cmd_nccl, "clean": _cmd_clean, "doctor": _cmd_doctor, "vm": _cmd_vm,
-             "report": _cmd_report, "compare": _cmd_compare, "regress": _cmd_regress}
+             "report": _cmd_report, "compare": _cmd_compare, "regress": _cmd_regress, "lab": _cmd_lab}
 
 
 class _ReaderGoneTolerant:

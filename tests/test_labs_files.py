@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from testbed.labcheck.bands import scenario_files
 from testbed.spec.scenario import load_scenario
 from testbed.simai_plan import simai_plan
 
@@ -22,7 +23,7 @@ def test_at_least_five_labs_all_indexed():
 @pytest.mark.parametrize("lab", LAB_DIRS, ids=lambda p: p.name)
 def test_lab_scenarios_validate_and_readme_runs_them(lab):
     readme = (lab / "README.md").read_text()
-    scenarios = sorted(lab.glob("*.yaml"))
+    scenarios = scenario_files(lab)   # expected.yaml is the lab's bands file (tests/test_labcheck.py)
     assert len(scenarios) >= 2, "a lab compares at least two runs"
     for path in scenarios:
         spec = load_scenario(path)

@@ -1,9 +1,12 @@
-"""The teaching labs (labs/, issue 10 item 6): each test runs one lab's scenario files as they are, with
-``testbed run`` as the lab's README tells students, and checks the lab's expected observation within a
-band set from runs measured on this machine class (each lab's README gives the numbers)."""
+"""The teaching labs (labs/, issue 10 item 6, issue 22): each test runs one lab's scenario files as they are,
+with ``testbed run`` as the lab's README tells students, checks the lab's observation (relations between
+the runs), and runs the lab's checker (``testbed lab check LAB DIR``) on the fresh runs: every figure of
+the lab's expected.yaml inside its band measured over N fresh runs (benchmarks/lab_bands.py)."""
 from pathlib import Path
 
 from conftest import EXIT_FAITHFUL, EXIT_NOT_FAITHFUL, run_cli
+from testbed.labcheck.bands import load as load_bands
+from testbed.labcheck.figures import switch_tx_bytes
 from testbed.results.congestion_flows import victim_dip
 from testbed.results.rundir import RunDir
 
@@ -25,15 +28,15 @@ def run_lab(tmp_path, lab: str, name: str, timeout: float = 240) -> dict:
     return s
 
 
-def switch_tx_bytes(run_dir: Path, role: str) -> int:
-    """Bytes the switches of one role (topology.json ``role``: spine, leaf, rail, ...) sent on all their
-    ports during the run: ports.csv's cumulative ``tx_bytes``, last sample less first, summed."""
-    run = RunDir.open(run_dir)
-    names = {s["name"] for s in run.topology["switches"] if s["role"] == role}
-    ports = run.ports
-    ports = ports[ports["port"].str.split("-").str[0].isin(names)]
-    per_port = ports.groupby("port")["tx_bytes"]
-    return int((per_port.max() - per_port.min()).sum())
+def lab_check(lab: str, results: Path, expect_rc: int = 0) -> str:
+    """``testbed lab check LAB RESULTS`` on the fresh runs; its output (printed). A lab whose bands are
+    measured must pass with every figure judged; one without is still checked for its scenarios."""
+    res = run_cli("lab", "check", lab, results, timeout=120)
+    print(res.stdout, res.stderr)
+    assert res.returncode == expect_rc, f"lab check {lab}: exit {res.returncode}\n{res.stdout}\n{res.stderr}"
+    if expect_rc == 0 and load_bands(LABS / lab).measured is not None:
+        assert "SKIP" not in res.stdout and "FAIL" not in res.stdout
+    return res.stdout
 
 
 def test_lab1_spraying_uses_the_paths_ecmp_leaves_idle(tmp_path):
@@ -46,6 +49,7 @@ def test_lab1_spraying_uses_the_paths_ecmp_leaves_idle(tmp_path):
     assert spray["throughput_ratio_mean"] >= ecmp["throughput_ratio_mean"] + 0.10
     assert spray["balance_index"] >= ecmp["balance_index"] + 0.15
     assert ecmp["reorder_pkts"] == 0 and spray["reorder_pkts"] > 0
+    lab_check("01_ecmp_spray", tmp_path)
 
 
 def test_lab2_dcqcn_keeps_the_incast_queue_short(tmp_path):
@@ -61,6 +65,7 @@ def test_lab2_dcqcn_keeps_the_incast_queue_short(tmp_path):
     assert cd["queue_p99_bytes"] < 0.5 * cn["queue_p99_bytes"]
     assert cn["lossless_drops_pkts"] > 0 and none["transport"]["retx_pkts"] > 0
     assert cn["cnp_sent"] == 0 and cd["cnp_sent"] > 0
+    lab_check("02_incast_dcqcn", tmp_path)
 
 
 def test_lab3_pfc_pauses_the_victim_that_never_goes_to_the_congested_host(tmp_path):
@@ -80,6 +85,9 @@ def test_lab3_pfc_pauses_the_victim_that_never_goes_to_the_congested_host(tmp_pa
     assert vp["baseline_bps"] > 8e6 and vl["baseline_bps"] > 8e6   # its own receiver's rate before the burst
     assert vp["dip_depth"] >= 0.8 and vp["dip_duration_s"] >= 0.3
     assert vl["dip_depth"] <= 0.4 and lossy["transport"]["retx_pkts"] > 0
+    lab_check("03_pfc_hol", tmp_path)
+    refused = lab_check("02_incast_dcqcn", tmp_path, expect_rc=1)   # lab 2's checker on lab 3's runs
+    assert "holds no run of lab 02_incast_dcqcn" in refused and "lab3-pfc" in refused
 
 
 def test_lab4_tree_wins_small_ring_wins_large(tmp_path):
@@ -95,6 +103,7 @@ def test_lab4_tree_wins_small_ring_wins_large(tmp_path):
         assert tree[size]["p50_us"] < TREE_SMALL * ring[size]["p50_us"], size
     for size in (65536, 262144):
         assert ring[size]["p50_us"] < RING_LARGE * tree[size]["p50_us"], size
+    lab_check("04_ring_tree", tmp_path)
 
 
 def test_lab5_rail_aligned_expert_groups_keep_the_alltoall_off_the_spines(tmp_path):
@@ -103,13 +112,14 @@ def test_lab5_rail_aligned_expert_groups_keep_the_alltoall_off_the_spines(tmp_pa
     (TP 1, EP 4) send 2/3 of their bytes through the spines and take over 1.5x as long."""
     aligned, cross = (run_lab(tmp_path, "05_moe_rail", n) for n in ("rail_aligned", "cross_rail"))
     (a,), (x,) = aligned["sizes"], cross["sizes"]
-    spine_a, spine_x = (switch_tx_bytes(Path(s["run_dir"]), "spine") for s in (aligned, cross))
+    spine_a, spine_x = (switch_tx_bytes(RunDir.open(s["run_dir"]), "spine") for s in (aligned, cross))
     print("aligned", round(a["time_us"]), round(a["busbw_ratio"], 3), spine_a,
           "cross", round(x["time_us"]), round(x["busbw_ratio"], 3), spine_x)
     assert a["collective"] == x["collective"] == "alltoall" and a["count"] == x["count"] == 8
     assert a["busbw_ratio"] >= 0.9
     assert x["time_us"] >= 1.5 * a["time_us"]
     assert spine_a < 0.01 * spine_x
+    lab_check("05_moe_rail", tmp_path)
 
 
 def test_lab6_placement_or_spraying_removes_the_interference_ecmp_causes(tmp_path):
@@ -131,3 +141,4 @@ def test_lab6_placement_or_spraying_removes_the_interference_ecmp_causes(tmp_pat
     a, b = spray["jobs"]
     assert abs(a["busbw_ratio"] / b["busbw_ratio"] - 1) <= 0.10
     assert all(abs(e["busbw_ratio"] / e["fair_busbw_ratio"] - 1) <= 0.10 for e in (a, b))
+    lab_check("06_tenants_interference", tmp_path)
