@@ -8,6 +8,7 @@ DCQCN, the notification points' CNP intervals (testbed.measure.cnp_audit).
 """
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from testbed.measure import accounting, drops, timing
@@ -21,7 +22,8 @@ from testbed.run_context import Recording, RunContext
 
 
 def host_tx_frame(qps: pd.DataFrame, host_names: list[str], link_bps: float,
-                  extra_tx_bytes: dict[str, int] | None = None) -> pd.DataFrame:
+                  extra_tx_bytes: dict[str, int] | None = None,
+                  nic_paused_ns: dict[int, int] | None = None) -> pd.DataFrame:
     """One row per host NIC: bytes of all its requester QPs over the longest time one of them had a
     packet ready to send with its window open (``tx_busy_ns``).
 
@@ -31,12 +33,25 @@ def host_tx_frame(qps: pd.DataFrame, host_names: list[str], link_bps: float,
     pace. The longest QP's time (not the union of the QPs') errs toward a higher rate when a host's QPs
     were busy at different times (testbed.measure.verdict._check_hosts). ``extra_tx_bytes``: host -> frame
     bytes of other traffic its NIC carried meanwhile (the scenario's background flows), added to its row.
+    ``nic_paused_ns``: rank -> time its NIC's lossless class was paused by PFC frames (PfcRxStats.paused_ns).
+    A QP's own ``pfc_paused_ns`` counts only the pauses it saw before a send; frames already handed to the
+    paused NIC hold the agent inside its send, which the QP counts as busy (a 4:1 PFC incast's senders,
+    paused 2.7 of 3.1 s, were judged CPU-starved at 28 %). So each QP's held time is at least its host's
+    paused time; this errs toward a higher rate when the host was paused while the QP waited for ACKs.
     """
     req = qps[qps["role"] == "requester"].copy()
     req["ready_ns"] = req["tx_busy_ns"]
-    for held in ("tx_paced_ns", "pfc_paused_ns"):
+    if "pfc_paused_ns" in req or nic_paused_ns:
+        qp_paused = req["pfc_paused_ns"].fillna(0) if "pfc_paused_ns" in req else 0
+        nic = req["rank"].map(lambda r: (nic_paused_ns or {}).get(int(r), 0))
+        req["pfc_held_ns"] = np.maximum(qp_paused, nic)
+    for held in ("tx_paced_ns", "pfc_held_ns"):
         if held in req:
             req["ready_ns"] = (req["ready_ns"] - req[held].fillna(0)).clip(lower=0)
+    # a NIC cannot send faster than its line: a QP was ready at least its wire time (held times that
+    # overlapped its sending, like a PFC pause counted from frame to frame, are not taken out past that)
+    wire_ns = req["tx_wire_bytes"].fillna(0) * 8e9 / link_bps
+    req["ready_ns"] = np.maximum(req["ready_ns"], np.minimum(req["tx_busy_ns"], wire_ns))
     active = req[req["tx_pkts"] > 0]
     keys = ["rank", "trial"] if "trial" in active else ["rank"]  # pattern trials: fresh QPs each, times add up
     per_host = active.groupby(keys).agg(tx_wire_bytes=("tx_wire_bytes", "sum"), ready_ns=("ready_ns", "max"))
@@ -73,7 +88,7 @@ def judge_run(ctx: RunContext, rec: Recording, qps: pd.DataFrame, ports: pd.Data
     t = transport_totals(qps, [st.rx_pkts for st in rec.stats], switch_drops, ctx.transport.window_pkts)
     t["loss_recovery"] = ctx.transport.loss_recovery
     host_tx = host_tx_frame(qps, [h.name for h in fab.layout.hosts], ctx.spec.fabric.host_link_bps,
-                            background_tx_bytes)
+                            background_tx_bytes, {st.rank: st.pfc.paused_ns for st in rec.stats})
     isolation_pkts = sum(r["packets"] for r in (getattr(rec.tenants, "drop_rows", None) or ()))
     counter_drops = discount_kick_frames(drops.delta(rec.drops_before, rec.drops_after), ctx.run_dir, isolation_pkts)
     retries = retries_by_host(qps, [h.name for h in fab.layout.hosts])
