@@ -25,6 +25,16 @@ def test_host_nic_drops_beyond_the_retries_are_losses():
     assert e.total_pkts == 25
 
 
+def test_a_background_senders_own_nic_drops_are_the_background_flows_not_the_workloads():
+    # case C04: a 20 Mbit/s UDP background flow on a 20 Mbit/s host NIC; 468 of its datagrams dropped there
+    counters = {f"host_qdisc_drops_pkts[{H1}-eth0]": 468, f"ip_out_discards_pkts[{H1}]": 468,
+                f"host_qdisc_drops_pkts[{H2}-eth0]": 30}
+    e = elsewhere(counters, {H1: 0, H2: 10}, background_senders=frozenset({H1}))
+    assert e.losses == {f"host_nic_queue_drops_pkts[{H2}]": 20}
+    assert e.merged[f"background_sender_nic_drops_pkts[{H1}]"] == 468
+    assert elsewhere(counters, {H2: 10}).losses[f"host_nic_queue_drops_pkts[{H1}]"] == 468
+
+
 def test_a_backlog_drop_seen_by_the_veth_and_softnet_counts_once():
     e = elsewhere({"softnet_dropped_pkts": 7, "switch_tx_dropped_pkts[tb12abl1-eth3]": 7}, {})
     assert e.losses == {"switch_tx_dropped_pkts[tb12abl1-eth3]": 7} and e.total_pkts == 7

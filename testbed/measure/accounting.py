@@ -68,13 +68,17 @@ class Elsewhere:
         return sum(v for v in self.losses.values() if v > 0)
 
 
-def elsewhere(counter_drops: dict[str, int], retries_by_host: dict[str, int]) -> Elsewhere:
+def elsewhere(counter_drops: dict[str, int], retries_by_host: dict[str, int],
+              background_senders: frozenset[str] = frozenset()) -> Elsewhere:
     """Classify the drop counters of a run (testbed.measure.drops.DropSnapshot.delta, after kick
     frames and faults were taken out) into losses, counted once, and benign backpressure.
 
     ``retries_by_host``: host (full name) -> sends its agents retried after ENOBUFS (qps.csv
     ``nic_full_waits``, requesters and responders). Negative deltas (a counter reset) are kept as
-    losses so that the verdict names them.
+    losses so that the verdict names them. ``background_senders``: hosts (full names) whose background
+    flows (iperf3 or the UDP sender, which do not retry) shared the NIC: its queue's drops beyond the
+    agents' retries are those flows' own sender-side losses (a 20 Mbit/s UDP flow on a 20 Mbit/s NIC, case
+    C04), already in the background block's lost packets: merged as ``background_sender_nic_drops_pkts``.
     """
     out = Elsewhere()
     hosts = sorted({_split(k)[1] for k in counter_drops if _split(k)[0].startswith(("udp_", "ip_"))}
@@ -109,7 +113,9 @@ def elsewhere(counter_drops: dict[str, int], retries_by_host: dict[str, int]) ->
         drops, retries = qdisc_by_host.get(h, 0), retries_by_host.get(h, 0)
         if retries:
             out.host_nic_retries[h] = retries
-        if drops > retries:
+        if drops > retries and h in background_senders:
+            out.merged[f"background_sender_nic_drops_pkts[{h}]"] = drops - retries
+        elif drops > retries:
             out.losses[f"host_nic_queue_drops_pkts[{h}]"] = drops - retries
     return out
 

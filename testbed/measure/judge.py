@@ -94,7 +94,8 @@ def judge_run(ctx: RunContext, rec: Recording, qps: pd.DataFrame, ports: pd.Data
     retries = retries_by_host(qps, [h.name for h in fab.layout.hosts])
     if faults is not None:
         counter_drops = charge_faults(ctx, faults, t, counter_drops, retries)
-    other = accounting.elsewhere(counter_drops, retries)
+    other = accounting.elsewhere(counter_drops, retries,
+                                 frozenset(h for h, b in (background_tx_bytes or {}).items() if b))
     identity = accounting.loss_identity(t, other, watchdog_drops_pkts(ctx.run_dir),
                                         background_pkts=min(background_lost_pkts, queue_drops))
     t["unexplained_lost_pkts"] = identity.unexplained_pkts

@@ -172,7 +172,8 @@ def background_block(rows: list[dict], tcp_lost_segments: int) -> dict:
 def background_lines(block: dict) -> list[str]:
     """The printed lines: one per flow (rate, bytes, FCT, retransmits or losses, status)."""
     lines = [f"background: {len(block['flows'])} flow(s), {block['bytes'] / 1e6:.2f} MB, "
-             f"{block['lost_pkts']} packets lost in the fabric (counted apart from the workload)"]
+             f"{block['lost_pkts']} packets lost (in switch queues or its senders' own NICs; "
+             "counted apart from the workload)"]
     for r in block["flows"]:
         rate = f"{r['goodput_bps'] / 1e6:.2f} Mbit/s" if r["goodput_bps"] is not None else "-"
         what = f"{r['name']}" + (f"#{r['burst']}" if r["kind"] == "storage" else "")
