@@ -374,3 +374,16 @@ def test_a_run_refused_for_its_results_directory_prints_only_the_refusal(tmp_pat
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and r.stdout == "", r.stdout
     assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "--results /proc/nope" in r.stderr, r.stderr
+
+
+def test_an_unknown_key_does_not_hide_the_other_errors_of_its_section():
+    """A plugin section checks its keys before its fields: the fabric's other errors were hidden behind the
+    first unknown key (a fresh user: ``fabric: {foo: 1, bar: 2, spines: -1, buffer_bytes: 10Mbps}`` named
+    only fabric.foo). Every bad key path is named."""
+    with pytest.raises(ScenarioError) as e:
+        parse_scenario({"fabric": {"foo": 1, "bar": 2, "spines": -1, "buffer_bytes": "10Mbps"},
+                        "workload": {"collective": "allreduce"}})
+    msg = str(e.value)
+    for path in ("fabric.foo: unknown key", "fabric.bar: unknown key", "fabric.spines:", "fabric.buffer_bytes:",
+                 "workload:"):
+        assert f"\n  {path}" in msg, (path, msg)

@@ -219,8 +219,8 @@ def _did_you_mean(key: str, allowed: list[str]) -> str:
     return f" (did you mean {close[0]}?)" if close else ""
 
 
-def format_validation_error(err: ValidationError, source: str = "scenario") -> str:
-    """One message naming each bad key path, the bad value and what is allowed."""
+def _error_lines(err: ValidationError) -> list[str]:
+    """``PATH: what is wrong`` per bad key path of ``err`` (see :func:`format_validation_error`)."""
     by_path: dict[str, list[str]] = {}
     for e in err.errors():
         # pydantic adds union/validator branch names to loc; keep only real keys
@@ -245,7 +245,15 @@ def format_validation_error(err: ValidationError, source: str = "scenario") -> s
         by_path.setdefault(path, [])
         if msg not in by_path[path]:
             by_path[path].append(msg)
-    lines = [_clip(f"{path}: {' or '.join(msgs)}", 400) for path, msgs in by_path.items()]
+    return [_clip(f"{path}: {' or '.join(msgs)}", 400) for path, msgs in by_path.items()]
+
+
+def format_validation_error(err: ValidationError, source: str = "scenario",
+                            more_lines: tuple[str, ...] = ()) -> str:
+    """One message naming each bad key path, the bad value and what is allowed (``more_lines``: lines found
+    by validating again without the unknown keys, :func:`parse_scenario`)."""
+    lines = _error_lines(err)
+    lines += [ln for ln in more_lines if ln not in lines]
     if len(lines) > 20:
         lines = lines[:20] + [f"... and {len(lines) - 20} more"]
     return _clip(f"{source}: invalid scenario:\n  " + "\n  ".join(lines))
@@ -259,7 +267,49 @@ def parse_scenario(data: Any, source: str = "scenario") -> ScenarioSpec:
     try:
         return ScenarioSpec.model_validate(data)
     except ValidationError as e:
-        raise ScenarioError(format_validation_error(e, source)) from None
+        raise ScenarioError(format_validation_error(e, source, _errors_past_unknown_keys(data, e))) from None
+
+
+_UNKNOWN_KEY_RE = re.compile(r"^(?:Value error, )?([A-Za-z0-9_.-]+): unknown key")
+
+
+def _errors_past_unknown_keys(data: dict, err: ValidationError, rounds: int = 5) -> tuple[str, ...]:
+    """The other errors of the sections whose check stopped at an unknown key (a plugin section's keys are
+    checked before its fields, testbed.spec.plugins.named_blocks): validate a copy without those keys
+    again, up to ``rounds`` times, and return the new lines. ``fabric: {foo: 1, spines: -1}`` then names
+    both ``fabric.foo`` and ``fabric.spines``."""
+    import copy
+
+    data, lines = copy.deepcopy(data), []
+    for _ in range(rounds):
+        paths = [m.group(1) for e in err.errors() if (m := _UNKNOWN_KEY_RE.match(e["msg"]))]
+        if not paths or not all(_drop_key(data, p) for p in paths):
+            break
+        try:
+            ScenarioSpec.model_validate(data)
+            break
+        except ValidationError as e:
+            err = e
+            lines += [ln for ln in _error_lines(e) if ln not in lines]
+    return tuple(lines)
+
+
+def _drop_key(data: Any, dotted: str) -> bool:
+    """Remove the key at ``dotted`` (``fabric.foo``, ``jobs.0.foo``) from nested mappings/lists; False when
+    it is not there."""
+    *parents, leaf = dotted.split(".")
+    node = data
+    for p in parents:
+        if isinstance(node, list) and p.isdigit() and int(p) < len(node):
+            node = node[int(p)]
+        elif isinstance(node, dict) and p in node:
+            node = node[p]
+        else:
+            return False
+    if isinstance(node, dict) and leaf in node:
+        del node[leaf]
+        return True
+    return False
 
 
 def _resolve_simai(workload, p: Path, key: str):
