@@ -93,8 +93,9 @@ def write_partial(ctx: RunContext, rec: Recording, exc: BaseException) -> None:
         ops, sizes, *_ = _write_tables(ctx, rec)
         summary = {
             "run_id": ctx.run_id, "run_dir": str(ctx.run_dir), "scenario": ctx.spec.name, "n_ranks": ctx.n_ranks,
-            "complete": False, "incomplete_reason": reason, "ops_done": done, "ops_planned": rec.ops_planned,
-            "faithful": None, "violations": [], "fidelity": "not judged: the run is incomplete",
+            "complete": False, "incomplete_reason": reason,
+            "interrupted": signals.received_name() if isinstance(exc, KeyboardInterrupt) else None,
+            "ops_done": done, "ops_planned": rec.ops_planned, "faithful": None, "violations": [], "fidelity": "not judged: the run is incomplete",
             "controller": rec.fab.controller_report if rec.fab is not None else None,
             **_common(ctx), "transport": None,
             "percentile_method": tables.PERCENTILE_METHOD, "sizes": tables.size_rows_json(sizes),

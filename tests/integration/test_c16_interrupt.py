@@ -70,6 +70,7 @@ def test_sigint_during_traffic_keeps_finished_collectives(tmp_path):
     s = run.summary
     done = s["ops_done"]
     assert s["complete"] is False and s["faithful"] is None and s["ops_planned"] == 8
+    assert s["interrupted"] == "interrupted by SIGINT"   # not null beside an incomplete_reason naming SIGINT
     assert 3 <= done < 8, s
     reason = (run_dir / "INCOMPLETE").read_text()
     assert reason == s["incomplete_reason"] + "\n"
