@@ -261,7 +261,8 @@ def simai_plan(spec: ScenarioSpec, n_hosts: Optional[int] = None):
         try:
             return place(stage_groups(scope, stage, all_gpus, h.tp_size, h.ep_size, n_stages), per_host)
         except (ValueError, PlacementError) as e:
-            raise ScenarioError(f"{key}: {s.path}:1: {e}") from None
+            raise ScenarioError(f"{key}: {s.path}:1: all_gpus {all_gpus} on the fabric's "
+                                f"{all_gpus // per_host} hosts: {e}") from None
 
     steps, skipped, step_where = [], {}, []
     for op in all_ops:
