@@ -63,6 +63,7 @@ from testbed import signals
 from testbed.host import capabilities
 from testbed.host.timeout_scale import timeout_scale
 from testbed.host import cleanup
+from testbed.host.mininet_logging import restore_logging
 from testbed.spec import estimate
 from testbed.measure import capacity_check, timing
 from testbed.measure.capture import captures_for
@@ -287,6 +288,7 @@ def run(spec: ScenarioSpec, results_root: str | os.PathLike = "results", *, scen
     # Mininet's logger prints through its own handler; passed on to the root one every line came twice
     # ("Level 25 mininet: ..." in --cli)
     logging.getLogger("mininet").propagate = False
+    restore_logging()  # our loggers made after Mininet's import printed each warning twice (mininet_logging)
     # SIGTERM tears down like Ctrl-C: context managers remove what the run created
     signals.install()
     ctx = None

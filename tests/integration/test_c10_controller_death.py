@@ -82,6 +82,10 @@ def test_controller_killed_mid_run_is_restarted_and_loses_nothing(tmp_path):
     assert s["faithful"] is True, s["violations"]
     assert "# controller: died (SIGKILL) at" in out and "6/6 switches reconnected and resynced" in out
     assert "# fidelity: faithful" in out
+    # the supervisor's warning once, on a line of its own (Mininet's logger class printed it twice, glued)
+    died = [ln for ln in err.splitlines() if f"controller pid {pid} died" in ln]
+    assert died == [f"WARNING testbed.emulation.controller_supervisor: controller pid {pid} died at "
+                    f"{death['after_start_s']:.3f} s (SIGKILL)"], died
 
 
 def test_without_restart_the_fabric_keeps_forwarding_and_the_death_is_reported(tmp_path, datapath):
