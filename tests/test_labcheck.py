@@ -163,3 +163,11 @@ def test_bad_input_is_a_usage_error(tmp_path, capsys):
     assert main(["lab", "check", "2", str(tmp_path)]) == 2
     assert "no run directory" in capsys.readouterr().err
     assert main(["lab", "check", "2", str(tmp_path / "absent")]) == 2
+
+
+def test_a_lab_files_auto_matches_what_the_run_resolved():
+    from testbed.labcheck.check import scenario_differences
+    lab = {"congestion": {"ecn": {"marker": "auto", "kmin_bytes": 5}}}
+    assert scenario_differences({"congestion": {"ecn": {"marker": "nftables", "kmin_bytes": 5}}}, lab) == []
+    assert scenario_differences({"congestion": {"ecn": {"marker": "red", "kmin_bytes": 6}}}, lab) == \
+        ["congestion.ecn.kmin_bytes: 6 (lab file: 5)"]

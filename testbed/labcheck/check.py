@@ -100,9 +100,12 @@ def _flat(doc, prefix: str = "") -> dict:
 
 
 def scenario_differences(run_spec: dict, lab_spec: dict) -> list[str]:
-    """``key: run value (lab file: value)`` for every setting where two spec dumps differ."""
+    """``key: run value (lab file: value)`` for every setting where two spec dumps differ. A lab file's
+    ``auto`` (a setting the run resolves on its machine, e.g. ``congestion.ecn.marker``: red or nftables)
+    matches whatever the run resolved it to."""
     a, b = _flat(run_spec), _flat(lab_spec)
-    return [f"{k}: {a.get(k)!r} (lab file: {b.get(k)!r})" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+    return [f"{k}: {a.get(k)!r} (lab file: {b.get(k)!r})" for k in sorted(set(a) | set(b))
+            if a.get(k) != b.get(k) and b.get(k) != "auto"]
 
 
 def lab_specs(lab: Path, bands: bands_mod.LabBands) -> dict[str, dict]:
