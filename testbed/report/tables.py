@@ -34,8 +34,8 @@ def verdict_html(run: RunDir) -> str:
     faithful = s.get("faithful")
     word, cls = {True: ("faithful", "ok"), False: ("NOT faithful", "bad")}.get(faithful, ("not judged", "warn"))
     head = f'<p class="verdict {cls}">Verdict: <b>{word}</b>'
-    if isinstance(s.get("fidelity"), str):
-        head += f" ({html.escape(s['fidelity'])})"
+    if s.get("complete") is False:
+        head += f" (the run is incomplete: {html.escape(str(s.get('incomplete_reason')))})"
     head += "</p>"
     checks = s.get("checks") or {}
     body = "".join(

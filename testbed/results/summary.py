@@ -34,6 +34,7 @@ from testbed.results.adaptive import summary_adaptive
 from testbed.results.faults import faults_block
 from testbed.results.pfc_hosts import pfc_hosts_block
 from testbed.results.rundir import RunDir
+from testbed.results.shape import INCOMPLETE, stable_summary
 from testbed.results import tables
 from testbed.report import command as report_command
 from testbed.run_context import Recording, RunContext
@@ -95,9 +96,10 @@ def write_partial(ctx: RunContext, rec: Recording, exc: BaseException) -> None:
             "run_id": ctx.run_id, "run_dir": str(ctx.run_dir), "scenario": ctx.spec.name, "n_ranks": ctx.n_ranks,
             "complete": False, "incomplete_reason": reason,
             "interrupted": signals.received_name() if isinstance(exc, KeyboardInterrupt) else None,
-            "ops_done": done, "ops_planned": rec.ops_planned, "faithful": None, "violations": [], "fidelity": "not judged: the run is incomplete",
+            "ops_done": done, "ops_planned": rec.ops_planned, "faithful": None, "verdict": INCOMPLETE,
+            "violations": [], "not_judged": [], "checks": {}, "fidelity": {},
             "controller": rec.fab.controller_report if rec.fab is not None else None,
-            **_common(ctx), "transport": None,
+            **_common(ctx), "transport": {"loss_recovery": getattr(ctx.transport, "loss_recovery", None)},
             "percentile_method": tables.PERCENTILE_METHOD, "sizes": tables.size_rows_json(sizes),
             "congestion": stable_congestion(_congestion_so_far(ctx)),
         }
@@ -105,7 +107,7 @@ def write_partial(ctx: RunContext, rec: Recording, exc: BaseException) -> None:
             from testbed.results.background import write_background
             summary["background"] = write_background(ctx.run_dir, rec.background)
         run.write_parquet_or_warn()
-        run.write_summary(summary)
+        run.write_summary(stable_summary(summary))
         if done and ctx.print_results:
             printing.print_partial(reason, sizes)
         print(report_command.after_run(ctx.run_dir), file=sys.stderr)
@@ -281,6 +283,7 @@ def _write_results_now(ctx: RunContext, rec: Recording) -> Written:
     summary["congestion"] = stable_congestion(summary["congestion"])  # every key in every run
     timing.add_busbw_error_bounds(summary["sizes"], ctx.spec, ctx.efficiency)
     run = RunDir(ctx.run_dir)
+    summary = stable_summary(summary)  # every block in every run (None where this run had none)
     run.write_parquet_or_warn()  # every table is in: NAME.parquet beside NAME.csv
     run.write_summary(summary)
     run.mark_complete()

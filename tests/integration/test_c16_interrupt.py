@@ -11,6 +11,7 @@ import pandas as pd
 
 from test_c06_cleanup import run_leftovers
 from testbed.results.rundir import RunDir
+from testbed.results.shape import SUMMARY_KEYS
 
 SCENARIO = """
 name: c16
@@ -70,6 +71,8 @@ def test_sigint_during_traffic_keeps_finished_collectives(tmp_path):
     s = run.summary
     done = s["ops_done"]
     assert s["complete"] is False and s["faithful"] is None and s["ops_planned"] == 8
+    assert list(s) == list(SUMMARY_KEYS) and s["verdict"] == "incomplete"   # the shape of a complete one
+    assert s["fidelity"] == {} and s["transport"]["posted_bytes"] is None and s["congestion"]["enabled"] is False
     assert s["interrupted"] == "interrupted by SIGINT"   # not null beside an incomplete_reason naming SIGINT
     assert 3 <= done < 8, s
     reason = (run_dir / "INCOMPLETE").read_text()
@@ -98,6 +101,7 @@ def test_sigint_after_the_last_collective_keeps_full_results(tmp_path):
     run = RunDir.open(run_dir)
     s = run.summary
     assert s["complete"] is True and s["ops_done"] == 3
+    assert list(s)[:len(SUMMARY_KEYS)] == list(SUMMARY_KEYS) and s["incomplete_reason"] is None
     assert s["interrupted"].startswith("interrupted by SIGINT during the teardown")
     assert s["teardown"] == "done" and s["controller"]["deaths"] == 0   # updated after the teardown
     t = s["transport"]
