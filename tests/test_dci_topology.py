@@ -181,3 +181,10 @@ def test_spec_defaults_and_dump():
     dumped = spec.model_dump()["fabric"]
     assert "planes" not in dumped and dumped["sites"] == 2
     assert parse_scenario({"fabric": dumped, "workload": WORKLOAD}).fabric == f
+
+
+def test_slow_dci_links_set_the_timeouts_queueing_rate():
+    slow = _spec(sites=2, spines=1, leaves=1, hosts_per_leaf=1, dci_link_bps="1M")
+    assert slow.fabric.slowest_link_bps == 1e6 and rto_basis(slow)["slow_bps"] == 1e6
+    assert _spec().fabric.slowest_link_bps == 10e6
+    assert parse_scenario({"workload": WORKLOAD}).fabric.slowest_link_bps == 10e6  # other kinds: no dci rate

@@ -202,6 +202,12 @@ class FabricSpec(SpecModel):
         return {key: getattr(self, key) for key in keys}
 
     @property
+    def slowest_link_bps(self) -> float:
+        """The slowest link of the fabric, bit/s: min(host_link_bps, fabric_link_bps), and a dci
+        fabric's dci_link_bps (its long-haul links)."""
+        return min(r for r in (self.host_link_bps, self.fabric_link_bps, self.dci_link_bps) if r)
+
+    @property
     def path_delay_us(self) -> int:
         """One-way propagation delay of the longest path, us: ``(max_switch_hops + 1) x link_delay_us``
         when no link has a delay of its own, else the most on any shortest host-to-host path

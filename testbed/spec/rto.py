@@ -49,7 +49,7 @@ def rto_basis(spec: ScenarioSpec) -> dict:
     from traffic import wire
 
     f, t = spec.fabric, spec.transport
-    slow_bps = min(f.host_link_bps, f.fabric_link_bps)
+    slow_bps = f.slowest_link_bps
     frame = wire_bytes(wire.BTH_BYTES + t.payload_bytes + wire.ICRC_BYTES)
     in_flight = f.n_hosts * QPS_PER_HOST * t.window_pkts * frame
     queue_bytes = min(f.buffer_bytes, in_flight)
@@ -101,8 +101,8 @@ def bdp_cap(spec: ScenarioSpec) -> dict:
     ``window_pkts``; AckReq then comes at least every cap packets (a window that closes before a
     packet asks for an ACK would wait for a timer; traffic.transport.selective). BDP = the
     longest path's base RTT (testbed.spec.congestion.bdp_basis: one full frame and one ACK
-    store-and-forward on every link) x its slowest link (min(host_link_bps,
-    fabric_link_bps); ``host_link_bps`` for ``spray``, whose packets share every path); buffer =
+    store-and-forward on every link) x its slowest link (``fabric.slowest_link_bps``: min(host_link_bps,
+    fabric_link_bps, a dci fabric's dci_link_bps); ``host_link_bps`` for ``spray``, whose packets share every path); buffer =
     one switch port's (``congestion.buffers.lossless_bytes`` or ``fabric.buffer_bytes``): the whole
     frames the path holds without a drop. IRN's cap is the first term at line rate; with ACKs
     coalesced every ``ack_every_pkts`` packets the pipe alone leaves the link idle between ACKs, and
@@ -124,7 +124,7 @@ def bdp_cap(spec: ScenarioSpec) -> dict:
         return {"cap_pkts": int(t.bdp_cap_pkts), "source": "transport.bdp_cap_pkts"}
     frame = wire_bytes(wire.BTH_BYTES + t.payload_bytes + wire.ICRC_BYTES)
     rtt_us = bdp_basis(f)["base_rtt_us"]
-    slow = f.host_link_bps if ENTROPY_POLICIES[t.entropy].reorders else min(f.host_link_bps, f.fabric_link_bps)
+    slow = f.host_link_bps if ENTROPY_POLICIES[t.entropy].reorders else f.slowest_link_bps
     buf = spec.congestion.buffers.lossless_bytes or f.buffer_bytes
     pipe, held = int(slow * rtt_us / 8e6 // frame), int(buf // frame)
     cap = min(t.window_pkts, max(2, pipe + held))
