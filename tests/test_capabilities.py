@@ -90,3 +90,16 @@ def test_probe_really_tries_and_leaves_nothing():
     kernel_module = os.path.isdir("/sys/module/openvswitch")
     if not kernel_module:
         assert caps.datapath == "user"
+
+
+def test_ovs_probe_waits_scale_with_the_machine(monkeypatch):
+    """A loaded guest under software emulation took more than 5 s to add the probe's bridge (2026-12-02)."""
+    from testbed.host import capabilities as caps
+    seen = []
+    monkeypatch.setattr(caps, "_run", lambda argv, timeout=10: seen.append((argv[1], timeout)) or (0, "", ""))
+    monkeypatch.delenv("TESTBED_TIMEOUT_SCALE", raising=False)
+    caps._ovs_vsctl("show")
+    monkeypatch.setenv("TESTBED_TIMEOUT_SCALE", "8")
+    caps._ovs_vsctl("show")
+    caps._ovs_vsctl("show", timeout=2)
+    assert seen == [("--timeout=5", 10), ("--timeout=40", 45), ("--timeout=16", 21)]

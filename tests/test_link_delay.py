@@ -49,8 +49,10 @@ def test_negative_delay_is_refused_naming_it():
 def test_delay_self_check_names_the_interface_off_by_more_than_a_tick():
     link = dict(rate_bps=10_000_000, ceil_bps=10_000_000, buffer_bytes=100_000, quantum_bytes=1514, burst_bytes=4542)
     good, bad = ShapedLink(**link, delay_us=5001), ShapedLink(**link, delay_us=0)
-    assert queues.delay_check(5000, {"p1": good}) == []
-    assert queues.delay_check(5000, {"p1": good, "p2": bad}) == ["p2: configured delay 5000 us, kernel 0 us"]
+    assert queues.delay_check({"p1": 5000}, {"p1": good}) == []
+    assert queues.delay_check({"p1": 5000, "p2": 5000}, {"p1": good, "p2": bad}) == \
+        ["p2: configured delay 5000 us, kernel 0 us"]
+    assert queues.delay_check({"p1": 5000, "p2": 0}, {"p1": good, "p2": bad}) == []  # a link's own delay, 0
 
 
 def test_delay_is_refused_without_netem_and_allowed_with_it():

@@ -103,7 +103,7 @@ def test_spine_leaf_links_carry_rates_buffers_and_plane():
 
 def test_builder_registry_refuses_unknown_kind():
     with pytest.raises(ValueError, match=r"fabric.kind = 'torus' is not one of "
-                                         r"\['dual_plane', 'fat_tree', 'rail_optimized', 'spine_leaf'\]"):
+                                         r"\['dci', 'dual_plane', 'fat_tree', 'rail_optimized', 'spine_leaf'\]"):
         topology.build("torus", fabric(), RID)
     with pytest.raises(ValueError, match=r"fabric.hosts_per_leaf = 251 is outside 1..250"):
         spine_leaf.build(RID, 1, 1, 251)
@@ -310,5 +310,5 @@ def test_scenario_fabric_kind_picks_a_registered_builder():
     layout = topology.build(spec.fabric.kind, spec.fabric, RID)
     assert [s.name for s in layout.switches] == [f"{RID}s1", f"{RID}l1", f"{RID}l2"]
     with pytest.raises(ScenarioError, match=r"fabric: fabric.kind = 'torus' is not one of "
-                                            r"\['dual_plane', 'fat_tree', 'rail_optimized', 'spine_leaf'\]"):
+                                            r"\['dci', 'dual_plane', 'fat_tree', 'rail_optimized', 'spine_leaf'\]"):
         parse_scenario({"name": "k", "fabric": {"kind": "torus"}, "workload": workload})

@@ -3,7 +3,8 @@
 - :mod:`topology.model`: Switch, Host, Port, Link, Layout; JSON save/load with validation.
 - :mod:`topology.routing`: equal-cost next hops on any layout (networkx).
 - one builder module per ``fabric.kind`` (:data:`KINDS`): ``spine_leaf``,
-  ``fat_tree``, ``rail_optimized``, ``dual_plane``; :mod:`topology.scale_up` adds a scale-up
+  ``fat_tree``, ``rail_optimized``, ``dual_plane``, ``dci`` (sites joined by long-haul links);
+  :mod:`topology.scale_up` adds a scale-up
   domain per server to any of them; :mod:`topology.planes` cuts a layout of several planes
   into one routing view per plane.
 
@@ -19,11 +20,11 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any, Callable, Dict
 
-from topology import dual_plane, fat_tree, rail_optimized, scale_up, spine_leaf
+from topology import dci, dual_plane, fat_tree, rail_optimized, scale_up, spine_leaf
 from topology.model import Layout
 
 #: fabric.kind -> builder module (see the module docstring for what it defines)
-KINDS: Dict[str, ModuleType] = {m.KIND: m for m in (spine_leaf, fat_tree, rail_optimized, dual_plane)}
+KINDS: Dict[str, ModuleType] = {m.KIND: m for m in (spine_leaf, fat_tree, rail_optimized, dual_plane, dci)}
 #: fabric.kind -> builder(fabric_section, run_id) -> Layout
 BUILDERS: Dict[str, Callable[[Any, str], Layout]] = {kind: m.from_spec for kind, m in KINDS.items()}
 #: every kind-specific fabric key, with the kinds that read it

@@ -14,7 +14,7 @@ File format (JSON object; every key required, unknown keys rejected)::
                   {"name": "tb12abs1", "dpid": 8193, "role": "spine", "index": 1, "subnet": null}],
      "hosts": [{"name": "tb12abh1", "rank": 0, "ip": "10.0.1.1", "mac": "02:00:00:00:01:01"}],
      "links": [{"a": "tb12abh1", "a_port": 0, "b": "tb12abl1", "b_port": 1,
-                "rate_bps": 10000000.0, "buffer_bytes": 100000, "plane": 0}],
+                "rate_bps": 10000000.0, "buffer_bytes": 100000, "plane": 0}],   # optional "delay_us": 20000
      "nics": [{"host": "tb12abh1", "port": 1, "ip": "10.1.1.1", "mac": "02:01:00:00:01:01",
                "plane": 1, "prefix": "10.1.0.0/16"}]}          # optional: host interfaces beyond eth0
 
@@ -23,7 +23,10 @@ indexes on hosts (``<host>-eth<port>``). A switch ``subnet`` says every host
 attached to that switch has its address inside it (routes can then be
 aggregated per subnet); ``null`` means no host subnet. Links are full duplex;
 ``rate_bps`` and ``buffer_bytes`` apply to each direction's egress queue;
-``plane`` numbers independent network planes (0 when there is one).
+``plane`` numbers independent network planes (0 when there is one). A link's optional
+``delay_us`` is its own one-way propagation delay in microseconds (each direction; e.g. a
+long-haul link between sites, topology.dci); without it the link has the fabric's default
+(``fabric.link_delay_us``, :meth:`Link.delay_or`).
 """
 from __future__ import annotations
 
@@ -100,13 +103,22 @@ class Port:
 
 @dataclass(frozen=True)
 class Link:
-    """A full-duplex link between ports ``a`` and ``b``; rate and buffer per direction."""
+    """A full-duplex link between ports ``a`` and ``b``; rate, buffer and delay per direction.
+
+    ``delay_us``: the link's own one-way propagation delay in microseconds, or None for the
+    fabric's default (``fabric.link_delay_us``; :meth:`delay_or`)."""
 
     a: Port
     b: Port
     rate_bps: float
     buffer_bytes: int
     plane: int = 0
+    delay_us: Optional[int] = None
+
+    def delay_or(self, default_us: int) -> int:
+        """One-way propagation delay of this link in microseconds: its own ``delay_us``, else
+        ``default_us`` (the fabric's ``link_delay_us``)."""
+        return default_us if self.delay_us is None else self.delay_us
 
     def peer(self, node: str) -> Port:
         """The far end as seen from ``node``; ValueError if ``node`` is not on this link."""
@@ -238,7 +250,8 @@ def to_dict(layout: Layout) -> Dict[str, Any]:
                      for s in layout.switches],
         "hosts": [{"name": h.name, "rank": h.rank, "ip": h.ip, "mac": h.mac} for h in layout.hosts],
         "links": [{"a": ln.a.node, "a_port": ln.a.number, "b": ln.b.node, "b_port": ln.b.number,
-                   "rate_bps": ln.rate_bps, "buffer_bytes": ln.buffer_bytes, "plane": ln.plane}
+                   "rate_bps": ln.rate_bps, "buffer_bytes": ln.buffer_bytes, "plane": ln.plane,
+                   **({} if ln.delay_us is None else {"delay_us": ln.delay_us})}
                   for ln in layout.links],
         **({"nics": [{"host": n.host, "port": n.port, "ip": n.ip, "mac": n.mac, "plane": n.plane,
                       "prefix": n.prefix} for n in layout.nics]} if layout.nics else {}),
@@ -278,6 +291,8 @@ _TOP_KEYS = ("run_id", "kind", "fabric_prefix", "ecmp_hash_fields", "switches", 
 _SWITCH_KEYS = ("name", "dpid", "role", "index", "subnet")
 _HOST_KEYS = ("name", "rank", "ip", "mac")
 _LINK_KEYS = ("a", "a_port", "b", "b_port", "rate_bps", "buffer_bytes", "plane")
+#: most one-way delay a link may carry, us: 1 s (netem's delay; larger delays need larger buffers than we allow)
+MAX_LINK_DELAY_US = 1_000_000
 _NIC_KEYS = ("host", "port", "ip", "mac", "plane", "prefix")
 
 
@@ -366,7 +381,7 @@ def from_dict(raw: Any, source: str = "topology") -> Layout:
     used: Dict[Tuple[str, int], str] = {}
     for i, item in enumerate(v.seq(raw["links"], "links")):
         where = f"links[{i}]"
-        v.keys(item, where, _LINK_KEYS)
+        v.keys(item, where, _LINK_KEYS + (("delay_us",) if isinstance(item, dict) and "delay_us" in item else ()))
         ends = []
         for end in ("a", "b"):
             name = v.string(item[end], f"{where}.{end}")
@@ -385,9 +400,12 @@ def from_dict(raw: Any, source: str = "topology") -> Layout:
         rate = item["rate_bps"]
         if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0:
             v.fail(f"{where}.rate_bps", f"expected a positive number, got {rate!r}")
+        delay_us = item.get("delay_us")
         links.append(Link(ends[0], ends[1], float(rate),
                           v.integer(item["buffer_bytes"], f"{where}.buffer_bytes", 1, (1 << 32) - 1),
-                          v.integer(item["plane"], f"{where}.plane", 0, 255)))
+                          v.integer(item["plane"], f"{where}.plane", 0, 255),
+                          None if delay_us is None else v.integer(delay_us, f"{where}.delay_us", 0,
+                                                                  MAX_LINK_DELAY_US)))
 
     nics = _nics(v, raw.get("nics", []), by_name, links, [h.ip for h in hosts] + [h.mac for h in hosts])
     nic_ports = {(n.host, n.port): n for n in nics}

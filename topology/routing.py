@@ -140,6 +140,36 @@ def max_switch_hops(layout: Layout) -> int:
     return most + 1
 
 
+def max_path_delay_us(layout: Layout, default_us: int = 0) -> int:
+    """The most one-way propagation delay, us, on any shortest (fewest-hop, the routes' own) path between
+    two hosts: the sum of the delays of its links, each its own ``delay_us`` or ``default_us``
+    (topology.model.Link.delay_or). Over the equal-cost paths between two switches the longest counts
+    (ECMP may take any of them). ``(max_switch_hops + 1) x default_us`` when no link has its own delay.
+    Raises RoutingError as :func:`max_switch_hops` if the layout is not connected."""
+    g = switch_graph(layout)
+    delay = {}  # (switch, switch) -> most delay of the links between them (parallel links: any may carry)
+    for ln in layout.links:
+        if ln.a.node in g and ln.b.node in g:
+            for pair in ((ln.a.node, ln.b.node), (ln.b.node, ln.a.node)):
+                delay[pair] = max(delay.get(pair, 0), ln.delay_or(default_us))
+    host_delay: Dict[str, int] = {}  # edge switch -> most delay of a host's first link on it
+    for h in layout.hosts:
+        ln = layout.links_of(h.name)[0]
+        edge = ln.peer(h.name).node
+        host_delay[edge] = max(host_delay.get(edge, 0), ln.delay_or(default_us))
+    most = 0
+    for a in host_delay:
+        dist = nx.single_source_shortest_path_length(g, a)
+        far = {a: 0}  # switch -> most delay from a on a shortest path (switches in order of distance)
+        for v in sorted(dist, key=dist.get)[1:]:
+            far[v] = max(far[u] + delay[(u, v)] for u in g.neighbors(v) if dist.get(u) == dist[v] - 1)
+        for b in host_delay:
+            if b not in dist:
+                raise RoutingError(f"switch {a!r} has no path to switch {b!r}")
+            most = max(most, host_delay[a] + far[b] + host_delay[b])
+    return most
+
+
 def switch_tiers(layout: Layout) -> Dict[str, int]:
     """{switch name: tier}: 1 for a switch with a host attached, else 1 + hops to the nearest
     such switch (spine-leaf: leaves 1, spines 2; fat-tree: edge 1, aggregation 2, core 3).

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from topology.model import Host, Layout, Port
 from topology.routing import next_hop_ports
@@ -55,6 +55,7 @@ class Upstream:
     ifname: str     #: its interface toward the switch (a host's lives in the host's namespace)
     is_host: bool
     rate_bps: float  #: the link's rate
+    delay_us: Optional[int] = None  #: the link's own one-way delay, us (None: the fabric's default)
 
 
 def _far_ends(layout: Layout, switch: str):
@@ -85,7 +86,8 @@ def upstreams(layout: Layout) -> Dict[str, Upstream]:
     out = {}
     for sw in layout.switches:
         for mine, far, ln in _far_ends(layout, sw.name):
-            out[mine.intf] = Upstream(far.node, far.intf, isinstance(layout.node(far.node), Host), ln.rate_bps)
+            out[mine.intf] = Upstream(far.node, far.intf, isinstance(layout.node(far.node), Host), ln.rate_bps,
+                                      ln.delay_us)
     return out
 
 
@@ -101,7 +103,9 @@ def headroom_bytes(rate_bps: float, response_s: float, frame_bytes: int, propaga
 def worst_case_bytes(layout: Layout, xoff_bytes: int, period_s: float, frame_bytes: int,
                      propagation_s: float = 0.0) -> Tuple[int, str, int]:
     """(bytes, egress interface, feeding ingresses) of the egress that can hold the most lossless bytes:
-    Xoff plus the headroom of every ingress that feeds it (each at its own link rate)."""
+    Xoff plus the headroom of every ingress that feeds it, each at its own link's rate and propagation
+    delay (the link's own ``delay_us``, else ``propagation_s``, the fabric's ``link_delay_us``): a long
+    link's headroom grows with its round trip (a dci link's ``dci_delay_us``)."""
     up, fed = upstreams(layout), feeds(layout)
     by_egress: Dict[str, List[str]] = {}
     for ingress, egresses in fed.items():
@@ -110,7 +114,8 @@ def worst_case_bytes(layout: Layout, xoff_bytes: int, period_s: float, frame_byt
     best = (xoff_bytes, "", 0)
     for e, ins in by_egress.items():
         total = xoff_bytes + sum(headroom_bytes(up[i].rate_bps, period_s + ACTUATION_TARGET_S, frame_bytes,
-                                                propagation_s) for i in ins)
+                                                propagation_s if up[i].delay_us is None else up[i].delay_us / 1e6)
+                                 for i in ins)
         if total > best[0]:
             best = (total, e, len(ins))
     return best

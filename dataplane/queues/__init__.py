@@ -22,15 +22,16 @@ _SELF_CHECK_TOLERANCE = 0.01
 _DELAY_TOLERANCE_US = 1
 
 
-def get(name: str, settings=None, delay_us: int = 0) -> QueueBackend:
-    """The backend registered as ``name`` with ``settings`` (its ``Settings``; None: the defaults) and every
-    link's propagation delay ``delay_us`` (:mod:`dataplane.queues.delay`); ValueError naming
-    ``fabric.queue_backend`` and the registered names."""
+def get(name: str, settings=None, delay_us: int = 0, netem: bool | None = None) -> QueueBackend:
+    """The backend registered as ``name`` with ``settings`` (its ``Settings``; None: the defaults), the
+    links' default propagation delay ``delay_us`` and whether every egress gets the netem stage
+    (``netem``, default ``delay_us > 0``; :class:`~dataplane.queues.base.QueueBackend`,
+    :mod:`dataplane.queues.delay`); ValueError naming ``fabric.queue_backend`` and the registered names."""
     try:
         cls = BACKENDS[name]
     except (KeyError, TypeError):
         raise ValueError(f"fabric.queue_backend = {name!r} is not one of {sorted(BACKENDS)}") from None
-    return cls(settings, delay_us)
+    return cls(settings, delay_us, netem)
 
 
 def self_check(configured: dict[str, float], readback: dict[str, ShapedLink]) -> list[str]:
@@ -59,9 +60,12 @@ def self_check(configured: dict[str, float], readback: dict[str, ShapedLink]) ->
     return problems
 
 
-def delay_check(delay_us: int, readback: dict[str, ShapedLink]) -> list[str]:
-    """Compare the configured propagation delay with the kernel's netem stage on every shaped interface,
-    one sentence per interface off by more than :data:`_DELAY_TOLERANCE_US` (the kernel keeps it in
-    scheduler ticks), e.g. ``"tb12abl1-eth3: configured delay 5000 us, kernel 0 us"``."""
-    return [f"{ifname}: configured delay {delay_us} us, kernel {link.delay_us} us"
-            for ifname, link in readback.items() if abs(link.delay_us - delay_us) > _DELAY_TOLERANCE_US]
+def delay_check(configured: dict[str, int], readback: dict[str, ShapedLink]) -> list[str]:
+    """Compare the configured propagation delay (ifname -> us, each link's own) with the kernel's netem
+    stage on every shaped interface, one sentence per interface off by more than
+    :data:`_DELAY_TOLERANCE_US` (the kernel keeps it in scheduler ticks), e.g.
+    ``"tb12abl1-eth3: configured delay 5000 us, kernel 0 us"`` (a missing read-back is :func:`self_check`'s to
+    report)."""
+    return [f"{ifname}: configured delay {want} us, kernel {readback[ifname].delay_us} us"
+            for ifname, want in configured.items()
+            if ifname in readback and abs(readback[ifname].delay_us - want) > _DELAY_TOLERANCE_US]

@@ -129,16 +129,24 @@ class QueueBackend(ABC):
     #: scenario's ``fabric.<name>`` block (testbed.spec.fabric.FabricSpec.queue_settings)
     Settings: ClassVar[type] = NoSettings
 
-    def __init__(self, settings: Any = None, delay_us: int = 0):
+    def __init__(self, settings: Any = None, delay_us: int = 0, netem: Optional[bool] = None):
         """``settings``: an instance of :attr:`Settings` (None: its defaults); ``delay_us``: the propagation
-        delay of every link it shapes (a netem stage above the backend's tree, :mod:`dataplane.queues.delay`;
-        0: none). ValueError for a negative delay."""
+        delay of every link it shapes unless :meth:`install` is given the link's own (a netem stage above the
+        backend's tree, :mod:`dataplane.queues.delay`; 0: none); ``netem``: whether every egress gets the
+        netem stage, default ``delay_us > 0``. A fabric whose links have delays of their own (a dci
+        fabric's long-haul links) sets it when any link is delayed: every egress then has the same tree (a
+        netem stage of 0 on the links without delay), so the sampler reads one parent everywhere.
+        ValueError for a negative delay."""
         if delay_us < 0:
             raise ValueError(f"delay_us={delay_us!r} must be >= 0")
         self.settings = settings if settings is not None else self.Settings()
         self.delay_us = int(delay_us)
+        #: whether every egress it shapes has the netem stage (its delay may be 0)
+        self.netem = self.delay_us > 0 if netem is None else bool(netem)
+        if self.delay_us and not self.netem:
+            raise ValueError(f"delay_us={delay_us!r} needs the netem stage (netem=False given)")
         #: where the backend's tree hangs: the egress root, or netem's child slot when links are delayed
-        self.root_parent = delay.CHILD_PARENT if self.delay_us else tc.TC_H_ROOT
+        self.root_parent = delay.CHILD_PARENT if self.netem else tc.TC_H_ROOT
         #: the telemetry sampler reads the counters of the qdisc whose parent is this handle: the
         #: backend's root qdisc, whose counters aggregate every class below it (never netem's: its
         #: frames are on the wire, not in the port buffer)
@@ -156,17 +164,22 @@ class QueueBackend(ABC):
     def plan(self, ifindex: int, cfg: QueueConfig) -> list[TcRequest]:
         """The backend's own tc requests, rooted at the egress root (TC_H_ROOT), in order (no kernel access)."""
 
-    def full_plan(self, ifindex: int, cfg: QueueConfig) -> list[TcRequest]:
-        """What :meth:`install` sends after clearing the egress root: :meth:`plan`, under the netem stage
-        when the backend has a delay (:func:`dataplane.queues.delay.under_delay`)."""
-        return delay.under_delay(self.plan(ifindex, cfg), ifindex, self.delay_us)
+    def full_plan(self, ifindex: int, cfg: QueueConfig, delay_us: Optional[int] = None) -> list[TcRequest]:
+        """What :meth:`install` sends after clearing the egress root: :meth:`plan`, under the netem stage of
+        ``delay_us`` (None: the backend's :attr:`delay_us`) when the backend has one
+        (:func:`dataplane.queues.delay.under_delay`). ValueError for a delay without the netem stage."""
+        d = self.delay_us if delay_us is None else int(delay_us)
+        if d and not self.netem:
+            raise ValueError(f"delay_us={d!r}: this backend was made without the netem stage (netem=False)")
+        return delay.under_delay(self.plan(ifindex, cfg), ifindex, d, stage=self.netem)
 
     @abstractmethod
     def read_back(self, ipr, ifname: str) -> ShapedLink:
         """Read the installed queue of ``ifname`` from the kernel; ValueError when it is not this backend's."""
 
-    def install(self, ipr, ifname: str, cfg: QueueConfig) -> ShapedLink:
-        """Replace the egress qdisc tree of ``ifname`` with this backend's; return it read back.
+    def install(self, ipr, ifname: str, cfg: QueueConfig, delay_us: Optional[int] = None) -> ShapedLink:
+        """Replace the egress qdisc tree of ``ifname`` with this backend's, under a netem stage of ``delay_us``
+        (the link's own; None: :attr:`delay_us`) when the backend has one; return it read back.
 
         ``ipr``: pyroute2 ``IPRoute`` bound to the namespace that holds ``ifname`` (kernel
         extended-ACK warnings, with ``IPRoute(ext_ack=True)``, are logged at WARNING).
@@ -175,7 +188,7 @@ class QueueBackend(ABC):
         self.check(cfg)
         index = tc.ifindex(ipr, ifname)
         tc.clear_root(ipr, index)
-        for command, kind, attrs in self.full_plan(index, cfg):
+        for command, kind, attrs in self.full_plan(index, cfg, delay_us):
             tc.request(ipr, ifname, command, kind, **attrs)
         link = self.read_back(ipr, ifname)
-        return replace(link, delay_us=delay.read_delay_us(ipr, index)) if self.delay_us else link
+        return replace(link, delay_us=delay.read_delay_us(ipr, index)) if self.netem else link

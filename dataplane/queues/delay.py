@@ -1,8 +1,10 @@
 """Propagation delay of a link: a netem stage at the egress root, the queue backend's shaper under it.
 
-Layout on one interface when the fabric has ``link_delay_us`` (``fabric.link_delay_us``)::
+Layout on one interface when the fabric has a delay (``fabric.link_delay_us``, or a link's own such as
+a dci fabric's ``dci_delay_us``: then every egress has the stage, with the delay of its own link, 0 on a
+link without delay, so every port's tree is alike)::
 
-    root  netem d:   delay = link_delay_us, limit = NETEM_LIMIT_PKTS   (the wire's flight time)
+    root  netem d:   delay = the link's delay, limit = NETEM_LIMIT_PKTS   (the wire's flight time)
       └─ (parent d:1) the backend's tree, unchanged: htb 1: / class 1:1 / leaves 10:, 20:, ...
 
 netem holds every frame for ``delay_us`` and then hands it to its child qdisc (net/sched/sch_netem.c,
@@ -38,13 +40,14 @@ def netem_request(ifindex: int, delay_us: int) -> tuple:
                              "delay": int(delay_us), "limit": NETEM_LIMIT_PKTS})
 
 
-def under_delay(reqs: list, ifindex: int, delay_us: int) -> list:
+def under_delay(reqs: list, ifindex: int, delay_us: int, stage: bool | None = None) -> list:
     """``reqs`` (a backend's plan, rooted at TC_H_ROOT) with the netem root of ``delay_us`` first and the
-    plan's root re-parented to :data:`CHILD_PARENT`; ``reqs`` unchanged when ``delay_us`` is 0.
-    ValueError for a negative delay."""
+    plan's root re-parented to :data:`CHILD_PARENT`; ``reqs`` unchanged without the stage. ``stage``:
+    whether to add it, default ``delay_us > 0`` (True with 0: a netem stage of 0, for a link without delay
+    in a fabric whose other links have one). ValueError for a negative delay."""
     if delay_us < 0:
         raise ValueError(f"delay_us={delay_us!r} must be >= 0")
-    if not delay_us:
+    if not (delay_us > 0 if stage is None else stage):
         return list(reqs)
     out = [netem_request(ifindex, delay_us)]
     for command, kind, attrs in reqs:

@@ -71,8 +71,8 @@ def loop_settings(fab) -> LoopSettings:
 
 def headroom_warning(spec) -> str | None:
     """A start-up warning when Xoff plus the headroom of every ingress feeding one egress
-    (controllers.congestion.pfc.worst_case_bytes: response = the loop period + 2 ms of actuation, link
-    delay ``fabric.link_delay_us``) exceeds the lossless buffer; None when it fits or PFC is off."""
+    (controllers.congestion.pfc.worst_case_bytes: response = the loop period + 2 ms of actuation, each
+    link's delay: its own, e.g. ``fabric.dci_delay_us``, else ``fabric.link_delay_us``) exceeds the lossless buffer; None when it fits or PFC is off."""
     from controllers.congestion.pfc import worst_case_bytes
 
     c, f = spec.congestion, spec.fabric

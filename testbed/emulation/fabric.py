@@ -12,7 +12,8 @@ every veth when the userspace datapath is used (it cannot fill in checksums),
 disable IPv6 in hosts (no neighbour-discovery noise), set every veth's MTU and
 every OVS port's ``mtu_request`` to ``fabric.mtu_bytes``, install every egress queue with
 the ``fabric.queue_backend`` (dataplane.queues; rate, buffer and MTU) under a netem stage of
-``fabric.link_delay_us`` when it is set (dataplane.queues.delay), read every
+each link's delay (its own, e.g. a dci link's, else ``fabric.link_delay_us``) when any link has one
+(dataplane.queues.delay), read every
 rate and delay back (self-check), hand the controller's ECN/PFC loop its settings when the scenario has
 ``congestion.ecn`` or ``congestion.pfc`` (testbed.emulation.congestion_conf), and wait until the controller confirmed every
 switch's flows and groups with a barrier, then supervise the controller
@@ -122,9 +123,13 @@ class Fabric(StartStop):
         #: the controller's ready file once it confirmed every switch (controllers.contract.ControllerReady)
         self.ready: ControllerReady | None = None
         self._owner_pid = os.getpid()
-        #: the queue backend of every egress (fabric.queue_backend)
+        #: the queue backend of every egress (fabric.queue_backend), every egress under a netem stage when
+        #: any link has a delay (fabric.link_delay_us, or a link's own: a dci fabric's dci_delay_us)
         self.queues = queues.get(spec.fabric.queue_backend, spec.fabric.queue_settings,
-                                 delay_us=spec.fabric.link_delay_us)
+                                 delay_us=spec.fabric.link_delay_us,
+                                 netem=any(ln.delay_or(spec.fabric.link_delay_us) for ln in self.layout.links))
+        #: interface -> its link's one-way delay in us (its own, else fabric.link_delay_us), every shaped egress
+        self.delay_us: dict[str, int] = {}
         self.readback: dict[str, queues.ShapedLink] = {}
         #: the switch ports' silent tail drop (testbed.emulation.switch_tail_drop), set once shaped
         self.tail_drop: SwitchTailDrop | None = None
@@ -325,8 +330,10 @@ class Fabric(StartStop):
                 ln = view.links_of(h.name)[0]
                 intf = (ln.a if ln.a.node == h.name else ln.b).intf
                 with IPRoute(netns=f"/proc/{node.pid}/ns/net") as ipr:
+                    self.delay_us[intf] = ln.delay_or(self.spec.fabric.link_delay_us)
                     self.readback[intf] = self.queues.install(
-                        ipr, intf, self._queue_config(ln.rate_bps, HOST_NIC_QUEUE_BYTES, switch_port=False))
+                        ipr, intf, self._queue_config(ln.rate_bps, HOST_NIC_QUEUE_BYTES, switch_port=False),
+                        self.delay_us[intf])
                     self.wander_links.append(self._wandering(f"/proc/{node.pid}/ns/net", intf, ln.rate_bps, False))
                     # static neighbours (the peers' addresses in this NIC's plane): host traffic never waits
                     # for (or sends) ARP during a run; the controller still answers ARP (controllers/app.py)
@@ -341,9 +348,10 @@ class Fabric(StartStop):
                 raise_if_interrupted()
                 for end in (link.a, link.b):
                     if end.node in switches:
-                        self._shape_switch_port(ipr, end.intf, link.rate_bps, link.buffer_bytes)
+                        self._shape_switch_port(ipr, end.intf, link.rate_bps, link.buffer_bytes,
+                                                link.delay_or(self.spec.fabric.link_delay_us))
         problems = queues.self_check(self.port_rate_bps, self.readback)
-        problems += queues.delay_check(self.spec.fabric.link_delay_us, self.readback)
+        problems += queues.delay_check(self.delay_us, self.readback)
         if problems:
             raise FabricError("link shaping self-check failed: " + "; ".join(problems))
 
@@ -365,8 +373,11 @@ class Fabric(StartStop):
         return WanderingLink(netns, ifname, rate_bps, switch_port, CLASS_HANDLE, ROOT_HANDLE,
                              burst_bytes_for(rate_bps, mtu), mtu + 14)
 
-    def _shape_switch_port(self, ipr: IPRoute, ifname: str, rate_bps: float, buffer_bytes: int) -> None:
-        self.readback[ifname] = self.queues.install(ipr, ifname, self._queue_config(rate_bps, buffer_bytes))
+    def _shape_switch_port(self, ipr: IPRoute, ifname: str, rate_bps: float, buffer_bytes: int,
+                           delay_us: int = 0) -> None:
+        self.delay_us[ifname] = delay_us
+        self.readback[ifname] = self.queues.install(ipr, ifname, self._queue_config(rate_bps, buffer_bytes),
+                                                    delay_us)
         self.port_rate_bps[ifname] = rate_bps
         self.switch_ports.append(ifname)
         self.wander_links.append(self._wandering(None, ifname, rate_bps, True))

@@ -33,6 +33,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
+from testbed.host.timeout_scale import startup_s
 from topology.naming import check_run_id, new_run_id
 
 #: Qdiscs tried, in report order.
@@ -42,6 +43,8 @@ TOOLS = ("iperf3", "tcpdump", "tshark", "mnexec")
 #: The rule the nftables ECN marker installs (probability 10 % here).
 NFT_MARK_RULE = "ip ecn { ect0, ect1 } numgen random mod 1000 < 100 ip ecn set ce"
 
+#: ovs-vsctl's wait in the probe, s, on the development machines; x TESTBED_TIMEOUT_SCALE (a loaded guest under
+#: software emulation took longer than 5 s to add the probe's bridge: the run was refused, 2026-12-02)
 _OVS_TIMEOUT_S = 5
 NEEDS_ROOT = "run 'sudo testbed doctor'"
 _LOCAL_OFPORT = "65534"  # OFPP_LOCAL: the bridge's own port exists once the datapath made it
@@ -192,8 +195,10 @@ def _run(argv: list[str], timeout: float = 10, input: str | None = None):
     return p.returncode, p.stdout.strip(), p.stderr.strip()
 
 
-def _ovs_vsctl(*args: str, timeout: int = _OVS_TIMEOUT_S):
-    return _run(["ovs-vsctl", f"--timeout={timeout}", *args], timeout=timeout + 5)
+def _ovs_vsctl(*args: str, timeout: float = _OVS_TIMEOUT_S):
+    """``ovs-vsctl ARGS`` waiting at most ``timeout`` x the machine's timeout scale (testbed.host.timeout_scale)."""
+    wait_s = max(1, round(startup_s(timeout)))
+    return _run(["ovs-vsctl", f"--timeout={wait_s}", *args], timeout=wait_s + 5)
 
 
 def _kernel_module_state() -> str:

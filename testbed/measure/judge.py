@@ -106,7 +106,7 @@ def judge_run(ctx: RunContext, rec: Recording, qps: pd.DataFrame, ports: pd.Data
                        host_tx, thresholds_for(ctx.spec), transport=t,
                        departures=timing.write_departures(rec.departures, ctx.run_dir), identity=identity,
                        sizes=sizes, frame_bytes=ctx.spec.transport.payload_bytes + 58,
-                       window_pkts=ctx.transport.window_pkts, link_delay_us=ctx.spec.fabric.link_delay_us)
+                       window_pkts=ctx.transport.window_pkts, link_delay_us=max(ctx.spec.fabric.delays_us.values()))
     verdict.figures["drops"]["host_nic_retries"] = other.host_nic_retries
     verdict.figures["drops"]["merged_counters"] = other.merged
     judge_send_buffer(verdict, ctx.send_buffer)

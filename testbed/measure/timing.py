@@ -165,18 +165,19 @@ def write_departures(capture: "DepartureCapture | None", run_dir) -> "pd.DataFra
 
 
 def check_delay_backend(spec: ScenarioSpec, delay_backend: str) -> None:
-    """Refuse ``fabric.link_delay_us > 0`` before anything is built, naming the key and the reason.
+    """Refuse a propagation delay above 0 (``fabric.link_delay_us`` or the kind's own, e.g.
+    ``fabric.dci_delay_us``) before anything is built, naming the key and the reason.
 
     ``delay_backend``: the capability probe's ``delay`` ('netem' or 'none').
     Raises ScenarioError.
     """
-    d = spec.fabric.link_delay_us
-    if d == 0:
+    asked = {key: d for key, d in spec.fabric.delays_us.items() if d}
+    if not asked or delay_backend == "netem":
         return
-    if delay_backend != "netem":
-        raise ScenarioError(f"fabric.link_delay_us = {d}: this kernel has no sch_netem, so links cannot add "
-                            f"propagation delay here; allowed here: 0 (run on a kernel with netem, e.g. the "
-                            f"Vagrant VM or a scripts/vm guest)")
+    key, d = next(iter(asked.items()))
+    raise ScenarioError(f"fabric.{key} = {d}: this kernel has no sch_netem, so links cannot add "
+                        f"propagation delay here; allowed here: 0 (run on a kernel with netem, e.g. the "
+                        f"Vagrant VM or a scripts/vm guest)")
 
 
 def path_rtt_us(links: int, link_delay_us: float, rate_bps: float, data_frame_bytes: int,
@@ -197,17 +198,20 @@ def window_limited_goodput_bps(window_pkts: int, payload_bytes: int, rtt_us: flo
 def link_model(spec: ScenarioSpec, delay_backend: str) -> dict:
     """The manifest's ``link_model``: switching mode, delay and its backend, shaping figures.
 
-    Raises ScenarioError first when ``fabric.link_delay_us`` cannot be honoured here
+    Raises ScenarioError first when a delay (``fabric.link_delay_us``, ``fabric.dci_delay_us``) cannot be honoured here
     (:func:`check_delay_backend`): the manifest is written before anything is built.
     """
     check_delay_backend(spec, delay_backend)
     f = spec.fabric
+    delayed = any(f.delays_us.values())
     return {
         "switching": SWITCHING,
         "serialization": "HTB token bucket per egress at the link rate: a backlogged port sends one frame "
                          "per serialization time; an idle port forwards at once (no per-hop store-and-forward)",
         "propagation_delay_us": f.link_delay_us,
-        "delay_backend": "netem (root of every egress, the shaper under it)" if f.link_delay_us else "none",
+        "delays_us": f.delays_us,  # every delay key of the kind: link_delay_us, and e.g. dci_delay_us
+        "path_delay_us": f.path_delay_us,  # one way, the longest path (testbed.spec.fabric.path_delay_us)
+        "delay_backend": "netem (root of every egress, the shaper under it)" if delayed else "none",
         "delay_backend_available": delay_backend,
         "mtu_bytes": f.mtu_bytes,
         "frame_bytes_counted": "Ethernet frame without preamble, FCS or inter-frame gap",

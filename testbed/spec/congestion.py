@@ -51,17 +51,18 @@ def bdp_basis(fabric) -> dict:
     base RTT = sum over the path's links (2 host links at ``host_link_bps`` + hops - 1 switch links
     at ``fabric_link_bps``, hops = ``fabric.max_switch_hops``) of one full data frame
     (``mtu_bytes + 14``) and one ACK frame (:data:`traffic.transport.ACK_FRAME_BYTES`, 62 B) serialized, store and forward,
-    plus ``link_delay_us`` each way; BDP = host_link_bps x base RTT / 8. Keys ``base_rtt_us``,
+    plus the path's propagation each way (``fabric.path_delay_us``: ``link_delay_us`` on every link, a
+    link's own delay where it has one, e.g. a dci link's ``dci_delay_us``); BDP = host_link_bps x base RTT / 8. Keys ``base_rtt_us``,
     ``bdp_bytes``, ``link_bps``, ``hops``, ``formula``.
     """
     hops = fabric.max_switch_hops
     rates = [fabric.host_link_bps] * 2 + [fabric.fabric_link_bps] * (hops - 1)
     frame_bits = ((fabric.mtu_bytes + 14) + ACK_FRAME_BYTES) * 8
-    rtt_s = sum(frame_bits / r for r in rates) + 2 * len(rates) * fabric.link_delay_us / 1e6
+    rtt_s = sum(frame_bits / r for r in rates) + 2 * fabric.path_delay_us / 1e6
     return {"base_rtt_us": round(rtt_s * 1e6, 1), "bdp_bytes": int(fabric.host_link_bps * rtt_s / 8),
             "link_bps": fabric.host_link_bps, "hops": hops,
-            "formula": f"host_link_bps x sum over links of ((mtu_bytes + 14 + {ACK_FRAME_BYTES}) x 8 / link_bps"
-                       " + 2 x link_delay_us) / 8"}
+            "formula": f"host_link_bps x (sum over links of (mtu_bytes + 14 + {ACK_FRAME_BYTES}) x 8 / link_bps"
+                       " + 2 x path_delay_us) / 8"}
 
 
 class BuffersSpec(SpecModel):

@@ -8,8 +8,8 @@ from pydantic import BeforeValidator, ConfigDict, Field, model_serializer, model
 from typing_extensions import Annotated
 
 from dataplane.queues import BACKENDS as QUEUE_BACKENDS, DEFAULT_BACKEND as DEFAULT_QUEUE_BACKEND
-from topology import KIND_PARAMS, KINDS, build as build_layout, scale_up, spine_leaf
-from topology.routing import max_switch_hops
+from topology import KIND_PARAMS, KINDS, build as build_layout, dci, scale_up, spine_leaf
+from topology.routing import max_path_delay_us, max_switch_hops
 from testbed.spec import plugins
 from testbed.spec.units import (
     RateBps, SizeBytes, Count, MAX_BUFFER_BYTES, MIN_LINK_MTU_BYTES, MAX_LINK_MTU_BYTES,
@@ -41,6 +41,10 @@ class FabricSpec(SpecModel):
       (topology/rail_optimized.py).
     - ``dual_plane`` (spines, leaves, hosts_per_leaf, planes): ``planes`` independent
       spine-leaf planes, every host with one NIC in each (topology/dual_plane.py).
+    - ``dci`` (sites, spines, leaves, hosts_per_leaf, dci_links, dci_link_bps, dci_delay_us):
+      ``sites`` spine-leaf sites of the same size, each with a border switch; every two sites'
+      border switches joined by ``dci_links`` long-haul links at ``dci_link_bps`` (default
+      ``fabric_link_bps``) with their own one-way delay ``dci_delay_us`` (topology/dci.py).
 
     ``scale_up`` (any kind): one fast switch per server (topology/scale_up.py).
 
@@ -57,8 +61,9 @@ class FabricSpec(SpecModel):
     it must hold a full RoCEv2 packet: ``transport.payload_bytes + 44``
     (IPv4 20, UDP 8, BTH 12, ICRC 4), e.g. 1500 for payloads up to 1024,
     4200 or 9000 for the 4096-byte RoCE path MTU. ``link_delay_us`` is the
-    one-way propagation delay added on every link (netem; refused where the
-    kernel has no ``sch_netem``, before anything is built). ``queue_backend``
+    one-way propagation delay added on every link that has none of its own (the
+    ``dci`` kind's long-haul links have ``dci_delay_us``); any delay above 0 is
+    refused where the kernel has no ``sch_netem`` (netem), before anything is built. ``queue_backend``
     picks how every egress queue is built (dataplane.queues.BACKENDS;
     ``htb_bfifo``: HTB rate limit and a bfifo tail-drop buffer). ``clock_wander`` is the relative
     width of the band every shaper's rate wanders in (host NICs below their nominal rate, switch
@@ -75,6 +80,10 @@ class FabricSpec(SpecModel):
     servers: Count = Field(2, ge=1, le=32)
     gpus_per_server: Count = Field(4, ge=1, le=32)
     planes: Count = Field(2, ge=2, le=4)
+    sites: Count = Field(2, ge=2, le=dci.MAX_SITES)  # dci: sites, each spines/leaves/hosts_per_leaf
+    dci_links: Count = Field(1, ge=1, le=dci.MAX_DCI_LINKS)  # dci: parallel long-haul links per pair of sites
+    dci_link_bps: Optional[RateBps] = None  # dci: the long-haul links' rate; absent: fabric_link_bps
+    dci_delay_us: Count = Field(0, ge=0, le=MAX_LINK_DELAY_US)  # dci: the long-haul links' own one-way delay
     scale_up: Optional[ScaleUpSpec] = None
     host_link_bps: RateBps = 10e6
     fabric_link_bps: RateBps = 10e6
@@ -116,6 +125,8 @@ class FabricSpec(SpecModel):
                                  f"{', '.join(builder.PARAMS)}; {key} belongs to {', '.join(KIND_PARAMS[key])})")
         builder.check(self)
         self._derive_fabric_rate(builder)
+        if self.kind == dci.KIND and self.dci_link_bps is None:  # a derived value of this frozen section
+            object.__setattr__(self, "dci_link_bps", self.fabric_link_bps)
         if self.scale_up is not None:
             scale_up.check(self, len(builder.from_spec(self, "").hosts))
         if self.queue_backend not in QUEUE_BACKENDS:
@@ -182,6 +193,28 @@ class FabricSpec(SpecModel):
         first = layout.attachment(layout.hosts[0].name).node
         return next((r for r, h in enumerate(layout.hosts) if layout.attachment(h.name).node != first),
                     len(layout.hosts))
+
+    @property
+    def delays_us(self) -> dict:
+        """{fabric key: one-way delay, us} of every delay key this kind reads: ``link_delay_us`` (every
+        link without its own) and the kind's own (``dci_delay_us``)."""
+        keys = ("link_delay_us",) + tuple(k for k in KINDS[self.kind].PARAMS if k.endswith("_delay_us"))
+        return {key: getattr(self, key) for key in keys}
+
+    @property
+    def slowest_link_bps(self) -> float:
+        """The slowest link of the fabric, bit/s: min(host_link_bps, fabric_link_bps), and a dci
+        fabric's dci_link_bps (its long-haul links)."""
+        return min(r for r in (self.host_link_bps, self.fabric_link_bps, self.dci_link_bps) if r)
+
+    @property
+    def path_delay_us(self) -> int:
+        """One-way propagation delay of the longest path, us: ``(max_switch_hops + 1) x link_delay_us``
+        when no link has a delay of its own, else the most on any shortest host-to-host path
+        (topology.routing.max_path_delay_us; a dci path between sites crosses one DCI link)."""
+        if self.kind == "spine_leaf":
+            return (self.max_switch_hops + 1) * self.link_delay_us
+        return max_path_delay_us(self.layout_preview(), self.link_delay_us)
 
     @property
     def max_switch_hops(self) -> int:

@@ -4,9 +4,10 @@ Derivation (:func:`rto_basis`), stated in manifest.json ``rto`` and printed at
 the start of a run::
 
     rto = 2 x (hops x queue_bytes x 8 / slow_bps + ack_every_pkts x frame x 8 / host_link_bps
-               + (hops + 1) x link_delay_us)
+               + path_delay_us)
 
-with hops = ``fabric.max_switch_hops`` (3 on a spine-leaf, 5 on a fat-tree),
+with path_delay_us the longest path's one-way propagation (``(hops + 1) x link_delay_us`` unless links
+carry their own delay: testbed.spec.fabric.FabricSpec.path_delay_us) and hops = ``fabric.max_switch_hops`` (3 on a spine-leaf, 5 on a fat-tree),
 clamped to [:data:`MIN_AUTO_RTO_US`, :data:`MAX_AUTO_RTO_US`].
 """
 from __future__ import annotations
@@ -30,10 +31,11 @@ def rto_basis(spec: ScenarioSpec) -> dict:
     """The automatic go-back-N timeout and how it was derived (stated in the manifest and printed).
 
     rto = 2 x (hops x queue_bytes x 8 / slow_bps + ack_every_pkts x frame x 8 / host_link_bps
-               + (hops + 1) x link_delay_us),
+               + path_delay_us),
     clamped to [5 ms, 2 s]: twice (there and back) the worst queueing on the
     longest path (``hops`` switches, ``fabric.max_switch_hops``) plus an ACK interval, plus the
-    path's round-trip propagation (``hops + 1`` links, each ``fabric.link_delay_us`` each way). ``queue_bytes`` per hop is the smaller
+    path's round-trip propagation (``fabric.path_delay_us`` each way: ``hops + 1`` links of ``fabric.link_delay_us``, or a
+    link's own delay where it has one). ``queue_bytes`` per hop is the smaller
     of the switch buffer and all data the senders may have unacknowledged
     (hosts x QPS_PER_HOST x window_pkts x frame): a queue cannot hold more than
     is in flight, so a 100 MB buffer does not make a 40-minute timeout.
@@ -47,14 +49,14 @@ def rto_basis(spec: ScenarioSpec) -> dict:
     from traffic import wire
 
     f, t = spec.fabric, spec.transport
-    slow_bps = min(f.host_link_bps, f.fabric_link_bps)
+    slow_bps = f.slowest_link_bps
     frame = wire_bytes(wire.BTH_BYTES + t.payload_bytes + wire.ICRC_BYTES)
     in_flight = f.n_hosts * QPS_PER_HOST * t.window_pkts * frame
     queue_bytes = min(f.buffer_bytes, in_flight)
     hops = f.max_switch_hops
     queue_s = hops * queue_bytes * 8 / slow_bps
     pkt_s = frame * 8 / f.host_link_bps
-    prop_s = (hops + 1) * f.link_delay_us / 1e6
+    prop_s = f.path_delay_us / 1e6
     derived = int(2e6 * (queue_s + t.ack_every_pkts * pkt_s + prop_s))
     rto = min(MAX_AUTO_RTO_US, max(MIN_AUTO_RTO_US, derived))
     return {"rto_us": rto, "derived_us": derived, "capped": derived > MAX_AUTO_RTO_US,
@@ -99,8 +101,8 @@ def bdp_cap(spec: ScenarioSpec) -> dict:
     ``window_pkts``; AckReq then comes at least every cap packets (a window that closes before a
     packet asks for an ACK would wait for a timer; traffic.transport.selective). BDP = the
     longest path's base RTT (testbed.spec.congestion.bdp_basis: one full frame and one ACK
-    store-and-forward on every link) x its slowest link (min(host_link_bps,
-    fabric_link_bps); ``host_link_bps`` for ``spray``, whose packets share every path); buffer =
+    store-and-forward on every link) x its slowest link (``fabric.slowest_link_bps``: min(host_link_bps,
+    fabric_link_bps, a dci fabric's dci_link_bps); ``host_link_bps`` for ``spray``, whose packets share every path); buffer =
     one switch port's (``congestion.buffers.lossless_bytes`` or ``fabric.buffer_bytes``): the whole
     frames the path holds without a drop. IRN's cap is the first term at line rate; with ACKs
     coalesced every ``ack_every_pkts`` packets the pipe alone leaves the link idle between ACKs, and
@@ -122,7 +124,7 @@ def bdp_cap(spec: ScenarioSpec) -> dict:
         return {"cap_pkts": int(t.bdp_cap_pkts), "source": "transport.bdp_cap_pkts"}
     frame = wire_bytes(wire.BTH_BYTES + t.payload_bytes + wire.ICRC_BYTES)
     rtt_us = bdp_basis(f)["base_rtt_us"]
-    slow = f.host_link_bps if ENTROPY_POLICIES[t.entropy].reorders else min(f.host_link_bps, f.fabric_link_bps)
+    slow = f.host_link_bps if ENTROPY_POLICIES[t.entropy].reorders else f.slowest_link_bps
     buf = spec.congestion.buffers.lossless_bytes or f.buffer_bytes
     pipe, held = int(slow * rtt_us / 8e6 // frame), int(buf // frame)
     cap = min(t.window_pkts, max(2, pipe + held))

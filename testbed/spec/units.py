@@ -12,6 +12,9 @@ from typing import Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from typing_extensions import Annotated
 
+#: per-link propagation delay: up to 1 s (netem's delay; larger delays need larger buffers than we allow)
+from topology.model import MAX_LINK_DELAY_US  # noqa: F401  (re-exported: the spec's bound)
+
 #: RoCE path MTUs allowed by the InfiniBand spec (IBTA vol. 1, 9.7.7 "PMTU").
 ROCE_MTUS_BYTES = (256, 512, 1024, 2048, 4096)
 
@@ -86,8 +89,6 @@ MAX_BUFFER_BYTES = 2**32 - 1
 MIN_LINK_MTU_BYTES, MAX_LINK_MTU_BYTES = 1500, 9000
 #: IPv4 (20) + UDP (8) + BTH (12) + ICRC (4): what a RoCEv2 packet adds to its payload inside the IP MTU
 ROCEV2_IP_OVERHEAD_BYTES = 20 + 8 + 12 + 4
-#: per-link propagation delay: up to 1 s (netem's delay; larger delays need larger buffers than we allow)
-MAX_LINK_DELAY_US = 1_000_000
 
 
 class SpecModel(BaseModel):
