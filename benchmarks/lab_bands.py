@@ -161,6 +161,8 @@ def main() -> int:
     ap.add_argument("--write", action="store_true", help="write expected.yaml's runs, bands, N, date, machine, "
                     "wall times, and the README's generated block")
     ap.add_argument("--loo", action="store_true", help="also judge each round against the band of the others")
+    ap.add_argument("--add", action="store_true", help="keep the runs expected.yaml already records and add "
+                    "these (their values and wall times)")
     ap.add_argument("--note", default="", help="a sentence for the README's measurement line")
     args = ap.parse_args()
     lab = ROOT / "labs" / args.lab
@@ -168,6 +170,11 @@ def main() -> int:
     if not args.from_only:
         run_lab(args.lab, args.n, args.keep, bands.run_flags)
     values, wall, machine_of = collect(lab, bands, args.keep)
+    if args.add:   # the runs the bands file already records, then these
+        fresh = min(len(v) for v in values.values())
+        values = {f.name: list(f.runs or []) + values[f.name] for f in bands.figures}
+        wall = {s: list((bands.wall_s or {}).get(s, [])) + w for s, w in wall.items()}
+        print(f"{min(len(v) for v in values.values())} runs: {fresh} new, the rest recorded in expected.yaml")
     show(bands, values, wall)
     if args.loo and min(len(v) for v in values.values()) > 1:
         leave_one_out(bands, values)
