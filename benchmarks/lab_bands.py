@@ -9,6 +9,7 @@ per-run values and the band (min..max of the N runs widened by the file's margin
 
 Run as root from the repository root:
 ``.venv/bin/python benchmarks/lab_bands.py 02_incast_dcqcn -n 10 --keep /tmp/bands --write``
+A run NOT faithful (exit 3: the machine was busy) is made again, up to ATTEMPTS times, and never counted.
 ``--from`` reads the finished runs under ``--keep`` (KEEP/<scenario>/<round>/<run dir>) instead of running;
 ``--loo`` judges each round against the band of the other rounds (leave one out: how often a fresh run
 would fall outside).
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -43,7 +45,7 @@ def run_once(scenario: Path, results: Path, flags: list[str] = (), timeout_s: fl
                               "--quiet", *flags], capture_output=True, text=True, timeout=timeout_s, cwd=ROOT)
         wall_s = time.monotonic() - t0
     (results / "wall_s.json").write_text(json.dumps({"rc": res.returncode, "wall_s": round(wall_s, 1)}))
-    if res.returncode not in (0, 3, 6):
+    if res.returncode not in COUNTED:
         print(f"  {scenario.name}: exit {res.returncode}\n{res.stderr[-2000:]}", file=sys.stderr)
     return res.returncode, wall_s
 
@@ -54,10 +56,25 @@ def run_lab(lab: str, n: int, keep: Path, run_flags: dict | None = None) -> None
     for i in range(n):
         for path in scenario_files(ROOT / "labs" / lab):
             out = keep / path.stem / f"{i:02d}"
-            if any(out.glob("*/summary.json")):
-                continue   # resumable: a finished round is kept
-            rc, wall_s = run_once(path, out, (run_flags or {}).get(path.stem, []))
-            print(f"{lab} {path.stem} run {i + 1}/{n}: exit {rc}, {wall_s:.1f} s", flush=True)
+            for attempt in range(1, ATTEMPTS + 1):
+                if _kept(out):
+                    break   # resumable: a finished faithful run is kept
+                shutil.rmtree(out, ignore_errors=True)
+                rc, wall_s = run_once(path, out, (run_flags or {}).get(path.stem, []))
+                print(f"{lab} {path.stem} run {i + 1}/{n} attempt {attempt}: exit {rc}, {wall_s:.1f} s", flush=True)
+
+
+#: Runs of one scenario and round before giving up: a run NOT faithful (exit 3) measured a busy machine, not the
+#: lab, so it is made again rather than counted.
+ATTEMPTS = 3
+#: Exit codes of a run whose figures count: faithful, or completed with no check failed (testbed.exitcodes).
+COUNTED = (0, 6)
+
+
+def _kept(out: Path) -> bool:
+    """A finished run under OUT whose exit code counts."""
+    wall = out / "wall_s.json"
+    return any(out.glob("*/summary.json")) and wall.is_file() and json.loads(wall.read_text())["rc"] in COUNTED
 
 
 def collect(lab: Path, bands: LabBands, keep: Path) -> tuple[dict[str, list[float]], dict[str, list[float]], dict]:
@@ -73,7 +90,7 @@ def collect(lab: Path, bands: LabBands, keep: Path) -> tuple[dict[str, list[floa
         if not all(dirs.values()) or not all((keep / s / r / "wall_s.json").is_file() for s in stems):
             continue   # a round counts when every scenario of it finished
         codes = {s: json.loads((keep / s / r / "wall_s.json").read_text())["rc"] for s in stems}
-        if any(c not in (0, 3, 6) for c in codes.values()):
+        if any(c not in COUNTED for c in codes.values()):
             print(f"round {r} left out: a run failed (exit codes {codes})", file=sys.stderr)
             continue
         per_round = {}
@@ -144,6 +161,8 @@ def main() -> int:
     ap.add_argument("--write", action="store_true", help="write expected.yaml's runs, bands, N, date, machine, "
                     "wall times, and the README's generated block")
     ap.add_argument("--loo", action="store_true", help="also judge each round against the band of the others")
+    ap.add_argument("--add", action="store_true", help="keep the runs expected.yaml already records and add "
+                    "these (their values and wall times)")
     ap.add_argument("--note", default="", help="a sentence for the README's measurement line")
     args = ap.parse_args()
     lab = ROOT / "labs" / args.lab
@@ -151,6 +170,11 @@ def main() -> int:
     if not args.from_only:
         run_lab(args.lab, args.n, args.keep, bands.run_flags)
     values, wall, machine_of = collect(lab, bands, args.keep)
+    if args.add:   # the runs the bands file already records, then these
+        fresh = min(len(v) for v in values.values())
+        values = {f.name: list(f.runs or []) + values[f.name] for f in bands.figures}
+        wall = {s: list((bands.wall_s or {}).get(s, [])) + w for s, w in wall.items()}
+        print(f"{min(len(v) for v in values.values())} runs: {fresh} new, the rest recorded in expected.yaml")
     show(bands, values, wall)
     if args.loo and min(len(v) for v in values.values()) > 1:
         leave_one_out(bands, values)
