@@ -82,6 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
                      "default 2h); the estimate is printed before anything is built")
     from testbed.measure.capacity_check import OVER_CAPACITY_HELP
     run.add_argument("--over-capacity", action="store_true", help=OVER_CAPACITY_HELP)
+    run.add_argument("--servers", metavar="A,B,...", default=None,
+                     help="split the fabric over these servers (ssh host names; docs/cluster.md); overrides the "
+                     "scenario's cluster.servers")
+    run.add_argument("--placement", choices=("pod", "leaf"), default=None,
+                     help="how nodes go to servers with --servers or cluster.servers (default: the scenario's, "
+                     "else pod)")
     solo = run.add_mutually_exclusive_group()
     solo.add_argument("--solo", action="store_true",
                       help="a jobs scenario: run each job alone first (into RESULTS/solo), then all together; "
@@ -151,7 +157,17 @@ def _cmd_run(args) -> int:
     _require_root("run")
     from testbed.spec.scenario import load_scenario
 
-    return _run(args, lambda: load_scenario(args.scenario))
+    def build():
+        from testbed.spec.cluster import parse_servers, with_cluster
+        from testbed.spec.scenario import ScenarioError
+
+        try:
+            servers = parse_servers(args.servers) if args.servers is not None else None
+        except ValueError as e:
+            raise ScenarioError(str(e)) from None
+        return with_cluster(load_scenario(args.scenario), servers, args.placement)
+
+    return _run(args, build)
 
 
 def _cmd_nccl(args) -> int:

@@ -339,6 +339,11 @@ def _validate(spec: ScenarioSpec, results_root: Path, quiet: bool, max_duration_
         timeout_scale()
     except ValueError as e:
         raise ScenarioError(str(e)) from None
+    if spec.cluster is not None:  # docs/cluster.md "What is not built yet"
+        raise ScenarioError(f"cluster.servers {list(spec.cluster.servers)} (or --servers): testbed run cannot split a "
+                            f"fabric over servers yet (per-server shaping, telemetry and agents are not built; "
+                            f"docs/cluster.md); run without cluster/--servers, or try the engine with "
+                            f"python -m testbed.cluster.probe --servers {','.join(spec.cluster.servers)}")
     workload = workload_for(spec)
     plan = workload.plan()
     ops_plan = list(plan.ops)
