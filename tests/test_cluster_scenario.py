@@ -8,7 +8,7 @@ from testbed.run_context import RunContext
 from testbed.spec.cluster import parse_servers, with_cluster
 from testbed.spec.scenario import ScenarioError, parse_scenario
 
-BASE = {"fabric": {"spines": 1, "leaves": 2, "hosts_per_leaf": 2, "clock_wander": "off"},
+BASE = {"fabric": {"spines": 1, "leaves": 2, "hosts_per_leaf": 2},
         "workload": {"sizes": {"min_bytes": 65536, "max_bytes": 65536}}}
 
 
@@ -33,8 +33,8 @@ def test_bad_cluster_section_is_refused_naming_the_key(cluster, message):
 
 
 def test_a_feature_a_cluster_run_lacks_is_refused_by_its_key():
-    with pytest.raises(ScenarioError, match=r"cluster: fabric.clock_wander .*not supported in a run over several"):
-        parse_scenario({**BASE, "fabric": {"spines": 1, "leaves": 2, "hosts_per_leaf": 2},
+    with pytest.raises(ScenarioError, match=r"cluster: fabric.link_delay_us not supported in a run over several"):
+        parse_scenario({**BASE, "fabric": {"spines": 1, "leaves": 2, "hosts_per_leaf": 2, "link_delay_us": 100},
                         "cluster": {"servers": ["a", "b"]}})
     with pytest.raises(ScenarioError, match=r"cluster: fabric.queue_backend other than htb_bfifo, "
                                             r"controller.framework: ryu not supported"):
@@ -70,13 +70,15 @@ def test_manifest_records_the_placement(tmp_path):
     assert cluster_block(RunContext.new(_spec(), None, tmp_path, "tb0a0a", [])) is None
 
 
-def test_testbed_run_refuses_a_cluster_run_before_building(tmp_path, capsys, monkeypatch):
+def test_testbed_run_refuses_bad_servers_before_building(tmp_path, capsys, monkeypatch):
     scenario = tmp_path / "s.yaml"
-    scenario.write_text("fabric: {spines: 1, leaves: 2, hosts_per_leaf: 2, clock_wander: off}\n"
+    scenario.write_text("fabric: {spines: 1, leaves: 2, hosts_per_leaf: 2, link_delay_us: 100}\n"
                         "workload: {sizes: {min_bytes: 64KiB, max_bytes: 64KiB}}\n")
     monkeypatch.setattr("os.geteuid", lambda: 0)
     assert main(["run", str(scenario), "--results", str(tmp_path / "r"), "--servers", "srv1,srv1"]) == 2
     assert "--servers: server 'srv1' is listed twice" in capsys.readouterr().err
     assert main(["run", str(scenario), "--results", str(tmp_path / "r"), "--servers", "srv1,srv2"]) == 2
-    assert "testbed run cannot split a fabric over servers yet" in capsys.readouterr().err
-    assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
+    assert "cluster: fabric.link_delay_us not supported" in capsys.readouterr().err
+    assert main(["run", str(scenario), "--results", str(tmp_path / "r"), "--placement", "pod"]) == 2
+    assert "--placement needs servers" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()

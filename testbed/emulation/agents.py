@@ -148,7 +148,7 @@ class AgentGroup(StartStop):
                               path_ports=path_ports.get(h.rank, []), streams=self.streams,
                               stream_tos=self.stream_tos)
             cfg_path = run_dir / f"agent-{h.rank}.json"
-            cfg_path.write_text(protocol.encode(cfg))
+            self.fabric.put_file(h.name, cfg_path, protocol.encode(cfg))
             log = open(run_dir / f"agent-{h.rank}.log", "wb")
             self._logs.append(log)
             node = self.fabric.net.get(h.name)

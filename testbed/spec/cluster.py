@@ -78,7 +78,6 @@ def _cluster_features(spec) -> dict:
     f = spec.fabric
     return {"fabric.datapath: kernel": f.datapath == "kernel",
             "fabric.queue_backend other than htb_bfifo": f.queue_backend != "htb_bfifo",
-            "fabric.clock_wander (give off)": f.clock_wander is not None,
             "fabric.link_delay_us": bool(f.link_delay_us),
             "congestion.ecn": spec.congestion.ecn is not None,
             "congestion.pfc": spec.congestion.pfc is not None,
