@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import sys
 from functools import partial
 from pathlib import Path
 from typing import Dict, List
@@ -30,7 +31,7 @@ from controllers.contract import TOPOLOGY_FILE
 from dataplane import queues
 from testbed.cluster.engine import ClusterOVSSwitch, placer_class
 from testbed.cluster.placement import Placement, place
-from testbed.cluster.remote import RemoteError, ServerSession
+from testbed.cluster.remote import REPO, RemoteError, ServerSession
 from testbed.emulation import congestion_conf
 from testbed.emulation.controller_proc import ControllerProcess, controller_settings
 from testbed.emulation.controller_supervisor import ControllerSupervisor
@@ -62,6 +63,9 @@ class ClusterRunFabric(Fabric):
     Raises FabricError when a server step or the shaping self-check fails, RemoteError when a server's
     testbed process cannot be started or dies, whatever Mininet raises for an unreachable server.
     """
+
+    #: a remote host's process starts by ssh without this process's environment: this checkout on its path
+    python_argv = ("env", f"PYTHONPATH={REPO}", sys.executable)
 
     def __init__(self, spec, run_id: str, run_dir: Path, datapath: str = "user", layout=None, tenants=None):
         super().__init__(spec, run_id, run_dir, datapath, layout=layout, tenants=tenants)

@@ -152,7 +152,7 @@ class AgentGroup(StartStop):
             log = open(run_dir / f"agent-{h.rank}.log", "wb")
             self._logs.append(log)
             node = self.fabric.net.get(h.name)
-            p = node.popen([sys.executable, "-m", "traffic.agent", "--run-id", self.fabric.run_id,
+            p = node.popen([*self.fabric.python_argv, "-m", "traffic.agent", "--run-id", self.fabric.run_id,
                             "--config", str(cfg_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                            stderr=log)
             self.procs.append(p)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
+import sys
 from functools import partial
 from pathlib import Path
 
@@ -93,6 +94,9 @@ class _StoppableMininet(Mininet):
 
 class Fabric(StartStop):
     """A running fabric of one run (see module docstring); ``layout`` is its topology.model.Layout."""
+
+    #: how a host starts the testbed's Python (agents): this interpreter, with this process's environment
+    python_argv: tuple = (sys.executable,)
 
     def __init__(self, spec: ScenarioSpec, run_id: str, run_dir: Path, datapath: str = "user",
                  layout: model.Layout | None = None, tenants=None):

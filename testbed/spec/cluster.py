@@ -16,6 +16,7 @@ from typing import Literal, Optional
 from pydantic import Field, field_validator
 
 from testbed.cluster.placement import POLICIES
+from traffic.transport.entropy import ENTROPY_POLICIES
 from testbed.spec.units import SpecModel
 
 #: a server name: an ssh host name (RFC 1123 labels) or an IPv4 address, at most 253 characters
@@ -83,7 +84,9 @@ def _cluster_features(spec) -> dict:
             "congestion.pfc": spec.congestion.pfc is not None,
             "controller.framework: ryu": spec.controller.framework != "os_ken",
             "faults": bool(spec.faults), "background": bool(spec.background), "tenants": bool(spec.tenants),
-            "jobs": bool(spec.jobs), "output.pcap": spec.output.pcap is not None}
+            "jobs": bool(spec.jobs), "output.pcap": spec.output.pcap is not None,
+            f"transport.entropy: {spec.transport.entropy} (traces paths on the switches)":
+                ENTROPY_POLICIES[spec.transport.entropy].uses_paths}
 
 
 def with_cluster(spec, servers: Optional[tuple[str, ...]] = None, placement: Optional[str] = None):
