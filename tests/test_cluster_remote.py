@@ -13,11 +13,11 @@ from testbed.measure.thresholds import thresholds_for
 from testbed.measure.verdict import FidelityVerdict
 from testbed.spec.scenario import parse_scenario
 
-LOCAL = [sys.executable, "-m", "testbed.cluster.remote"]
+LOCAL = [sys.executable, "-m", "testbed.cluster.remote", "--run-id", "tb0c0c"]
 
 
 def test_calls_objects_and_errors_come_back_from_the_server_process(tmp_path):
-    with ServerSession("local", command=LOCAL) as s:
+    with ServerSession("local", "tb0c0c", command=LOCAL) as s:
         pid = s.call("os:getpid")
         assert isinstance(pid, int) and pid != __import__("os").getpid()
         # a child process writing to stdout does not corrupt the answers
@@ -37,8 +37,18 @@ def test_calls_objects_and_errors_come_back_from_the_server_process(tmp_path):
         s.call("os:getpid")
 
 
+def test_the_session_names_its_run_on_both_ends():
+    with pytest.raises(ValueError, match="'tbXYZ'"):
+        ServerSession("srv1", "tbXYZ", command=LOCAL)
+    # ssh's argv ends with the remote words, --run-id RID separate: testbed clean RID matches it here and there
+    with ServerSession("no-such-server.invalid", "tb0c0c") as s:
+        assert s.argv[0] == "ssh" and s.argv[-2:] == ["--run-id", "tb0c0c"]
+        with pytest.raises(RemoteError, match="no-such-server.invalid"):
+            s.call("os:getpid")
+
+
 def test_a_server_that_cannot_start_the_process_is_named():
-    with ServerSession("srvx", command=[sys.executable, "-c", "import sys; sys.exit(3)"]) as s:
+    with ServerSession("srvx", "tb0c0c", command=[sys.executable, "-c", "import sys; sys.exit(3)"]) as s:
         with pytest.raises(RemoteError, match=r"srvx: .*exit 3"):
             s.call("os:getpid")
 

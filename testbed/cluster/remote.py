@@ -33,6 +33,8 @@ import traceback
 from pathlib import Path
 from typing import Any, Dict, Optional
 
+from topology.naming import check_run_id
+
 REPO = Path(__file__).resolve().parents[2]
 #: ssh options as MininetCluster uses them (key login, never a prompt)
 SSH = ("ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-T")
@@ -122,17 +124,20 @@ def write_file(path: str, text: str) -> None:
 
 
 class ServerSession:
-    """The driver's end: one Python process on ``server`` (module docstring); thread-safe.
+    """The driver's end: one Python process on ``server`` (module docstring) for run ``run_id``; thread-safe.
 
     ``command``: the argv that starts the server side (default: ssh to ``server``; tests pass a
-    local one). Use as a context manager or :meth:`close`. Raises RemoteError when the process
-    cannot be started or dies.
+    local one). Use as a context manager or :meth:`close`. Raises ValueError for a bad ``run_id``,
+    RemoteError when the process cannot be started or dies.
     """
 
-    def __init__(self, server: str, command: Optional[list] = None, python: str = sys.executable) -> None:
+    def __init__(self, server: str, run_id: str, command: Optional[list] = None, python: str = sys.executable) -> None:
         self.server = server
-        remote = ["sudo", "-n", "env", f"PYTHONPATH={REPO}", python, "-m", "testbed.cluster.remote"]
-        self.argv = command or [*SSH, server, shlex.join(remote)]
+        # ``--run-id``: ``testbed clean RID`` finds both ends (this ssh and the process on the server), as separate
+        # words in both argvs (ssh joins its remote words with spaces)
+        remote = ["sudo", "-n", "env", f"PYTHONPATH={REPO}", python, "-m", "testbed.cluster.remote",
+                  "--run-id", check_run_id(run_id)]
+        self.argv = command or [*SSH, server, *map(shlex.quote, remote)]
         self._lock = threading.Lock()
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, start_new_session=True)
@@ -206,4 +211,9 @@ class RemoteObject:
 
 
 if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser(description="the testbed's process on a server (testbed.cluster.remote)")
+    ap.add_argument("--run-id", required=True, type=check_run_id, help="the run it serves (testbed clean finds it)")
+    ap.parse_args()
     serve()

@@ -84,7 +84,7 @@ class ClusterRunFabric(Fabric):
         t0_ns = unix_ns()
         servers = self.placement.servers
         for srv in servers:
-            self.sessions[srv] = ServerSession(srv)
+            self.sessions[srv] = ServerSession(srv, self.run_id)
         model.save(self.layout, self.run_dir / TOPOLOGY_FILE)
         settings = controller_settings(self.spec, self.run_id, self.run_dir,
                                        congestion_conf.loop_settings_file(self.spec, self.run_dir),
@@ -151,9 +151,10 @@ class ClusterRunFabric(Fabric):
                 log.warning("removing the tail-drop rules on %s failed: %s", srv, e)
         self.remote_tail_drop = {}
         if self.net is not None:
+            nodes = self.net.nameToNode
             for srv, session in self.sessions.items():
-                pids = [self.net.get(h.name).pid for h in self.layout.hosts
-                        if self.placement.server_of[h.name] == srv and self.net.get(h.name).pid]
+                pids = [nodes[h.name].pid for h in self.layout.hosts
+                        if self.placement.server_of[h.name] == srv and h.name in nodes and nodes[h.name].pid]
                 try:
                     session.call("testbed.host.cleanup:kill_in_namespaces", pids)
                 except RemoteError as e:

@@ -28,7 +28,7 @@ def probe_servers(spec, run_id: str) -> tuple:
     found = {}
     for srv in spec.cluster.servers:
         try:
-            with ServerSession(srv) as session:
+            with ServerSession(srv, run_id) as session:
                 found[srv] = session.call("testbed.cluster.run_probe:probe_server", spec, run_id)
         except RemoteError as e:
             first = str(e).splitlines()[0]
