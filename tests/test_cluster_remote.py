@@ -94,3 +94,20 @@ def test_a_run_is_faithful_only_if_every_server_was():
     ok = FidelityVerdict(True, [], {})
     judge_servers(ok, _Telemetry({"srv1": _cpu([80.0] * 10)}, {"srv1": _snap(0, {}, {})}), th)
     assert ok.checks["servers"]["status"] == "passed"
+
+
+def test_telemetry_of_two_servers_gathers_one_cpu_table_with_a_server_column():
+    from testbed.cluster.telemetry import ClusterTelemetry
+
+    sessions = {srv: ServerSession(srv, "tb0c0c", command=LOCAL) for srv in ("srv1", "srv2")}
+    try:  # servers of hosts only (no switch ports): no queue sampler, no departures, the CPU sampled
+        tel = ClusterTelemetry(sessions, {}, 0.01, 0x10000, {}, {})
+        with tel:
+            __import__("time").sleep(2.2)
+    finally:
+        for s in sessions.values():
+            s.close()
+    cpu = tel.cpu.samples()
+    assert set(cpu["server"]) == {"srv1", "srv2"} and list(cpu["time_ns"]) == sorted(cpu["time_ns"])
+    assert tel.sampler.to_frame() is None and tel.departures.to_frame() is None
+    assert set(tel.by_server) == {"srv1", "srv2"}

@@ -6,6 +6,8 @@ server, by the testbed's process there (testbed.cluster.remote).
 """
 from __future__ import annotations
 
+import dataclasses
+
 from testbed.cluster.remote import RemoteError, ServerSession
 from testbed.measure.send_buffer import RunRefused
 
@@ -17,6 +19,7 @@ def probe_server(spec, run_id: str) -> tuple:
     from testbed.measure.send_buffer import check_run_send_buffer
 
     caps = capabilities.probe(run_id)
+    caps = dataclasses.replace(caps, features=dict(caps.features))  # picklable (a read-only view is not)
     datapath = caps.datapath if spec.fabric.datapath == "auto" else spec.fabric.datapath
     return caps, (check_run_send_buffer(spec, datapath) if caps.datapath != "none" else {})
 
