@@ -139,6 +139,8 @@ def _probe(ctx: RunContext) -> tuple[RunContext, "capabilities.Capabilities"]:
         raise RunRefused("Open vSwitch is not usable (" + caps.features["ovs"].detail + "); start it with "
                          "scripts/start-ovs (as root)")
     datapath = caps.datapath if spec.fabric.datapath == "auto" else spec.fabric.datapath
+    if spec.cluster is not None:  # a cluster run's servers use the userspace datapath (testbed.spec.cluster)
+        datapath = "user"
     if datapath == "kernel" and caps.datapath != "kernel":
         raise ScenarioError("fabric.datapath: 'kernel' asked for, but this machine has no openvswitch "
                             "kernel module; allowed here: auto, user")
