@@ -135,7 +135,7 @@ def test_packet_bounds_and_units():
 
 def test_perftest_command_lines():
     server = pair.perftest_args("ib_write_bw", "tb0001h2rxe", 1, 4096, 100, 18516)
-    assert server == ["ib_write_bw", "-d", "tb0001h2rxe", "-x", "1", "-s", "4096", "-n", "100", "-p", "18516", "-F"]
+    assert server == ["ib_write_bw", "-d", "tb0001h2rxe", "-x", "1", "-s", "4096", "-n", "100", "-p", "18516"]
     client = pair.perftest_args("ib_write_bw", "tb0001h1rxe", 1, 4096, 100, 18516, "10.0.0.2")
     assert client[-1] == "10.0.0.2" and client[:-1] == [a.replace("h2", "h1") for a in server]
 
@@ -164,3 +164,11 @@ def test_gid_index_of_the_hosts_ipv4_address(tmp_path):
     assert roce_v2_ipv4_gid_index("tb0001h1rxe", "10.9.0.1", sysfs=tmp_path) == 1
     with pytest.raises(RxeError, match="no RoCE v2 GID for 10.9.0.2"):
         roce_v2_ipv4_gid_index("tb0001h1rxe", "10.9.0.2", sysfs=tmp_path)
+
+
+def test_non_finite_latencies_are_parsed_as_such():
+    """perftest 4.5 with -F under software emulation printed ``inf`` for every latency (and stdev ``-nan``):
+    the parser keeps them non-finite, and testbed.emulation.perftest.run_pair marks such a run failed."""
+    import math
+    got = parse_report((DATA / "ib_send_lat_F_tcg.client.txt").read_text())
+    assert math.isinf(got["t_typical_us"]) and math.isnan(got["t_stdev_us"]) and got["iterations"] == 200
