@@ -246,13 +246,13 @@ def measure_curve(fab, sampler, curve, senders: list[int], receiver: int, port: 
     """Sweep ``port``'s lossless backlog between ``low_bytes`` and ``high_bytes`` for ``warmup_s + seconds``
     and bin the datagrams sent after the warm-up (:func:`bin_marks`).
 
-    ``fab``: the running Fabric; ``sampler``: a QdiscSampler of the lossless leaf of ``fab.switch_ports``,
+    ``fab``: the running Fabric; ``sampler``: a QdiscSampler of the lossless leaves of ``fab.switch_ports``,
     not yet started (its ``on_sample``, e.g. the nftables marker's, is kept and the holder is chained
     after it); ``curve``: the RED curve the port marks with; ``senders``/``receiver``: host ranks;
     ``fast``/``slow``: the senders' total rate as a multiple of the port's rate while the backlog rises /
-    falls. Returns: ``bins`` (rows of :func:`bin_marks`), ``sent`` (per sender), ``received``, ``ce``, ``flips`` (holder switches),
-    ``drops_pkts`` (the class's drops over the run), ``rate_bps``, the settings, ``samples``,
-    ``missed_ticks``. RuntimeError when the receiver fails."""
+    falls. Returns: ``bins`` (rows of :func:`bin_marks`), ``sent`` (per sender), ``received``, ``ce``,
+    ``flips`` (holder switches), ``drops_pkts`` (the class's drops over the run), ``rate_bps``, the
+    settings, ``samples``, ``missed_ticks``. RuntimeError when the receiver fails."""
     link = fab.layout.links_of(fab.layout.hosts[receiver].name)[0]
     rate_bps = link.rate_bps
     column = fab.switch_ports.index(port)
@@ -265,18 +265,27 @@ def measure_curve(fab, sampler, curve, senders: list[int], receiver: int, port: 
         rx = fab.host(receiver).popen([py, "-m", "benchmarks.instruments.red_curve", "recv", str(UDP_PORT),
                                        str(total_s + 3)], stdout=-1, stderr=-1, cwd=ROOT)
         rx.stdout.readline()  # "ready" (empty: it failed, reported below)
-        tx = [fab.host(r).popen([py, "-m", "benchmarks.instruments.red_curve", "send", dst, str(UDP_PORT)],
-                                stdin=-1, stdout=-1, stderr=-1, cwd=ROOT) for r in senders]
-        from traffic.clock import unix_ns
-        t_start_ns = unix_ns()
-        holder.attach([p.stdin for p in tx])
-        time.sleep(total_s)
-        holder.detach()
-        for p in tx:  # EOF: the senders stop
-            p.stdin.close()
-            p.stdin = None
-        sent = [int((p.communicate(timeout=30)[0].decode().split() or ["-1"])[-1]) for p in tx]
-        out, err = rx.communicate(timeout=total_s + 60)
+        tx = []
+        try:
+            tx = [fab.host(r).popen([py, "-m", "benchmarks.instruments.red_curve", "send", dst, str(UDP_PORT)],
+                                    stdin=-1, stdout=-1, stderr=-1, cwd=ROOT) for r in senders]
+            from traffic.clock import unix_ns
+            t_start_ns = unix_ns()
+            holder.attach([p.stdin for p in tx])
+            time.sleep(total_s)
+            holder.detach()
+            for p in tx:  # EOF: the senders stop
+                p.stdin.close()
+                p.stdin = None
+            sent = [int((p.communicate(timeout=30)[0].decode().split() or ["-1"])[-1]) for p in tx]
+            out, err = rx.communicate(timeout=total_s + 60)
+        except BaseException:  # Ctrl-C, a timeout: end the processes this started before the fabric goes
+            holder.detach()
+            for p in (rx, *tx):
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            raise
     if rx.returncode != 0:
         raise RuntimeError(f"receiver failed: {err.decode().strip()[-400:]}")
     got = json.loads(out.decode().strip().splitlines()[-1])
@@ -286,7 +295,8 @@ def measure_curve(fab, sampler, curve, senders: list[int], receiver: int, port: 
     after = f[f["time_ns"] >= t_from]
     rows = bin_marks(got["send_ns"], got["ce"], f["time_ns"], f["backlog_bytes"], curve,
                      bin_edges(curve, bins, FRAME_BYTES, high_bytes + 50 * FRAME_BYTES), t_from)
-    return {"bins": rows, "sent": sent, "received": len(got["ce"]), "ce": int(sum(got["ce"])), "flips": holder.flips,
+    return {"bins": rows, "sent": sent, "received": len(got["ce"]), "ce": int(sum(got["ce"])),
+            "flips": holder.flips,
             "drops_pkts": int(after["drops_pkts"].iloc[-1] - after["drops_pkts"].iloc[0]) if len(after) else None,
             "backlog_max_bytes": int(after["backlog_bytes"].max()) if len(after) else None,
             "rate_bps": rate_bps, "fast": fast, "slow": slow, "low_bytes": low_bytes, "high_bytes": high_bytes,
