@@ -97,43 +97,6 @@ class EcnLoop:
             self.marker.stop()
 
 
-class KernelMarking:
-    """The kernel marks (sch_red leaves, dataplane.queues.sch_red): only a sampler of the marked class's
-    leaf on every switch port, for the backlog each point held, and the curve the leaves were built with.
-    Context manager, like :class:`EcnLoop`; ``period_s`` is longer under software emulation (scripts/vm)."""
-
-    step = None
-
-    def __init__(self, curve, ports: list[str], backend, period_s: float = 0.001):
-        from dataplane.qdisc_sampler import QdiscSampler
-        from testbed.spec.congestion import CLASS_NAMES
-
-        self.curve = curve
-        self.sampler = QdiscSampler(ports, period_s, parent=backend.class_parent(CLASS_NAMES.index("lossless")))
-
-    def __enter__(self) -> "KernelMarking":
-        self.sampler.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.sampler.stop()
-
-
-def set_red_limit(port: str, limit_bytes: int, curve, class_index: int = 1) -> None:
-    """Rebuild the RED leaf of class ``class_index`` on switch port ``port`` (root namespace) with ``limit_bytes``
-    (sch_red replaces its bfifo child: the queue starts empty)."""
-    from pyroute2 import IPRoute
-
-    from dataplane.queues import htb_classes, sch_red
-
-    with IPRoute() as ipr:
-        index = ipr.link_lookup(ifname=port)[0]
-        _cmd, kind, attrs = sch_red.red_request(index, htb_classes.leaf_handle(class_index),
-                                                htb_classes.class_handle(class_index), limit_bytes,
-                                                curve.kmin_bytes, curve.kmax_bytes, curve.pmax)
-        ipr.tc("change", kind, **attrs)
-
-
 def send(dst: str, seconds: float) -> None:
     """Send the pattern of eight to ``dst`` for ``seconds`` (blocking sockets: the NIC paces)."""
     socks = {}
@@ -204,22 +167,17 @@ def set_class_limit(port: str, limit_bytes: int, rate_bps: float, mtu_bytes: int
 
 
 def measure_point(fab, loop, senders, receiver, port: str, limit_bytes: int, seconds: float,
-                  warmup_s: float = 0.7, set_limit=None) -> dict:
+                  warmup_s: float = 0.7) -> dict:
     """Hold ``port``'s lossless backlog near ``limit_bytes`` for ``warmup_s + seconds``; return the figures.
 
-    ``fab``: the running Fabric; ``loop``: its running EcnLoop (or a :class:`KernelMarking`: ``sampler``,
-    ``curve``, ``step`` None when probabilities are not quantized); ``senders``/``receiver``: host ranks;
-    ``set_limit(port, limit_bytes)``: how the class buffer is set (default the tbf's, :func:`set_class_limit`).
+    ``fab``: the running Fabric; ``loop``: its running EcnLoop; ``senders``/``receiver``: host ranks.
     Returns a dict: limit_bytes, backlog_mean_bytes (sampled, after warm-up), red_p (the RED formula at
     that mean), expected_p (the policy's quantized probability averaged over the samples), ce_fraction
     of ECT, not_ect_ce and lossy_ect_ce (CE counts of the kinds that must never be marked), counts.
     """
     link = fab.layout.links_of(fab.layout.hosts[receiver].name)[0]
     rate_bps, mtu = link.rate_bps, fab.spec.fabric.mtu_bytes
-    if set_limit is None:
-        set_class_limit(port, limit_bytes, rate_bps, mtu)
-    else:
-        set_limit(port, limit_bytes)
+    set_class_limit(port, limit_bytes, rate_bps, mtu)
     py = sys.executable
     rx = fab.host(receiver).popen([py, "-m", "benchmarks.instruments.ecn_curve", "recv", str(warmup_s + seconds),
                                    str(warmup_s)], stdout=-1, stderr=-1, text=True, cwd=ROOT)
@@ -242,9 +200,6 @@ def measure_point(fab, loop, senders, receiver, port: str, limit_bytes: int, sec
     backlog = q["backlog_bytes"].to_numpy(dtype=float)
     curve, step = loop.curve, loop.step
     from dataplane.ecn_policy import quantize
-    if step is None:  # the kernel's probability is not quantized
-        def quantize(p, _step):
-            return p
     mean = float(backlog.mean()) if len(backlog) else float("nan")
     return {"limit_bytes": int(limit_bytes), "backlog_mean_bytes": round(mean, 1),
             "backlog_p5_bytes": float(np.percentile(backlog, 5)) if len(backlog) else None,

@@ -7,10 +7,16 @@ CE instead of dropped). It decides per packet at enqueue, from the class backlog
 
 Parameters, and why (include/net/red.h, net/sched/sch_red.c):
 
-* ``Wlog = 0``: RED's average is an EWMA with weight 2^-Wlog per packet; 0 makes it the backlog the
-  packet finds (``qavg = backlog``), the instantaneous queue DCQCN's RED marks on (Zhu et al., SIGCOMM
-  2015), as the nftables marker does with its 1 ms samples. ``stab`` all 31 decays the average to 0
-  after any idle time (it was an empty queue).
+* ``Wlog = 0``: RED's average is an EWMA, ``avg <- (1 - w_q) avg + w_q q`` at each arrival (Floyd &
+  Jacobson 1993, section 4 and 6), with ``w_q = 2^-Wlog``; Wlog 0 is ``w_q = 1``, so the average is the
+  backlog the packet finds (``qavg = backlog``, red_calc_qavg_no_idle_time), the instantaneous queue
+  DCQCN's RED marks on (Zhu et al., SIGCOMM 2015), as the nftables marker does with its 1 ms samples.
+  tc-red(8) sets the weight from ``burst`` ("how fast the average queue size is influenced by the real
+  queue size"; tc's tc_red_eval_ewma picks the smallest Wlog >= 1 whose average reaches Kmin after
+  ``burst`` back-to-back packets), so ``tc`` cannot ask for Wlog 0; netlink can and the kernel accepts it
+  (red_check_params). An average that lags the queue would also make the marking probability a function
+  of the queue's history, which benchmarks/red_curve.py could not bin by the sampled queue. ``stab`` all 31
+  decays the average to 0 after any idle time (it was an empty queue).
 * ``max_P``: Linux RED spaces marks by a count since the last mark (Floyd & Jacobson 1993, section 7,
   "uniform" marking: a new random draw after each mark, mark when ``count x p_b`` reaches it), so the
   packets between marks are uniform on 1..1/p_b and the fraction marked is ``2 p_b / (1 + p_b)``, not

@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -170,66 +171,53 @@ def test_netem_delay_sets_rtt_and_window_limited_goodput(tmp_path):
 
 # -- RED queue backend (sch_red, issue 20 item 3) ----------------------------------------------------------
 RED_KMIN, RED_KMAX, RED_PMAX = 10_000, 50_000, 0.2
-#: class buffers: one below Kmin, three between Kmin and Kmax, one above Kmax (frames of 1042 bytes)
-RED_LIMITS = (7_000, 20_000, 32_000, 44_000, 70_000)
 RED_TOLERANCE_PP = 5.0
-#: link rate (120 packets/s of 1042 bytes) and seconds measured per point
+#: bins judged: at least this many datagrams (binomial sd at p = 0.2: 2.8 points; RED's uniform spacing
+#: of marks makes it smaller)
+RED_MIN_PACKETS = 200
+#: every link's rate: 120 frames of 1042 B a second, what software emulation holds
 RED_LINK_BPS = "1M"
-RED_POINT_S = 6.0
-#: warm-up per point: under software emulation a sender's Python takes seconds to start, and the queue
-#: must be full before the receiver counts (at 3 s the backlog had not built: 2026-12-02)
-RED_WARMUP_S = 8.0
+#: measured seconds and warm-up (the senders' Python starts in seconds under software emulation)
+RED_SECONDS, RED_WARMUP_S = 90.0, 10.0
+#: the holder sweeps the backlog between these (bytes): below Kmin to above Kmax
+RED_LOW_BYTES, RED_HIGH_BYTES = 4_000, 58_000
+RED_PERIOD_S = 0.005
 
 
-def test_red_marks_on_the_red_line(tmp_path):
+def test_red_marking_follows_the_red_line():
     """``congestion.ecn.marker: red`` builds a sch_red leaf with ECN in the lossless class of every switch
-    port. Two hosts send into a third as fast as their 1 Mbit/s NICs and the guest's CPU let them (the leaf's port toward it is
-    overloaded) and the class buffer is set to each of :data:`RED_LIMITS` in turn, holding the backlog just
-    below it (benchmarks/instruments/ecn_curve.py); the receiver counts CE per kind. At each point the CE
-    fraction of ECT packets is within 5 points of the RED line averaged over the backlog samples (5 ms) of
-    the point (``expected_p``; the line at the mean backlog, ``red_p``, is printed beside it), nothing is
-    marked with the buffer below Kmin, RED marked above Kmin, and no Not-ECT or lossy-class packet is
-    marked."""
-    from benchmarks.instruments.ecn_curve import KernelMarking, congested_port, measure_point, set_red_limit
-    from dataplane.ecn_policy import RedCurve
-    from testbed.emulation.fabric import Fabric
-    from testbed.host.runlock import RunLock
-    from testbed.spec.scenario import parse_scenario
-    from topology.naming import new_run_id
+    port (1 leaf, 3 hosts, 1 Mbit/s, kernel datapath). h1 and h2 send ECT(0) datagrams into h3 while a
+    queue holder switches their pace between 1.3 and 0.7 x the port's rate, so the port's lossless
+    backlog sweeps between 4 kB and 58 kB for 90 s (benchmarks/instruments/red_curve.py); each datagram
+    is binned by the backlog it found (samples every 5 ms, fewer under software emulation, interpolated
+    at its send time). RED's average is the instantaneous queue (Wlog 0, dataplane/queues/sch_red.py), so
+    the bin is the queue RED decided on. Every bin of at
+    least 200 datagrams marks within 5 points of the RED line (Kmin 10 kB, Kmax 50 kB, Pmax 0.2): none
+    below Kmin, the line across four bins between Kmin and Kmax, all above Kmax; every bin between Kmin
+    and Kmax has that many; the kernel's own ``marked`` counter equals the CE datagrams received and the
+    class dropped nothing (no tail drop hides a mark). The curve is written to red-curve.json (for
+    ``benchmarks/red_curve.py --beside``)."""
+    from benchmarks.instruments.red_curve import format_bins, run_curve, scenario
 
-    spec = parse_scenario({
-        "name": "vm_red", "fabric": {"spines": 1, "leaves": 1, "hosts_per_leaf": 3, "queue_backend": "htb_classes",
-                                     "buffer_bytes": 100_000, "host_link_bps": RED_LINK_BPS,
-                                     "fabric_link_bps": RED_LINK_BPS,
-                                     "datapath": "kernel"},
-        "congestion": {"ecn": {"kmin_bytes": RED_KMIN, "kmax_bytes": RED_KMAX, "pmax": RED_PMAX, "marker": "red"}},
-        "workload": {"sizes": {"min_bytes": 65536, "max_bytes": 65536}}})
-    curve = RedCurve(RED_KMIN, RED_KMAX, RED_PMAX)
-    rid = new_run_id()
+    spec = scenario("red", RED_LINK_BPS, RED_KMIN, RED_KMAX, RED_PMAX, datapath="kernel")
     t0 = time.monotonic()
-    with RunLock(rid), Fabric(spec, rid, tmp_path, "kernel") as fab:
-        t_up = time.monotonic() - t0
-        port = congested_port(fab, 2)
-        with KernelMarking(curve, fab.switch_ports, fab.queues, period_s=0.005) as marking:
-            points = [measure_point(fab, marking, [0, 1], 2, port, limit, seconds=RED_POINT_S, warmup_s=RED_WARMUP_S,
-                                    set_limit=lambda p, b: set_red_limit(p, b, curve)) for limit in RED_LIMITS]
-        from dataplane.queues.sch_red import red_stats
-        stats = red_stats(port)
-    _record_time("red_marking_s", time.monotonic() - t0)
-    (Path(RESULTS) / "red-figures.json").write_text(json.dumps({"fabric_up_s": round(t_up, 1), "port": port,
-                                                                 "points": points, "red_stats": stats}, indent=1))
-    assert len(stats) == 1 and stats[0]["marked"] > 0, stats  # the leaf is sch_red, and it marked
-    print(f"RED leaf on {port}: {stats[0]}; fabric up in {t_up:.0f} s")
-    print(f"{'limit_B':>8} {'backlog_B':>9} {'RED_p':>6} {'line_p':>6} {'CE_frac':>7} {'err_pp':>6} {'ECT_n':>6}")
-    for p in points:
-        print(f"{p['limit_bytes']:>8} {p['backlog_mean_bytes']:>9.0f} {p['red_p']:>6.3f} {p['expected_p']:>6.3f} "
-              f"{p['ce_fraction']:>7.3f} {100 * (p['ce_fraction'] - p['expected_p']):>+6.1f} "
-              f"{sum(p['counts']['ect']):>6}")
-    for p in points:
-        assert sum(p["counts"]["ect"]) >= 100, p  # enough packets to judge a fraction to a few points
-        assert p["not_ect_ce"] == 0 and p["lossy_ect_ce"] == 0, p
-        if p["limit_bytes"] < RED_KMIN:  # the backlog cannot reach Kmin
-            assert p["ce_fraction"] == 0, p
-        assert abs(p["ce_fraction"] - p["expected_p"]) * 100 <= RED_TOLERANCE_PP, p
-    # that RED marked is its own counter above (``marked``); the receivers' CE fraction at the last point
-    # was 0.015 in one guest run and 0 in another: the emulated senders rarely hold a queue above Kmin
+    with tempfile.TemporaryDirectory() as tmp:
+        res = run_curve(spec, Path(tmp), "kernel", RED_PERIOD_S, seconds=RED_SECONDS, warmup_s=RED_WARMUP_S,
+                        low_bytes=RED_LOW_BYTES, high_bytes=RED_HIGH_BYTES, bins=4)
+    _record_time("red_curve_s", time.monotonic() - t0)
+    (Path(RESULTS) / "red-curve.json").write_text(json.dumps(res, indent=1))
+    print(f"RED on {res['port']}: fabric up {res['fabric_up_s']} s, sent {res['sent']}, received "
+          f"{res['received']}, CE {res['ce']}, holder switches {res['flips']}, class drops {res['drops_pkts']}, "
+          f"{res['samples']} samples ({res['missed_ticks']} missed); RED counters {res['red_stats']}")
+    print("\n".join(format_bins(res["bins"])))
+    (stats,) = res["red_stats"]  # the port's lossless leaf is sch_red
+    # the backlog swept up and down at least five times (20 switches in a guest whose senders offered half
+    # their pace: 2026-12-02)
+    assert res["flips"] >= 10, res
+    assert res["drops_pkts"] == 0, res
+    assert stats["marked"] == res["ce"], (stats, res["ce"])  # RED's own count of marks = CE received
+    below, *inner, above = res["bins"]
+    assert all(b["packets"] >= RED_MIN_PACKETS for b in inner), res["bins"]
+    for b in res["bins"]:
+        if b["packets"] >= RED_MIN_PACKETS:
+            assert abs(b["measured_p"] - b["line_p"]) * 100 <= RED_TOLERANCE_PP, b
