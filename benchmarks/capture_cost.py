@@ -35,7 +35,7 @@ def _run(scenario: dict, results: Path, name: str) -> dict:
             "min_idle_pct": round(cpu["min_idle_pct"], 1),
             "min_single_cpu_idle_pct": round(cpu["min_single_cpu_idle_pct"], 1),
             "saturated_s": cpu["saturated_s"], "violations": summary["violations"],
-            "busbw_ratio_by_size": {r.get("size_bytes"): r.get("busbw_ratio") for r in summary.get("sizes", [])},
+            "busbw_ratio_by_size": {r.get("size_bytes"): r.get("busbw_ratio") for r in (summary.get("sizes") or [])},
             "pcap_files": len(files), "pcap_packets": sum(f["packets"] for f in files),
             "tcpdump_cpu_s": (manifest.get("pcap") or {}).get("cpu_s"),
             "pcap_dropped_by_kernel": sum(f["dropped_by_kernel"] or 0 for f in files)}

