@@ -169,7 +169,8 @@ class ClusterRunFabric(Fabric):
             self.controller = None
         for srv, session in self.sessions.items():  # safety net: what Mininet left of this run on the server
             try:
-                report = session.call("testbed.host.cleanup:clean", [self.run_id], include_live=True)
+                report = session.call("testbed.host.cleanup:clean", [self.run_id], include_live=True,
+                                      spare_control=True)
                 if report.total:
                     log.info("removed what Mininet left of run %s on %s: %s", self.run_id, srv, report)
             except RemoteError as e:

@@ -363,7 +363,7 @@ def leave_qdiscs_alone(ports: list[str]) -> None:
     for port in ports:
         cmd += ["--", "set", "port", port, "qos=@noop"]
     cmd += ["--", "--id=@noop", "create", "qos", "type=linux-noop"]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    _vsctl(cmd)
 
 
 def connect_bridges(bridges: list[str], target: str) -> None:
@@ -372,11 +372,18 @@ def connect_bridges(bridges: list[str], target: str) -> None:
     cmd = ["ovs-vsctl", "--timeout=10"]
     for br in bridges:
         cmd += ["--", "set-controller", br, target]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    _vsctl(cmd)
     cmd = ["ovs-vsctl", "--timeout=10"]
     for br in bridges:
         cmd += ["--", "set", "controller", br, f"max_backoff={CONTROLLER_MAX_BACKOFF_MS}"]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    _vsctl(cmd)
+
+
+def _vsctl(cmd: list[str]) -> None:
+    """Run an ``ovs-vsctl`` command; FabricError with its stderr when it fails."""
+    res = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if res.returncode != 0:
+        raise FabricError(f"{' '.join(cmd[:6])} ... (exit {res.returncode}): {res.stderr.strip()[-500:]}")
 
 
 def _set_mtus(ipr, intfs: list[str], mtu: int, label: str) -> list[str]:
@@ -395,7 +402,7 @@ def set_switch_mtus(ports: list[str], mtu: int) -> list[str]:
     cmd = ["ovs-vsctl", "--timeout=10"]
     for port in ports:
         cmd += ["--", "set", "interface", port, f"mtu_request={mtu}"]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    _vsctl(cmd)
     with IPRoute() as ipr:
         return _set_mtus(ipr, ports, mtu, "")
 
