@@ -7,7 +7,9 @@ link is a ``ssh -w`` tunnel). The far path (host 1 -> leaf 1 -> spine -> leaf 2 
 is the same three switches both ways, so the RTT difference is the tunnel's cost (two
 crossings per round trip). Prints one JSON object: per mode the median build_s, stop_s,
 far/near RTT (us), TCP bit/s (unshaped links) and the UDP flow's received bit/s and losses,
-then ``tunnel_rtt_us`` (split minus single, far path, per round trip).
+then ``tunnel_rtt_us`` (split minus single, far path, per round trip) and ``tunnel_cpu_us_per_packet``
+(CPU the ``ssh -w`` client and its sshd used per UDP packet of the flow across the tunnel, both ends together:
+what a crossing link costs the servers on top of the switches' own per-packet cost).
 
 Needs root, openssh-server, sudo, Open vSwitch binaries; takes ``--lock`` around the whole run::
 
@@ -70,6 +72,10 @@ def main() -> int:
             "udp_lost_packets": max(r["udp"]["lost_packets"] for r in rs),
         }
     summary["tunnel_rtt_us"] = summary["split"]["rtt_far_us"] - summary["single"]["rtt_far_us"]
+    # CPU of the tunnel processes (ssh client on one server, sshd on the other) per UDP packet that crossed
+    split = runs["split"]
+    summary["tunnel_cpu_us_per_packet"] = med(r["udp"]["tunnel_cpu_s"] * 1e6 / max(r["udp"]["packets"] or 1, 1)
+                                              for r in split)
     summary["rounds"] = a.rounds
     print(json.dumps(summary, indent=1))
     return 0

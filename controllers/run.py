@@ -6,8 +6,9 @@ Usage::
 
 Every setting comes from the configuration file (os-ken's ``CONF``; written
 by testbed.emulation.controller_proc, keys in controllers/app.py): listen
-address and port (``[DEFAULT] ofp_listen_host``, which must be 127.0.0.1,
-and ``ofp_tcp_listen_port``), log file (``[DEFAULT] log_file``) and the app's
+address and port (``[DEFAULT] ofp_listen_host``: 127.0.0.1, or in a run over several
+servers the IPv4 address of this machine that the servers reach (testbed.cluster); and
+``ofp_tcp_listen_port``), log file (``[DEFAULT] log_file``) and the app's
 settings file (``[testbed] settings_file``: controllers.contract.ControllerSettings,
 with the topology, ready file and load-balancing policy). Validates them first
 (loading and planning the fabric once, for the app to take:
@@ -55,13 +56,25 @@ def setup_logging(log_file: Optional[Path], level: str) -> None:
         logging.getLogger("os_ken").setLevel(logging.WARNING)
 
 
-def check_port_free(port: int) -> None:
-    """Raise OSError if 127.0.0.1:``port`` cannot be bound (in use, or not 1..65535)."""
+def check_port_free(port: int, host: str = LISTEN_HOST) -> None:
+    """Raise OSError if ``host``:``port`` cannot be bound (in use, not 1..65535, or ``host`` not an address of
+    this machine)."""
     if not 1 <= port <= 65535:
         raise OSError(f"port {port} is not in 1..65535")
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind((LISTEN_HOST, port))
+        s.bind((host, port))
+
+
+def listen_host_ok(host: str) -> bool:
+    """``host`` is an IPv4 address literal (127.0.0.1, or the LAN address of a cluster run's driver)."""
+    import ipaddress
+
+    try:
+        ipaddress.IPv4Address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def _exit_now(status: int) -> None:
@@ -158,17 +171,18 @@ def main(argv: Optional[List[str]] = None) -> int:
         LOG.error("invalid controller settings: %s", exc)
         return EXIT_USAGE
     topo, app_settings = loaded.layout, loaded.settings
-    if conf.ofp_listen_host != LISTEN_HOST:
-        LOG.error("ofp_listen_host: %r; allowed: %s only (the controller never listens outside loopback)",
-                  conf.ofp_listen_host, LISTEN_HOST)
+    host = conf.ofp_listen_host
+    if not listen_host_ok(host):
+        LOG.error("ofp_listen_host: %r; allowed: an IPv4 address of this machine (%s, or in a run over several "
+                  "servers the address the servers reach)", host, LISTEN_HOST)
         return EXIT_USAGE
     port = conf.ofp_tcp_listen_port
     try:
         if port is None:
             raise OSError("not set in the configuration file")
-        check_port_free(port)
+        check_port_free(port, host)
     except OSError as exc:
-        LOG.error("ofp_tcp_listen_port: cannot listen on %s:%s: %s", LISTEN_HOST, port, exc)
+        LOG.error("ofp_tcp_listen_port: cannot listen on %s:%s: %s", host, port, exc)
         return EXIT_USAGE
     ready_file = Path(app_settings.ready_file).resolve()
     ready_file.parent.mkdir(parents=True, exist_ok=True)
@@ -180,7 +194,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     LOG.info(
         "controller for run %s: %s:%d, %d switches, load balancing %s, pid %d",
-        settings.run_id, LISTEN_HOST, port, len(topo.switches), app_settings.load_balance.policy, os.getpid(),
+        settings.run_id, host, port, len(topo.switches), app_settings.load_balance.policy, os.getpid(),
     )
     _exit_now(_serve())
     return EXIT_FAILED  # not reached

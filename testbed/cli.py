@@ -82,6 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
                      "default 2h); the estimate is printed before anything is built")
     from testbed.measure.capacity_check import OVER_CAPACITY_HELP
     run.add_argument("--over-capacity", action="store_true", help=OVER_CAPACITY_HELP)
+    run.add_argument("--servers", metavar="A,B,...", default=None,
+                     help="split the fabric over these servers (ssh host names; docs/cluster.md); overrides the "
+                     "scenario's cluster.servers")
+    run.add_argument("--placement", choices=("pod", "leaf"), default=None,
+                     help="how nodes go to servers with --servers or cluster.servers (default: the scenario's, "
+                     "else pod)")
     solo = run.add_mutually_exclusive_group()
     solo.add_argument("--solo", action="store_true",
                       help="a jobs scenario: run each job alone first (into RESULTS/solo), then all together; "
@@ -102,6 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="run id such as tb3fa1 (default: all dead runs)")
     clean.add_argument("--force", action="store_true",
                        help="also clean runs whose lock is held (kills a running run)")
+    clean.add_argument("--servers", metavar="A,B,...", default=None,
+                       help="a run over several servers: also clean the named runs on each of these servers, by ssh "
+                       "(testbed.cluster.clean; RUN_ID needed)")
 
     from testbed import nccl
     nccl.add_parser(sub, [common])
@@ -151,7 +160,17 @@ def _cmd_run(args) -> int:
     _require_root("run")
     from testbed.spec.scenario import load_scenario
 
-    return _run(args, lambda: load_scenario(args.scenario))
+    def build():
+        from testbed.spec.cluster import parse_servers, with_cluster
+        from testbed.spec.scenario import ScenarioError
+
+        try:
+            servers = parse_servers(args.servers) if args.servers is not None else None
+        except ValueError as e:
+            raise ScenarioError(str(e)) from None
+        return with_cluster(load_scenario(args.scenario), servers, args.placement)
+
+    return _run(args, build)
 
 
 def _cmd_nccl(args) -> int:
@@ -193,11 +212,33 @@ def _cmd_clean(args) -> int:
             check_run_id(rid)
         except ValueError as exc:
             raise CliError(str(exc)) from None
+    servers = None
+    if args.servers is not None:
+        from testbed.spec.cluster import parse_servers
+
+        try:
+            servers = parse_servers(args.servers)
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+        if not args.run_ids:
+            raise CliError("--servers needs the run ids to clean there (cleaning every run of every server is not "
+                           "offered)")
     report = clean(args.run_ids or None, include_live=args.force)
     for line in report.lines():
         print(line)
     for warning in report.warnings:
         print(f"{PROG}: warning: {warning}", file=sys.stderr)
+    if servers:
+        from testbed.cluster.clean import clean_servers
+
+        failed = 0
+        for srv, res in clean_servers(servers, args.run_ids).items():
+            for line in (res.stdout + res.stderr).splitlines():
+                print(f"{srv}: {line}")
+            if res.returncode != 0:
+                print(f"{PROG}: warning: cleaning on {srv} exited {res.returncode}", file=sys.stderr)
+                failed += 1
+        return 1 if failed else 0
     return 0
 
 

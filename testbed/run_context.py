@@ -105,7 +105,8 @@ class Recording:
     read after the traffic); controller: summary.json's ``controller`` block the verdict judged (the
     supervisor's report at the end of the measurement, then its final one after the teardown);
     results: testbed.results.summary.Written once the complete results are on disk; tenants: the
-    isolation probes and drop counters (testbed.tenants.results.TenantRecord).
+    isolation probes and drop counters (testbed.tenants.results.TenantRecord); servers: a run over several
+    servers' telemetry per server (testbed.cluster.telemetry.ClusterTelemetry; the per-server verdict).
     """
 
     ops_planned: int
@@ -129,3 +130,4 @@ class Recording:
     controller: Optional[dict] = None
     results: object = None
     tenants: object = None  # testbed.tenants.results.TenantRecord (None: no tenants)
+    servers: object = None  # testbed.cluster.telemetry.ClusterTelemetry of a run over several servers (else None)

@@ -130,11 +130,17 @@ def _probe(ctx: RunContext) -> tuple[RunContext, "capabilities.Capabilities"]:
     its send buffer too small).
     """
     spec = ctx.spec
-    caps = capabilities.probe(ctx.run_id)
+    if spec.cluster is not None:  # the servers' Open vSwitch, not this machine's (testbed.cluster.run_probe)
+        from testbed.cluster.run_probe import probe_servers
+        caps, send_buffer = probe_servers(spec, ctx.run_id)
+    else:
+        caps = capabilities.probe(ctx.run_id)
     if caps.datapath == "none":
         raise RunRefused("Open vSwitch is not usable (" + caps.features["ovs"].detail + "); start it with "
                          "scripts/start-ovs (as root)")
     datapath = caps.datapath if spec.fabric.datapath == "auto" else spec.fabric.datapath
+    if spec.cluster is not None:  # a cluster run's servers use the userspace datapath (testbed.spec.cluster)
+        datapath = "user"
     if datapath == "kernel" and caps.datapath != "kernel":
         raise ScenarioError("fabric.datapath: 'kernel' asked for, but this machine has no openvswitch "
                             "kernel module; allowed here: auto, user")
@@ -142,7 +148,8 @@ def _probe(ctx: RunContext) -> tuple[RunContext, "capabilities.Capabilities"]:
     peers = workload.peers(ctx.ops_plan)
     transport = transport_params(spec, run_rto_us(spec), max((len(p) for p in peers.values()), default=2),
                                  workload.streams(ctx.ops_plan))
-    send_buffer = check_run_send_buffer(spec, datapath)
+    if spec.cluster is None:
+        send_buffer = check_run_send_buffer(spec, datapath)
     ctx = dataclasses.replace(ctx, spec=with_ecn_marker(spec, caps.ecn_marker))
     return ctx.probed(datapath, transport, send_buffer), caps
 
@@ -178,8 +185,8 @@ def _run_fabric(ctx: RunContext, progress: Progress, cli: bool = False) -> dict:
     rec = Recording(ops_planned=len(ctx.ops_plan), workload=workload_for(ctx.spec))
     try:
         from testbed.jobs.plan import run_tenant_map  # the scenario's tenants and the jobs' placed hosts
-        with Fabric(ctx.spec, ctx.run_id, ctx.run_dir, ctx.datapath, layout=ctx.layout,
-                    tenants=run_tenant_map(ctx.spec)) as fab:
+        with _fabric_class(ctx.spec)(ctx.spec, ctx.run_id, ctx.run_dir, ctx.datapath, layout=ctx.layout,
+                                     tenants=run_tenant_map(ctx.spec)) as fab:
             rec.fab = fab
             progress.fabric_up(fab)
             with rec.workload.session(ctx, fab) as agents:  # the workload's agents (testbed.workloads)
@@ -203,6 +210,14 @@ def _run_fabric(ctx: RunContext, progress: Progress, cli: bool = False) -> dict:
     return results_summary.finish(ctx, rec)
 
 
+def _fabric_class(spec) -> type:
+    """Fabric, or with a ``cluster`` section testbed.cluster.run_fabric.ClusterRunFabric (the fabric over servers)."""
+    if spec.cluster is None:
+        return Fabric
+    from testbed.cluster.run_fabric import ClusterRunFabric
+    return ClusterRunFabric
+
+
 def _write_before_teardown(ctx: RunContext, rec: Recording, progress: Progress) -> None:
     """Every measurement is in, the fabric and agents still up: stop the controller's congestion loop (its
     tables), write every table and summary.json (testbed.results.summary.write_results), then say
@@ -221,6 +236,8 @@ def _measure(ctx: RunContext, fab: Fabric, agents: AgentGroup | None, rec: Recor
     """Run the workload while sampling switch queues, CPU and departures; read the counters around it;
     with ``write``, write the results before returning (:func:`_write_before_teardown`), signals still
     held back."""
+    if ctx.spec.cluster is not None:  # every server samples its own ports and CPU (testbed.cluster.telemetry)
+        return _measure_cluster(ctx, fab, agents, rec, progress, write)
     host_pids = {h.name: fab.net.get(h.name).pid for h in fab.layout.hosts}
     host_ifs = {h.name: fab.host_intfs(h.name) for h in fab.layout.hosts}
     rec.tenants = tenant_results.start(ctx.spec, fab)  # isolation probes, before the counters are read
@@ -240,11 +257,47 @@ def _measure(ctx: RunContext, fab: Fabric, agents: AgentGroup | None, rec: Recor
         rec.drops_after = DropSnapshot.take(host_pids, fab.switch_ports, host_ifs)
         rec.classes_after = class_counters(fab.switch_ports, fab.queues, CLASS_NAMES)
         tenant_results.read_counters(rec.tenants, fab)  # the isolation drop flows' counters
-        rec.t_measured_ns = unix_ns()
-        rec.measured = True
-        rec.phase = "teardown"
-        if write:
-            _write_before_teardown(ctx, rec, progress)
+        _all_measured(ctx, rec, progress, write)
+    finally:
+        pending = signals.release()
+    if pending:
+        raise KeyboardInterrupt(f"signal {pending}")
+
+
+def _all_measured(ctx: RunContext, rec: Recording, progress: Progress, write: bool) -> None:
+    """Every measurement is in (now, Unix ns): the teardown phase; with ``write`` the results written."""
+    rec.t_measured_ns = unix_ns()
+    rec.measured = True
+    rec.phase = "teardown"
+    if write:
+        _write_before_teardown(ctx, rec, progress)
+
+
+def _measure_cluster(ctx: RunContext, fab, agents: AgentGroup | None, rec: Recording, progress: Progress,
+                     write: bool = True) -> None:
+    """:func:`_measure` of a run over several servers (testbed.cluster.run_fabric): the queue sampler, the
+    departure capture, the CPU monitor and the drop counters run on every server (testbed.cluster.telemetry)
+    and their tables are gathered here; the scenario features they need on one machine (faults, background,
+    pcap, tenants, priority classes) are refused for a cluster run (testbed.spec.cluster)."""
+    from testbed.cluster.telemetry import ClusterTelemetry
+
+    on = fab.placement.server_of
+    host_pids = {srv: {h.name: fab.net.get(h.name).pid for h in fab.layout.hosts if on[h.name] == srv}
+                 for srv in fab.sessions}
+    host_ifs = {srv: {h.name: fab.host_intfs(h.name) for h in fab.layout.hosts if on[h.name] == srv}
+                for srv in fab.sessions}
+    tel = ClusterTelemetry(fab.sessions, fab.switch_ports_on, ctx.spec.output.sample_period_ms / 1e3,
+                           fab.queues.sampled_parent, host_pids, host_ifs)
+    rec.servers = tel
+    rec.drops_before = tel.drops()
+    rec.phase = "traffic"
+    try:
+        with tel:
+            rec.workload.run(ctx, agents, rec, progress)  # signals held back once its traffic is done
+        rec.sampler, rec.cpu = tel.sampler, tel.cpu
+        rec.departures = tel.departures if tel.departures.to_frame() is not None else None
+        rec.drops_after = tel.drops()
+        _all_measured(ctx, rec, progress, write)
     finally:
         pending = signals.release()
     if pending:

@@ -515,3 +515,27 @@ def test_run_refused_naming_the_fix_when_ovs_is_not_running(capsys, monkeypatch,
     assert "scripts/start-ovs" in err
     if os.geteuid() == 0:
         assert _bridges() == before
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="testbed clean lists kernel objects: root")
+def test_clean_with_spare_control_ends_a_runs_processes_but_not_its_cluster_sessions():
+    """A cluster run's teardown cleans its run on each server with spare_control: the run's other processes
+    end, its sessions (argv naming testbed.cluster.remote: the driver's ssh clients, the servers' Python) do not."""
+    from testbed.host.cleanup import clean
+    from topology.naming import new_run_id
+
+    rid = new_run_id()
+    code = "import time; time.sleep(60)"
+    leftover = subprocess.Popen([sys.executable, "-c", code, "--run-id", rid])
+    session = subprocess.Popen([sys.executable, "-c", code, "testbed.cluster.remote", "--run-id", rid])
+    try:
+        report = clean([rid], include_live=True, grace_s=1.0, spare_control=True)
+        assert leftover.wait(timeout=10) is not None
+        assert session.poll() is None
+        assert len(report.runs) == 1 and len(report.runs[0].processes) == 1, report
+        clean([rid], include_live=True, grace_s=1.0)  # without: the session ends too
+        assert session.wait(timeout=10) is not None
+    finally:
+        for p in (leftover, session):
+            p.kill()
+            p.wait()

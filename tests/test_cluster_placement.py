@@ -88,3 +88,34 @@ def test_bad_input_names_the_value(servers, policy, needle):
         place(lay, servers, policy)
     assert needle in str(e.value)
     assert set(POLICIES) == {"pod", "leaf"}
+
+
+def test_batched_switch_start_up_fits_an_ssh_pty_line():
+    """ClusterOVSSwitch.batchStartup types ``ovs-vsctl`` batches into each server's shell over an ssh pty (4095
+    bytes a line at most): 10 switches with 4 ports each (a fat-tree k=4's half, 4929 bytes in one batch with
+    Mininet's 128000) go in several lines, none over the limit, every switch's commands sent once."""
+    from types import SimpleNamespace
+
+    from mininet.node import OVSSwitch
+
+    from testbed.cluster.engine import ClusterOVSSwitch
+
+    typed = []
+
+    def switch(name, server):
+        cmds = [f"-- --if-exists del-br {name} -- add-br {name} -- set bridge {name} controller=[] "
+                f"other_config:datapath-id=00000000000{len(typed):05d} fail_mode=standalone "
+                "other-config:disable-in-band=true"] + \
+               [f"-- add-port {name} {name}-eth{p} -- set Interface {name}-eth{p} ofport_request={p}" for p in range(1, 5)]
+        return SimpleNamespace(name=name, server=server, commands=cmds, isOldOVS=lambda: False, intfs={},
+                               cmd=lambda c, shell=True: typed.append((server, c)) or "")
+
+    switches = [switch(f"s{i}", "srv1" if i < 10 else "srv2") for i in range(20)]
+    wanted = {c.strip() for s in switches for c in s.commands}
+    assert sum(len(c) + 1 for s in switches[:10] for c in s.commands) > 4095  # one Mininet batch would be cut
+    ClusterOVSSwitch.batchStartup(switches)
+    assert OVSSwitch.argmax == 128000  # restored for other users of Mininet in this process
+    assert all(len(c) < 4095 for _, c in typed), [len(c) for _, c in typed]
+    assert len(typed) > 2 and {srv for srv, _ in typed} == {"srv1", "srv2"}
+    joined = " ".join(c for _, c in typed)
+    assert all(joined.count(w) == 1 for w in wanted)  # each command whole, once

@@ -22,6 +22,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from mininet.examples.cluster import MininetCluster, Placer, RemoteHost, RemoteOVSSwitch, RemoteSSHLink
 from mininet.link import TCIntf
 from mininet.log import setLogLevel
+from mininet.node import OVSSwitch
 
 from testbed.cluster.placement import Placement
 from testbed.emulation.fabric import OFFLOADS_OFF
@@ -45,7 +46,24 @@ def placer_class(placement: Placement) -> type:
 class ClusterOVSSwitch(RemoteOVSSwitch):
     """Mininet's RemoteOVSSwitch without the check of a *local* Open vSwitch: ``OVSSwitch.setup``
     runs ``ovs-vsctl show`` where the driver runs, which need not have one (the lab's console
-    has none); each server's OVS answers through ssh when its switches start."""
+    has none); each server's OVS answers through ssh when its switches start.
+
+    ``argmax``: the longest ``ovs-vsctl`` command line of a batched start-up. Mininet's 128000 is the kernel's
+    ARG_MAX, but here the batch is typed into the switch's shell over an ssh pty, whose line discipline keeps
+    at most 4095 bytes of a line: a longer batch (a fat-tree k=4's 10 switches on one server) is cut and
+    no bridge is created, silently. Mininet's RemoteOVSSwitch.batchStartup calls OVSSwitch.batchStartup, which
+    reads ``OVSSwitch.argmax``: :meth:`batchStartup` sets it for the call."""
+
+    argmax = 3500
+
+    @classmethod
+    def batchStartup(cls, switches, **kwargs):  # noqa: N802 (Mininet hook)
+        saved = OVSSwitch.argmax
+        OVSSwitch.argmax = cls.argmax
+        try:
+            return super().batchStartup(switches, **kwargs)
+        finally:
+            OVSSwitch.argmax = saved
 
     @classmethod
     def setup(cls) -> None:  # noqa: D102 (Mininet hook)

@@ -11,13 +11,15 @@ host to the first host of the last leaf (on the last server) and to its leaf nei
 ping RTT (``--pings`` at 20 ms), an iperf3 TCP flow and an iperf3 UDP flow at ``--udp-bps``,
 and the bytes counted on every tunnel interface. Prints (and writes) one JSON object with
 keys ``build_s``, ``stop_s``, ``placement``, ``rtt_far_us``/``rtt_near_us`` (avg, mdev, loss),
-``tcp_bps``, ``udp`` (sent/received bit/s, lost packets), ``tunnel_bytes`` (per tunnel
+``tcp_bps``, ``udp`` (sent/received bit/s, lost packets, ``tunnel_cpu_s``: CPU seconds the tunnel processes,
+both ends, used while the UDP flow ran), ``tunnel_bytes`` (per tunnel
 interface: growth during the measurements). Exit 0 when the far ping answered.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import time
@@ -51,6 +53,28 @@ def _iperf3(client, server, args: str) -> dict:
     return json.loads(raw[start:]) if start >= 0 else {"error": raw[-300:]}
 
 
+#: on a server: "PID UTIME STIME" (clock ticks) of every process holding /dev/net/tun (both ends of an ssh -w tunnel)
+_TUN_HOLDERS = ("for d in /proc/[0-9]*; do if ls -l $d/fd 2>/dev/null | grep -q 'dev/net/tun'; then "
+                "set -- $(cat $d/stat 2>/dev/null); echo $1 ${14} ${15}; fi; done")
+
+
+def tunnel_cpu_s(fab: ClusterFabric) -> Dict[str, float]:
+    """``"server:pid"`` -> CPU seconds (user + system) used so far by each process holding a tunnel device on a
+    server with a tunnel end (the ``ssh -w`` client on one side, its sshd on the other), read on that server."""
+    tick_s = 1.0 / os.sysconf("SC_CLK_TCK")
+    out: Dict[str, float] = {}
+    seen = set()
+    for sw, _intf, server in fab.tunnels:
+        if server in seen:
+            continue
+        seen.add(server)
+        for line in fab.net.get(sw).cmd(_TUN_HOLDERS).splitlines():
+            parts = line.split()
+            if len(parts) == 3 and all(p.isdigit() for p in parts):
+                out[f"{server}:{parts[0]}"] = (int(parts[1]) + int(parts[2])) * tick_s
+    return out
+
+
 def measure(fab: ClusterFabric, pings: int, udp_bps: float, seconds: float) -> dict:
     """The measurements of the module docstring on a started fabric."""
     hosts = fab.layout.hosts
@@ -65,10 +89,15 @@ def measure(fab: ClusterFabric, pings: int, udp_bps: float, seconds: float) -> d
         out["rtt_near_us"] = ping_stats(src.cmd(f"ping -q -c {pings} -i 0.02 {near.IP()}"))
     tcp = _iperf3(src, far, f"-t {seconds:g}")
     out["tcp_bps"] = tcp.get("end", {}).get("sum_received", {}).get("bits_per_second")
+    cpu_before = tunnel_cpu_s(fab)
     udp = _iperf3(src, far, f"-u -b {int(udp_bps)} -l 1000 -t {seconds:g}")
+    cpu_after = tunnel_cpu_s(fab)
     s = udp.get("end", {}).get("sum", {})
     out["udp"] = {"offered_bps": udp_bps, "received_bps": s.get("bits_per_second"),
                   "lost_packets": s.get("lost_packets"), "packets": s.get("packets")}
+    # the tunnel processes' CPU while the UDP flow crossed (pids on one machine may be listed by two servers)
+    by_pid = {k.split(":")[1]: cpu_after[k] - cpu_before.get(k, 0.0) for k in cpu_after}
+    out["udp"]["tunnel_cpu_s"] = sum(by_pid.values())
     after = fab.tunnel_bytes()
     out["tunnel_bytes"] = {k: {d: after[k][d] - before[k][d] for d in ("tx_bytes", "rx_bytes")} for k in after}
     return out

@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
+from testbed.host.runlock import STATE_DIR
+
 #: The lab LAN's /24 (exists only inside the harness's namespaces).
 DEFAULT_LAN = "172.31.213"
 #: prefix of every namespace and temp dir the harness makes: ``mcl`` + 4 hex digits
@@ -48,6 +50,21 @@ SSHD = "/usr/sbin/sshd"
 #: seconds to wait for a server's sshd and ovs-vswitchd to come up
 START_TIMEOUT_S = 30.0
 
+#: send buffer of each server's Open vSwitch packet socket (scripts/start-ovs --wmem-bytes default)
+OVS_SEND_BUFFER_BYTES = 64 << 20
+#: on a server: a throwaway bridge between two veth pairs, one frame through it (OVS opens its send socket),
+#: wait until the socket exists, remove bridge and veths
+WARM_SCRIPT = (
+    "set -e; ip link add wa0 type veth peer name wa1; ip link add wb0 type veth peer name wb1; "
+    "for i in wa0 wa1 wb0 wb1; do ip link set $i up; done; "
+    "ovs-vsctl --timeout=10 add-br {br} -- set bridge {br} datapath_type=netdev -- add-port {br} wa1 "
+    "-- add-port {br} wb1; ovs-ofctl del-flows {br}; ovs-ofctl add-flow {br} in_port=wa1,actions=output:wb1; "
+    "ok=1; for n in $(seq 50); do "
+    "python3 -c 'import socket; s=socket.socket(socket.AF_PACKET, socket.SOCK_RAW); s.bind((\"wa0\", 0)); "
+    "s.send(bytes([255])*6 + bytes([2,0,0,0,0,1]) + bytes([0x88,0xb5]) + bytes(46))'; "
+    "if [ $(awk 'NR>1 && $5==0' /proc/net/packet | wc -l) -ge 1 ]; "
+    "then ok=0; break; fi; sleep 0.1; done; "
+    "ovs-vsctl --timeout=10 del-br {br}; ip link del wa0; ip link del wb0; exit $ok")
 _REQUIRED = ("ip", "unshare", "nsenter", "ssh", "ssh-keygen", "sudo", "mnexec", "ovsdb-tool", "ovsdb-server",
              "ovs-vswitchd", "ovs-vsctl")
 
@@ -167,6 +184,22 @@ class LocalServers:
             self.servers.append(self._start_server(i))
         for srv in self.servers:
             self._wait_ready(srv)
+        self._warm_send_sockets()
+
+    def _warm_send_sockets(self) -> None:
+        """Make every server's ovs-vswitchd create its packet send socket (on its first send; userspace
+        datapath) while ``net.core.wmem_default`` is OVS_SEND_BUFFER_BYTES, as scripts/start-ovs does for
+        the machine's own: the testbed refuses a run whose emulated buffers the socket cannot hold
+        (testbed.measure.send_buffer). The sysctl is global (not per network namespace): it is raised for
+        about a second and restored, also on an error."""
+        path = Path("/proc/sys/net/core/wmem_default")
+        old = path.read_text().strip()
+        path.write_text(str(OVS_SEND_BUFFER_BYTES))
+        try:
+            for srv in self.servers:
+                self.on_server(srv, ["sh", "-c", WARM_SCRIPT.format(br=self.tag + "warm")], timeout=60)
+        finally:
+            path.write_text(old)
 
     def _add_netns(self, name: str) -> None:
         _run(["ip", "netns", "add", name], f"netns {name}")
@@ -210,10 +243,10 @@ class LocalServers:
         mounted = sdir / "mounted"
         script = (self._mount_script(run_dir) + f"touch {mounted}; " +
                   f"export OVS_RUNDIR=/run/openvswitch OVS_DBDIR={sdir} OVS_LOGDIR={sdir}; "
-                  f"ovsdb-server {db} --remote=punix:/run/openvswitch/db.sock --pidfile={sdir}/ovsdb-server.pid "
+                  f"ovsdb-server {db} --remote=punix:/run/openvswitch/db.sock --pidfile=/run/openvswitch/ovsdb-server.pid "
                   f"--log-file={sdir}/ovsdb-server.log --detach --no-chdir; "
                   f"ovs-vsctl --db={sock} --no-wait init; "
-                  f"ovs-vswitchd {sock} --pidfile={sdir}/ovs-vswitchd.pid --log-file={sdir}/ovs-vswitchd.log "
+                  f"ovs-vswitchd {sock} --pidfile=/run/openvswitch/ovs-vswitchd.pid --log-file={sdir}/ovs-vswitchd.log "
                   f"--detach --no-chdir; "
                   f"exec {SSHD} -D -e -f {sdir}/sshd_config")
         log = open(sdir / "sshd.log", "wb")
@@ -241,7 +274,15 @@ class LocalServers:
         run_dir = self.dir / "console-run"
         run_dir.mkdir()
         ready = self.dir / "console-ready"
-        script = self._mount_script(run_dir) + f"touch {ready}; exec sleep infinity"
+        # the machine's run-state dir (testbed.host.runlock.STATE_DIR) stays visible in the console: a
+        # testbed run there sees the locks of the machine's live runs (its start-up cleanup leaves them alone,
+        # the pid namespace being shared) and they see its lock
+        state = Path(STATE_DIR)
+        state.mkdir(parents=True, exist_ok=True)
+        keep = self.dir / "console-state"
+        keep.mkdir()
+        script = (f"mount --make-rprivate / && mount --bind {state} {keep} && " + self._mount_script(run_dir) +
+                  f"mkdir -p {state} && mount --bind {keep} {state}; touch {ready}; exec sleep infinity")
         proc = subprocess.Popen(["ip", "netns", "exec", self.console_netns, "unshare", "--mount", "--propagation",
                                  "private", "sh", "-c", script], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -306,7 +347,7 @@ class LocalServers:
         pids = [self._anchors[srv.name].pid]
         for name in ("ovsdb-server.pid", "ovs-vswitchd.pid"):
             try:
-                pids.append(int((srv.dir / name).read_text().split()[0]))
+                pids.append(int((srv.dir / "run" / name).read_text().split()[0]))
             except (OSError, ValueError, IndexError):
                 pass
         return pids

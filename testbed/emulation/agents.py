@@ -148,11 +148,11 @@ class AgentGroup(StartStop):
                               path_ports=path_ports.get(h.rank, []), streams=self.streams,
                               stream_tos=self.stream_tos)
             cfg_path = run_dir / f"agent-{h.rank}.json"
-            cfg_path.write_text(protocol.encode(cfg))
+            self.fabric.put_file(h.name, cfg_path, protocol.encode(cfg))
             log = open(run_dir / f"agent-{h.rank}.log", "wb")
             self._logs.append(log)
             node = self.fabric.net.get(h.name)
-            p = node.popen([sys.executable, "-m", "traffic.agent", "--run-id", self.fabric.run_id,
+            p = node.popen([*self.fabric.python_argv, "-m", "traffic.agent", "--run-id", self.fabric.run_id,
                             "--config", str(cfg_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                            stderr=log)
             self.procs.append(p)

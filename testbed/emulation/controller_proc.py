@@ -9,7 +9,8 @@ port, log file, ``[testbed] settings_file``), and starts the app with
 (``controller.framework``): ``os_ken`` (default) runs ``python -m
 controllers.run`` in the testbed's own Python; ``ryu`` runs Ryu 4.34's
 ``ryu-manager`` from ``.venv-ryu`` (Python 3.9, made by scripts/install). Either
-way the controller listens on 127.0.0.1 only, on a free port chosen per run,
+way the controller listens on 127.0.0.1 (in a run over several servers: the address the servers reach,
+``listen_host``), on a free port chosen per run,
 logs into the run directory, and writes a ready file
 (:class:`controllers.contract.ControllerReady`) once every switch of the
 topology has connected and a barrier confirmed its flows and groups. The run
@@ -57,13 +58,14 @@ class ControllerError(RuntimeError):
     """The controller did not start, or reported OpenFlow errors."""
 
 
-def write_conf(path: Path, *, run_id: str, port: int, settings_file: Path, log_file: Path) -> dict:
+def write_conf(path: Path, *, run_id: str, port: int, settings_file: Path, log_file: Path,
+               listen_host: str = LISTEN_HOST) -> dict:
     """Write the framework's configuration file (oslo.config ini) and return it as ``{section: {key:
     value}}``; paths are written absolute. ``[DEFAULT]``: the framework's own options (listen address
     and port, log file); ``[testbed] settings_file``: the app's settings
     (:class:`controllers.contract.ControllerSettings`, controllers/app.py)."""
     conf = {
-        "DEFAULT": {"ofp_listen_host": LISTEN_HOST, "ofp_tcp_listen_port": str(port),
+        "DEFAULT": {"ofp_listen_host": listen_host, "ofp_tcp_listen_port": str(port),
                     "log_file": str(Path(log_file).resolve())},
         "testbed": {"settings_file": str(Path(settings_file).resolve())},
     }
@@ -121,10 +123,10 @@ def preflight(spec) -> dict:
             "conf_file": contract.CONF_FILE}
 
 
-def free_tcp_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+def free_tcp_port(host: str = LISTEN_HOST) -> int:
+    """A TCP port on ``host`` (an address of this machine) that nothing listens on right now."""
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 
@@ -174,13 +176,17 @@ class ControllerProcess:
     ``framework``: one of :data:`FRAMEWORKS`. The app appends its events to ``controller.events.jsonl``.
     """
 
+    #: the address it listens on (``listen_host``; a cluster run's: the one the servers reach)
+    listen_host: str = LISTEN_HOST
+
     def __init__(self, run_dir: Path, settings: ControllerSettings, port: int | None = None,
-                 framework: str = "os_ken"):
+                 framework: str = "os_ken", listen_host: str = LISTEN_HOST):
         if framework not in FRAMEWORKS:
             raise ControllerError(f"controller.framework: {framework!r}; allowed: {', '.join(FRAMEWORKS)}")
         self.run_id = settings.run_id
         self.settings = settings
-        self.port = port or free_tcp_port()
+        self.listen_host = listen_host
+        self.port = port or free_tcp_port(listen_host)
         self.framework = framework
         run_dir = Path(run_dir)
         self.conf_path = run_dir / contract.CONF_FILE
@@ -189,7 +195,7 @@ class ControllerProcess:
         self.settings_path = run_dir / contract.SETTINGS_FILE
         self.settings_path.write_text(contract.dumps(settings))
         self.conf = write_conf(self.conf_path, run_id=self.run_id, port=self.port, settings_file=self.settings_path,
-                               log_file=self.log_path)
+                               log_file=self.log_path, listen_host=listen_host)
         self.proc: subprocess.Popen | None = None
         self._out = None
         #: set by stop(): the exit that follows is the testbed's doing, not a death
@@ -227,10 +233,10 @@ class ControllerProcess:
                                       f"see {self.log_path} and {self._out.name}")
             with socket.socket() as s:
                 s.settimeout(0.2)
-                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                if s.connect_ex((self.listen_host, self.port)) == 0:
                     return self
             time.sleep(0.05)
-        raise ControllerError(f"controller did not listen on 127.0.0.1:{self.port} within {listen_s:.0f} s; see {self.log_path} "
+        raise ControllerError(f"controller did not listen on {self.listen_host}:{self.port} within {listen_s:.0f} s; see {self.log_path} "
                               f"(slow machine? raise {timeout_scale_env} above {timeout_scale():g})")
 
     def read_ready(self) -> ControllerReady | None:

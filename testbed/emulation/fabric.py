@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
+import sys
 from functools import partial
 from pathlib import Path
 
@@ -94,6 +95,9 @@ class _StoppableMininet(Mininet):
 
 class Fabric(StartStop):
     """A running fabric of one run (see module docstring); ``layout`` is its topology.model.Layout."""
+
+    #: how a host starts the testbed's Python (agents): this interpreter, with this process's environment
+    python_argv: tuple = (sys.executable,)
 
     def __init__(self, spec: ScenarioSpec, run_id: str, run_dir: Path, datapath: str = "user",
                  layout: model.Layout | None = None, tenants=None):
@@ -233,11 +237,19 @@ class Fabric(StartStop):
     def switch(self, name: str) -> OVSSwitch:
         return self.net.get(name)
 
+    def put_file(self, host: str, path: Path, text: str) -> None:
+        """Write ``text`` to ``path`` where ``host``'s processes read it (here: this machine)."""
+        Path(path).write_text(text)
+
     def host_intfs(self, host: str) -> list[str]:
         """Interfaces of ``host``: eth0, then one per topology.model.Nic (planes, scale-up)."""
         return [f"{host}-eth0"] + [n.intf for n in self.layout.nics_of(host)]
 
     # -- set-up steps ---------------------------------------------------------
+    def _switch_port_names(self) -> list[str]:
+        """Every switch-side port (root namespace of the switch's server), in switch order."""
+        return [i.name for sw in self.layout.switches for i in self.net.get(sw.name).intfList() if i.name != "lo"]
+
     def _configure_hosts(self) -> None:
         for h in self.layout.hosts:
             raise_if_interrupted()
@@ -249,16 +261,7 @@ class Fabric(StartStop):
             if self.datapath == "user":
                 for intf in self.host_intfs(h.name):
                     node.cmd("ethtool -K", intf, *OFFLOADS_OFF, "2>/dev/null")
-        for sw in self.layout.switches:
-            for intf in self.net.get(sw.name).intfList():
-                if intf.name == "lo":
-                    continue
-                # switch ports live in the root namespace: keep the kernel from sending
-                # IPv6 router solicitations and MLD reports out of them into the fabric
-                Path(f"/proc/sys/net/ipv6/conf/{intf.name}/disable_ipv6").write_text("1")
-                if self.datapath == "user":
-                    subprocess.run(["ethtool", "-K", intf.name, *OFFLOADS_OFF],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        prepare_switch_ports(self._switch_port_names(), self.datapath)
 
     def _connect_controller(self) -> None:
         """Point every bridge at our controller (no Mininet controller node: it would start a
@@ -267,25 +270,11 @@ class Fabric(StartStop):
         ``max_backoff=1000``: a bridge that lost its controller retries every second (OVS's
         default backs off to 8 s), so a restarted controller has every switch back within ~1 s
         of listening. The bridges are fail-secure: without a controller they keep their flows."""
-        target = f"tcp:127.0.0.1:{self.controller.port}"
-        cmd = ["ovs-vsctl", "--timeout=10"]
-        for sw in self.layout.switches:
-            cmd += ["--", "set-controller", sw.name, target]
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-        cmd = ["ovs-vsctl", "--timeout=10"]
-        for sw in self.layout.switches:
-            cmd += ["--", "set", "controller", sw.name, f"max_backoff={CONTROLLER_MAX_BACKOFF_MS}"]
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        connect_bridges([sw.name for sw in self.layout.switches], f"tcp:127.0.0.1:{self.controller.port}")
 
     def _leave_qdiscs_to_us(self) -> None:
         """QoS type linux-noop on every switch port: OVS then never touches its tc qdisc."""
-        ports = [i.name for sw in self.layout.switches for i in self.net.get(sw.name).intfList()
-                 if i.name != "lo"]
-        cmd = ["ovs-vsctl", "--timeout=10"]
-        for port in ports:
-            cmd += ["--", "set", "port", port, "qos=@noop"]
-        cmd += ["--", "--id=@noop", "create", "qos", "type=linux-noop"]
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        leave_qdiscs_alone(self._switch_port_names())
 
     def _set_mtu(self) -> None:
         """Every link at ``fabric.mtu_bytes``: OVS ``mtu_request`` on switch ports, then both veth ends.
@@ -293,29 +282,10 @@ class Fabric(StartStop):
         Raises FabricError when a veth does not take the MTU (read back after setting).
         """
         mtu = self.spec.fabric.mtu_bytes
-        ports = [i.name for sw in self.layout.switches for i in self.net.get(sw.name).intfList()
-                 if i.name != "lo"]
-        cmd = ["ovs-vsctl", "--timeout=10"]
-        for port in ports:
-            cmd += ["--", "set", "interface", port, f"mtu_request={mtu}"]
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-        wrong = []
-        with IPRoute() as ipr:
-            for port in ports:
-                idx = ipr.link_lookup(ifname=port)[0]
-                ipr.link("set", index=idx, mtu=mtu)
-                got = ipr.get_links(idx)[0].get_attr("IFLA_MTU")
-                if got != mtu:
-                    wrong.append(f"{port}: {got}")
+        wrong = set_switch_mtus(self._switch_port_names(), mtu)
         for h in self.layout.hosts:
             raise_if_interrupted()
-            with IPRoute(netns=f"/proc/{self.net.get(h.name).pid}/ns/net") as ipr:
-                for intf in self.host_intfs(h.name):
-                    idx = ipr.link_lookup(ifname=intf)[0]
-                    ipr.link("set", index=idx, mtu=mtu)
-                    got = ipr.get_links(idx)[0].get_attr("IFLA_MTU")
-                    if got != mtu:
-                        wrong.append(f"{h.name}:{intf}: {got}")
+            wrong += set_host_mtus(h.name, self.net.get(h.name).pid, self.host_intfs(h.name), mtu)
         if wrong:
             raise FabricError(f"MTU {mtu} (fabric.mtu_bytes) not taken by: " + ", ".join(wrong))
 
@@ -329,18 +299,11 @@ class Fabric(StartStop):
                 node = self.net.get(h.name)
                 ln = view.links_of(h.name)[0]
                 intf = (ln.a if ln.a.node == h.name else ln.b).intf
-                with IPRoute(netns=f"/proc/{node.pid}/ns/net") as ipr:
-                    self.delay_us[intf] = ln.delay_or(self.spec.fabric.link_delay_us)
-                    self.readback[intf] = self.queues.install(
-                        ipr, intf, self._queue_config(ln.rate_bps, HOST_NIC_QUEUE_BYTES, switch_port=False),
-                        self.delay_us[intf])
-                    self.wander_links.append(self._wandering(f"/proc/{node.pid}/ns/net", intf, ln.rate_bps, False))
-                    # static neighbours (the peers' addresses in this NIC's plane): host traffic never waits
-                    # for (or sends) ARP during a run; the controller still answers ARP (controllers/app.py)
-                    idx = ipr.link_lookup(ifname=intf)[0]
-                    for peer in view.hosts:
-                        if peer.name != h.name:
-                            ipr.neigh("replace", dst=peer.ip, lladdr=peer.mac, ifindex=idx, state=NUD_PERMANENT)
+                self.delay_us[intf] = ln.delay_or(self.spec.fabric.link_delay_us)
+                self.readback[intf] = shape_host_nic(
+                    self.queues, node.pid, intf, self._queue_config(ln.rate_bps, HOST_NIC_QUEUE_BYTES, switch_port=False),
+                    [(peer.ip, peer.mac) for peer in view.hosts if peer.name != h.name], self.delay_us[intf])
+                self.wander_links.append(self._wandering(f"/proc/{node.pid}/ns/net", intf, ln.rate_bps, False))
                 self.port_rate_bps[intf] = ln.rate_bps
         switches = {s.name for s in self.layout.switches}
         with IPRoute() as ipr:
@@ -381,3 +344,91 @@ class Fabric(StartStop):
         self.port_rate_bps[ifname] = rate_bps
         self.switch_ports.append(ifname)
         self.wander_links.append(self._wandering(None, ifname, rate_bps, True))
+
+
+# -- kernel steps on one server (here, or on a cluster run's server: testbed.cluster.run_fabric) ------------
+def prepare_switch_ports(ports: list[str], datapath: str) -> None:
+    """Switch ports live in the root namespace: no IPv6 router solicitations or MLD reports out of them into
+    the fabric; with the userspace datapath, checksum/segmentation offloads off (it cannot fill them in)."""
+    for port in ports:
+        Path(f"/proc/sys/net/ipv6/conf/{port}/disable_ipv6").write_text("1")
+        if datapath == "user":
+            subprocess.run(["ethtool", "-K", port, *OFFLOADS_OFF],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+
+
+def leave_qdiscs_alone(ports: list[str]) -> None:
+    """QoS type linux-noop on every port of ``ports``: Open vSwitch then never touches its tc qdisc."""
+    cmd = ["ovs-vsctl", "--timeout=10"]
+    for port in ports:
+        cmd += ["--", "set", "port", port, "qos=@noop"]
+    cmd += ["--", "--id=@noop", "create", "qos", "type=linux-noop"]
+    _vsctl(cmd)
+
+
+def connect_bridges(bridges: list[str], target: str) -> None:
+    """Point every bridge at the controller ``target`` (``tcp:ADDRESS:PORT``), retrying every
+    CONTROLLER_MAX_BACKOFF_MS once it lost it."""
+    cmd = ["ovs-vsctl", "--timeout=10"]
+    for br in bridges:
+        cmd += ["--", "set-controller", br, target]
+    _vsctl(cmd)
+    cmd = ["ovs-vsctl", "--timeout=10"]
+    for br in bridges:
+        cmd += ["--", "set", "controller", br, f"max_backoff={CONTROLLER_MAX_BACKOFF_MS}"]
+    _vsctl(cmd)
+
+
+def _vsctl(cmd: list[str]) -> None:
+    """Run an ``ovs-vsctl`` command; FabricError with its stderr when it fails."""
+    res = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if res.returncode != 0:
+        raise FabricError(f"{' '.join(cmd[:6])} ... (exit {res.returncode}): {res.stderr.strip()[-500:]}")
+
+
+def _set_mtus(ipr, intfs: list[str], mtu: int, label: str) -> list[str]:
+    wrong = []
+    for intf in intfs:
+        idx = ipr.link_lookup(ifname=intf)[0]
+        ipr.link("set", index=idx, mtu=mtu)
+        got = ipr.get_links(idx)[0].get_attr("IFLA_MTU")
+        if got != mtu:
+            wrong.append(f"{label}{intf}: {got}")
+    return wrong
+
+
+def set_switch_mtus(ports: list[str], mtu: int) -> list[str]:
+    """OVS ``mtu_request`` and the veth MTU of every switch port; ``"port: MTU"`` of each that did not take it."""
+    cmd = ["ovs-vsctl", "--timeout=10"]
+    for port in ports:
+        cmd += ["--", "set", "interface", port, f"mtu_request={mtu}"]
+    _vsctl(cmd)
+    with IPRoute() as ipr:
+        return _set_mtus(ipr, ports, mtu, "")
+
+
+def set_host_mtus(host: str, pid: int, intfs: list[str], mtu: int) -> list[str]:
+    """The MTU of a host's interfaces (in the network namespace of process ``pid``); ``"host:intf: MTU"`` of
+    each that did not take it."""
+    with IPRoute(netns=f"/proc/{pid}/ns/net") as ipr:
+        return _set_mtus(ipr, intfs, mtu, f"{host}:")
+
+
+def shape_host_nic(backend, pid: int, intf: str, config, neighbours: list[tuple[str, str]], delay_us: int = 0):
+    """Install the host NIC queue ``config`` (dataplane.queues.QueueConfig) with ``backend`` on ``intf`` in the
+    network namespace of ``pid`` (``delay_us`` of propagation delay by netem under it, 0: none) and the static
+    neighbours ``(ip, mac)`` (host traffic never waits for, or sends, ARP during a run; the controller still
+    answers ARP, controllers/app.py); the read-back (dataplane.queues.ShapedLink)."""
+    with IPRoute(netns=f"/proc/{pid}/ns/net") as ipr:
+        shaped = backend.install(ipr, intf, config, delay_us)
+        idx = ipr.link_lookup(ifname=intf)[0]
+        for ip, mac in neighbours:
+            ipr.neigh("replace", dst=ip, lladdr=mac, ifindex=idx, state=NUD_PERMANENT)
+    return shaped
+
+
+def shape_switch_ports(backend, configs: dict) -> dict:
+    """Install ``configs`` (port -> dataplane.queues.QueueConfig) with ``backend`` on switch ports of this
+    server's root namespace; port -> read-back (dataplane.queues.ShapedLink)."""
+    with IPRoute() as ipr:
+        return {port: backend.install(ipr, port, config) for port, config in configs.items()}

@@ -164,6 +164,20 @@ class _Found:
     has_state: bool = False
 
 
+#: argv word of a cluster run's session processes (testbed.cluster.remote: the driver's ssh client and the
+#: Python it starts on a server); :func:`clean` spares them with ``spare_control``
+CONTROL_MARK = "testbed.cluster.remote"
+
+
+def _is_control(proc: psutil.Process) -> bool:
+    """Whether ``proc`` (found by :func:`_discover_processes`) is a cluster session."""
+    try:
+        cmdline = getattr(proc, "info", {}).get("cmdline") or proc.cmdline()
+    except psutil.Error:
+        return False
+    return any(CONTROL_MARK in word for word in cmdline)
+
+
 def _protected_pids() -> set[int]:
     """This process and its ancestors: never killed, whatever their argv says."""
     me = psutil.Process()
@@ -465,6 +479,7 @@ def clean(
     run_ids: list[str] | None = None,
     include_live: bool = False,
     grace_s: float = DEFAULT_GRACE_S,
+    spare_control: bool = False,
 ) -> CleanReport:
     """Remove the leftovers of dead runs; see the module docstring for what matches.
 
@@ -473,6 +488,11 @@ def clean(
             (state files, OVS bridges, interfaces, named netns, processes).
         include_live: also clean runs whose lock is held (kills a running run).
         grace_s: seconds between SIGTERM and SIGKILL.
+        spare_control: leave the run's control processes alone: the process holding its lock (the
+            driver of a live run) and the cluster sessions (:data:`CONTROL_MARK`: the driver's ssh
+            clients and their Python on each server). A cluster run's teardown cleans with it, so its
+            safety net removes what Mininet left without ending the run or its sessions (on a machine
+            that is both driver and server, or in the one-machine lab, they are all visible).
 
     Returns:
         A :class:`CleanReport`; warnings explain what could not be checked
@@ -493,8 +513,12 @@ def clean(
         f = found.get(rid, _Found())
         rc = RunCleanup(rid)
         owner = _live_owner(rid) if include_live else None
+        procs = {p: q for p, q in f.procs.items() if owner is None or p != owner.pid}
+        if spare_control:
+            procs = {p: q for p, q in procs.items() if not _is_control(q)}
+            owner = None
         rc.processes = _kill({owner.pid: owner}, grace_s) if owner is not None else []  # first: it restarts things
-        rc.processes += _kill({p: q for p, q in f.procs.items() if owner is None or p != owner.pid}, grace_s)
+        rc.processes += _kill(procs, grace_s)
         if bridges is not None:
             rc.bridges = _del_bridges(f.bridges, report.warnings)
         seen = [n for n in f.links if n not in f.bridges]  # a bridge's own port goes with it

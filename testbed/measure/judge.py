@@ -107,6 +107,10 @@ def judge_run(ctx: RunContext, rec: Recording, qps: pd.DataFrame, ports: pd.Data
                        departures=timing.write_departures(rec.departures, ctx.run_dir), identity=identity,
                        sizes=sizes, frame_bytes=ctx.spec.transport.payload_bytes + 58,
                        window_pkts=ctx.transport.window_pkts, link_delay_us=max(ctx.spec.fabric.delays_us.values()))
+    if rec.servers is not None:  # a run over several servers: each server judged on its own (testbed.cluster.verdict)
+        from testbed.cluster.verdict import judge_servers
+        judge_servers(verdict, rec.servers, thresholds_for(ctx.spec),
+                      rec.workload.cpu_while_traffic if rec.workload is not None else None)
     verdict.figures["drops"]["host_nic_retries"] = other.host_nic_retries
     verdict.figures["drops"]["merged_counters"] = other.merged
     judge_send_buffer(verdict, ctx.send_buffer)

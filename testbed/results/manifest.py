@@ -90,7 +90,18 @@ def build(ctx: RunContext, caps) -> dict:
         "link_model": timing.link_model(spec, caps.delay),  # refuses a delay this kernel cannot add
         "ovs_send_buffer": ctx.send_buffer,
         "controller": ctx.controller,
+        "cluster": cluster_block(ctx),
     }
+
+
+def cluster_block(ctx: RunContext) -> dict | None:
+    """The manifest's ``cluster`` block: the placement (policy, nodes per server, crossing links;
+    testbed.cluster.placement.Placement.summary) of the run's layout, None for a run on this machine only."""
+    c = ctx.spec.cluster
+    if c is None:
+        return None
+    from testbed.cluster.placement import place
+    return place(ctx.layout, c.servers, c.placement).summary(ctx.layout)
 
 
 def write(ctx: RunContext, caps) -> dict:

@@ -189,6 +189,9 @@ def print_results(ctx: RunContext, sizes, t: dict, controller: dict, verdict, op
         print(f"# fidelity: switched off by the scenario: {', '.join(spec.fidelity.switched_off())}")
     for line in verdict.lines():
         print(line)
+    per_server = verdict.figures.get("servers")
+    if per_server:  # a run over several servers: each server's own verdict (testbed.cluster.verdict)
+        print("# servers: " + ", ".join(f"{srv} {fig['verdict'].replace('_', ' ')}" for srv, fig in per_server.items()))
     print(f"# results: {ctx.run_dir}")
 
 

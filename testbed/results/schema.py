@@ -201,7 +201,8 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     idle_pct         float whole machine idle, % (0-100)
     min_cpu_idle_pct float idle of the least idle core, %
     cpu<N>_idle_pct  float core N's idle, %
-"""),
+    server?          str   the server the row is of (one row per server and second)
+""", when="runs over several servers (cluster, testbed.cluster.telemetry)"),
     _table("departures", "every frame the capture saw leave a sampled switch port, in capture windows",
            "every run with a departure capture", """
     port        str   switch port

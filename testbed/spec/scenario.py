@@ -2,7 +2,7 @@
 
 A scenario is one YAML mapping with the sections ``fabric``, ``transport``,
 ``workload``, ``fidelity``, ``controller``, ``load_balance``, ``congestion``,
-``output``, ``faults``, ``failover`` and ``background``
+``output``, ``faults``, ``failover``, ``background`` and ``cluster`` (testbed.spec.cluster)
 (all optional but ``workload``) plus ``name``
 and ``seed``, and ``tenants``, ``shared_hosts``, ``isolation`` (testbed.spec.tenants); instead of
 ``workload``, a ``jobs`` list runs several jobs on the fabric at once (testbed.spec.jobs). Unknown keys,
@@ -22,6 +22,7 @@ from typing import Any, Optional, Union
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from testbed.spec.cluster import ClusterSpec, check_cluster
 from testbed.spec.background import BackgroundFlowSpec, check_background
 from testbed.spec.congestion import CongestionSpec
 from testbed.spec.controller import ControllerSpec, LoadBalanceSpec, OutputSpec
@@ -65,6 +66,8 @@ class ScenarioSpec(SpecModel):
     shared_hosts: tuple[str, ...] = ()
     #: the controller keeps tenants apart (drops, ARP) and the run probes it; default on with tenants
     isolation: Optional[Isolation] = None
+    #: servers and placement policy of a run split over several servers (testbed.spec.cluster; None: this machine)
+    cluster: Optional[ClusterSpec] = None
 
     @property
     def scale_factor(self) -> float:
@@ -126,6 +129,7 @@ class ScenarioSpec(SpecModel):
         if self.workload is not None and self.workload.pattern is not None:  # hosts named and the pattern fitted to this fabric
             from testbed.patterns.plan import check_pattern
             check_pattern(self)
+        check_cluster(self)
         return self
 
 
