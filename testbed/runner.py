@@ -395,6 +395,7 @@ def _validate(spec: ScenarioSpec, results_root: Path, quiet: bool, max_duration_
     workload = workload_for(spec)
     plan = workload.plan()
     ops_plan = list(plan.ops)
+    workload.check_machine()  # e.g. workload.perftest where the kernel has no rdma_rxe
     check_results_root(results_root)  # a refused run prints nothing else first
     est_s = workload.estimate_s(plan.ops) + workload.extra_s(plan)
     cap_s = max_duration_s or estimate.MAX_DURATION_S

@@ -103,3 +103,10 @@ def test_ovs_probe_waits_scale_with_the_machine(monkeypatch):
     caps._ovs_vsctl("show")
     caps._ovs_vsctl("show", timeout=2)
     assert seen == [("--timeout=5", 10), ("--timeout=40", 45), ("--timeout=16", 21)]
+
+
+def test_report_names_the_acceleration():
+    feats = dict(_caps().features)
+    feats["acceleration"] = Feature(False, "guest of testbed vm, software emulation (QEMU TCG): slow")
+    assert "acceleration ...... guest of testbed vm, software emulation (QEMU TCG): slow" in \
+        format_report(_caps(features=feats))

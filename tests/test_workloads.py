@@ -9,19 +9,22 @@ from testbed.spec import estimate
 from testbed.spec.scenario import load_scenario
 from testbed.workloads import WORKLOADS, PatternTrials, SimaiReplay, SizeSweep, workload_for
 from testbed.workloads.chakra import ChakraReplay
+from testbed.workloads.perftest import PerftestRuns
 from testbed.workloads.base import Workload
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 
 
 def test_registry_maps_each_section_to_its_class():
-    assert WORKLOADS == {"sizes": SizeSweep, "simai": SimaiReplay, "pattern": PatternTrials, "chakra": ChakraReplay}
+    assert WORKLOADS == {"sizes": SizeSweep, "simai": SimaiReplay, "pattern": PatternTrials, "chakra": ChakraReplay,
+                         "perftest": PerftestRuns}
     for section, cls in WORKLOADS.items():
         assert issubclass(cls, Workload) and cls.section == section
 
 
 @pytest.mark.parametrize("name, cls", [("quickstart", SizeSweep), ("simai_replay", SimaiReplay),
-                                       ("lb_flows_ecmp", PatternTrials), ("chakra_replay", ChakraReplay)])
+                                       ("lb_flows_ecmp", PatternTrials), ("chakra_replay", ChakraReplay),
+                                       ("perftest_rxe", PerftestRuns)])
 def test_a_shipped_scenario_gets_its_mode(name, cls):
     spec = load_scenario(SCENARIOS / f"{name}.yaml")
     w = workload_for(spec)

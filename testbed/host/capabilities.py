@@ -33,6 +33,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
+from testbed.host import acceleration
 from testbed.host.timeout_scale import startup_s
 from topology.naming import check_run_id, new_run_id
 
@@ -64,7 +65,8 @@ class Capabilities:
 
     ``features`` maps names to :class:`Feature`: ``ovs``, ``ovs_kernel_datapath``,
     ``ovs_userspace_datapath``, ``qdisc_<kind>`` for each of :data:`QDISCS`,
-    ``nft_egress``, ``ethtool``, each of :data:`TOOLS`, ``mininet_module``.
+    ``nft_egress``, ``ethtool``, each of :data:`TOOLS`, ``mininet_module``, ``acceleration``
+    (testbed.host.acceleration: available when runs here go at hardware speed).
     """
 
     run_id: str
@@ -147,6 +149,7 @@ def _probe(rid: str) -> Capabilities:
         spec is not None,
         str(Path(spec.origin).parent) if spec and spec.origin else "not importable",
     )
+    feats["acceleration"] = Feature(*acceleration.probe())
 
     if feats["ovs_kernel_datapath"].available:
         datapath = "kernel"
@@ -434,6 +437,8 @@ def format_report(caps: Capabilities) -> str:
     for tool in TOOLS:
         lines.append(_line(tool, f[tool].detail))
     lines.append(_line("mininet module", f["mininet_module"].detail))
+    if "acceleration" in f:
+        lines.append(_line("acceleration", f["acceleration"].detail))
     lines.append(
         f"backends: datapath={caps.datapath} ecn_marker={caps.ecn_marker} delay={caps.delay}"
     )

@@ -371,6 +371,35 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     retransmits float TCP retransmitted segments (iperf3 sum_sent.retransmits; empty for udp)
     lost_pkts   float UDP datagrams the receiver counted lost (empty for tcp)
 """),
+    _table("perftest", "one row per perftest run over Soft-RoCE (testbed.emulation.perftest; docs/vm.md)",
+           "runs with workload.perftest", """
+    name                  str   run name (workload.perftest.<i>.name, default <test><i>)
+    test                  str   perftest program: ib_send_lat, ib_write_bw, ...
+    src                   str   client host (short name, e.g. h1)
+    dst                   str   server host (short name)
+    size_bytes            float message size, bytes (perftest -s)
+    iterations            float messages (perftest -n)
+    status                str   done, or failed (error says why)
+    start_ns              float client start, Unix ns (empty when the server never listened)
+    end_ns                float client and server exit (or stop), Unix ns
+    gid_index             float GID index used (RoCE v2, the host's IPv4 address; perftest -x)
+    mtu_bytes             float path MTU the QP used (perftest's Mtu line), bytes
+    t_min_us              float latency tests: least one-way latency (round trip / 2), us
+    t_max_us              float latency tests: largest, us
+    t_typical_us          float latency tests: perftest's t_typical (the median), us
+    t_avg_us              float latency tests: mean, us
+    t_stdev_us            float latency tests: standard deviation, us
+    t_p99_us              float latency tests: 99th percentile, us
+    t_p999_us             float latency tests: 99.9th percentile, us
+    bw_peak_mib_s         float bandwidth tests: perftest's BW peak, MiB/s (its MB/sec: 2^20 bytes)
+    bw_avg_mib_s          float bandwidth tests: perftest's BW average, MiB/s
+    msg_rate_mpps         float bandwidth tests: message rate, million messages/s
+    bw_avg_bps            float bandwidth tests: bw_avg_mib_s x 2^20 x 8, bit/s of message payload
+    roce_pkts_min         float RoCE packets the messages need at the least (ceil(size / mtu) per message, both ways for a ping-pong, ACKs left out)
+    switch_tx_pkts_to_dst float packets the switch port facing dst sent during the test (its kernel tx_packets counter)
+    switch_tx_pkts_to_src float packets the switch port facing src sent during the test
+    error                 str   why a run failed (perftest's exit code and last lines, or a timeout); empty when done
+"""),
     _table("chakra_nodes", "one row per node of every rank's Chakra trace, as the replay ran it (testbed.chakra_run)",
            "Chakra replays (workload.chakra)", """
     rank        int   rank (host index) whose trace file holds the node

@@ -31,7 +31,7 @@ SUMMARY_KEYS = (
     "controller", "host_link_bps", "payload_efficiency", "scale_factor", "transport", "percentile_method",
     "sizes", "congestion",
     "faults", "traffic_classes", "background", "pfc_hosts", "load_balance", "fit", "tenants", "jobs", "chakra",
-    "replay",
+    "replay", "perftest",
 )
 
 

@@ -85,6 +85,7 @@ def _cluster_features(spec) -> dict:
             "controller.framework: ryu": spec.controller.framework != "os_ken",
             "faults": bool(spec.faults), "background": bool(spec.background), "tenants": bool(spec.tenants),
             "jobs": bool(spec.jobs), "output.pcap": spec.output.pcap is not None,
+            "workload.perftest": spec.workload is not None and spec.workload.perftest is not None,
             f"transport.entropy: {spec.transport.entropy} (traces paths on the switches)":
                 ENTROPY_POLICIES[spec.transport.entropy].uses_paths}
 

@@ -130,6 +130,10 @@ class ScenarioSpec(SpecModel):
             from testbed.patterns.plan import check_pattern
             check_pattern(self)
         check_cluster(self)
+        if self.workload is not None and self.workload.perftest is not None:  # hosts named on this fabric
+            from testbed.patterns.plan import host_infos
+            from testbed.spec.perftest import check_runs
+            check_runs(self.workload.perftest, [h.name for h in host_infos(self.fabric.layout_preview())])
         return self
 
 

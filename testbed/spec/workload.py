@@ -8,6 +8,7 @@ from pydantic import BeforeValidator, Field, model_validator
 from typing_extensions import Annotated
 
 from testbed.spec.pattern import PatternSpec
+from testbed.spec.perftest import PerftestRunSpec
 from testbed.spec.units import Count, SizeBytes, SpecModel, off_refusing_zero, off_to_none, refuse_bool
 from traffic import collectives
 
@@ -141,6 +142,9 @@ class WorkloadSpec(SpecModel):
     pattern: Optional[PatternSpec] = None
     #: Chakra execution traces (testbed.spec.workload.ChakraSpec)
     chakra: Optional[ChakraSpec] = None
+    #: perftest runs (ib_write_bw, ib_send_lat, ...) over Soft-RoCE devices, one after the other
+    #: (testbed.spec.perftest; needs rdma_rxe: the scripts/vm guest)
+    perftest: Optional[list[PerftestRunSpec]] = None
     #: NCCL's channels: each collective split into this many concurrent copies, each on its share of
     #: the data and its own QPs (traffic.collectives.channels); on a dual-plane fabric channel c
     #: runs on plane c mod planes
@@ -153,9 +157,15 @@ class WorkloadSpec(SpecModel):
 
     @model_validator(mode="after")
     def _one_source(self) -> "WorkloadSpec":
-        if [self.sizes, self.simai, self.pattern, self.chakra].count(None) != 3:
-            raise ValueError("workload needs exactly one of workload.sizes, workload.simai, workload.pattern or "
-                             "workload.chakra")
+        if [self.sizes, self.simai, self.pattern, self.chakra, self.perftest].count(None) != 4:
+            raise ValueError("workload needs exactly one of workload.sizes, workload.simai, workload.pattern, "
+                             "workload.chakra or workload.perftest")
+        if self.perftest is not None:
+            stray = sorted(k for k in ("collective", "algorithm", "ranks", "channels") if k in self.model_fields_set)
+            if stray:
+                raise ValueError(f"workload.{stray[0]} applies to collectives; perftest runs (workload.perftest) "
+                                 "name their own test, hosts, size_bytes and iterations: leave it out")
+            return self
         if self.pattern is not None:
             if "channels" in self.model_fields_set:
                 raise ValueError(f"workload.channels = {self.channels} applies to collectives; a pattern splits each "

@@ -7,6 +7,7 @@ maps each section to its class:
 - ``simai``: a SimAI/AICB replay (testbed.workloads.simai.SimaiReplay);
 - ``pattern``: traffic pattern trials (testbed.workloads.pattern.PatternTrials);
 - ``chakra``: a Chakra execution-trace replay (testbed.workloads.chakra.ChakraReplay);
+- ``perftest``: perftest runs over Soft-RoCE devices (testbed.workloads.perftest.PerftestRuns);
 - the scenario's ``jobs`` list instead of ``workload``: several jobs at once (testbed.workloads.jobs.Jobs).
 
 A new mode is one module with a Workload subclass and one line here.
@@ -18,12 +19,13 @@ from testbed.workloads.base import Workload
 from testbed.workloads.chakra import ChakraReplay
 from testbed.workloads.jobs import Jobs
 from testbed.workloads.pattern import PatternTrials
+from testbed.workloads.perftest import PerftestRuns
 from testbed.workloads.simai import SimaiReplay
 from testbed.workloads.sweep import SizeSweep
 
 #: ``workload.<section>`` -> the Workload class that runs it
 WORKLOADS: dict[str, type[Workload]] = {cls.section: cls for cls in (SizeSweep, SimaiReplay, PatternTrials,
-                                                                     ChakraReplay)}
+                                                                     ChakraReplay, PerftestRuns)}
 
 
 def workload_for(spec) -> Workload:

@@ -41,6 +41,10 @@ class Workload:
         Raises ScenarioError naming the key (and file line) when the workload cannot run on this fabric."""
         raise NotImplementedError
 
+    def check_machine(self) -> None:
+        """Refuse a workload this machine cannot run (a kernel module or program it lacks), before anything is
+        built; the runner calls it after :meth:`plan`. Raises ScenarioError naming the key and the fix."""
+
     def estimate_s(self, ops: tuple[PlannedOp, ...]) -> float:
         """Estimated seconds of the run's traffic with set-up and teardown (testbed.spec.estimate), s;
         manifest.json's ``estimated_duration_s``."""

@@ -55,6 +55,10 @@ def test_doctor_picks_kernel_features():
     probe = json.loads(res.stdout)
     print(f"doctor backends: {probe['backends']}")
     assert probe["backends"] == {"datapath": "kernel", "ecn_marker": "red", "delay": "netem"}, probe["features"]
+    accel = probe["features"]["acceleration"]  # the acceleration scripts/vm booted the guest with, named
+    print(f"doctor acceleration: {accel['detail']}")
+    assert accel["detail"].startswith("guest of testbed vm, ") and \
+        accel["available"] is (os.environ.get("TESTBED_VM_ACCEL") == "kvm"), accel
 
 
 TINY = """
