@@ -165,7 +165,6 @@ class Fabric(StartStop):
         self._set_mtu()
         self._connect_controller()
         self._shape_all()
-        self._steer_rx_per_flow()  # one flow, one receive backlog: no reordering on one path
         raise_if_interrupted()
         self.tail_drop = SwitchTailDrop(self.run_id, self.switch_ports).__enter__()
         if self.spec.fabric.clock_wander:
@@ -290,14 +289,6 @@ class Fabric(StartStop):
         if wrong:
             raise FabricError(f"MTU {mtu} (fabric.mtu_bytes) not taken by: " + ", ".join(wrong))
 
-    def _steer_rx_per_flow(self) -> None:
-        """RPS on every veth end (:func:`steer_rx_per_flow`): switch ports here, host interfaces in their
-        namespaces."""
-        steer_rx_per_flow(self._switch_port_names())
-        for h in self.layout.hosts:
-            raise_if_interrupted()
-            steer_rx_per_flow(self.host_intfs(h.name), self.net.get(h.name).pid)
-
     def _shape_all(self) -> None:
         """Install every egress queue (self.queues) at its link's rate, read it back, install
         hosts' static neighbours. Switch ports queue their link's buffer_bytes; host NICs
@@ -386,26 +377,6 @@ def connect_bridges(bridges: list[str], target: str) -> None:
     for br in bridges:
         cmd += ["--", "set", "controller", br, f"max_backoff={CONTROLLER_MAX_BACKOFF_MS}"]
     _vsctl(cmd)
-
-
-def steer_rx_per_flow(intfs: list[str], pid: int | None = None) -> None:
-    """Receive packet steering (RPS) over every CPU on each interface of ``intfs`` (in the network namespace of
-    process ``pid``; None: this one), so that one flow's packets always queue on one CPU.
-
-    Why: a veth hands each packet to the receive backlog of the CPU that sent it (netif_rx), and the shaped
-    egress of the other end is dequeued by whichever CPU runs the qdisc (the sender, or the HTB watchdog's
-    softirq): two packets of one flow could be processed by two CPUs' backlogs and overtake each other, so a
-    single path reordered packets (seen: go-back-N NAKs and resends with no packet lost). With RPS the
-    flow hash picks the CPU (Linux Documentation/networking/scaling.rst, "RPS: Receive Packet Steering"),
-    and a flow stays in order. Raises FabricError naming the interface when the kernel refuses."""
-    mask = format((1 << os.cpu_count()) - 1, "x")
-    script = "".join(f"echo {mask} > /sys/class/net/{i}/queues/rx-0/rps_cpus && " for i in intfs) + "true"
-    argv = ["sh", "-c", script] if pid is None else \
-        ["nsenter", f"--net=/proc/{pid}/ns/net", "unshare", "--mount", "sh", "-c",
-         "mount -t sysfs sysfs /sys && " + script]  # sysfs shows the namespace that mounts it
-    res = subprocess.run(argv, capture_output=True, text=True)
-    if res.returncode != 0:
-        raise FabricError(f"RPS on {', '.join(intfs)}: {res.stderr.strip()[-300:]}")
 
 
 def _vsctl(cmd: list[str]) -> None:

@@ -1,8 +1,6 @@
 """C04: shaping is really applied: 20 Mbit/s of UDP offered on a 10 Mbit/s link."""
 import json
-import os
 import time
-from pathlib import Path
 
 
 def test_udp_over_shaped_link(make_fabric):
@@ -11,13 +9,6 @@ def test_udp_over_shaped_link(make_fabric):
     assert len(fab.readback) == len(fab.port_rate_bps) == 2 + 2 + 2 + 2  # host NICs, leaf-host, leaf-up, spine-down
     for ifname, rate in fab.port_rate_bps.items():
         assert abs(fab.readback[ifname].rate_bps - rate) <= 0.01 * rate, ifname
-    # every veth end steers its receive by flow hash over every CPU (fabric.steer_rx_per_flow): one flow, one
-    # backlog, no reordering on one path
-    mask = int(format((1 << os.cpu_count()) - 1, "x"), 16)
-    for port in fab.switch_ports:
-        assert int(Path(f"/sys/class/net/{port}/queues/rx-0/rps_cpus").read_text().replace(",", ""), 16) == mask, port
-    out = fab.host(0).cmd("unshare --mount sh -c 'mount -t sysfs sysfs /sys && cat /sys/class/net/*-eth0/queues/rx-0/rps_cpus'")
-    assert int(out.strip().replace(",", ""), 16) == mask, out
     a, b = fab.host(0), fab.host(1)
     ip_b = fab.layout.hosts[1].ip
     server = b.popen(["iperf3", "-s", "-1", "-B", ip_b, "-J"])
