@@ -9,7 +9,7 @@ import pytest
 
 from testbed.emulation import perftest as pair
 from testbed.emulation.rxe import names, roce_v2_ipv4_gid_index, RxeError
-from testbed.results.perftest import PerftestOutputError, bw_bps, parse_report, roce_pkts_min
+from testbed.results.perftest import PerftestOutputError, bw_bps, cpu_mhz, parse_report, roce_pkts_min
 from testbed.spec import perftest as spec_perftest
 from testbed.spec.scenario import parse_scenario
 from testbed.spec.yaml_loader import ScenarioError
@@ -138,6 +138,37 @@ def test_perftest_command_lines():
     assert server == ["ib_write_bw", "-d", "tb0001h2rxe", "-x", "1", "-s", "4096", "-n", "100", "-p", "18516"]
     client = pair.perftest_args("ib_write_bw", "tb0001h1rxe", 1, 4096, 100, 18516, "10.0.0.2")
     assert client[-1] == "10.0.0.2" and client[:-1] == [a.replace("h2", "h1") for a in server]
+    # latency tests report in cycles (-C): perftest's own MHz sample fails under software emulation
+    assert pair.perftest_args("ib_send_lat", "tb0001h1rxe", 1, 64, 200, 18516)[-1] == "-C"
+
+
+def test_a_cycles_report_is_converted_with_the_cpus_mhz():
+    """ib_send_lat -C: perftest 4.5 prints cycles under its [usec] header; divided by /proc/cpuinfo's MHz."""
+    text = (DATA / "ib_send_lat.client.txt").read_text()
+    us = parse_report(text)
+    cycles = parse_report(text, cycles_per_us=2000.0)
+    assert {k: v * 2000.0 for k, v in cycles.items() if k.startswith("t_")} == \
+        pytest.approx({k: v for k, v in us.items() if k.startswith("t_")})
+    assert cycles["size_bytes"] == 64 and cycles["mtu_bytes"] == 1024
+    named = text.replace("[usec]", "[cycles]")  # a perftest that names the unit
+    assert parse_report(named, cycles_per_us=2000.0) == cycles
+    with pytest.raises(PerftestOutputError, match="cycles per us are unknown"):
+        parse_report(named)
+    bw = parse_report((DATA / "ib_write_bw.client.txt").read_text(), cycles_per_us=2000.0)  # no latencies
+    assert bw == parse_report((DATA / "ib_write_bw.client.txt").read_text())
+
+
+def test_cpu_mhz_from_cpuinfo():
+    assert cpu_mhz("processor\t: 0\ncpu MHz\t\t: 2445.406\ncache size\t: 512 KB\n") == 2445.406
+    assert cpu_mhz("processor\t: 0\n") is None and cpu_mhz("cpu MHz\t\t: 0.000\n") is None
+    assert cpu_mhz() is None or cpu_mhz() > 0  # this machine's
+
+
+def test_perftests_failed_frequency_sample_prints_inf_without_cycles():
+    """Without -C in the guest (2026-12-03) perftest's MHz sample failed (r^2 0.80 < 0.9): every latency inf."""
+    import math
+    got = parse_report((DATA / "ib_send_lat_tcg_r2.client.txt").read_text())
+    assert math.isinf(got["t_typical_us"]) and got["iterations"] == 200
 
 
 # -- the rxe bridge -------------------------------------------------------------------------------------

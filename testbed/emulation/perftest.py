@@ -20,7 +20,7 @@ from pathlib import Path
 from testbed.emulation.background import _unblock_teardown_signals
 from testbed.host.timeout_scale import startup_s
 from testbed.lifecycle import raise_if_interrupted
-from testbed.results.perftest import COLUMNS, PerftestOutputError, bw_bps, parse_report, roce_pkts_min
+from testbed.results.perftest import COLUMNS, PerftestOutputError, bw_bps, cpu_mhz, parse_report, roce_pkts_min
 from traffic.clock import unix_ns
 
 #: perftest's TCP port for its address exchange (its default), one more per run of a scenario
@@ -64,12 +64,14 @@ def tx_packets(ifname: str) -> int:
 def perftest_args(test: str, device: str, gid_index: int, size_bytes: int, iterations: int, port: int,
                   server_ip: str | None = None) -> list[str]:
     """perftest's command: ``test`` on rxe ``device`` with RoCEv2 GID ``gid_index``, ``iterations`` messages of
-    ``size_bytes``, address exchange on TCP ``port``; the client when ``server_ip`` is given. Not ``-F``
-    (no CPU frequency warning): with it, perftest 4.5 in the software-emulated guest printed every latency
-    as ``inf`` (its cycles-to-us factor taken from /proc/cpuinfo alone); without it the same guest gave
-    finite figures."""
+    ``size_bytes``, address exchange on TCP ``port``; the client when ``server_ip`` is given.
+
+    Latency tests report in TSC cycles (``-C``), converted to us by the caller
+    (testbed.results.perftest.parse_report with /proc/cpuinfo's MHz): perftest 4.5 converts with the
+    cycles-per-us it samples, and under software emulation that sample failed its own r^2 >= 0.9 test
+    (0.80 in the guest, 2026-12-03), leaving 0 MHz and every latency ``inf``, with or without ``-F``."""
     args = [test, "-d", device, "-x", str(gid_index), "-s", str(size_bytes), "-n", str(iterations),
-            "-p", str(port)]
+            "-p", str(port), *(["-C"] if test.endswith("_lat") else [])]
     return args + ([server_ip] if server_ip else [])
 
 
@@ -151,7 +153,7 @@ def run_pair(fab, devices, run: dict, index: int, out_dir: Path) -> dict:
             f.close()
     text = (out_dir / f"{run['name']}.client.txt").read_text(errors="replace")
     try:
-        figures = parse_report(text)
+        figures = parse_report(text, cpu_mhz() if run["test"].endswith("_lat") else None)  # -C: cycles
     except PerftestOutputError as e:
         row["error"] = row["error"] or f"client exit {client.returncode}: {e}"
         return row

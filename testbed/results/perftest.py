@@ -27,6 +27,9 @@ PERFTEST_MB_BYTES = 2 ** 20
 LAT_FIELDS = {"t_min[usec]": "t_min_us", "t_max[usec]": "t_max_us", "t_typical[usec]": "t_typical_us",
               "t_avg[usec]": "t_avg_us", "t_stdev[usec]": "t_stdev_us", "99% percentile[usec]": "t_p99_us",
               "99.9% percentile[usec]": "t_p999_us"}
+#: latency report columns a perftest naming ``-C``'s unit would print -> ours (4.5 keeps the ``[usec]`` header
+#: and prints cycles under it)
+LAT_CYCLES_FIELDS = {k.replace("[usec]", "[cycles]"): v for k, v in LAT_FIELDS.items()}
 #: bandwidth report columns -> ours (MiB/s, million messages/s)
 BW_FIELDS = {"BW peak[MB/sec]": "bw_peak_mib_s", "BW average[MB/sec]": "bw_avg_mib_s", "MsgRate[Mpps]": "msg_rate_mpps"}
 
@@ -48,11 +51,27 @@ class PerftestOutputError(ValueError):
     """perftest's output holds no report row (it failed or was stopped before it reported)."""
 
 
-def parse_report(text: str) -> dict:
+def cpu_mhz(cpuinfo: str | None = None) -> Optional[float]:
+    """The first ``cpu MHz`` of ``/proc/cpuinfo`` (or of the text ``cpuinfo``): the TSC cycles per us that
+    perftest itself uses when its own sample agrees with it (perftest's get_cpu_mhz); None when absent."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo") as f:
+                cpuinfo = f.read()
+        except OSError:
+            return None
+    m = re.search(r"^cpu MHz\s*:\s*([0-9.]+)", cpuinfo, re.MULTILINE)
+    return float(m.group(1)) if m and float(m.group(1)) > 0 else None
+
+
+def parse_report(text: str, cycles_per_us: Optional[float] = None) -> dict:
     """The figures of one perftest report (its stdout ``text``): ``mtu_bytes`` and, by the header's
-    columns, the latency fields (:data:`LAT_FIELDS`, us) or the bandwidth fields (:data:`BW_FIELDS`)
-    plus ``size_bytes`` and ``iterations`` as perftest printed them. Raises PerftestOutputError when
-    there is no header line followed by a row of numbers (the error quotes perftest's last lines)."""
+    columns, the latency fields (:data:`LAT_FIELDS`, us) or the bandwidth fields (:data:`BW_FIELDS`) plus
+    ``size_bytes`` and ``iterations`` as perftest printed them. ``cycles_per_us``: the report is a latency
+    test's run with ``-C`` (TSC cycles; perftest 4.5 still heads them ``[usec]``, a later one may say
+    ``[cycles]``): each latency divided by it (:func:`cpu_mhz`). Raises PerftestOutputError when there is
+    no header line followed by a row of numbers (the error quotes perftest's last lines), or for a
+    ``[cycles]`` report without ``cycles_per_us``."""
     lines = text.splitlines()
     for i, line in enumerate(lines):
         if not _HEADER_RE.match(line):
@@ -70,8 +89,15 @@ def parse_report(text: str) -> dict:
                 break
             got = dict(zip(columns, numbers))
             out = {"size_bytes": int(got["#bytes"]), "iterations": int(got["#iterations"])}
-            fields = LAT_FIELDS if any(c in LAT_FIELDS for c in columns) else BW_FIELDS
-            out.update({ours: got[theirs] for theirs, ours in fields.items() if theirs in got})
+            latency = {**LAT_FIELDS, **LAT_CYCLES_FIELDS}
+            if any(c in latency for c in columns) and (cycles_per_us or any(c in LAT_CYCLES_FIELDS for c in columns)):
+                if not cycles_per_us:
+                    raise PerftestOutputError("perftest reported latencies in cycles (-C) and this machine's "
+                                              "cycles per us are unknown (no cpu MHz in /proc/cpuinfo)")
+                out.update({ours: got[theirs] / cycles_per_us for theirs, ours in latency.items() if theirs in got})
+            else:
+                fields = LAT_FIELDS if any(c in LAT_FIELDS for c in columns) else BW_FIELDS
+                out.update({ours: got[theirs] for theirs, ours in fields.items() if theirs in got})
             m = _MTU_RE.search(text)
             out["mtu_bytes"] = int(m.group(1)) if m else None
             return out
