@@ -164,6 +164,14 @@ def test_cpu_mhz_from_cpuinfo():
     assert cpu_mhz() is None or cpu_mhz() > 0  # this machine's
 
 
+def test_a_cycles_report_from_the_guest_has_finite_latencies_and_no_deviation():
+    """ib_send_lat -C in the software-emulated guest (2026-12-03): cycles under [usec], stdev -nan."""
+    import math
+    got = parse_report((DATA / "ib_send_lat_C_tcg.client.txt").read_text(), cycles_per_us=2445.406)
+    assert got["t_typical_us"] == pytest.approx(134355.0 / 2445.406) and math.isnan(got["t_stdev_us"])
+    assert 0 < got["t_min_us"] <= got["t_typical_us"] <= got["t_p99_us"] <= got["t_max_us"]
+
+
 def test_perftests_failed_frequency_sample_prints_inf_without_cycles():
     """Without -C in the guest (2026-12-03) perftest's MHz sample failed (r^2 0.80 < 0.9): every latency inf."""
     import math
