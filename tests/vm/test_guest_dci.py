@@ -67,8 +67,9 @@ def pair_goodput_bins_bps(flow_rates, srcs: tuple, bin_s: float) -> list[float]:
 
 def test_dci_delay_sets_rtt_and_dcqcn_feedback_across_sites(tmp_path):
     """ping h1 -> h4 across the sites takes 2 x 500 ms plus its frames' serialization on the 7 links
-    (1011 ms) within 10 %; every byte of the four QPs is delivered once. Every CNP of the two cross-site QPs took at least the DCI link's 500 ms from their notification point
-    to their reaction point, those of the in-site QPs less than half of it (testbed.measure.cnp_audit's
+    (1011 ms) within 10 %; every byte of the four QPs is delivered once. Every CNP of the two cross-site
+    QPs took at least the DCI link's 500 ms from their notification point to their reaction point, those
+    of the in-site QPs less than half of it (the run's CNP audit in summary.json, testbed.measure.cnp_audit's
     matched one-way delays): DCQCN's loop across the sites holds a round trip of at least 1 s, 20 x N.
     Recorded, not judged, in dci-figures.json: each incast's goodput in 0.5 s bins and the FCTs. The late
     feedback keeps cutting rates a round trip after the queue has drained (DCQCN's fluid model with a
@@ -78,7 +79,6 @@ def test_dci_delay_sets_rtt_and_dcqcn_feedback_across_sites(tmp_path):
     an ordering."""
     import pandas as pd
 
-    from testbed.measure.cnp_audit import audit_cnps
     from testbed.results.rundir import RunDir
 
     scenario = tmp_path / "dci.yaml"
@@ -111,12 +111,10 @@ def test_dci_delay_sets_rtt_and_dcqcn_feedback_across_sites(tmp_path):
           f"{len(replies_ms)} replies; 2 x {DCI_DELAY_US / 1e3:g} ms + serialization = {nominal_ms:g} ms "
           f"({rtt_avg_ms / nominal_ms - 1:+.1%})")
 
-    # CNP one-way delays per QP (NP send -> RP arrival), ms; ranks: h1..h6 = 0..5
-    interval_ns = int(manifest["congestion_control"]["parameters"]["cnp_interval_us"]["value"] * 1e3)
-    rp = audit_cnps(run.cnp_events, interval_ns)[2]["rp"]["per_qp"]
+    # CNP one-way delays per QP (NP send -> RP arrival), ms: the run's own CNP audit (testbed.measure.cnp_audit)
     names = {rank: name.removeprefix(run.run_id) for rank, name in run.host_names.items()}  # tb42a4h1 -> h1
     delays = {f"{names[r['rank']]}->{names[r['peer']]}": (r.get("delay_min_ms"), r.get("delay_max_ms"), r["cnps"])
-              for r in rp}
+              for r in summary["fidelity"]["cnp_interval"]["rp"]["per_qp"]}
     print(f"CNP one-way delay min/max ms and CNPs per QP: {delays}")
     across = [delays[f"{s}->h4"] for s in ACROSS]
     within = [delays[f"{s}->h6"] for s in WITHIN]
