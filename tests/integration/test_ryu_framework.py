@@ -3,8 +3,12 @@
 A quickstart-like run (8 hosts on 2 spines x 4 leaves, 10 Mbit/s links, path
 MTU 4096 on 4200-byte links; smaller sizes than the quickstart so both runs fit
 in about a minute) once with ``controller.framework: os_ken`` and once with
-``ryu``: the ring all-reduce's busbw at the largest size agrees within 1% and
-the fidelity verdict is the same. Also: a SIGKILLed ryu-manager is restarted
+``ryu``: the same app installs the same paths, so every switch port sends the same
+packets under both (exactly, up to the packets either run resent); both runs are
+faithful with busbw/link in the quickstart's band (at least 0.95). Busbw is not
+compared between the two runs to 1%: two runs of one scenario on this shared
+2-core machine differ by up to 3% (CI measured 0.965 against 0.994), which says
+nothing about the framework. Also: a SIGKILLed ryu-manager is restarted
 by the supervisor (C10 under Ryu), and ``testbed clean`` removes a ryu-manager
 whose testbed died (found by ``--testbed-run-id``). Skipped, with the reason, where scripts/install
 found no Python 3.9 and so made no ``.venv-ryu``.
@@ -57,15 +61,28 @@ def _run(tmp_path: Path, framework: str) -> dict:
     return {"manifest": manifest, "summary": s}
 
 
-def test_ryu_and_os_ken_give_the_same_busbw_and_verdict(tmp_path):
+def _port_pkts(run: dict) -> dict[str, int]:
+    """Each switch port's packets sent over the whole run, by its name without the run id (``l1-eth3``)."""
+    rd = RunDir.open(run["summary"]["run_dir"])
+    last = rd.ports.groupby("port")["tx_pkts"].last()
+    return {port.removeprefix(rd.run_id): int(n) for port, n in last.items()}
+
+
+def test_ryu_and_os_ken_install_the_same_paths_and_both_are_faithful(tmp_path):
     os_ken = _run(tmp_path, "os_ken")
     ryu = _run(tmp_path, "ryu")
     assert ryu["manifest"]["controller"]["framework_version"] == "4.34"
-    a, b = os_ken["summary"]["sizes"][-1], ryu["summary"]["sizes"][-1]
-    assert a["size_bytes"] == b["size_bytes"] == 1024 * 1024
-    assert b["busbw_ratio"] == pytest.approx(a["busbw_ratio"], rel=0.01)
-    assert os_ken["summary"]["faithful"] == ryu["summary"]["faithful"]
-    assert os_ken["summary"]["faithful"], os_ken["summary"]["violations"]
+    a, b = os_ken["summary"], ryu["summary"]
+    assert a["sizes"][-1]["size_bytes"] == b["sizes"][-1]["size_bytes"] == 1024 * 1024
+    pkts_a, pkts_b = _port_pkts(os_ken), _port_pkts(ryu)
+    assert set(pkts_a) == set(pkts_b) and len(pkts_a) == 24  # 4 leaves x 4 ports + 2 spines x 4 ports
+    assert {p for p, n in pkts_a.items() if n} == {p for p, n in pkts_b.items() if n}
+    resent = a["transport"]["retx_pkts"] + b["transport"]["retx_pkts"]
+    differ = {p: (pkts_a[p], pkts_b[p]) for p in pkts_a if abs(pkts_a[p] - pkts_b[p]) > resent}
+    assert not differ, f"ports that sent different packets (os_ken, ryu), {resent} resent: {differ}"
+    for run in (a, b):
+        assert run["faithful"], run["violations"]
+        assert run["sizes"][-1]["busbw_ratio"] >= 0.95, run["sizes"][-1]
 
 
 def test_ryu_controller_killed_mid_run_is_restarted_under_ryu(tmp_path):
