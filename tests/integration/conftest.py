@@ -22,11 +22,13 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "integration" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
-            # Real-time emulation on a shared 2-core VM: a neighbour's burst of CPU can make one run NOT
-            # faithful (the verdict says so) or move a physical figure out of its band. One fresh re-run
-            # (pytest-rerunfailures; shown as "R" and listed by -ra) tells that from a real defect, which
-            # fails both times.
-            item.add_marker(pytest.mark.flaky(reruns=1))
+            # Real-time emulation on a shared 2-core VM: a neighbour's burst of CPU (or the hypervisor's
+            # steal) can make one run NOT faithful (the verdict says so) or move a physical figure out of its
+            # band. Fresh re-runs (pytest-rerunfailures; shown as "R" and listed by -ra) tell that from a real
+            # defect, which fails every time. Two, 10 s apart: in one CI run (2026-12-03) a burst lasted
+            # through a test and its one immediate re-run (packet timing 88-94 % against 95 % on two ports,
+            # 99.5-100 % in three runs of the same test afterwards).
+            item.add_marker(pytest.mark.flaky(reruns=2, reruns_delay=10))
             if os.geteuid() != 0:
                 item.add_marker(pytest.mark.skip(reason="integration tests build real fabrics: run as root"))
 

@@ -10,7 +10,7 @@ import time
 
 import psutil
 
-from conftest import run_scenario_file, run_cli
+from conftest import EXIT_FAITHFUL, EXIT_NOT_JUDGED, run_scenario_file, run_cli
 
 LONG = """
 name: killme
@@ -79,7 +79,10 @@ def test_sigkill_then_clean(tmp_path):
 
         again = tmp_path / "again"
         again.mkdir()
-        res, summary = run_scenario_file(again, SHORT)
+        # the point is that a run works again after clean, not its verdict: a 2-rank 64 KiB run is judged
+        # faithful or NOT JUDGED (exit 6) by whether a host happened to have packets ready for 0.1 s
+        res, summary = run_scenario_file(again, SHORT, expect_rc=None)
+        assert summary["complete"] is True and res.returncode in (EXIT_FAITHFUL, EXIT_NOT_JUDGED), res.stdout
         assert "File exists" not in res.stderr
         assert summary["transport"]["delivered_bytes"] == summary["transport"]["posted_bytes"] > 0
     finally:
