@@ -5,7 +5,17 @@ Every collective type of the format maps to a registered collective
 is registered for it, else by the collective's default
 (:data:`DEFAULT_ALGORITHMS`: all-to-all has no ring, so ``pairwise``).
 ``ALLREDUCEALLTOALL`` runs as an all-reduce, as SimAI runs it (it matches the
-type by its first 9 letters). A type the format does not have is refused by
+type by its first 9 letters). ``BROADCAST`` runs as a broadcast from the
+group's first rank (its size the root's buffer), which SimAI skips: a note
+says where (traffic.workloads.simai, ``SIMAI_SKIPS``).
+
+World size (``all_gpus``): ``workload.simai.all_gpus``, else the file's
+``all_gpus:``, else the fabric's host count (SimAI builds its groups from the
+topology's GPU count, not the file's). When the scenario's value differs from
+the file's, the scenario's wins (as SimAI's topology does) with a warning.
+Header keys the file leaves out (SimAI tolerates them) take their defaults
+(traffic.workloads.simai ``TOLERATED_KEYS``); one ``warning:`` note names
+what was assumed, and the replay's summary block records it (``reader``). A type the format does not have is refused by
 the reader naming file, line and column (traffic.workloads.simai).
 
 Groups: each entry's scope (TP, DP, EP, DP_EP; SimAI's rank layout,
@@ -50,8 +60,9 @@ size of Megatron's ``send_forward``/``send_backward`` (AICB
 
 from __future__ import annotations
 
+import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
 from testbed.plan import PlannedOp, WorkloadPlan, list_places
@@ -61,9 +72,10 @@ from traffic import collectives
 
 #: SimAI/AICB collective type -> collective name of traffic.collectives
 SIMAI_COLLECTIVES = {"ALLREDUCE": "allreduce", "ALLGATHER": "allgather", "REDUCESCATTER": "reducescatter",
-                     "ALLTOALL": "alltoall", "ALLREDUCEALLTOALL": "allreduce"}
+                     "ALLTOALL": "alltoall", "ALLREDUCEALLTOALL": "allreduce", "BROADCAST": "broadcast"}
 #: algorithm of a collective when ``workload.algorithm`` is not registered for it
-DEFAULT_ALGORITHMS = {"allreduce": "ring", "allgather": "ring", "reducescatter": "ring", "alltoall": "pairwise"}
+DEFAULT_ALGORITHMS = {"allreduce": "ring", "allgather": "ring", "reducescatter": "ring", "alltoall": "pairwise",
+                      "broadcast": "ring"}
 
 
 @dataclass(frozen=True)
@@ -123,6 +135,8 @@ class ReplayPlan:
     n_stages: int = 1
     micro_batches: int = 1
     pp_schedule: str = "1f1b"
+    #: how the file was read: summary.json's ``replay.reader`` (:func:`reader_block`)
+    reader: Optional[dict] = field(default=None, compare=False)
 
     @property
     def modes(self) -> Tuple[str, ...]:
@@ -175,28 +189,84 @@ def _load(spec: ScenarioSpec):
     return wl, ops, total_ns
 
 
-def _all_gpus(spec: ScenarioSpec, wl, notes: list, n_hosts: Optional[int] = None) -> Tuple[int, int]:
-    """(all_gpus, GPUs per host) on ``n_hosts`` hosts (default the fabric's); ScenarioError when the job does
-    not fit them."""
-    from traffic.workloads.placement import PlacementError, gpus_per_host
-    s, f, h = spec.workload.simai, spec.fabric, wl.header
+def world_size(spec: ScenarioSpec, wl, n_hosts: Optional[int] = None) -> Tuple[int, str, dict]:
+    """(all_gpus, where it came from, the header keys assumed -> value) of a SimAI replay on ``n_hosts`` hosts
+    (default the fabric's): ``workload.simai.all_gpus``, else the file's, else the host count (module
+    docstring). Raises ScenarioError naming ``workload.simai.all_gpus`` when the value taken is not a positive
+    multiple of the file's model_parallel_NPU_group x pp."""
+    from traffic.workloads.simai import TOLERATED_KEYS
+    s, h = spec.workload.simai, wl.header
     n = spec.fabric.n_hosts if n_hosts is None else n_hosts
-    if h.all_gpus is None:
-        notes.append(f"{s.path}: the header gives no all_gpus: one rank per host, {n} ranks")
-        return n, 1
-    try:
-        per_host = gpus_per_host(h.all_gpus, n)
-    except PlacementError:
+    if s.all_gpus is not None:
+        all_gpus, source = s.all_gpus, "workload.simai.all_gpus"
+    elif h.all_gpus is not None:
+        all_gpus, source = h.all_gpus, "the file"
+    else:
+        all_gpus, source = n, "the fabric's hosts"
+    mp = h.tp_size * h.pp_size
+    if all_gpus % mp:
+        fit = mp * n // math.gcd(mp, n)
         raise ScenarioError(
-            f"workload.simai.path: {s.path}:1: all_gpus: {h.all_gpus} but the fabric has {n} hosts "
+            f"workload.simai.all_gpus: {all_gpus} ({source}) is not a multiple of {s.path}'s "
+            f"model_parallel_NPU_group x pp = {h.tp_size} x {h.pp_size}: allowed a positive multiple of {mp}; "
+            f"on {n} hosts e.g. {fit} or {mp * n} (each host a server of {mp} GPUs)")
+    assumed = {k: TOLERATED_KEYS[k] for k in h.absent if k != "all_gpus"}
+    if "all_gpus" in h.absent and s.all_gpus is None:
+        assumed["all_gpus"] = all_gpus
+    return all_gpus, source, assumed
+
+
+def reader_block(spec: ScenarioSpec, wl, all_gpus: int, source: str, assumed: dict) -> Tuple[dict, Optional[str]]:
+    """summary.json's ``replay.reader`` (the world size and its source, the header keys the file leaves out,
+    the values assumed, the BROADCAST entries SimAI skips) and the one warning line to print (None when
+    nothing was assumed or overridden)."""
+    from traffic.workloads.simai import SIMAI_SKIPS
+    s, h = spec.workload.simai, wl.header
+    skips = [f"line {r.line} {r.layer_name}:{ph}" for r in wl.rows for ph in ("fwd", "ig", "wg")
+             if getattr(r, f"{ph}_collective").split("_")[0] in SIMAI_SKIPS]
+    block = {"all_gpus": all_gpus, "all_gpus_from": source, "file_all_gpus": h.all_gpus,
+             "absent_keys": list(h.absent), "assumed": assumed, "simai_skips": skips}
+    parts = []
+    if assumed:
+        given = [f"all_gpus {all_gpus} ({source})"] if "all_gpus" in h.absent else []
+        rest = [f"{k if k != 'model_parallel_NPU_group' else 'TP'} {v}" for k, v in assumed.items() if k != "all_gpus"]
+        parts.append(f"{s.path} has no {', '.join(k + ':' for k in h.absent)}; assumed "
+                     + ", ".join(given + ([", ".join(rest) + " (AICB's defaults; SimAI warns 'Input workload format "
+                                           "mismatch' and runs on)"] if rest else [])))
+    if s.all_gpus is not None and h.all_gpus is not None and s.all_gpus != h.all_gpus:
+        parts.append(f"all_gpus {s.all_gpus} from workload.simai.all_gpus instead of the file's {h.all_gpus} (as "
+                     "SimAI takes its topology's GPU count)")
+    if not parts:
+        return block, None
+    text = "simai: " + "; ".join(parts) if assumed else f"simai: {s.path}: " + "; ".join(parts)
+    block["warning"] = text
+    return block, "warning: " + text
+
+
+def _all_gpus(spec: ScenarioSpec, wl, notes: list, n_hosts: Optional[int] = None) -> Tuple[int, int, dict]:
+    """(all_gpus, GPUs per host, summary.json's ``replay.reader``) on ``n_hosts`` hosts (default the
+    fabric's); ScenarioError when the job does not fit them."""
+    from traffic.workloads.placement import PlacementError, gpus_per_host
+    s, f = spec.workload.simai, spec.fabric
+    n = spec.fabric.n_hosts if n_hosts is None else n_hosts
+    all_gpus, source, assumed = world_size(spec, wl, n)
+    reader, warning = reader_block(spec, wl, all_gpus, source, assumed)
+    if warning:
+        notes.append(warning)
+    try:
+        per_host = gpus_per_host(all_gpus, n)
+    except PlacementError:
+        where = "workload.simai.all_gpus: " if source == "workload.simai.all_gpus" else f"workload.simai.path: {s.path}:1: "
+        raise ScenarioError(
+            f"{where}all_gpus: {all_gpus} but the fabric has {n} hosts "
             f"({f.describe()}); the testbed runs one rank per host, or all_gpus / hosts ranks per host (a "
-            f"server sharing one NIC): use a fabric of {h.all_gpus} hosts (or a divisor of it) or a workload "
+            f"server sharing one NIC): use a fabric of {all_gpus} hosts (or a divisor of it) or a workload "
             f"file written for a multiple of {n} GPUs") from None
     if per_host > 1:
-        notes.append(f"{s.path}: {h.all_gpus} GPUs on {n} hosts: each host is a server of {per_host} GPUs "
+        notes.append(f"{s.path}: {all_gpus} GPUs on {n} hosts: each host is a server of {per_host} GPUs "
                      f"sharing one NIC; groups inside a server run in its scale-up domain (modelled at "
                      f"{s.scale_up_ratio:g} x host_link_bps)")
-    return h.all_gpus, per_host
+    return all_gpus, per_host, reader
 
 
 def _micro_batches(spec: ScenarioSpec, wl, notes: list) -> Tuple[int, int]:
@@ -250,7 +320,7 @@ def simai_plan(spec: ScenarioSpec, n_hosts: Optional[int] = None):
     s, key = spec.workload.simai, "workload.simai.path"
     wl, all_ops, total_ns = _load(spec)
     notes: list = []
-    all_gpus, per_host = _all_gpus(spec, wl, notes, n_hosts)
+    all_gpus, per_host, reader = _all_gpus(spec, wl, notes, n_hosts)
     h, scale = wl.header, compute_scale(spec)
     n_stages, m = _micro_batches(spec, wl, notes)
     if n_stages > 1 and (all_gpus // n_stages) % per_host:
@@ -292,6 +362,13 @@ def simai_plan(spec: ScenarioSpec, n_hosts: Optional[int] = None):
                             compute_s=trailing_ns * scale / 1e9, update_s=0.0, blocking=True))
     for reason, places in skipped.items():
         notes.append(f"{s.path}: skipped {len(places)} {reason} ({list_places(places)})")
+    if reader["simai_skips"]:
+        bc = [st for st in steps if st.token.split("_")[0] == "BROADCAST"]
+        ran = sorted({"on the fabric" if st.where == "fabric" else "in the scale-up domain" for st in bc
+                      if st.where != "none"})
+        notes.append(f"{s.path}: {len(bc)} BROADCAST entries ({list_places(reader['simai_skips'])}) run here as "
+                     f"broadcasts from each group's first rank ({' and '.join(ran) or 'none: skipped above'}); "
+                     "SimAI's reader skips BROADCAST (Workload.cc matches it to no collective type)")
 
     # -- the programs: F steps (forward phase) and B steps (the rest), per micro-batch and stage
     f_idx = [i for i, st in enumerate(steps) if st.phase == "fwd"]
@@ -397,7 +474,7 @@ def simai_plan(spec: ScenarioSpec, n_hosts: Optional[int] = None):
     replay = ReplayPlan(path=s.path, steps=tuple(steps), iterations=s.iterations, overlap=s.overlap,
                         compute_scale=scale, gpus_per_host=per_host, fabric_ops_per_iteration=len(fabric_ops),
                         programs=tuple(programs), tasks=tuple(tasks), stream_names=streams.names(),
-                        n_stages=n_stages, micro_batches=m, pp_schedule=s.pp_schedule)
+                        n_stages=n_stages, micro_batches=m, pp_schedule=s.pp_schedule, reader=reader)
     n_up = sum(t.where == "scale_up" for t in tasks)
     notes.insert(0, f"{s.path}: replaying {len(fabric_ops)} fabric ops"
                  + (f" and {n_up} scale-up collectives" if n_up else "") + f" per iteration x {len(replay.modes)} "

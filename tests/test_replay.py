@@ -84,8 +84,8 @@ def test_every_collective_type_runs_and_unknown_types_name_the_line(tmp_path):
     (tmp_path / "w.txt").write_text(head + rows)
     plan = plan_workload(load_scenario(_scenario(tmp_path, tmp_path / "w.txt", hosts_per_leaf=1)))
     assert [(o.collective, o.algorithm) for o in plan.ops] == [("alltoall", "pairwise"), ("allreduce", "ring")]
-    (tmp_path / "w.txt").write_text(head + rows.replace("\tALLTOALL\t", "\tBROADCAST\t"))
-    with pytest.raises(ScenarioError, match=r"w.txt:4: column 'wg_collective' value 'BROADCAST': unknown "
+    (tmp_path / "w.txt").write_text(head + rows.replace("\tALLTOALL\t", "\tGATHER\t"))
+    with pytest.raises(ScenarioError, match=r"w.txt:4: column 'wg_collective' value 'GATHER': unknown "
                                             r"collective; allowed: NONE, ALLREDUCE"):
         load_scenario(_scenario(tmp_path, tmp_path / "w.txt", hosts_per_leaf=1))
 

@@ -179,8 +179,6 @@ MALFORMED = [
      1, "model_parallel_NPU_group", "two", "is not a positive integer"),
     ("unknown header key", HEADER + f" tp: 2\n1\n{ROW_A}\n",
      1, "header key", "tp:", "unknown key; allowed: model_parallel_NPU_group:"),
-    ("missing TP size", "HYBRID_TRANSFORMER all_gpus: 8\n1\n" + ROW_A + "\n",
-     1, "model_parallel_NPU_group", None, "needs model_parallel_NPU_group: and all_gpus:"),
     ("all_gpus not a multiple of TP", HEADER.replace("all_gpus: 8", "all_gpus: 7")
      + f"\n1\n{ROW_A}\n", 1, "all_gpus", 7, "is not a multiple of"),
     ("checkpoint list too short", HEADER.replace("checkpoints: 0", "checkpoints: 3 1")
@@ -188,7 +186,7 @@ MALFORMED = [
     ("row count not a number", f"{HEADER}\nforty\n{ROW_A}\n",
      2, "row_count", "forty", "is not a non-negative integer (the number of layer rows)"),
     ("fewer rows than declared", f"{HEADER}\n3\n{ROW_A}\n{ROW_B}\n",
-     2, "row_count", 3, "line 2 declares 3 rows, the file has 2"),
+     2, "row_count", 3, "line 2 declares 3 rows, the file holds 2; the last row read is line 4"),
     ("more rows than declared", f"{HEADER}\n1\n{ROW_A}\n{ROW_B}\n",
      4, None, None, "more rows than the 1 declared on line 2"),
     ("non-integer size", f"{HEADER}\n2\n{ROW_A}\n" + ROW_B.replace("1024", "1024.5", 1) + "\n",

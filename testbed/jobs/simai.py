@@ -48,7 +48,7 @@ def check_world_size(spec, index: int, n_ranks: int) -> None:
 
     job = spec.jobs[index]
     wl, _, _ = _load(job_spec(spec, index))
-    all_gpus = wl.header.all_gpus
+    all_gpus = job.workload.simai.all_gpus or wl.header.all_gpus   # the file's unless the job's simai sets it
     if all_gpus is None:
         return
     try:
@@ -77,5 +77,6 @@ def job_replay(spec, index: int, ranks: tuple[int, ...], first_stream: int, pass
     ops = tuple(replace(op, groups=tuple(tuple(ranks[r] for r in g) for g in op.groups),
                         stream=first_stream + op.stream, job=job.name) for op in plan.ops)
     n_streams = 1 + max(op.stream for op in plan.ops)
-    notes = tuple(f"job {job.name}: {n}" for n in plan.notes)
+    notes = tuple(f"warning: job {job.name}: {n[9:]}" if n.startswith("warning: ") else f"job {job.name}: {n}"
+                  for n in plan.notes)
     return JobReplay(ops, notes, plan.replay, n_streams)

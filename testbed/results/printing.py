@@ -62,9 +62,12 @@ class Progress:
 
 
 def print_notes(notes) -> None:
-    """The op plan's notes (what the testbed skipped or changed), one ``testbed: note:`` line each, stderr."""
+    """The op plan's notes (what the testbed skipped or changed), one ``testbed: note:`` line each, stderr; a
+    note starting ``warning: `` (what the plan assumed, e.g. a SimAI header key the file leaves out) prints as
+    ``testbed: warning:``."""
     for note in notes:
-        print(f"testbed: note: {note}", file=sys.stderr)
+        kind, text = ("warning", note[9:]) if note.startswith("warning: ") else ("note", note)
+        print(f"testbed: {kind}: {text}", file=sys.stderr)
 
 
 def print_estimate(est_s: float, n_ops: int, cap_s: float, loss_note: str | None = None,

@@ -60,7 +60,8 @@ class SimaiSpec(SpecModel):
     alike); with overlap each group scope runs on its own stream, off runs every
     collective alone (testbed.replay_program). A file with pp > 1 runs its
     stages as a pipeline of ``micro_batches`` by ``pp_schedule`` (``1f1b`` or
-    ``gpipe``), stage-to-stage transfers of the header's ``pp_comm`` bytes. Size-0 entries and one-rank groups are skipped with a note. The
+    ``gpipe``), stage-to-stage transfers of the header's ``pp_comm`` bytes. Size-0 entries and one-rank groups are skipped with a note.
+    ``all_gpus``: the world size when the file gives none (else the fabric's hosts) or to override it. The
     file is read and checked when the scenario is loaded, before anything
     touches the kernel.
     """
@@ -79,6 +80,10 @@ class SimaiSpec(SpecModel):
     pp_schedule: Literal["1f1b", "gpipe"] = "1f1b"
     #: micro-batches per iteration; None: the file's ``ga`` when pp > 1 (AICB writes ga = num_microbatches), else 1
     micro_batches: Optional[Count] = Field(None, ge=1, le=256)
+    #: world size (GPUs) of the replay; None: the file's ``all_gpus:``, else the fabric's hosts (SimAI takes
+    #: its topology's GPU count); a positive multiple of the file's model_parallel_NPU_group x pp (checked
+    #: with the file, testbed.simai_plan.world_size); over the file's value it wins, with a warning
+    all_gpus: Optional[Count] = Field(None, ge=1, le=2**31 - 1)
 
     @model_validator(mode="after")
     def _positive_scale(self) -> "SimaiSpec":

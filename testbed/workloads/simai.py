@@ -32,8 +32,12 @@ class SimaiReplay(Collectives):
         return "workload.simai.size_scale, workload.simai.iterations (or fabric.host_link_bps)"
 
     def run_ops(self, ctx, agents, rec, progress) -> None:
-        """The replay's timeline (testbed.replay_run: compute waits, streams, overlap)."""
-        self.replay = run_replay(ctx, agents, rec, progress, replay_plan(ctx.spec, ctx.ops_plan))
+        """The replay's timeline (testbed.replay_run: compute waits, streams, overlap); ``reader``: how the file
+        was read (world size and its source, header keys assumed, BROADCAST entries SimAI skips)."""
+        plan = replay_plan(ctx.spec, ctx.ops_plan)
+        self.replay = run_replay(ctx, agents, rec, progress, plan)
+        if plan.reader is not None:
+            self.replay["reader"] = plan.reader
 
     def add_results(self, ctx, rec, summary: dict, qps, ports, faults) -> None:
         if self.replay is not None:

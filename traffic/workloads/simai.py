@@ -5,12 +5,26 @@ Format (written by AICB ``workload_generator/SimAI_training_workload_generator.p
 Workload.cc`` ``initialize_workload``; samples in ``shared/workloads/simai``):
 
 - line 1: parallelism policy, then ``key: value`` pairs: ``model_parallel_NPU_group``
-  (TP size), ``ep``, ``pp``, optional ``vpp``, ``ga``, ``all_gpus``,
-  ``checkpoints: N l1..lN``, ``checkpoint_initiates: N l1..lN``, optional
-  ``pp_comm`` (bytes; AICB may write it as ``8192.0``).
-- line 2: number of layer rows.
-- one row per layer, whitespace separated, the 12 :data:`ROW_COLUMNS`
-  (HYBRID_CUSTOMIZED rows have a 13th column, the row's own policy).
+  (TP size), ``ep``, ``pp``, ``vpp``, ``ga``, ``all_gpus``,
+  ``checkpoints: N l1..lN``, ``checkpoint_initiates: N l1..lN``, ``pp_comm``
+  (bytes; AICB may write it as ``8192.0``). Every key may be missing, as
+  SimAI allows: its reader warns "Input workload format mismatch" when TP,
+  ep, pp, vpp, ga or all_gpus is 0 (unset: Workload.hh declares them without
+  an initializer) and runs on. A missing key takes :data:`TOLERATED_KEYS`
+  (what AICB writes when its own argument is left at its default), listed
+  in :attr:`SimaiHeader.absent`; a missing ``all_gpus`` stays None here and
+  is resolved by the replay (testbed.simai_plan: ``workload.simai.all_gpus``,
+  else the fabric's host count, as SimAI's groups take the topology's GPU
+  count: ns-3 frontend ``AstraSimNetwork.cc`` passes ``{gpu_num}`` to
+  ``Sys``, ``Sys::mock_nccl_grobal_group_init`` builds the groups from it).
+- line 2: number of layer rows; the rows that follow must be exactly that
+  many (AICB's L65B-M1-C05 declares 839 and holds 33: SimAI then reads past
+  the end of the file; refused here naming line 2 and the last row's line).
+- one row per layer, the 12 :data:`ROW_COLUMNS` (HYBRID_CUSTOMIZED rows have
+  a 13th column, the row's own policy), separated by any whitespace: AICB
+  joins columns with tabs (``"\t".join`` in ``dump_file``), its published
+  files also hold runs of spaces and leading spaces, and SimAI reads tokens
+  with ``>>`` (any whitespace).
 - numbers are read as exact integers (Python ints, never floats): a row's
   times and sizes up to 2**64 - 1 (SimAI reads them as ``uint64_t``), header
   values and the row count up to 2**31 - 1 (``std::stoi``); larger values are
@@ -40,8 +54,21 @@ How SimAI runs a file, and what :func:`collective_ops` copies (Workload.cc,
   Tick = 1 ns (``sim_get_time`` returns ``GetNanoSeconds()``; reports divide
   by FREQ = 1000 to print us). The files do not say; the unit is a setting.
 
+- BROADCAST: AICB writes it (its Megatron ``norm`` row: the forward
+  ``broadcast_data`` of 8 x micro_batch x seq_length bytes of token ids over
+  the TP group; ``generate_megatron_workload.py`` and the DeepSpeed
+  generators log ``CommType.broadcast`` with ``msg_size`` = the root's
+  buffer, the bytes every other rank receives). SimAI's reader has no branch
+  for it (Workload.cc ``initialize_workload`` tests ALLREDUCE, ALLTOALL,
+  ALLREDUCEALLTOALL, ALLGATHER, REDUCESCATTER prefixes only), so the phase's
+  ComType stays ``None`` and SimAI skips it. Here it runs as the broadcast it
+  is, its size the root's buffer (:data:`SIMAI_SKIPS` lists what SimAI skips;
+  the replay notes it). Group scope as for any collective (plain: TP in fwd
+  and ig, DP in wg; ``_EP``, ``_DP_EP`` suffixes).
+
 Known divergences: SimAI matches ``ALLREDUCEALLTOALL`` as ALLREDUCE first
-(``substr(0, 9)``); here it is its own collective. For MICRO files SimAI
+(``substr(0, 9)``); here it is its own collective. BROADCAST runs here and
+SimAI skips it (above). For MICRO files SimAI
 issues only row 0 (``iterate_micro_benchmark`` never advances ``index``);
 here every row's wg collective is issued in file order (a size sweep).
 """
@@ -62,7 +89,9 @@ _TRANSFORMER = ("HYBRID_TRANSFORMER_FWD_IN_BCKWD", "HYBRID_TRANSFORMER")
 OPS_POLICIES = _TRANSFORMER + ("DATA", "MICRO")
 
 BASE_COLLECTIVES = ("ALLREDUCE", "ALLGATHER", "REDUCESCATTER", "ALLTOALL",
-                    "ALLREDUCEALLTOALL")
+                    "ALLREDUCEALLTOALL", "BROADCAST")
+#: Base collectives SimAI's reader matches to no ComType and so skips (module docstring)
+SIMAI_SKIPS = ("BROADCAST",)
 _SUFFIX_GROUP = {"_EP": "EP", "_DP_EP": "DP_EP"}
 #: Every collective token a row may hold.
 COLLECTIVES = ("NONE",) + tuple(b + s for b in BASE_COLLECTIVES for s in ("", "_EP", "_DP_EP"))
@@ -79,7 +108,10 @@ HEADER_KEYS = {"model_parallel_NPU_group": "tp_size", "ep": "ep_size",
                "ga": "ga", "all_gpus": "all_gpus", "checkpoints": "checkpoints",
                "checkpoint_initiates": "checkpoint_initiates", "pp_comm": "pp_comm_bytes",
                "DLRM_LAST_BOTTOM_LAYER": "dlrm_last_bottom_layer"}
-_REQUIRED_TRANSFORMER_KEYS = ("model_parallel_NPU_group", "all_gpus")
+#: Header keys SimAI tolerates missing (it warns "Input workload format mismatch") -> the value taken here:
+#: AICB's default (``tensor_model_parallel_size``, ``expert_model_parallel_size``, ``pipeline_model_parallel``
+#: 1; ga 1 = no accumulation; vpp 1 = no interleaving). ``all_gpus`` is resolved by the replay (docstring).
+TOLERATED_KEYS = {"model_parallel_NPU_group": 1, "ep": 1, "pp": 1, "vpp": 1, "ga": 1}
 
 #: time_unit -> nanoseconds per unit (integers: compute times convert exactly)
 TIME_UNITS_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
@@ -109,7 +141,12 @@ class SimaiFormatError(ValueError):
 
 @dataclass(frozen=True)
 class SimaiHeader:
-    """Line 1. Sizes are GPU counts; pp_comm_bytes the pipeline send/recv size."""
+    """Line 1. Sizes are GPU counts; pp_comm_bytes the pipeline send/recv size.
+
+    absent: the header keys SimAI tolerates missing that this file does not give, in the order of
+    :data:`TOLERATED_KEYS` then ``all_gpus`` (transformer policies; other policies, whose keys SimAI
+    does not read: ``all_gpus`` only); each took its :data:`TOLERATED_KEYS` value, all_gpus stays None.
+    """
 
     policy: str
     tp_size: int = 1
@@ -122,6 +159,7 @@ class SimaiHeader:
     checkpoint_initiates: Tuple[int, ...] = ()
     pp_comm_bytes: int = 0
     dlrm_last_bottom_layer: Optional[int] = None
+    absent: Tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -257,13 +295,11 @@ def _parse_header(path: str, text: str) -> SimaiHeader:
             fields[field] = _int(path, 1, key, token, lo=1, what="a positive integer",
                                  hi=MAX_HEADER_VALUE)
         i += 2
-    if policy in _TRANSFORMER:
-        missing = [k for k in _REQUIRED_TRANSFORMER_KEYS if k not in seen]
-        if missing:
-            raise SimaiFormatError(path, 1, missing[0], None,
-                                   f"missing: {policy} needs "
-                                   + " and ".join(k + ":" for k in _REQUIRED_TRANSFORMER_KEYS))
-    h = SimaiHeader(policy=policy, **fields)
+    if "expert_parallel_npu_group" in seen:     # AICB's multi-all-reduce header spells ep so
+        seen.add("ep")
+    absent = [k for k in TOLERATED_KEYS if k not in seen] if policy in _TRANSFORMER else []
+    absent += [] if "all_gpus" in seen else ["all_gpus"]
+    h = SimaiHeader(policy=policy, absent=tuple(absent), **fields)
     if h.all_gpus is not None and h.all_gpus % (h.tp_size * h.pp_size):
         raise SimaiFormatError(path, 1, "all_gpus", h.all_gpus,
                                f"is not a multiple of model_parallel_NPU_group x pp = "
@@ -326,8 +362,10 @@ def parse_simai(text: str, path: str = "<string>") -> SimaiWorkload:
                                    f"more rows than the {n_rows} declared on line 2")
         rows.append(_parse_row(path, lineno, text_line, header.policy))
     if len(rows) != n_rows:
+        last = f"; the last row read is line {rows[-1].line}" if rows else ""
         raise SimaiFormatError(path, 2, "row_count", n_rows,
-                               f"line 2 declares {n_rows} rows, the file has {len(rows)}")
+                               f"line 2 declares {n_rows} rows, the file holds {len(rows)}{last}: a file "
+                               "cut short or a wrong count (SimAI would read past its end)")
     return SimaiWorkload(path=path, header=header, rows=tuple(rows))
 
 
