@@ -256,7 +256,8 @@ def _all_gpus(spec: ScenarioSpec, wl, notes: list, n_hosts: Optional[int] = None
     try:
         per_host = gpus_per_host(all_gpus, n)
     except PlacementError:
-        where = "workload.simai.all_gpus: " if source == "workload.simai.all_gpus" else f"workload.simai.path: {s.path}:1: "
+        where = ("workload.simai.all_gpus: " if source == "workload.simai.all_gpus"
+                 else f"workload.simai.path: {s.path}:1: ")
         raise ScenarioError(
             f"{where}all_gpus: {all_gpus} but the fabric has {n} hosts "
             f"({f.describe()}); the testbed runs one rank per host, or all_gpus / hosts ranks per host (a "
