@@ -67,6 +67,7 @@ from typing import Optional, Tuple
 
 from testbed.plan import PlannedOp, WorkloadPlan, list_places
 from testbed.replay_program import Action, CommTask, simulate
+from testbed.simai_programs import LazyTuple, Timeline
 from testbed.spec.scenario import ScenarioError, ScenarioSpec
 from traffic import collectives
 
@@ -127,7 +128,8 @@ class ReplayPlan:
     compute_scale: float
     gpus_per_host: int
     fabric_ops_per_iteration: int
-    #: one program per pipeline stage and the communication tasks of one iteration (testbed.replay_program)
+    #: one program per pipeline stage and the communication tasks of one iteration (testbed.replay_program);
+    #: simai_plan gives testbed.simai_programs.LazyTuple's, made when first read
     programs: Tuple[Tuple[Action, ...], ...] = ()
     tasks: Tuple[CommTask, ...] = ()
     #: stream number -> its name (``TP s0``, ``PP s0>s1``, ``scale-up TP s0``)
@@ -137,6 +139,9 @@ class ReplayPlan:
     pp_schedule: str = "1f1b"
     #: how the file was read: summary.json's ``replay.reader`` (:func:`reader_block`)
     reader: Optional[dict] = field(default=None, compare=False)
+    #: W and the scale-up time known without the programs (``compute_s``, ``scale_up_s``: simai_plan's, from
+    #: testbed.simai_programs.Timeline; None: computed from ``programs`` and ``tasks``)
+    figures: Optional[dict] = field(default=None, compare=False, repr=False)
 
     @property
     def modes(self) -> Tuple[str, ...]:
@@ -149,10 +154,15 @@ class ReplayPlan:
     def compute_s_per_iteration(self) -> float:
         """W: the iteration's compute-only time (its programs with free communication; with pp > 1 the
         pipeline's makespan, bubble included), s."""
+        if self.figures is not None:
+            return self.figures["compute_s"]
         return simulate(self.programs, self.tasks, [0.0] * len(self.tasks)).makespan_s
 
     @property
     def scale_up_s_per_iteration(self) -> float:
+        """The scale-up collectives' modelled time in one iteration, s."""
+        if self.figures is not None:
+            return self.figures["scale_up_s"]
         return sum(t.scale_up_s for t in self.tasks)
 
     @property
@@ -300,9 +310,6 @@ class _Streams:
         d = self.fabric if where == "fabric" else self.scale_up
         return d.setdefault(name, len(d))
 
-    def number(self, task: CommTask) -> int:
-        return task.stream if task.where == "fabric" else len(self.fabric) + task.stream
-
     def names(self) -> Tuple[str, ...]:
         return tuple(self.fabric) + tuple(f"scale-up {n}" for n in self.scale_up)
 
@@ -328,9 +335,15 @@ def simai_plan(spec: ScenarioSpec, n_hosts: Optional[int] = None):
         raise ScenarioError(f"{key}: {s.path}:1: pp {n_stages} stages of {all_gpus // n_stages} GPUs do not "
                             f"fill whole hosts of {per_host} GPUs: allowed a fabric whose hosts divide a stage")
 
+    placements: dict = {}
+
     def placed(scope: str, stage: int):
+        if (scope, stage) in placements:             # every step of a scope in a stage places the same groups
+            return placements[(scope, stage)]
         try:
-            return place(stage_groups(scope, stage, all_gpus, h.tp_size, h.ep_size, n_stages), per_host)
+            pl = placements[(scope, stage)] = place(stage_groups(scope, stage, all_gpus, h.tp_size, h.ep_size,
+                                                                 n_stages), per_host)
+            return pl
         except (ValueError, PlacementError) as e:
             raise ScenarioError(f"{key}: {s.path}:1: all_gpus {all_gpus} on the fabric's "
                                 f"{all_gpus // per_host} hosts: {e}") from None
@@ -383,8 +396,8 @@ def simai_plan(spec: ScenarioSpec, n_hosts: Optional[int] = None):
                        - sum(steps[i].compute_s + (steps[i].update_s if steps[i].where != "none" else 0.0)
                              for i in f_idx))
     streams = _Streams()
-    tasks: list = []
-    fabric_ops: list = []          # (task index, PlannedOp fields)
+    tasks: list = []               # the stage-to-stage tasks (the iteration's first tasks)
+    fabric_ops: list = []          # PlannedOp fields, in op order
 
     def add_task(step: int, stage: int, mb: int, group: str, where: str, stream_name: str, size: int,
                  coll: str, alg: str, host_groups, mult: int, layer: str, blocking: bool, scale_up_s=0.0) -> int:
@@ -417,56 +430,15 @@ def simai_plan(spec: ScenarioSpec, n_hosts: Optional[int] = None):
                                                "chain", pl.host_groups, pl.multiplicity,
                                                f"pp:{'activations' if direction == 'F' else 'gradients'}:"
                                                f"s{src}>s{dst}:mb{i}", False, t_up)
-    programs = []
-    for stage in range(n_stages):
-        prog: list = []
-
-        def run_steps(indices, mb: int, label: str, first_extra_s: float = 0.0):
-            for j, i in enumerate(indices):
-                st = steps[i]
-                c = st.compute_s - (first_extra_s if j == 0 else 0.0)
-                prog.append(Action("compute", seconds=max(0.0, c), label=label))
-                if st.where == "none" or (st.phase == "wg" and mb != m - 1):
-                    continue
-                if st.where == "fabric":
-                    pl = placed(st.group, stage)
-                    layer = f"{st.layer}:{st.phase}" + (f":s{stage}:mb{mb}" if tagged else "")
-                    k = add_task(i, stage, mb, st.group, "fabric", f"{st.group} s{stage}", st.size_bytes,
-                                 st.collective, st.algorithm, pl.host_groups, pl.multiplicity, layer, st.blocking)
-                else:
-                    k = add_task(i, stage, mb, st.group, "scale_up", f"{st.group} s{stage}", st.size_bytes,
-                                 st.collective, st.algorithm, (), 1, "", st.blocking, st.scale_up_s)
-                prog.append(Action("issue", task=k, blocking=st.blocking, label=label))
-                if st.update_s:
-                    prog.append(Action("compute", seconds=st.update_s, label=label))
-
-        for kind, mb in stage_passes(s.pp_schedule, stage, n_stages, m):
-            label = f"{kind}{mb}"
-            if kind == "F":
-                if stage > 0:
-                    prog.append(Action("wait", task=pp_fwd[(stage - 1, mb)], label=label))
-                run_steps(f_idx, mb, label)
-                if f_tail_s:
-                    prog.append(Action("compute", seconds=f_tail_s, label=label))
-                if stage < n_stages - 1:
-                    prog.append(Action("issue", task=pp_fwd[(stage, mb)], label=label))
-            else:
-                if stage < n_stages - 1:
-                    prog.append(Action("wait", task=pp_bwd[(stage + 1, mb)], label=label))
-                run_steps(b_idx, mb, label, f_tail_s)
-                if stage > 0:
-                    prog.append(Action("issue", task=pp_bwd[(stage, mb)], label=label))
-        programs.append(tuple(prog))
-    # scale-up streams numbered after the fabric's (the agents never see them)
-    tasks = [t if t.where == "fabric" else CommTask(**{**t.__dict__, "stream": streams.number(t)}) for t in tasks]
+    # the programs (F steps: forward phase, B steps: the rest, per micro-batch and stage) and their tasks are
+    # built when a run reads them; the fabric ops, streams and figures now (testbed.simai_programs)
+    timeline = Timeline(steps, f_idx, b_idx, f_tail_s,
+                        [stage_passes(s.pp_schedule, st, n_stages, m) for st in range(n_stages)], m, placed,
+                        tasks, pp_fwd, pp_bwd, streams, fabric_ops, tagged)
     if not fabric_ops:
         raise ScenarioError(f"{key}: {s.path} has no entry that crosses the fabric"
                             + "".join(f"; {msg}" for msg in notes))
-    first_off = {}
-    for t in tasks:
-        if t.where == "fabric" and t.step >= 0:
-            first_off.setdefault(t.step, t.op_offset)
-    steps = [st if st.where != "fabric" else ReplayStep(**{**st.__dict__, "op_offset": first_off.get(i)})
+    steps = [st if st.where != "fabric" else ReplayStep(**{**st.__dict__, "op_offset": timeline.first_op.get(i)})
              for i, st in enumerate(steps)]
     unit = "ranks" if per_host == 1 else "hosts"
     counts = Counter(f"{f['group']}-scoped {f['collective']}/{f['algorithm']} ({len(f['groups'])} concurrent "
@@ -474,9 +446,10 @@ def simai_plan(spec: ScenarioSpec, n_hosts: Optional[int] = None):
                      f"{len(f['groups'][0])} {unit})" for f in fabric_ops)
     replay = ReplayPlan(path=s.path, steps=tuple(steps), iterations=s.iterations, overlap=s.overlap,
                         compute_scale=scale, gpus_per_host=per_host, fabric_ops_per_iteration=len(fabric_ops),
-                        programs=tuple(programs), tasks=tuple(tasks), stream_names=streams.names(),
-                        n_stages=n_stages, micro_batches=m, pp_schedule=s.pp_schedule, reader=reader)
-    n_up = sum(t.where == "scale_up" for t in tasks)
+                        programs=LazyTuple(timeline, 0, n_stages), tasks=LazyTuple(timeline, 1, timeline.n_tasks),
+                        stream_names=streams.names(), n_stages=n_stages, micro_batches=m, pp_schedule=s.pp_schedule,
+                        reader=reader, figures={"compute_s": timeline.compute_s, "scale_up_s": timeline.scale_up_s})
+    n_up = timeline.n_scale_up
     notes.insert(0, f"{s.path}: replaying {len(fabric_ops)} fabric ops"
                  + (f" and {n_up} scale-up collectives" if n_up else "") + f" per iteration x {len(replay.modes)} "
                  f"iterations on {len(streams.fabric)} fabric streams, compute x {scale:g}, overlap {s.overlap}: "
