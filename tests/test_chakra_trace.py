@@ -101,7 +101,7 @@ def _one(tmp_path, nodes, meta="default", rank=0):
 
 
 @pytest.mark.parametrize("nodes,message", [
-    ([node(7, "m", "METADATA_NODE")], "node 7 (m): node type METADATA_NODE is not replayed"),
+    ([node(7, "m", "MEM_LOAD_NODE")], "node 7 (m): node type MEM_LOAD_NODE is not replayed"),
     ([node(1, "", "COMP_NODE"), node(1, "", "COMP_NODE")], "node 1: a second node with this id"),
     ([node(1, "c", "COMP_NODE", deps=[9])], "node 1 (c): depends on node 9, which this file does not have"),
     ([node(2, "r", "COMM_COLL_NODE", comm_type="REDUCE", comm_size=8, pg_name="a")],
@@ -166,3 +166,44 @@ def test_trace_sets_need_every_rank_file(tmp_path):
     empty.mkdir()
     with pytest.raises(ChakraFormatError, match="no Chakra trace files"):
         trace_files(str(empty))
+
+
+def test_nodes_a_network_replay_cannot_run_are_skipped_and_their_dependents_keep_the_order(tmp_path):
+    """METADATA/INVALID nodes and CPU-side communication nodes (is_cpu_op, or none of comm_type/comm_size, as
+    Chakra's converter writes c10d ops) are skipped by kind; a node depending on one waits for its deps."""
+    nodes = [node(1, "## process_group:init ##", "METADATA_NODE"),
+             node(2, "aten::mm", "COMP_NODE", deps=[1], duration_us=5),
+             node(3, "c10d::broadcast_(0)", "COMM_COLL_NODE", deps=[2]),                       # no comm attrs
+             node(4, "c10d::allreduce_(1)", "COMM_COLL_NODE", deps=[3], is_cpu_op=True,
+                  comm_type="ALL_REDUCE", comm_size=64),                                       # on the CPU
+             node(5, "c10d::send(2)", "COMM_SEND_NODE", deps=[4]),                              # no comm_size
+             node(6, "", "INVALID_NODE", ctrl_deps=[5]),
+             node(7, "ncclDevKernel_AllReduce", "COMM_COLL_NODE", deps=[6, 2], comm_type="ALL_REDUCE", comm_size=64),
+             node(8, "c10d::broadcast_(3)", "COMM_COLL_NODE", deps=[7])]
+    t = read_trace(_one(tmp_path, nodes), 0)
+    assert [n.node_id for n in t.nodes] == [2, 7]
+    assert t.skipped == ((1, "## process_group:init ## (METADATA_NODE)"),
+                         (3, "c10d::broadcast_ (COMM_COLL_NODE without comm_type or comm_size)"),
+                         (4, "c10d::allreduce_ (COMM_COLL_NODE on the CPU: is_cpu_op)"),
+                         (5, "c10d::send (COMM_SEND_NODE without comm_size)"),
+                         (6, "(no name) (INVALID_NODE)"),
+                         (8, "c10d::broadcast_ (COMM_COLL_NODE without comm_type or comm_size)"))
+    # 2 depended on 1 (skipped, no deps): none left; 7 on 6 -> 5 -> 4 -> 3 -> 2, and on 2
+    assert t.nodes[0].deps == () and t.nodes[1].deps == (2,)
+
+
+def test_a_collective_with_comm_type_but_no_comm_size_is_still_refused(tmp_path):
+    f = _one(tmp_path, [node(2, "r", "COMM_COLL_NODE", comm_type="ALL_GATHER")])
+    with pytest.raises(ChakraFormatError, match=r"node 2 \(r\): attr 'comm_size' missing"):
+        read_trace(f, 0)
+
+
+def test_ctrl_deps_on_missing_ids_are_dropped_and_counted_data_deps_refused(tmp_path):
+    """Chakra's PyTorch converter removes dangling nodes (the trace's root) but keeps their ids in ctrl_deps."""
+    f = _one(tmp_path, [node(2, "thread", "COMP_NODE", ctrl_deps=[1]),
+                        node(3, "mm", "COMP_NODE", deps=[2], ctrl_deps=[2, 99], duration_us=4)])
+    t = read_trace(f, 0)
+    assert [n.deps for n in t.nodes] == [(), (2,)] and t.dropped_ctrl_deps == 2
+    f = _one(tmp_path, [node(2, "x", "METADATA_NODE", deps=[1])])
+    with pytest.raises(ChakraFormatError, match=r"node 2 \(skipped: x \(METADATA_NODE\)\): depends on node 1"):
+        read_trace(f, 0)

@@ -15,8 +15,21 @@ What a replay runs (:class:`TraceNode`, one per Node):
   ``comm_src`` (must be the file's rank); ``COMM_RECV_NODE``: ``comm_src``, ``comm_size``,
   optional ``comm_tag`` and ``comm_dst`` (must be the file's rank).
 
+Skipped, counted per kind (:attr:`RankTrace.skipped`; :func:`skip_kind` says which): nodes a network
+replay cannot run and ASTRA-sim does not run either (astra-sim/workload/Workload.cc, ``Workload::issue``):
+``METADATA_NODE`` (Chakra's PyTorch converter writes ``## process_group:init ##`` as one; ASTRA-sim reads
+it and skips it) and ``INVALID_NODE`` (``skip_invalid``); and CPU-side communication nodes: a
+``COMM_*_NODE`` whose ``is_cpu_op`` attr is true (ASTRA-sim's ``issue_comm`` refuses "Comm node should not
+be on CPU"), or that carries none of the attrs a transfer needs (no ``comm_type`` and no ``comm_size``
+for a collective, no ``comm_size`` for a send/recv: the c10d ops of the CPU thread, such as
+``c10d::broadcast_``, beside the GPU-side NCCL kernel node that holds the communication). A node that
+depended on a skipped node depends on what the skipped node depended on, so the order is kept.
+
 Dependencies: ``data_deps`` and ``ctrl_deps`` alike (a node starts after every node it names
-ended), ids of nodes of the same file. Integer attrs may use any integer value of
+ended; ASTRA-sim's Chakra feeder, FeederV3, resolves both), ids of nodes of the same file. A
+``ctrl_deps`` id the file lacks is left out, counted (Chakra's PyTorch converter removes "dangling"
+nodes, ``remove_dangling_nodes``, but not their ids from the ctrl_deps of their children); a
+``data_deps`` id the file lacks is refused. Integer attrs may use any integer value of
 AttributeProto (Chakra's converters write int64_val, its pg_extractor reads comm_src as
 int32_val). Anything else (another node type or collective, a missing or
 ill-typed attr, a duplicate node id, a dependency on an id the file lacks) is refused with
@@ -25,7 +38,7 @@ ill-typed attr, a duplicate node id, a dependency on an id the file lacks) is re
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional
 
@@ -58,7 +71,8 @@ class TraceNode:
     duration_micros (0 for communication); comm_type: the CollectiveCommType name (``SEND`` /
     ``RECV`` for point-to-point, '' for compute); collective: its traffic.collectives name ('' when
     none); size_bytes: comm_size; pg_name: the process group of a collective; src, dst, tag:
-    point-to-point peers (ranks) and tag (-1 when not point-to-point); path: the file.
+    point-to-point peers (ranks) and tag (-1 when not point-to-point); path: the file; cpu: the
+    ``is_cpu_op`` attr (a host-side operator; absent = False).
     """
 
     rank: int
@@ -75,6 +89,7 @@ class TraceNode:
     src: int = -1
     dst: int = -1
     tag: int = -1
+    cpu: bool = False
 
     @property
     def where(self) -> str:
@@ -85,12 +100,16 @@ class TraceNode:
 @dataclass(frozen=True)
 class RankTrace:
     """One rank's file: ``metadata`` (GlobalMetadata attrs: name -> value; ``version`` under its own
-    key) and its nodes in file order."""
+    key), its nodes in file order (skipped ones left out) and ``skipped``: (node id, kind) of every node
+    skipped (:func:`skip_kind`), in file order; ``dropped_ctrl_deps``: ctrl_deps naming an id the file lacks,
+    left out (module docstring)."""
 
     rank: int
     path: str
     metadata: dict
     nodes: tuple[TraceNode, ...]
+    skipped: tuple[tuple[int, str], ...] = ()
+    dropped_ctrl_deps: int = 0
 
 
 _FILE = re.compile(r"^(?P<prefix>.+)\.(?P<rank>\d+)\.et$")
@@ -161,6 +180,32 @@ def _str_attr(where: str, attrs: dict, name: str) -> str:
     raise ChakraFormatError(f"{where}: attr {name!r} holds {which or 'no value'}; string_val is needed")
 
 
+def _bool_attr(attrs: dict, name: str) -> bool:
+    a = attrs.get(name)
+    if a is None:
+        return False
+    which = a.WhichOneof("value")
+    return bool(getattr(a, which)) if which == "bool_val" or which in _INT_VALUES else False
+
+
+def skip_kind(node) -> Optional[str]:
+    """What a parsed Node is when a network replay skips it (module docstring), else None: ``NAME (TYPE: why)``
+    with NAME the node's name up to its first ``(`` (``c10d::broadcast_(0)`` -> ``c10d::broadcast_``)."""
+    type_name = schema.NODE_TYPE_NAMES.get(node.type, "")
+    stem = node.name.split("(", 1)[0].strip() or "(no name)"
+    if type_name in ("METADATA_NODE", "INVALID_NODE"):
+        return f"{stem} ({type_name})"
+    if not type_name.startswith("COMM_"):
+        return None
+    names = {a.name: a for a in node.attr}
+    if _bool_attr(names, "is_cpu_op"):
+        return f"{stem} ({type_name} on the CPU: is_cpu_op)"
+    needs = ("comm_type", "comm_size") if type_name == "COMM_COLL_NODE" else ("comm_size",)
+    if not any(k in names for k in needs):
+        return f"{stem} ({type_name} without {' or '.join(needs)})"
+    return None
+
+
 def trace_node(rank: int, path: str, node) -> TraceNode:
     """The TraceNode of a parsed Node of rank ``rank``'s file ``path``; ChakraFormatError when the replay
     cannot run it (module docstring)."""
@@ -172,9 +217,9 @@ def trace_node(rank: int, path: str, node) -> TraceNode:
                                 f"{', '.join(KINDS)}")
     deps = tuple(dict.fromkeys([*node.data_deps, *node.ctrl_deps]))
     base = dict(rank=rank, node_id=node.id, name=node.name, kind=kind, deps=deps, path=path)
-    if kind == "comp":
-        return TraceNode(**base, duration_us=node.duration_micros)
     attrs = _attrs(where, node.attr)
+    if kind == "comp":
+        return TraceNode(**base, duration_us=node.duration_micros, cpu=_bool_attr(attrs, "is_cpu_op"))
     size = _int_attr(where, attrs, "comm_size")
     if size <= 0:
         raise ChakraFormatError(f"{where}: comm_size = {size}: a communication node needs comm_size > 0 bytes")
@@ -213,6 +258,8 @@ def read_trace(path, rank: int) -> RankTrace:
     metadata: Optional[dict] = None
     nodes: list[TraceNode] = []
     ids: set[int] = set()
+    skipped: dict[int, tuple[str, tuple[int, ...]]] = {}   # node id -> (kind, its deps)
+    data_of: dict[int, frozenset] = {}                      # node id -> its data_deps
     try:
         for offset, payload in read_frames(data):
             msg = schema.GlobalMetadata() if metadata is None else schema.Node()
@@ -227,7 +274,12 @@ def read_trace(path, rank: int) -> RankTrace:
             if msg.id in ids:
                 raise ChakraFormatError(f"{p}: node {msg.id}: a second node with this id (byte {offset})")
             ids.add(msg.id)
-            nodes.append(trace_node(rank, p, msg))
+            data_of[msg.id] = frozenset(msg.data_deps)
+            kind = skip_kind(msg)
+            if kind is None:
+                nodes.append(trace_node(rank, p, msg))
+            else:
+                skipped[msg.id] = (kind, tuple(dict.fromkeys([*msg.data_deps, *msg.ctrl_deps])))
     except FramingError as e:
         raise ChakraFormatError(f"{p}: {e}") from None
     if metadata is None:
@@ -235,11 +287,44 @@ def read_trace(path, rank: int) -> RankTrace:
     if "rank" in metadata and metadata["rank"] != rank:
         raise ChakraFormatError(f"{p}: GlobalMetadata says rank {metadata['rank']!r} but the file name says "
                                 f"rank {rank}")
+    # Chakra's PyTorch converter drops "dangling" nodes (remove_dangling_nodes) but keeps their ids in
+    # other nodes' ctrl_deps: a ctrl_dep on a missing id is dropped (counted); a data_dep on one is refused
+    dropped = 0
+    kept = []
     for n in nodes:
-        for d in n.deps:
-            if d not in ids:
+        missing = [d for d in n.deps if d not in ids]
+        for d in missing:
+            if d in data_of[n.node_id]:
                 raise ChakraFormatError(f"{n.where}: depends on node {d}, which this file does not have")
-    return RankTrace(rank=rank, path=p, metadata=metadata, nodes=tuple(nodes))
+        dropped += len(missing)
+        kept.append(replace(n, deps=tuple(d for d in n.deps if d in ids)) if missing else n)
+    for i, (kind, deps) in list(skipped.items()):
+        missing = [d for d in deps if d not in ids]
+        for d in missing:
+            if d in data_of[i]:
+                raise ChakraFormatError(f"{p}: node {i} (skipped: {kind}): depends on node {d}, which this file "
+                                        "does not have")
+        dropped += len(missing)
+        skipped[i] = (kind, tuple(d for d in deps if d in ids))
+    if skipped:
+        kept = [replace(n, deps=_through_skipped(n.deps, skipped)) for n in kept]
+    return RankTrace(rank=rank, path=p, metadata=metadata, nodes=tuple(kept),
+                     skipped=tuple((i, k) for i, (k, _) in skipped.items()), dropped_ctrl_deps=dropped)
+
+
+def _through_skipped(deps: tuple, skipped: dict) -> tuple:
+    """``deps`` with every skipped node replaced by what it depends on, transitively (order kept, no
+    duplicates)."""
+    out: dict[int, None] = {}
+    stack, seen = list(reversed(deps)), set()
+    while stack:
+        d = stack.pop()
+        if d not in skipped:
+            out[d] = None
+        elif d not in seen:
+            seen.add(d)
+            stack.extend(reversed(skipped[d][1]))
+    return tuple(out)
 
 
 def read_traces(path: str) -> list[RankTrace]:
