@@ -46,6 +46,8 @@ class PlannedOp:
     algorithm: str = collectives.DEFAULT_ALGORITHM
     stream: int = 0
     job: str = ""
+    #: a timed op of nccl-tests' in-place half (``workload.in_place``; the same traffic as out-of-place)
+    in_place: bool = False
 
     @property
     def group_size(self) -> int:
@@ -68,6 +70,8 @@ class PlannedOp:
                 "group": self.group, "group_size": self.group_size, "n_groups": self.n_groups}
         if self.stream or self.job:  # columns of runs with concurrent streams only: older tables keep their shape
             meta.update(stream=self.stream, job=self.job)
+        if self.in_place:  # nccl-tests' in-place half (workload.in_place) only: older tables keep their shape
+            meta["in_place"] = True
         return meta
 
 
@@ -113,6 +117,9 @@ def sweep_ops(w, ranks: Tuple[int, ...], warmup: bool = True) -> tuple[list[Plan
             ops.append(PlannedOp(size_bytes=size, iteration=i - n_warm,
                                  warmup=i < n_warm, layer="", collective=w.collective,
                                  algorithm=w.algorithm, groups=world))
+        for i in range(iters if getattr(w, "in_place", False) else 0):  # nccl-tests' in-place half, after
+            ops.append(PlannedOp(size_bytes=size, iteration=i, warmup=False, layer="", collective=w.collective,
+                                 algorithm=w.algorithm, groups=world, in_place=True))
     return ops, cut
 
 

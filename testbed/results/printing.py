@@ -17,7 +17,7 @@ from pathlib import Path
 
 from testbed.emulation.controller_supervisor import verdict_line as controller_verdict_line
 from traffic import collectives
-from testbed.results.nccl_table import format_nccl_table
+from testbed.results import nccl_table
 from testbed.results.tables import format_size_table
 from testbed.measure import timing
 from testbed.run_context import RunContext
@@ -134,6 +134,18 @@ def print_partial(reason: str, sizes) -> None:
     print(format_size_table(sizes))
 
 
+def nccl_text(ctx: RunContext) -> str:
+    """nccl-tests' table of the run (``output.table: nccl``; testbed.results.nccl_table.format_nccl_table)."""
+    from testbed.results.rundir import RunDir
+
+    spec, o = ctx.spec, ctx.spec.output.nccl
+    w = spec.workload
+    return nccl_table.format_nccl_table(
+        nccl_table.run_rows(ctx), scale_factor=spec.scale_factor, host_link_bps=spec.fabric.host_link_bps,
+        goodput_bps=ctx.goodput_bps, hosts=RunDir(ctx.run_dir).host_names,
+        warmup_iters=w.warmup_iterations if w is not None else 0, per_iter=o.per_iter, per_iter_skip=o.per_iter_skip)
+
+
 def print_results(ctx: RunContext, sizes, t: dict, controller: dict, verdict, op_meta: dict) -> None:
     """A complete run: the table, the transport's balance, the controller, the verdict, the directory.
 
@@ -148,11 +160,11 @@ def print_results(ctx: RunContext, sizes, t: dict, controller: dict, verdict, op
     if not op_meta:  # no collective ran (a pattern: its table is printed before)
         pass
     elif spec.output.table == "nccl":
-        print(f"# nccl-tests table: {titles} on {ctx.n_ranks} hosts, host link {spec.fabric.host_link_bps / 1e6:g} "
-              f"Mbit/s, payload efficiency {ctx.efficiency:.3f}; time = per-rank time averaged over the ranks "
-              f"of each op (nccl-tests), span = first rank's start to last rank's end, busbw/link = span busbw / "
-              f"(link x efficiency)")
-        print(format_nccl_table(sizes, spec.scale_factor))
+        print(f"# testbed nccl: {titles} on {ctx.n_ranks} hosts, host link {spec.fabric.host_link_bps / 1e6:g} "
+              f"Mbit/s, payload efficiency {ctx.efficiency:.3f}; nccl-tests' table, time = per-rank time averaged "
+              f"over the ranks of each op, on the reference system ({spec.reference_link_bps / 1e9:g} Gbit/s links: "
+              f"emulated time / {spec.scale_factor:g})")
+        print(nccl_text(ctx))
     else:
         print(f"# {titles}, {ctx.n_ranks} hosts (ranks: per group), host link "
               f"{spec.fabric.host_link_bps / 1e6:g} Mbit/s, payload efficiency {ctx.efficiency:.3f} (busbw/link = "

@@ -66,14 +66,15 @@ class Table:
 OPTIONAL_WHEN = "pattern runs (workload.pattern)"
 
 
-def _table(name: str, description: str, written: str, columns: str, when: str = OPTIONAL_WHEN) -> Table:
+def _table(name: str, description: str, written: str, columns: str, when: str | dict = OPTIONAL_WHEN) -> Table:
     """A Table from ``columns``: one line per column, ``name dtype description`` (``name?``: optional, in the
-    runs ``when`` names)."""
+    runs ``when`` names; a dict: column -> its runs)."""
     cols = []
     for line in filter(str.strip, columns.splitlines()):
         col, dtype, text = line.split(None, 2)
-        optional = col.endswith("?")
-        cols.append(Column(col.rstrip("?"), dtype, text, optional, when if optional else ""))
+        optional, name_ = col.endswith("?"), col.rstrip("?")
+        runs = when.get(name_, "") if isinstance(when, dict) else when
+        cols.append(Column(name_, dtype, text, optional, runs if optional else ""))
     return Table(name, description, written, tuple(cols))
 
 
@@ -130,7 +131,8 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     busbw_bps          float algbw_bps x busbw_factor, bit/s
     busbw_rank_avg_bps float bus bandwidth from time_rank_avg_us, bit/s
     job?               str   the job the operation belongs to (testbed.jobs.plan)
-""", when="runs of a jobs list (jobs:)"),
+    in_place?          bool  a timed op of nccl-tests' in-place half (testbed.results.nccl_table)
+""", when={"job": "runs of a jobs list (jobs:)", "in_place": "size sweeps with workload.in_place (testbed nccl)"}),
     _table("rank_ops", "one row per operation and rank taking part in it (a host in none of the op's groups has "
            "no row)",
            "collective runs (an empty file for pattern runs)", """

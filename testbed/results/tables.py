@@ -94,7 +94,7 @@ def ops_table(rank_rows: list, op_meta: dict[int, dict], n_ranks: int) -> pd.Dat
     ``time_us`` is their difference; ``time_rank_avg_us`` the mean over the
     ranks that took part of each rank's own end minus start. Operations without rank records are
     left out; no records gives an empty table with the same columns. With ``job`` in the op_meta (a
-    jobs run) a ``job`` column follows.
+    jobs run) a ``job`` column follows; with ``in_place`` (workload.in_place) an ``in_place`` column.
     """
     if not rank_rows or not op_meta:
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in OPS_COLUMNS})
@@ -120,6 +120,9 @@ def ops_table(rank_rows: list, op_meta: dict[int, dict], n_ranks: int) -> pd.Dat
     out["busbw_rank_avg_bps"] = out["size_bytes"] * 8 / (out["time_rank_avg_us"] / 1e6) * factor
     jobs_run = "job" in out and out["job"].fillna("").astype(bool).any()
     cols = OPS_COLUMNS + (["job"] if jobs_run else [])  # runs of a jobs list: each op's job
+    if "in_place" in out:  # nccl-tests' in-place half ran (workload.in_place): which ops are its
+        out["in_place"] = out["in_place"].fillna(False).astype(bool)
+        cols.append("in_place")
     return out[cols].sort_values("op_id").reset_index(drop=True)
 
 

@@ -126,11 +126,43 @@ class LoadBalanceSpec(SpecModel):
         return dataclasses.asdict(self.settings)
 
 
+#: nccl-tests' data types (src/common.cu test_typenames) -> bytes per element (src/common.h wordSize)
+NCCL_TYPE_BYTES = {"int8": 1, "uint8": 1, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8, "half": 2, "float": 4,
+                   "double": 8, "bfloat16": 2, "f8e4m3": 1, "f8e5m2": 1}
+#: nccl-tests' reduction ops (src/common.cu test_opnames)
+NCCL_OPS = ("sum", "prod", "max", "min", "avg", "mulsum")
+
+
+class NcclOutputSpec(SpecModel):
+    """How nccl-tests' table and JSON are written (``output.table: nccl``; testbed.results.nccl_table).
+
+    ``datatype`` (nccl-tests ``-d``): the ``type`` column and the element size of ``count``; ``op``
+    (``-o``): the ``redop`` column of the reducing collectives (the bytes moved are the same for every
+    op); ``per_iter`` (``-I 1``): per-iteration columns and times; ``per_iter_skip`` (``-K``): leading
+    iterations left out of the per-iteration statistics; ``json_path`` (``-J``): nccl-tests' JSON file
+    (written once the run's tables are); ``argv``: the command line recorded as the JSON's ``args``."""
+
+    #: nccl-tests -d: the type column and count's element size
+    datatype: Literal[tuple(NCCL_TYPE_BYTES)] = "float"  # type: ignore[valid-type]
+    #: nccl-tests -o: the redop column of all-reduce, reduce-scatter and send/recv
+    op: Literal[NCCL_OPS] = "sum"  # type: ignore[valid-type]
+    #: nccl-tests -I 1: per-iteration columns in the table, per-iteration times in the JSON
+    per_iter: bool = False
+    #: nccl-tests -K: leading iterations left out of the per-iteration statistics
+    per_iter_skip: int = Field(0, ge=0, le=10_000)
+    #: nccl-tests -J: nccl-tests' JSON file (FILE.0, FILE.1, ... when it exists); null: none
+    json_path: Optional[str] = None
+    #: the command line, written as the JSON's args
+    argv: tuple[str, ...] = ()
+
+
 class OutputSpec(SpecModel):
     """``sample_period_ms``: switch queue sampling period; ``table``: the printed size table, ``testbed``
     (ours) or ``nccl`` (nccl-tests' columns, testbed.results.nccl_table; what ``testbed nccl`` prints);
+    ``nccl``: that table's type, op, per-iteration columns and JSON file (:class:`NcclOutputSpec`);
     ``pcap``: ports to capture with tcpdump (testbed.spec.pcap.PcapSpec; off when absent)."""
 
     sample_period_ms: float = Field(10.0, ge=1.0, le=1000.0)
     table: Literal["testbed", "nccl"] = "testbed"
+    nccl: NcclOutputSpec = NcclOutputSpec()
     pcap: Optional[PcapSpec] = None

@@ -19,19 +19,29 @@ def _on_off(v):
 
 
 class SizeSweep(SpecModel):
-    """Message sizes min_bytes, min_bytes*factor, ... up to max_bytes (nccl-tests -b/-e/-f)."""
+    """Message sizes min_bytes, min_bytes*factor, ... up to max_bytes (nccl-tests -b/-e/-f); or ``values``,
+    the sizes in run order (``testbed nccl``: the bytes nccl-tests runs for its -b/-e/-f/-i)."""
 
     min_bytes: SizeBytes = 65536
     max_bytes: SizeBytes = 4 * 1024 * 1024
     factor: Count = Field(2, ge=2, le=1024)
+    #: the sizes in run order, instead of min_bytes/max_bytes/factor
+    values: Optional[tuple[SizeBytes, ...]] = Field(None, min_length=1, max_length=10_000)
 
     @model_validator(mode="after")
     def _order(self) -> "SizeSweep":
+        if self.values is not None:
+            stray = sorted({"min_bytes", "max_bytes", "factor"} & self.model_fields_set)
+            if stray:
+                raise ValueError(f"workload.sizes.{stray[0]} and workload.sizes.values exclude each other: give one")
+            return self
         if self.max_bytes < self.min_bytes:
             raise ValueError(f"workload.sizes.max_bytes = {self.max_bytes} is below min_bytes = {self.min_bytes}")
         return self
 
     def sizes(self) -> list[int]:
+        if self.values is not None:
+            return list(self.values)
         out, s = [], self.min_bytes
         while s <= self.max_bytes:
             out.append(s)
@@ -156,6 +166,9 @@ class WorkloadSpec(SpecModel):
     channels: Count = Field(1, ge=1, le=32)
     iterations: Count = Field(5, ge=1, le=10_000)
     warmup_iterations: Count = Field(1, ge=0, le=100)
+    #: a size sweep runs each size's timed iterations twice: out-of-place, then the same number again as
+    #: nccl-tests' in-place half (the same bytes on the wire; testbed.results.nccl_table); ``testbed nccl`` sets it
+    in_place: bool = False
     #: cap on the bytes each size may move in total (iterations are cut to fit, at least one
     #: runs); ``off`` (or null) = no cap
     max_bytes_per_size: Annotated[Optional[SizeBytes], BeforeValidator(off_refusing_zero)] = 64 * 1024 * 1024
@@ -165,6 +178,8 @@ class WorkloadSpec(SpecModel):
         if [self.sizes, self.simai, self.pattern, self.chakra, self.perftest].count(None) != 4:
             raise ValueError("workload needs exactly one of workload.sizes, workload.simai, workload.pattern, "
                              "workload.chakra or workload.perftest")
+        if self.in_place and self.sizes is None:
+            raise ValueError("workload.in_place applies to a size sweep (workload.sizes): leave it out")
         if self.perftest is not None:
             stray = sorted(k for k in ("collective", "algorithm", "ranks", "channels") if k in self.model_fields_set)
             if stray:

@@ -19,6 +19,17 @@ class SizeSweep(Collectives):
         return ("workload.sizes.max_bytes, workload.iterations, workload.max_bytes_per_size "
                 "(or fabric.host_link_bps)")
 
+    def add_results(self, ctx, rec, summary: dict, qps, ports, faults) -> None:
+        """nccl-tests' JSON when ``output.nccl.json_path`` is set (testbed.results.nccl_table; ``-J``): its path
+        in summary.json ``nccl_json``."""
+        if ctx.spec.output.nccl.json_path:
+            from testbed.results.nccl_table import write_run_json
+            summary["nccl_json"] = str(write_run_json(ctx))
+
+    def lines_after(self, ctx, summary: dict) -> list[str]:
+        """nccl-tests' ``# Writing JSON output to FILE`` when the JSON was written."""
+        return [f"# Writing JSON output to {summary['nccl_json']}"] if summary.get("nccl_json") else []
+
     def run_ops(self, ctx, agents, rec, progress) -> None:
         """Every collective of the plan in order, each a barrier; signals are held back after the last one;
         a progress line per op (the size's busbw when its last iteration is done)."""
