@@ -6,7 +6,8 @@ Model (ASTRA-sim's: a node is issued when all its dependencies are resolved):
   depends on has ended on every rank; ready units are issued in replay order (the graph's
   topological order), nothing is reordered beyond what the dependencies allow;
 - compute: one lane per rank, first in first out (a GPU runs one compute kernel at a time):
-  the unit waits its emulated duration (``time.sleep``);
+  the unit waits its emulated duration (``time.sleep``); a rank's CPU-side nodes (``is_cpu_op``,
+  as Chakra's PyTorch converter marks the host's operators) on a second lane (:func:`compute_lane`);
 - communication: a ready operation is submitted to the agents on its stream (testbed.chakra_plan:
   one per process group with ``streams: on``), in replay order; operations on different streams
   run concurrently, those of one stream in submission order on each agent (NCCL runs each
@@ -20,9 +21,18 @@ communication node's start and end are its rank's own record of the operation (t
 OpDone), so a node starts after every node it depends on ended on the same clock.
 Per fabric operation: algbw = size x 8 / span (first rank's start to last rank's end), busbw =
 algbw x the algorithm's factor (nccl-tests), as testbed.results.tables' ops table.
+
+Exposed communication and overlap (:func:`overlap_figures`), as the SimAI replay's (testbed.replay_run,
+testbed.replay_program): T the makespan; W the compute-only makespan (:func:`compute_only_s`: the same
+graph in virtual time with every fabric operation taking no time, compute on its rank's lane, first in
+first out); exposed communication E = T - W and its share E / T; per process group (send/recv pairs:
+``p2p``) its communication time C_g (its operations' spans added up) and busy time (their union); the
+communication hidden under compute and other groups' communication sum_g C_g - E
+(testbed.replay_run.hidden_comm: what a serialized replay, W + sum_g C_g, would add).
 """
 from __future__ import annotations
 
+import heapq
 import math
 import threading
 import time
@@ -34,6 +44,7 @@ import pandas as pd
 from testbed import signals
 from testbed.emulation.agents import taking_part
 from testbed.lifecycle import raise_if_interrupted
+from testbed.replay_run import hidden_comm, union_s
 from traffic import collectives
 from traffic.clock import unix_ns
 from traffic.workloads.chakra.schema import NODE_TYPES
@@ -46,6 +57,13 @@ assert set(_TYPE_OF_KIND.values()) <= set(NODE_TYPES)
 #: most threads waiting for fabric operations at once (more ready operations are still submitted at once;
 #: their waits queue)
 MAX_FABRIC_WAITERS = 64
+
+
+def compute_lane(unit) -> tuple[int, bool]:
+    """The lane compute unit ``unit`` runs on: (rank, on the CPU). A rank has one lane for its GPU compute
+    and one for its CPU-side nodes (``is_cpu_op``), each running one node at a time, as ASTRA-sim's
+    HardwareResource (astra-sim/workload/HardwareResource.cc: one CPU op and one GPU compute op in flight)."""
+    return unit.ranks[0], unit.nodes[0].cpu
 
 
 def run_graph(graph, compute: Callable, fabric: Callable, issue: Optional[Callable] = None) -> dict:
@@ -64,8 +82,8 @@ def run_graph(graph, compute: Callable, fabric: Callable, issue: Optional[Callab
     for u in units:
         for p in graph.preds[u.index]:
             succs[p].append(u.index)
-    ranks = sorted({r for u in units if u.kind == "comp" for r in u.ranks})
-    lanes = {r: ThreadPoolExecutor(1, thread_name_prefix=f"compute-{r}") for r in ranks}
+    lanes = {k: ThreadPoolExecutor(1, thread_name_prefix=f"{'cpu' if k[1] else 'compute'}-{k[0]}")
+             for k in sorted({compute_lane(u) for u in units if u.kind == "comp"})}
     n_fabric = sum(u.on_fabric for u in units)
     lanes["fabric"] = ThreadPoolExecutor(1 if issue is None else max(1, min(n_fabric, MAX_FABRIC_WAITERS)),
                                          thread_name_prefix="fabric-lane")
@@ -89,7 +107,7 @@ def run_graph(graph, compute: Callable, fabric: Callable, issue: Optional[Callab
                     t = unix_ns()
                     finish(u.index, {r: (t, t) for r in u.ranks})
                 elif u.kind == "comp":
-                    running[lanes[u.ranks[0]].submit(compute, u)] = u.index
+                    running[lanes[compute_lane(u)].submit(compute, u)] = u.index
                 else:
                     token = issue(u) if issue is not None else None
                     running[lanes["fabric"].submit(fabric, u, token)] = u.index
@@ -105,6 +123,56 @@ def run_graph(graph, compute: Callable, fabric: Callable, issue: Optional[Callab
     if len(done) != len(units):  # cannot happen for a graph from replay_graph (acyclic)
         raise RuntimeError(f"{len(units) - len(done)} units never became ready: the graph has a cycle")
     return done
+
+
+def compute_only_s(graph, compute_s: Callable) -> float:
+    """W: the makespan of ``graph`` (traffic.workloads.chakra.graph.ReplayGraph) in virtual time, s, with
+    compute unit u taking ``compute_s(u)`` on its rank's lane (one at a time, in the order they became ready,
+    ties in replay order, as :func:`run_graph`; :func:`compute_lane`) and every other unit no time."""
+    units = graph.units
+    waiting = {u.index: len(graph.preds[u.index]) for u in units}
+    succs: dict[int, list[int]] = {u.index: [] for u in units}
+    for u in units:
+        for q in graph.preds[u.index]:
+            succs[q].append(u.index)
+    ready_at = {u.index: 0.0 for u in units}
+    heap = [(0.0, i) for i, w in waiting.items() if not w]
+    heapq.heapify(heap)
+    lane_free: dict[tuple, float] = {}
+    end = 0.0
+    while heap:
+        t, i = heapq.heappop(heap)
+        u = units[i]
+        if u.kind == "comp":
+            lane = compute_lane(u)
+            t = lane_free[lane] = max(t, lane_free.get(lane, 0.0)) + compute_s(u)
+        end = max(end, t)
+        for s in succs[i]:
+            ready_at[s] = max(ready_at[s], t)
+            waiting[s] -= 1
+            if not waiting[s]:
+                heapq.heappush(heap, (ready_at[s], s))
+    return end
+
+
+def overlap_figures(makespan_s: float, compute_only: float, ops: list) -> dict:
+    """summary.json ``chakra``'s exposed communication and overlap (module docstring), s: ``ops``: one
+    dict per fabric operation with ``group`` (its process group, ``p2p`` for send/recv), ``t_start_s`` and
+    ``t_end_s`` (its span: first rank's start to last rank's end)."""
+    groups: dict = {}
+    for o in ops:
+        g = groups.setdefault(o["group"], {"comm_s": 0.0, "ops": 0, "intervals": []})
+        g["comm_s"] += o["t_end_s"] - o["t_start_s"]
+        g["ops"] += 1
+        g["intervals"].append((o["t_start_s"], o["t_end_s"]))
+    for g in groups.values():
+        g["busy_s"] = union_s(g.pop("intervals"))
+    comm_s = sum(g["comm_s"] for g in groups.values())
+    exposed = makespan_s - compute_only
+    return {"compute_only_s": compute_only, "exposed_comm_s": exposed,
+            "exposed_share": exposed / makespan_s if makespan_s > 0 else 0.0, "comm_s": comm_s,
+            "comm_busy_s": union_s([(o["t_start_s"], o["t_end_s"]) for o in ops]), "groups": groups,
+            "saving": hidden_comm(comm_s, exposed)}
 
 
 class ChakraRun:
@@ -155,7 +223,8 @@ class ChakraRun:
             self.rec.rank_rows.extend(recs)
             self.rec.op_meta[k] = op.meta()
             self.op_figures[unit.index] = {"op_id": k, "time_us": span_ns / 1e3, "algbw_bps": algbw,
-                                           "busbw_bps": algbw * op.busbw_factor}
+                                           "busbw_bps": algbw * op.busbw_factor,
+                                           "t_start_ns": min(r.t_start_ns for r in recs)}
             self.progress.op(len(self.op_figures), op.size_bytes, algbw * op.busbw_factor,
                              len(self.op_figures) == len(self.ctx.ops_plan))
         return {r.rank: (r.t_start_ns, r.t_end_ns) for r in recs}
@@ -198,17 +267,21 @@ def run_chakra(ctx, agents, rec, progress, plan) -> tuple[dict, pd.DataFrame]:
     Raises what the agents raise (a collective's timeout or error)."""
     run = ChakraRun(ctx, agents, rec, progress, plan)
     t0 = time.monotonic()
+    t0_ns = unix_ns()
     times = run_graph(plan.graph, run.compute, run.fabric, run.issue if plan.streams_on else None)
     makespan_s = time.monotonic() - t0
     signals.defer()
     rec.phase = "the final measurements"
     nodes = node_table(plan, times, run.op_figures)
     violations = dependency_violations(nodes)
-    ops = []
+    ops, spans = [], []
     for u in plan.graph.fabric_units:
         fig, op = run.op_figures[u.index], ctx.ops_plan[plan.op_of[u.index]]
+        t_start_s = (fig["t_start_ns"] - t0_ns) / 1e9
+        spans.append({"group": "p2p" if u.kind == "p2p" else u.nodes[0].pg_name, "t_start_s": t_start_s,
+                      "t_end_s": t_start_s + fig["time_us"] / 1e6})
         ops.append({"op_id": fig["op_id"], "unit": u.index, "label": u.label, "stream": op.stream,
-                    "collective": op.collective,
+                    "collective": op.collective, "comm_size_bytes": plan.sizes[u.index],
                     "algorithm": op.algorithm, "ranks": list(u.ranks), "size_bytes": op.size_bytes,
                     "time_us": fig["time_us"], "algbw_bps": fig["algbw_bps"], "busbw_bps": fig["busbw_bps"],
                     "busbw_factor": collectives.busbw_factor(op.collective, op.algorithm, len(u.ranks))})
@@ -217,5 +290,8 @@ def run_chakra(ctx, agents, rec, progress, plan) -> tuple[dict, pd.DataFrame]:
              "compute_scale": plan.compute_scale, "size_scale": plan.size_scale,
              "streams": "on" if plan.streams_on else "off",
              "compute_s_per_rank": plan.compute_s_per_rank, "makespan_s": makespan_s,
+             "comm_size_means": plan.comm_size_means,
+             "skipped_nodes": sum(plan.skipped.values()), "skipped_kinds": dict(plan.skipped),
+             **overlap_figures(makespan_s, compute_only_s(plan.graph, plan.compute_s), spans),
              "dependency_violations": len(violations), "violations": violations[:10], "ops": ops}
     return block, nodes

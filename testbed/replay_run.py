@@ -186,7 +186,7 @@ class _Replay:
             g["ops"] += 1
             g["intervals"].append((s, e))
         for g in groups.values():
-            g["busy_s"] = _union(g.pop("intervals"))
+            g["busy_s"] = union_s(g.pop("intervals"))
         step_comm: dict = {}
         step_exposed: dict = {}
         for k, t in enumerate(plan.tasks):
@@ -210,7 +210,7 @@ class _Replay:
             ex.shutdown(wait=False, cancel_futures=True)
 
 
-def _union(intervals: list) -> float:
+def union_s(intervals: list) -> float:
     """Total length of the union of (start, end) intervals, s."""
     total, cur_s, cur_e = 0.0, None, None
     for s, e in sorted(intervals):
@@ -264,11 +264,19 @@ def overlap_saving(off: dict, on: dict) -> dict:
     timeline simulated with its own measured collective times (its critical path).
     """
     serial_comm = sum(g["comm_s"] for g in off["groups"].values())
-    return {"formula": SAVING_FORMULA, "measured_s": off["iteration_s"] - on["iteration_s"],
-            "serialized_comm_s": serial_comm, "exposed_comm_on_s": on["exposed_comm_s"],
-            "formula_s": serial_comm - on["exposed_comm_s"],
+    return {"measured_s": off["iteration_s"] - on["iteration_s"],
             "model_s": off["predicted_iteration_s"] - on["predicted_iteration_s"],
-            "hidden_share": (serial_comm - on["exposed_comm_s"]) / serial_comm if serial_comm else 0.0}
+            **hidden_comm(serial_comm, on["exposed_comm_s"])}
+
+
+def hidden_comm(serial_comm_s: float, exposed_comm_s: float) -> dict:
+    """The communication an overlapped run hid (SAVING_FORMULA), s: ``serial_comm_s`` = sum_g C_g (its
+    collectives' times added up, what a serialized run adds to W), ``exposed_comm_s`` = E = T - W.
+    Returns formula, serialized_comm_s, exposed_comm_on_s, formula_s = sum_g C_g - E and hidden_share =
+    formula_s / sum_g C_g (0 without communication). Also the Chakra replay's (testbed.chakra_run)."""
+    hidden = serial_comm_s - exposed_comm_s
+    return {"formula": SAVING_FORMULA, "serialized_comm_s": serial_comm_s, "exposed_comm_on_s": exposed_comm_s,
+            "formula_s": hidden, "hidden_share": hidden / serial_comm_s if serial_comm_s else 0.0}
 
 
 def replay_block(plan, iters: list, mode: str) -> dict:

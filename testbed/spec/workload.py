@@ -114,8 +114,10 @@ class ChakraSpec(SpecModel):
     ``compute_scale``: emulated / traced compute time, ``auto`` = dilation x size_scale, ``off`` = no
     compute waits, or a number. ``streams``: ``on`` gives every process group its own stream (NCCL's
     communicator; send/recv pairs share one more), so operations the dependencies leave independent
-    run concurrently; ``off`` runs one fabric operation at a time. The files are read and checked when
-    the scenario is loaded.
+    run concurrently; ``off`` runs one fabric operation at a time. ``comm_size_means``: ``astra-sim``
+    (default): a collective's comm_size is the data one rank holds when it starts, as ASTRA-sim's Ring
+    takes it (an all-gather runs with nccl-tests' S = ranks x comm_size); ``nccl-tests``: comm_size is
+    nccl-tests' S (docs/collectives.md). The files are read and checked when the scenario is loaded.
     """
 
     #: directory of one ``<prefix>.<rank>.et`` set, or the prefix (relative to the scenario file)
@@ -124,6 +126,8 @@ class ChakraSpec(SpecModel):
     comm_groups: Optional[str] = None
     #: on: a stream per process group (independent ops concurrent); off: one fabric op at a time
     streams: Annotated[Literal["on", "off"], BeforeValidator(_on_off)] = "on"
+    #: astra-sim: comm_size = each rank's data at the start (ASTRA-sim's Ring); nccl-tests: comm_size = nccl-tests' S
+    comm_size_means: Literal["astra-sim", "nccl-tests"] = "astra-sim"
     #: x every comm_size (time dilation)
     size_scale: float = Field(1.0, gt=0, le=1.0)
     #: x every duration_micros: auto = dilation x size_scale, off = no compute waits
