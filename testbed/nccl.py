@@ -147,6 +147,9 @@ def build_spec(args) -> ScenarioSpec:
     path = Path(args.scenario or DEFAULT_SCENARIO)
     base = load_scenario(path)
     data = base.model_dump()
+    if str(args.collective).strip().isdigit():
+        raise ScenarioError(f"-c {args.collective}: -c is the collective here (nccl-tests has a binary per collective: "
+                            f"{', '.join(collectives.collectives())}); nccl-tests' -c (data check) is --check")
     if getattr(args, "check", 0):
         raise ScenarioError(f"--check {args.check}: the emulated transport moves payload bytes, not values: there "
                             "is no result to compare element by element (every byte's exactly-once delivery is "
