@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Iterable, Optional
 
@@ -171,7 +172,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     from traffic.workloads.chakra.trace import ChakraFormatError, read_traces
     try:
         groups = json.loads(Path(a.comm_groups).read_text()) if a.comm_groups else None
-        graph = replay_graph(read_traces(a.path), groups)
+        traces = read_traces(a.path)
+        graph = replay_graph(traces, groups)
     except (ChakraFormatError, OSError, ValueError) as e:
         print(f"error: {e}")
         return 2
@@ -180,4 +182,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"{u.index:>4} {u.kind:<5} ranks {','.join(map(str, u.ranks)):<10} after [{deps}] {u.label}")
     for n in graph.notes:
         print(f"note: {n}")
+    skipped = Counter(kind for t in traces for _, kind in t.skipped)
+    if skipped:
+        print(f"skipped {sum(skipped.values())} nodes a network replay cannot run: "
+              + "; ".join(f"{k} x {v}" for k, v in skipped.items()))
     return 0
