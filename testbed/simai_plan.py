@@ -60,7 +60,6 @@ size of Megatron's ``send_forward``/``send_backward`` (AICB
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Optional, Tuple
@@ -215,11 +214,10 @@ def world_size(spec: ScenarioSpec, wl, n_hosts: Optional[int] = None) -> Tuple[i
         all_gpus, source = n, "the fabric's hosts"
     mp = h.tp_size * h.pp_size
     if all_gpus % mp:
-        fit = mp * n // math.gcd(mp, n)
         raise ScenarioError(
             f"workload.simai.all_gpus: {all_gpus} ({source}) is not a multiple of {s.path}'s "
             f"model_parallel_NPU_group x pp = {h.tp_size} x {h.pp_size}: allowed a positive multiple of {mp}; "
-            f"on {n} hosts e.g. {fit} or {mp * n} (each host a server of {mp} GPUs)")
+            f"on {n} hosts e.g. {mp * n} (each host a server of {mp} GPUs), or a fabric of a multiple of {mp} hosts")
     assumed = {k: TOLERATED_KEYS[k] for k in h.absent if k != "all_gpus"}
     if "all_gpus" in h.absent and s.all_gpus is None:
         assumed["all_gpus"] = all_gpus

@@ -152,7 +152,8 @@ def test_aicb_tp8_file_on_4_hosts_without_all_gpus_is_refused_naming_the_key(tmp
         _plan(tmp_path, AICB / G13B)
     msg = str(info.value)
     assert "workload.simai.all_gpus: 4 (the fabric's hosts) is not a multiple of" in msg
-    assert "model_parallel_NPU_group x pp = 8 x 1: allowed a positive multiple of 8; on 4 hosts e.g. 8 or 32" in msg
+    assert "model_parallel_NPU_group x pp = 8 x 1: allowed a positive multiple of 8; on 4 hosts e.g. 32 (each host " \
+           "a server of 8 GPUs), or a fabric of a multiple of 8 hosts" in msg
 
 
 # --- our own files: one tolerance each ---------------------------------------------------------------------------
