@@ -141,6 +141,9 @@ class ReplayPlan:
     #: W and the scale-up time known without the programs (``compute_s``, ``scale_up_s``: simai_plan's, from
     #: testbed.simai_programs.Timeline; None: computed from ``programs`` and ``tasks``)
     figures: Optional[dict] = field(default=None, compare=False, repr=False)
+    #: how the file's ranks map onto the hosts: summary.json's ``replay.mapping``
+    #: (traffic.workloads.job_mapping.mapping)
+    mapping: Optional[dict] = field(default=None, compare=False, repr=False)
 
     @property
     def modes(self) -> Tuple[str, ...]:
@@ -251,9 +254,11 @@ def reader_block(spec: ScenarioSpec, wl, all_gpus: int, source: str, assumed: di
     return block, "warning: " + text
 
 
-def _all_gpus(spec: ScenarioSpec, wl, notes: list, n_hosts: Optional[int] = None) -> Tuple[int, int, dict]:
+def _all_gpus(spec: ScenarioSpec, wl, notes: list, n_hosts: Optional[int] = None,
+              scopes: Tuple[str, ...] = ()) -> Tuple[int, int, dict]:
     """(all_gpus, GPUs per host, summary.json's ``replay.reader``) on ``n_hosts`` hosts (default the
-    fabric's); ScenarioError when the job does not fit them."""
+    fabric's); ScenarioError when the job does not fit them, with the mappings that fit (:func:`_fit_hint`,
+    ``scopes``: the file's group scopes)."""
     from traffic.workloads.placement import PlacementError, gpus_per_host
     s, f = spec.workload.simai, spec.fabric
     n = spec.fabric.n_hosts if n_hosts is None else n_hosts
@@ -269,13 +274,18 @@ def _all_gpus(spec: ScenarioSpec, wl, notes: list, n_hosts: Optional[int] = None
         raise ScenarioError(
             f"{where}all_gpus: {all_gpus} but the fabric has {n} hosts "
             f"({f.describe()}); the testbed runs one rank per host, or all_gpus / hosts ranks per host (a "
-            f"server sharing one NIC): use a fabric of {all_gpus} hosts (or a divisor of it) or a workload "
-            f"file written for a multiple of {n} GPUs") from None
+            f"server sharing one NIC); {_fit_hint(all_gpus, wl.header, n, scopes)}") from None
     if per_host > 1:
         notes.append(f"{s.path}: {all_gpus} GPUs on {n} hosts: each host is a server of {per_host} GPUs "
                      f"sharing one NIC; groups inside a server run in its scale-up domain (modelled at "
                      f"{s.scale_up_ratio:g} x host_link_bps)")
     return all_gpus, per_host, reader
+
+
+def _fit_hint(all_gpus: int, header, n_hosts: int, scopes: Tuple[str, ...]) -> str:
+    """The mappings that fit the fabric's ``n_hosts`` hosts, for a refusal (traffic.workloads.job_mapping)."""
+    from traffic.workloads.job_mapping import JobShape, fit_hint
+    return fit_hint(JobShape(all_gpus, header.tp_size, header.ep_size, header.pp_size), n_hosts, scopes)
 
 
 def _micro_batches(spec: ScenarioSpec, wl, notes: list) -> Tuple[int, int]:
@@ -319,6 +329,7 @@ def simai_plan(spec: ScenarioSpec, n_hosts: Optional[int] = None):
     a job of a ``jobs`` list passes its own, testbed.jobs.simai). Raises ScenarioError naming the key and
     the file line when the workload cannot run here.
     """
+    from traffic.workloads.job_mapping import JobShape, mapping, mapping_text, scopes_of
     from traffic.workloads.parallel_groups import stage_groups
     from traffic.workloads.pipeline_schedule import stage_passes
     from traffic.workloads.placement import PlacementError, place
@@ -326,12 +337,16 @@ def simai_plan(spec: ScenarioSpec, n_hosts: Optional[int] = None):
     s, key = spec.workload.simai, "workload.simai.path"
     wl, all_ops, total_ns = _load(spec)
     notes: list = []
-    all_gpus, per_host, reader = _all_gpus(spec, wl, notes, n_hosts)
+    scopes = scopes_of(op.group for op in all_ops)
+    all_gpus, per_host, reader = _all_gpus(spec, wl, notes, n_hosts, scopes)
     h, scale = wl.header, compute_scale(spec)
     n_stages, m = _micro_batches(spec, wl, notes)
+    n_fabric_hosts = all_gpus // per_host
     if n_stages > 1 and (all_gpus // n_stages) % per_host:
         raise ScenarioError(f"{key}: {s.path}:1: pp {n_stages} stages of {all_gpus // n_stages} GPUs do not "
-                            f"fill whole hosts of {per_host} GPUs: allowed a fabric whose hosts divide a stage")
+                            f"fill whole hosts of {per_host} GPUs ({all_gpus} GPUs on {n_fabric_hosts} hosts): "
+                            f"allowed a fabric whose hosts divide a stage; "
+                            f"{_fit_hint(all_gpus, h, n_fabric_hosts, scopes)}")
 
     placements: dict = {}
 
@@ -344,9 +359,10 @@ def simai_plan(spec: ScenarioSpec, n_hosts: Optional[int] = None):
             return pl
         except (ValueError, PlacementError) as e:
             raise ScenarioError(f"{key}: {s.path}:1: all_gpus {all_gpus} on the fabric's "
-                                f"{all_gpus // per_host} hosts: {e}") from None
+                                f"{n_fabric_hosts} hosts: {e}; {_fit_hint(all_gpus, h, n_fabric_hosts, scopes)}"
+                                ) from None
 
-    steps, skipped, step_where = [], {}, []
+    steps, skipped = [], {}
     for op in all_ops:
         coll = SIMAI_COLLECTIVES[op.collective]
         alg = algorithm_for(coll, spec.workload.algorithm)
@@ -374,6 +390,8 @@ def simai_plan(spec: ScenarioSpec, n_hosts: Optional[int] = None):
                             compute_s=trailing_ns * scale / 1e9, update_s=0.0, blocking=True))
     for reason, places in skipped.items():
         notes.append(f"{s.path}: skipped {len(places)} {reason} ({list_places(places)})")
+    ranks_map = mapping(JobShape(all_gpus, h.tp_size, h.ep_size, n_stages), n_fabric_hosts, scopes,
+                        Counter(st.group for st in steps if st.where != "none"))
     if reader["simai_skips"]:
         bc = [st for st in steps if st.token.split("_")[0] == "BROADCAST"]
         ran = sorted({"on the fabric" if st.where == "fabric" else "in the scale-up domain" for st in bc
@@ -420,7 +438,8 @@ def simai_plan(spec: ScenarioSpec, n_hosts: Optional[int] = None):
                 try:
                     pl = place(tuple((g[src], g[dst]) for g in pp_groups), per_host)
                 except PlacementError as e:
-                    raise ScenarioError(f"{key}: {s.path}:1: {e}") from None
+                    raise ScenarioError(f"{key}: {s.path}:1: {e}; {_fit_hint(all_gpus, h, n_fabric_hosts, scopes)}"
+                                        ) from None
                 where = pl.where
                 t_up = pp_size * 8 / (s.scale_up_ratio * spec.fabric.host_link_bps) if where == "scale_up" else 0.0
                 for i in range(m):
@@ -446,12 +465,14 @@ def simai_plan(spec: ScenarioSpec, n_hosts: Optional[int] = None):
                         compute_scale=scale, gpus_per_host=per_host, fabric_ops_per_iteration=len(fabric_ops),
                         programs=LazyTuple(timeline, 0, n_stages), tasks=LazyTuple(timeline, 1, timeline.n_tasks),
                         stream_names=streams.names(), n_stages=n_stages, micro_batches=m, pp_schedule=s.pp_schedule,
-                        reader=reader, figures={"compute_s": timeline.compute_s, "scale_up_s": timeline.scale_up_s})
+                        reader=reader, figures={"compute_s": timeline.compute_s, "scale_up_s": timeline.scale_up_s},
+                        mapping=ranks_map)
     n_up = timeline.n_scale_up
     notes.insert(0, f"{s.path}: replaying {len(fabric_ops)} fabric ops"
                  + (f" and {n_up} scale-up collectives" if n_up else "") + f" per iteration x {len(replay.modes)} "
                  f"iterations on {len(streams.fabric)} fabric streams, compute x {scale:g}, overlap {s.overlap}: "
                  + ", ".join(f"{c} {k}" for k, c in counts.items()))
+    notes.insert(1, mapping_text(ranks_map))
     ops = tuple(PlannedOp(iteration=it, warmup=False, **f) for it in range(len(replay.modes)) for f in fabric_ops)
     return WorkloadPlan(ops, tuple(notes), replay)
 

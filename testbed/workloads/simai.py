@@ -33,11 +33,14 @@ class SimaiReplay(Collectives):
 
     def run_ops(self, ctx, agents, rec, progress) -> None:
         """The replay's timeline (testbed.replay_run: compute waits, streams, overlap); ``reader``: how the file
-        was read (world size and its source, header keys assumed, BROADCAST entries SimAI skips)."""
+        was read (world size and its source, header keys assumed, BROADCAST entries SimAI skips); ``mapping``: how
+        its ranks map onto the hosts (groups on the fabric, groups that are scale-up waits)."""
         plan = replay_plan(ctx.spec, ctx.ops_plan)
         self.replay = run_replay(ctx, agents, rec, progress, plan)
         if plan.reader is not None:
             self.replay["reader"] = plan.reader
+        if plan.mapping is not None:  # how the file's ranks map onto the hosts (traffic.workloads.job_mapping)
+            self.replay["mapping"] = plan.mapping
 
     def add_results(self, ctx, rec, summary: dict, qps, ports, faults) -> None:
         if self.replay is not None:
