@@ -81,10 +81,10 @@ def test_9216_gpus_on_12_hosts_map_stages_to_hosts(tmp_path):
     assert "replaying 528 fabric ops and 4368 scale-up collectives per iteration" in plan.notes[0]
     assert plan.notes[1] == (
         "simai: 9216 ranks (TP 2 x DP 384 x PP 12; EP 16, DP_EP 24) on 12 hosts, 768 ranks per host (a server of "
-        "768 GPUs sharing one NIC); scale-up waits (every group inside one host): TP (4608 groups of 2 ranks, 11 "
-        "file entries), DP (24 groups of 384 ranks, 2 file entries), EP (576 groups of 16 ranks, 4 file entries), "
-        "DP_EP (384 groups of 24 ranks, 2 file entries); on the fabric: PP (768 groups of 12 ranks) (one rank per "
-        "stage and host): 11 stage boundaries of 1 host pair each carrying 768 groups' transfers")
+        "768 GPUs sharing one NIC); scale-up waits (every group inside one host): TP 4608 groups of 2 ranks (11 "
+        "file entries), DP 24 groups of 384 ranks (2 file entries), EP 576 groups of 16 ranks (4 file entries), "
+        "DP_EP 384 groups of 24 ranks (2 file entries); on the fabric: PP 768 groups of 12 ranks, one rank per "
+        "stage: 11 stage boundaries of 1 host pair, 768 groups each")
 
 
 @pytest.mark.skipif(not SHARED.is_file(), reason=f"{SHARED} absent (SimAI's example/workload_analytical.txt)")
@@ -107,7 +107,7 @@ def test_the_mapping_is_printed_before_the_run(tmp_path, capsys):
     err = capsys.readouterr().err
     assert ("testbed: note: simai: 9216 ranks (TP 2 x DP 384 x PP 12; EP 16, DP_EP 24) on 12 hosts, 768 ranks "
             "per host") in err
-    assert "on the fabric: PP (768 groups of 12 ranks)" in err
+    assert "on the fabric: PP 768 groups of 12 ranks, one rank per stage: 11 stage boundaries" in err
 
 
 @pytest.mark.parametrize("leaves,per_leaf,words", [

@@ -29,6 +29,12 @@ def test_tp2_dp2_pp2_overlap_saves_what_the_formula_says(tmp_path):
     assert s["ops_done"] == 4 * 44 and s["transport"]["delivered_bytes"] == s["transport"]["posted_bytes"]
     r = s["replay"]
     assert r["order"] == ["off", "on", "on", "off"]
+    # how the ranks map onto the hosts (summary.json replay.mapping): one rank per host, every scope on the fabric
+    m = r["mapping"]
+    assert (m["all_gpus"], m["hosts"], m["ranks_per_host"]) == (8, 8, 1)
+    assert {k: (v["where"], v["groups"], v["host_groups"], v["hosts_per_host_group"])
+            for k, v in m["scopes"].items()} == {"TP": ("fabric", 4, 2, 2), "DP": ("fabric", 4, 2, 2),
+                                                 "PP": ("fabric", 4, 4, 2)}
     off, on = r["off"], r["on"]
     w = off["compute_s_per_iteration"]
     assert w == pytest.approx(on["compute_s_per_iteration"]) and w == pytest.approx(5 * 0.3, rel=0.01)

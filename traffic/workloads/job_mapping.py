@@ -157,23 +157,25 @@ def mapping(shape: JobShape, n_hosts: int, scopes: Iterable[str], entries: Optio
 def mapping_text(m: dict) -> str:
     """One line for the run's notes: :func:`mapping`'s block in words."""
     g = m["ranks_per_host"]
-    head = (f"simai: {m['all_gpus']} ranks (TP {m['tp']} x DP {m['dp']} x PP {m['pp']}; EP {m['ep']}, DP_EP "
-            f"{m['dp_ep']}) on {m['hosts']} hosts, "
+    ep = f"; EP {m['ep']}, DP_EP {m['dp_ep']}" if m["ep"] > 1 else ""
+    head = (f"simai: {m['all_gpus']} ranks (TP {m['tp']} x DP {m['dp']} x PP {m['pp']}{ep}) on {m['hosts']} hosts, "
             + (f"{g} ranks per host (a server of {g} GPUs sharing one NIC)" if g > 1 else "one rank per host"))
 
+    def n(count: int, word: str, plural: str = "") -> str:
+        return f"{count} {word if count == 1 else (plural or word + 's')}"
+
     def one(scope: str, b: dict) -> str:
-        used = f", {b['entries']} file entries" if "entries" in b else ""
-        text = f"{scope} ({b['groups']} groups of {b['ranks_per_group']} ranks{used})"
+        text = f"{scope} {n(b['groups'], 'group')} of {b['ranks_per_group']} ranks" + (
+            f" ({n(b['entries'], 'file entry', 'file entries')})" if "entries" in b else "")
         if b["where"] != "fabric":
             return text
+        each = n(b["groups_per_host_group"], "group")
         if scope == "PP":
-            return (f"{text} (one rank per stage and host): {m['pp'] - 1} stage boundaries of "
-                    f"{b['host_groups']} host pair{'s' if b['host_groups'] > 1 else ''} each carrying "
-                    f"{b['groups_per_host_group']} groups' transfers")
+            return (f"{text}, one rank per stage: {n(m['pp'] - 1, 'stage boundary', 'stage boundaries')} of "
+                    f"{n(b['host_groups'], 'host pair')}, {each} each")
         per = f"{m['pp']} stages x " if m["pp"] > 1 else ""
-        return (f"{text} (one rank per host): {per}{b['host_groups']} host group{'s' if b['host_groups'] > 1 else ''} "
-                f"of {b['hosts_per_host_group']} hosts, each carrying {b['groups_per_host_group']} group"
-                f"{'s' if b['groups_per_host_group'] > 1 else ''}")
+        return (f"{text}, one rank per host: {per}{n(b['host_groups'], 'host group')} of "
+                f"{b['hosts_per_host_group']} hosts, {each} each")
 
     parts = [head]
     for where, words, sep in (("scale_up", "scale-up waits (every group inside one host): ", ", "),
