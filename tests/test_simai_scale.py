@@ -295,3 +295,20 @@ def test_programs_built_when_read_equal_the_ones_built_before(tmp_path, case):
     assert r.compute_s_per_iteration == pytest.approx(simulate(programs, tasks, [0.0] * len(tasks)).makespan_s,
                                                       rel=1e-12)
     assert r.compute_s_per_iteration > 0
+
+
+def test_the_quick_screen_never_drops_a_mapping_that_fits():
+    """fitting() places only candidates that pass _plausible (the layout's formulas): over every small job and
+    host count, each one that fits passes it."""
+    from itertools import product
+
+    from traffic.workloads.job_mapping import JobShape, _plausible, misfit
+    fits = 0
+    for t, e, p, k in product((1, 2, 3, 4), (1, 2, 4), (1, 2, 3), range(1, 7)):
+        a = t * e * p * k
+        for h in (h for h in range(1, a + 1) if a % h == 0):
+            for scopes in (("TP",), ("DP",), ("TP", "DP"), ("TP", "DP", "EP", "DP_EP"), ("EP", "DP_EP")):
+                if misfit(JobShape(a, t, e, p), h, scopes) is None:
+                    fits += 1
+                    assert _plausible(JobShape(a, t, e, p), a // h, scopes), (a, t, e, p, h, scopes)
+    assert fits > 1000

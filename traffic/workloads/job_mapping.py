@@ -82,11 +82,25 @@ def misfit(shape: JobShape, n_hosts: int, scopes: Iterable[str], need_fabric: bo
     return None
 
 
+def _plausible(shape: JobShape, per_host: int, scopes: Tuple[str, ...]) -> bool:
+    """A quick necessary condition for ``shape`` to fit hosts of ``per_host`` ranks, from the layout's formulas
+    (traffic.workloads.parallel_groups): the world size and stages as :func:`misfit` checks them, and every
+    scope's groups, ranks stride apart in blocks of stride x count consecutive ranks, either inside one host
+    (per_host a multiple of the block) or one rank per host (stride >= per_host). :func:`misfit` decides."""
+    a, t, e, p, g = shape.all_gpus, shape.tp, shape.ep, shape.pp, per_host
+    if a % (t * p) or (a // (t * p)) % e or a % g or (p > 1 and (a // p) % g):
+        return False
+    d = a // (t * p)
+    layout = {"TP": (1, t), "DP": (t, d), "EP": (t, e), "DP_EP": (t * e, d // e)}
+    return all(c == 1 or g % (stride * c) == 0 or stride >= g
+               for stride, c in (layout[sc] for sc in scopes if sc in layout))
+
+
 def fitting(shape: JobShape, n_hosts: int, scopes: Iterable[str]) -> dict:
-    """Mappings that fit (module docstring): ``hosts_below`` / ``hosts_above``: the nearest host counts at or
-    below / above ``n_hosts`` (divisors of all_gpus) on which the job fits; ``all_gpus``: the largest world
-    size up to the file's (else the smallest above it) that fits ``n_hosts`` hosts; each None when none
-    does within :data:`MAX_TRIES` tries."""
+    """Mappings that fit (module docstring): ``hosts_below`` / ``hosts_above``: the nearest host counts below
+    / above ``n_hosts`` (divisors of all_gpus) on which the job fits with something on the fabric;
+    ``all_gpus``: the largest world size up to the file's that fits ``n_hosts`` hosts. Each None when none
+    does (candidates are screened by :func:`_plausible`, then at most :data:`MAX_TRIES` each placed)."""
     scopes = tuple(scopes)
     a = shape.all_gpus
     divisors = [d for d in range(1, math.isqrt(a) + 1) if a % d == 0]
@@ -95,16 +109,15 @@ def fitting(shape: JobShape, n_hosts: int, scopes: Iterable[str]) -> dict:
     def first(candidates, ok):
         return next((c for c in list(candidates)[:MAX_TRIES] if ok(c)), None)
 
-    fits_on = lambda h: h != n_hosts and misfit(shape, h, scopes, need_fabric=True) is None  # noqa: E731
-    below = first(reversed([d for d in divisors if d <= n_hosts]), fits_on)
-    above = first([d for d in divisors if d > n_hosts], fits_on)
-    step = math.lcm(shape.tp * shape.pp * shape.ep, n_hosts)
-    resize = lambda w: misfit(JobShape(w, shape.tp, shape.ep, shape.pp), n_hosts, scopes,  # noqa: E731
-                              need_fabric=True) is None
-    world = first(range(a // step * step, 0, -step), lambda w: w != a and resize(w))
-    if world is None:
-        world = first(range(a // step * step + step, a * 2 * n_hosts + step, step), lambda w: w != a and resize(w))
-    return {"hosts_below": below, "hosts_above": above, "all_gpus": world}
+    def on(h):
+        return misfit(shape, h, scopes, need_fabric=True) is None
+
+    below = first((d for d in reversed(divisors) if d < n_hosts and _plausible(shape, a // d, scopes)), on)
+    above = first((d for d in divisors if d > n_hosts and _plausible(shape, a // d, scopes)), on)
+    sized = (JobShape(g * n_hosts, shape.tp, shape.ep, shape.pp) for g in range(a // n_hosts, 0, -1))
+    world = first((j for j in sized if j.all_gpus != a and _plausible(j, j.all_gpus // n_hosts, scopes)),
+                  lambda j: misfit(j, n_hosts, scopes, need_fabric=True) is None)
+    return {"hosts_below": below, "hosts_above": above, "all_gpus": world.all_gpus if world else None}
 
 
 def fit_hint(shape: JobShape, n_hosts: int, scopes: Iterable[str]) -> str:
