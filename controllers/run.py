@@ -143,6 +143,9 @@ def parse_conf(argv: Optional[List[str]]) -> Any:
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Validate, configure os-ken and run the app until a signal; returns an exit status."""
+    from controllers.parent_watch import note_parent
+
+    note_parent()  # before the slow imports and validation: a testbed killed meanwhile is still noticed
     from os_ken import cfg
 
     try:
