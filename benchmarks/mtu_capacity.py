@@ -9,7 +9,7 @@ every lower rate's too (a faithful point above an unfaithful one is shown, not c
 a point also needs busbw/link >= 0.95: the ring on this fabric meets no contention, so a lower
 busbw can only come from the emulation, even where the verdict could not judge the hosts.
 The CPU cost of emulation is per packet, so 4 KB packets should let the same
-CPU emulate several times the bandwidth of 1 KB ones (DESIGN.md: a plain UDP
+CPU emulate several times the bandwidth of 1 KB ones (docs/architecture.md: a plain UDP
 ring reached 80 Mbit/s per host with 4 KB datagrams against 30 with 1 KB).
 
 Each point is short: one message size that lasts about ``--op-s`` seconds at

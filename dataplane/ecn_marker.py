@@ -1,6 +1,6 @@
 """ECN marker actuator: an nftables netdev egress rule per switch port, driven by sampled class backlog.
 
-The kernel here has no ``sch_red`` (DESIGN.md), so RED marking is done in two
+The kernel here has no ``sch_red`` (docs/architecture.md), so RED marking is done in two
 halves. The policy (:class:`dataplane.ecn_policy.MarkingPolicy`, pure)
 turns each sample of the marked class's backlog into a marking probability
 per port; this actuator holds that probability in the port's egress chain::

@@ -12,7 +12,7 @@ IEEE/ACM ToN 1993), as DCQCN configures it on the switch (Zhu et al.,
 the instantaneous queue, not RED's EWMA average). :class:`MarkingPolicy`
 turns sampled backlogs into the probabilities the marker should hold,
 quantized to ``step`` so that the actuator changes a port only when its
-probability moved (DESIGN.md: one rule change 0.13 ms; every port every
+probability moved (docs/architecture.md: one rule change 0.13 ms; every port every
 millisecond would eat a core). Used by the marker (:mod:`dataplane.ecn_marker`) in the
 controller's 1 ms congestion loop; the queue backends take the class's :class:`RedCurve`.
 """

@@ -1,6 +1,6 @@
 """PFC actuator: pause and resume the lossless class of one egress interface (netlink from the controller).
 
-DESIGN.md "Facts measured for congestion handling": the lossless class of
+docs/architecture.md "Pause without loss": the lossless class of
 :mod:`dataplane.queues.htb_classes` is an HTB class with a tbf leaf.
 
 - **pause**: the tbf leaf's rate becomes 1 byte/s (``rate 8bit``) with a

@@ -1,5 +1,5 @@
 """The packages stack strictly: topology/ and traffic/ at the bottom, then dataplane/, then controllers/,
-then testbed/ (DESIGN.md "Target layout").
+then testbed/ (docs/architecture.md).
 
 Every ``.py`` file of the five packages is parsed with :mod:`ast` and every import in it is read,
 at module level and inside functions alike (an import deferred into a function still ties the

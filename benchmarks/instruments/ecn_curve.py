@@ -47,7 +47,7 @@ class EcnLoop:
     which reads its samples while it runs. A run's loop is the controller's (controllers/congestion/loop.py).
     :meth:`for_run` builds it from a scenario, or returns None when ``congestion.ecn`` is absent."""
 
-    #: period of the marking loop's sampler, s (DESIGN.md: ~10 % of a core for 24 ports)
+    #: period of the marking loop's sampler, s (docs/architecture.md: ~10 % of a core for 24 ports)
     PERIOD_S = 0.001
 
     def __init__(self, marker: NftEcnMarker, sampler):

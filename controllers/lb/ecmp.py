@@ -5,7 +5,7 @@ switch hashes the layout's ``ecmp_hash_fields`` (by default the 5-tuple with
 the UDP and TCP ports, so the RoCEv2 UDP source port, the entropy field,
 spreads flows) with the OVS ``hash`` selection method. Without the fields OVS
 would hash only L2/L3 and every RoCEv2 flow between two hosts would land in
-one bucket (DESIGN.md, "Facts about the machines").
+one bucket (docs/architecture.md, "Facts about the machines").
 """
 from __future__ import annotations
 

@@ -15,10 +15,10 @@ Priority: HTB serves classes below their ``rate`` first, then lends the
 parent's spare rate by ``prio`` (lowest first; net/sched/sch_htb.c). Each
 class is guaranteed only :data:`GUARANTEED_SHARE` of the link, so under load
 the order is strict priority, save 1 % per class against starvation (the
-kernel here has no ``prio``/``ets`` qdisc: DESIGN.md "Facts measured").
+kernel here has no ``prio``/``ets`` qdisc: docs/architecture.md "Facts about the machines").
 
 Leaves are tbf, not bfifo: the PFC actuator pauses a class by setting its
-tbf rate to 8 bit/s (DESIGN.md). The tbf rate is the link rate, so it never
+tbf rate to 8 bit/s (docs/architecture.md, "Pause without loss"). The tbf rate is the link rate, so it never
 binds while HTB shapes; its ``limit`` is the class buffer (tail drop beyond)
 and its burst :func:`~dataplane.queues.htb_bfifo.burst_bytes_for`.
 

@@ -21,7 +21,7 @@ from controllers import contract
 from controllers.congestion.loop import LOSSLESS_CLASS
 from controllers.contract import (LOOP_SETTINGS_FILE, LOOP_STARTED_FILE, LOOP_STOP_REQUEST_FILE, LOOP_STOPPED_FILE,
                                   EcnSettings, LoopSettings, PfcSettings, WatchdogSettings)
-#: the loop's sampling period, s (DESIGN.md: about 10 % of a core for 24 ports)
+#: the loop's sampling period, s (docs/architecture.md: about 10 % of a core for 24 ports)
 PERIOD_S = 0.001
 #: wait for the controller's loop to start on the development machines (s), x testbed.host.timeout_scale
 START_TIMEOUT_S = 20.0

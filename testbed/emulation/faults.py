@@ -12,7 +12,7 @@ thread of its own:
   (both directions) that takes ``numgen random mod 10000 < k`` frames, with a
   counter, and forwards them to a blackhole: a veth pair ``<run id>gray`` /
   ``<run id>grayb`` left down, which frees them; ``heal`` removes the rules.
-  No netem or RED here (DESIGN.md: this kernel has neither); the frames leave
+  No netem or RED here (docs/architecture.md: this kernel has neither); the frames leave
   before the egress qdisc, so no queue or interface counter of the link sees
   them (measured: 1000 frames, 50% rule, 509 taken, tx 504 at the sender and
   rx 504 at the receiver). Not ``drop``: a drop on the egress hook fails the

@@ -10,7 +10,7 @@ and all removed before it returns:
   ECN-marking rule the fallback marker uses (``nft``), and turns checksum
   offload off (``ethtool``).
 
-Chosen backends (see DESIGN.md, "Facts about the machines"):
+Chosen backends (docs/architecture.md, "Facts about the machines"):
 
 - ``datapath``: ``'kernel'`` if a ``system`` bridge works, else ``'user'`` if a
   ``netdev`` bridge works, else ``'none'`` (OVS not running or not installed).

@@ -1,6 +1,6 @@
 """A scenario's offered packet rate, counted per hop: the work the machine must do to emulate it.
 
-The CPU cost of the emulation is per packet and per hop (DESIGN.md: the cost is per packet, not
+The CPU cost of the emulation is per packet and per hop (docs/architecture.md: the cost is per packet, not
 per byte; every frame is forwarded by every switch it crosses). So the load of a scenario is
 counted in **packet-hops per second**: every frame counted once for each link it crosses.
 

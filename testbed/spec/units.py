@@ -85,7 +85,7 @@ MIN_BUFFER_BYTES = 1514
 #: largest switch port buffer: bfifo's limit is a __u32 byte count (struct tc_fifo_qopt)
 MAX_BUFFER_BYTES = 2**32 - 1
 #: link (IP) MTUs a fabric may use: Ethernet's 1500 up to the 9000 the userspace datapath carries
-#: (DESIGN.md: veths at 9000 and OVS mtu_request=9000 carry 8900-byte pings)
+#: (docs/architecture.md: veths at 9000 and OVS mtu_request=9000 carry 8900-byte pings)
 MIN_LINK_MTU_BYTES, MAX_LINK_MTU_BYTES = 1500, 9000
 #: IPv4 (20) + UDP (8) + BTH (12) + ICRC (4): what a RoCEv2 packet adds to its payload inside the IP MTU
 ROCEV2_IP_OVERHEAD_BYTES = 20 + 8 + 12 + 4

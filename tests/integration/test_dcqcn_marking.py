@@ -2,7 +2,7 @@
 
 Until a marking queue backend exists, the test marks by itself: an nftables netdev egress rule
 on both leaves' host-facing ports sets CE on 30 % of the ECT packets (``numgen random``), as
-the fallback marker of DESIGN.md does; it is removed after the run. 2 hosts, 10 Mbit/s links
+the fallback marker of docs/architecture.md does; it is removed after the run. 2 hosts, 10 Mbit/s links
 standing for 1 Gbit/s (dilation 100: CNP interval N = 5 ms, rate timer T = 5.5 ms).
 """
 import subprocess

@@ -148,7 +148,7 @@ class Spray(EntropyPolicy):
     paths. Either way the start in the cycle is seeded per QP. Reordering follows, so the QPs use
     selective repeat (:mod:`traffic.transport.selective`). A bounded set keeps the switches'
     datapath flows few: each port is one flow, whose first packet takes Open vSwitch's slow path
-    (DESIGN.md, "Entropy costs CPU").
+    (docs/architecture.md, "Entropy costs CPU").
     """
 
     name = "spray"

@@ -6,7 +6,7 @@ rate-increase timer T, byte counter B, fast-recovery stages F, additive and hype
 steps R_AI and R_HAI. Where the paper gives no value the NVIDIA (Mellanox) ConnectX defaults
 of the ``roce_rp``/``roce_np`` settings stand in (``rpg_hai_rate``, ``rpg_min_rate``).
 
-Scaling (pure time dilation, DESIGN.md "Time dilation"): a run whose host links of
+Scaling (pure time dilation, docs/architecture.md "Time dilation"): a run whose host links of
 ``fabric.host_link_bps`` stand for ``reference_link_bps`` runs ``dilation = reference_link_bps /
 fabric.host_link_bps`` times slower than the real fabric, so::
 
