@@ -25,10 +25,12 @@ algbw x the algorithm's factor (nccl-tests), as testbed.results.tables' ops tabl
 Exposed communication and overlap (:func:`overlap_figures`), as the SimAI replay's (testbed.replay_run,
 testbed.replay_program): T the makespan; W the compute-only makespan (:func:`compute_only_s`: the same
 graph in virtual time with every fabric operation taking no time, compute on its rank's lane, first in
-first out); exposed communication E = T - W and its share E / T; per process group (send/recv pairs:
-``p2p``) its communication time C_g (its operations' spans added up) and busy time (their union); the
-communication hidden under compute and other groups' communication sum_g C_g - E
-(testbed.replay_run.hidden_comm: what a serialized replay, W + sum_g C_g, would add).
+first out); per process group (send/recv pairs: ``p2p``) its communication time C_g (its operations' spans
+added up) and busy time (their union), C = sum_g C_g; exposed communication E = min(T - W, C) and its share
+E / T, overhead max(0, T - W - C) (neither compute nor communication: issuing to the agents and their
+round trip, outside the spans; testbed.replay_run.exposed_split, after ASTRA-sim's Workload::report); the
+communication hidden under compute and other groups' communication C - E >= 0 (testbed.replay_run.hidden_comm:
+what a serialized replay, W + C, would add).
 """
 from __future__ import annotations
 
@@ -44,7 +46,7 @@ import pandas as pd
 from testbed import signals
 from testbed.emulation.agents import taking_part
 from testbed.lifecycle import raise_if_interrupted
-from testbed.replay_run import hidden_comm, union_s
+from testbed.replay_run import exposed_split, hidden_comm, union_s
 from traffic import collectives
 from traffic.clock import unix_ns
 from traffic.workloads.chakra.schema import NODE_TYPES
@@ -158,7 +160,8 @@ def compute_only_s(graph, compute_s: Callable) -> float:
 def overlap_figures(makespan_s: float, compute_only: float, ops: list) -> dict:
     """summary.json ``chakra``'s exposed communication and overlap (module docstring), s: ``ops``: one
     dict per fabric operation with ``group`` (its process group, ``p2p`` for send/recv), ``t_start_s`` and
-    ``t_end_s`` (its span: first rank's start to last rank's end)."""
+    ``t_end_s`` (its span: first rank's start to last rank's end). Keys: compute_only_s, exposed_comm_s,
+    overhead_s, exposed_share, comm_s, comm_busy_s, groups, saving (testbed.replay_run.hidden_comm)."""
     groups: dict = {}
     for o in ops:
         g = groups.setdefault(o["group"], {"comm_s": 0.0, "ops": 0, "intervals": []})
@@ -168,8 +171,9 @@ def overlap_figures(makespan_s: float, compute_only: float, ops: list) -> dict:
     for g in groups.values():
         g["busy_s"] = union_s(g.pop("intervals"))
     comm_s = sum(g["comm_s"] for g in groups.values())
-    exposed = makespan_s - compute_only
-    return {"compute_only_s": compute_only, "exposed_comm_s": exposed,
+    split = exposed_split(makespan_s, compute_only, comm_s)
+    exposed = split["exposed_comm_s"]
+    return {"compute_only_s": compute_only, "exposed_comm_s": exposed, "overhead_s": split["overhead_s"],
             "exposed_share": exposed / makespan_s if makespan_s > 0 else 0.0, "comm_s": comm_s,
             "comm_busy_s": union_s([(o["t_start_s"], o["t_end_s"]) for o in ops]), "groups": groups,
             "saving": hidden_comm(comm_s, exposed)}

@@ -27,8 +27,10 @@ traffic.workloads.simai):
 
 Figures per iteration: iteration time T (first compute to last collective
 end); W the compute-only time (the plan's programs with free communication,
-pipeline bubble included); exposed communication E = T - W (what the job
-loses to the network); per group scope its communication time C_g (the sum of
+pipeline bubble included); exposed communication E = min(T - W, C) with C
+the collectives' times added up, and the rest of T - W, max(0, T - W - C), as
+``overhead_s`` (neither compute nor communication: dispatch, timer slack;
+:func:`exposed_split`); per group scope its communication time C_g (the sum of
 its collectives' times: submit to completion on its stream, which is the
 span of its ranks' records plus the agents' command round trip) and busy time
 (the union of those intervals); per stage compute, waits for its own
@@ -49,8 +51,8 @@ from testbed import signals
 from testbed.replay_program import simulate
 
 #: the formula of the saving of overlap, stated in summary.json (testbed.replay_program)
-SAVING_FORMULA = ("T_off - T_on = sum_g C_g(off) - E_on, E_on = T_on - W: the communication hidden under "
-                  "compute and other groups' communication")
+SAVING_FORMULA = ("T_off - T_on = sum_g C_g(off) - E_on, E_on = min(T_on - W, C_on): the communication hidden "
+                  "under compute and other groups' communication")
 
 
 def _sleep(seconds: float) -> None:
@@ -196,7 +198,9 @@ class _Replay:
         streams: dict = {}
         for t, d in zip(plan.tasks, durations):
             streams[plan.stream_names[t.stream]] = streams.get(plan.stream_names[t.stream], 0.0) + d
-        return {"iteration_s": iteration_s, "compute_only_s": w, "exposed_comm_s": iteration_s - w,
+        split = exposed_split(iteration_s, w, sum(durations))
+        return {"iteration_s": iteration_s, "compute_only_s": w, "exposed_comm_s": split["exposed_comm_s"],
+                "overhead_s": split["overhead_s"],
                 "comm_s": step_comm, "exposed_s": step_exposed, "drain_s": drain_s, "durations_s": durations,
                 "groups": groups, "streams": streams,
                 "stages": [{k: v for k, v in st.items() if k != "exposed"} for st in stages]}
@@ -269,11 +273,33 @@ def overlap_saving(off: dict, on: dict) -> dict:
             **hidden_comm(serial_comm, on["exposed_comm_s"])}
 
 
+def exposed_split(makespan_s: float, compute_only_s: float, comm_s: float) -> dict:
+    """Split a run's time beyond compute, T - W (s), into exposed communication and overhead.
+
+    ``makespan_s`` T (measured), ``compute_only_s`` W (the same schedule with free communication),
+    ``comm_s`` C (the collectives' times added up). ASTRA-sim reports exposed communication as the finish
+    tick minus the GPU compute ticks (astra-sim/workload/Workload.cc, Workload::report: ``curr_tick -
+    hw_resource->tics_gpu_ops``): in a simulator nothing but communication fills T - W. On the emulation
+    dispatch (issuing to the agents, their command round trip, thread wake-ups, timer slack) also lies
+    outside compute and the collectives' spans, so T - W can exceed C; then it is not communication:
+    exposed_comm_s = min(max(T - W, 0), C), overhead_s = max(0, T - W - C) (neither compute nor
+    communication), hidden_comm_s = C - exposed_comm_s >= 0 (the communication hidden under compute and
+    other collectives), hidden_share = hidden_comm_s / C (0 without communication)."""
+    beyond = max(0.0, makespan_s - compute_only_s)
+    exposed = min(beyond, comm_s)
+    return {"exposed_comm_s": exposed, "overhead_s": beyond - exposed, "hidden_comm_s": comm_s - exposed,
+            "hidden_share": (comm_s - exposed) / comm_s if comm_s > 0 else 0.0}
+
+
 def hidden_comm(serial_comm_s: float, exposed_comm_s: float) -> dict:
     """The communication an overlapped run hid (SAVING_FORMULA), s: ``serial_comm_s`` = sum_g C_g (its
-    collectives' times added up, what a serialized run adds to W), ``exposed_comm_s`` = E = T - W.
+    collectives' times added up, what a serialized run adds to W), ``exposed_comm_s`` = E, the overlapped
+    run's exposed communication (:func:`exposed_split`: min(T - W, C), overhead left out).
     Returns formula, serialized_comm_s, exposed_comm_on_s, formula_s = sum_g C_g - E and hidden_share =
-    formula_s / sum_g C_g (0 without communication). Also the Chakra replay's (testbed.chakra_run)."""
+    formula_s / sum_g C_g (0 without communication). Also the Chakra replay's (testbed.chakra_run), where
+    both come from one run and E <= sum_g C_g, so formula_s >= 0; in the SimAI compare sum_g C_g is the
+    serialized run's, and formula_s < 0 means the overlapped run's collectives, slower under contention,
+    stayed exposed longer than the serialized ones took (overlap cost time)."""
     hidden = serial_comm_s - exposed_comm_s
     return {"formula": SAVING_FORMULA, "serialized_comm_s": serial_comm_s, "exposed_comm_on_s": exposed_comm_s,
             "formula_s": hidden, "hidden_share": hidden / serial_comm_s if serial_comm_s else 0.0}
@@ -321,7 +347,8 @@ def replay_block(plan, iters: list, mode: str) -> dict:
         "iteration_s": mean(iteration_s), "iterations_s": iteration_s,
         "predicted_iteration_s": mean(predicted),
         "comm_s_per_iteration": mean(comm_total),
-        "exposed_comm_s": mean(exposed_s), "drain_s": mean(it["drain_s"] for it in iters),
+        "exposed_comm_s": mean(exposed_s), "overhead_s": mean(it["overhead_s"] for it in iters),
+        "drain_s": mean(it["drain_s"] for it in iters),
         "exposed_share": mean(shares), "exposed_shares": shares,
         "equivalent_iteration_ms": (mean(iteration_s) / plan.compute_scale * 1e3 if plan.compute_scale else None),
         "groups": groups,

@@ -120,10 +120,20 @@ def test_overlap_figures_are_the_simai_replays():
            {"group": "p2p", "t_start_s": 5.0, "t_end_s": 5.5}]
     f = overlap_figures(makespan_s=10.0, compute_only=7.0, ops=ops)
     assert f["exposed_comm_s"] == 3.0 and f["exposed_share"] == 0.3 and f["compute_only_s"] == 7.0
+    assert f["overhead_s"] == 0.0        # T - W = 3 s < C = 4.5 s: all of it communication
     assert f["comm_s"] == 4.5 and f["comm_busy_s"] == 3.5
     assert f["groups"] == {"dp": {"comm_s": 4.0, "ops": 2, "busy_s": 3.0}, "p2p": {"comm_s": 0.5, "ops": 1, "busy_s": 0.5}}
     assert f["saving"] == {"formula": SAVING_FORMULA, "serialized_comm_s": 4.5, "exposed_comm_on_s": 3.0,
                            "formula_s": 1.5, "hidden_share": 1.5 / 4.5}
+
+
+def test_time_beyond_compute_and_communication_is_overhead_not_negative_hiding():
+    """One all-reduce spanning 0.25-0.75 s (C = 0.5 s), no compute (W = 0), makespan 1 s: the 0.5 s
+    outside the span is dispatch, not communication: exposed 0.5 s (min(T - W, C)), overhead 0.5 s,
+    hidden 0 (was -0.5 s, -100 %, before)."""
+    f = overlap_figures(makespan_s=1.0, compute_only=0.0, ops=[{"group": "", "t_start_s": 0.25, "t_end_s": 0.75}])
+    assert (f["exposed_comm_s"], f["overhead_s"], f["exposed_share"]) == (0.5, 0.5, 0.5)
+    assert (f["saving"]["formula_s"], f["saving"]["hidden_share"]) == (0.0, 0.0)
 
 
 def test_cpu_side_compute_runs_on_its_own_lane(tmp_path):
@@ -133,3 +143,22 @@ def test_cpu_side_compute_runs_on_its_own_lane(tmp_path):
                            node(2, "c10d::allreduce_", "COMP_NODE", duration_us=40, is_cpu_op=True)]] * 2)
     assert [u.nodes[0].cpu for u in g.units if u.ranks == (0,)] == [False, True]
     assert compute_only_s(g, lambda u: u.nodes[0].duration_us / 1e6) == pytest.approx(100e-6, abs=1e-12)
+
+
+def test_the_printed_op_table_shows_whole_labels():
+    """A label longer than the old 44-character column ("ALL_REDUCE #1 of the process group with no pg_name")
+    is printed whole, the columns after it aligned."""
+    from testbed.workloads.chakra import ChakraReplay
+    label = "ALL_REDUCE #1 of the process group with no pg_name"
+    op = {"op_id": 0, "label": label, "ranks": [0, 1, 2, 3], "size_bytes": 16384, "time_us": 5000.0,
+          "busbw_bps": 9.5e6}
+    b = {"path": "t", "ranks": 4, "nodes": 4, "fabric_ops": 2, "makespan_s": 0.01, "compute_scale": 1.0,
+         "dependency_violations": 0, "compute_only_s": 0.0, "comm_s": 0.005, "exposed_comm_s": 0.005,
+         "exposed_share": 0.5, "overhead_s": 0.005, "saving": {"formula_s": 0.0, "hidden_share": 0.0},
+         "skipped_nodes": 0, "ops": [op, {**op, "op_id": 1, "label": "ALL_TO_ALL #1 of process group 'ep'"}]}
+    w = ChakraReplay.__new__(ChakraReplay)
+    w.block = b
+    lines = w.lines_after(None, {})[0].splitlines()
+    assert "overhead (not compute, not communication) max(0, T - W - C) 0.005 s" in lines[1]
+    assert lines[3] == f"   0 {label} 0,1,2,3        16384       5000         9.500"
+    assert lines[4].index("0,1,2,3") == lines[3].index("0,1,2,3") == lines[2].index("ranks")

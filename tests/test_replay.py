@@ -157,3 +157,25 @@ def test_replay_table_per_layer():
     text = format_replay_table(block, 40000, 0.001)
     assert "      3 a                          500.0     250.0         -      750.0  ALLTOALL_EP@fabric" in text
     assert text.endswith("exposed communication 0.950 s, exposed share 0.237")
+
+
+@pytest.mark.parametrize("t,w,c,exposed,overhead,hidden", [
+    (10.0, 7.0, 4.5, 3.0, 0.0, 1.5),     # T - W < C: the rest of C ran under compute
+    (10.0, 4.0, 4.5, 4.5, 1.5, 0.0),     # T - W > C: 1.5 s neither compute nor communication
+    (10.0, 5.5, 4.5, 4.5, 0.0, 0.0),     # T - W = C: nothing hidden, no overhead
+    (6.9, 7.0, 4.5, 0.0, 0.0, 4.5)])     # T < W (timer resolution): nothing exposed
+def test_exposed_split_bounds_exposed_communication_by_the_communication(t, w, c, exposed, overhead, hidden):
+    from testbed.replay_run import exposed_split
+    s = exposed_split(t, w, c)
+    assert (s["exposed_comm_s"], s["overhead_s"], s["hidden_comm_s"]) == (exposed, overhead, hidden)
+    assert s["hidden_share"] == hidden / c
+
+
+def test_replay_table_prints_the_overhead():
+    from testbed.results.replay_table import format_replay_table
+    block = {"file": "w.txt", "overlap": "off", "iterations": 1, "gpus_per_host": 1, "compute_scale": 40.0,
+             "steps": [], "drain_s": 0.0, "iteration_s": 4.0, "equivalent_iteration_ms": 100.0,
+             "compute_s_per_iteration": 3.0, "comm_s_per_iteration": 0.75, "exposed_comm_s": 0.75,
+             "exposed_share": 0.1875, "overhead_s": 0.25}
+    assert format_replay_table(block, 40000, 0.001).endswith(
+        "exposed communication 0.750 s, exposed share 0.188, overhead (not compute, not communication) 0.250 s")

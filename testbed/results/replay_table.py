@@ -47,12 +47,14 @@ def format_replay_table(block: dict, scale_factor: float, size_scale: float) -> 
                  + (f" (equivalent {eq:.2f} ms unscaled)" if eq is not None else "")
                  + f", compute {block['compute_s_per_iteration']:.3f} s, communication "
                  f"{block['comm_s_per_iteration']:.3f} s, exposed communication {block['exposed_comm_s']:.3f} s, "
-                 f"exposed share {block['exposed_share']:.3f}")
+                 f"exposed share {block['exposed_share']:.3f}"
+                 + (f", overhead (not compute, not communication) {block['overhead_s']:.3f} s"
+                    if block.get("overhead_s") else ""))
     groups = block.get("groups")
     if groups:
         lines.append("# per group: " + ", ".join(
             f"{g} {v['comm_s']:.3f} s in {v['ops']:g} ops (busy {v['busy_s']:.3f} s)" for g, v in groups.items())
-            + "; exposed communication = iteration - compute-only schedule")
+            + "; exposed communication = min(iteration - compute-only schedule, communication)")
     pipe = block.get("pipeline")
     if pipe and pipe["stages"] > 1:
         lines.append(f"# pipeline: {pipe['stages']} stages x {pipe['micro_batches']} micro-batches, "

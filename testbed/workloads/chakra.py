@@ -49,17 +49,18 @@ class ChakraReplay(Collectives):
         b = self.block
         if b is None:
             return []
+        w = max([9] + [len(o["label"]) for o in b["ops"]])    # the operation column: whole labels
         lines = [f"Chakra replay of {b['path']}: {b['ranks']} ranks, {b['nodes']} nodes, {b['fabric_ops']} fabric "
                  f"ops, makespan {b['makespan_s']:.3f} s, compute x {b['compute_scale']:g}; nodes started before a "
                  f"dependency ended: {b['dependency_violations']}",
-                 f"compute only W {b['compute_only_s']:.3f} s; exposed communication E = T - W "
-                 f"{b['exposed_comm_s']:.3f} s ({b['exposed_share']:.1%} of the makespan); communication "
-                 f"{b['comm_s']:.3f} s, of it hidden under compute and other groups' {b['saving']['formula_s']:.3f} s "
-                 f"({b['saving']['hidden_share']:.1%})"
+                 f"compute only W {b['compute_only_s']:.3f} s; communication C {b['comm_s']:.3f} s, exposed "
+                 f"E = min(T - W, C) {b['exposed_comm_s']:.3f} s ({b['exposed_share']:.1%} of the makespan), hidden "
+                 f"under compute and other groups' {b['saving']['formula_s']:.3f} s ({b['saving']['hidden_share']:.1%});"
+                 f" overhead (not compute, not communication) max(0, T - W - C) {b['overhead_s']:.3f} s"
                  + (f"; skipped {b['skipped_nodes']} nodes a network replay cannot run" if b['skipped_nodes'] else ""),
-                 f"{'op':>4} {'operation':<44} {'ranks':<10} {'size B':>9} {'time us':>10} {'busbw Mbit/s':>13}"]
+                 f"{'op':>4} {'operation':<{w}} {'ranks':<10} {'size B':>9} {'time us':>10} {'busbw Mbit/s':>13}"]
         for o in b["ops"]:
             bw = o["busbw_bps"] / 1e6 if not math.isnan(o["busbw_bps"]) else math.nan
-            lines.append(f"{o['op_id']:>4} {o['label'][:44]:<44} {','.join(map(str, o['ranks'])):<10} "
+            lines.append(f"{o['op_id']:>4} {o['label']:<{w}} {','.join(map(str, o['ranks'])):<10} "
                          f"{o['size_bytes']:>9} {o['time_us']:>10.0f} {bw:>13.3f}")
         return ["\n".join(lines)]

@@ -25,7 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from test_chakra_converter import convert  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[3] / "shared/workloads/chakra_astrasim"
-SCALE = 1 / 64   # 1 MiB -> 16 KiB per rank
+#: 1 MiB -> 16 KiB per rank: the bytes are the point, not the rate. At this scale the runs end NOT JUDGED (exit 6:
+#: the largest collective moves 3-6 frames per rank, judged from testbed.measure.verdict.MIN_THROUGHPUT_FRAMES =
+#: 100), accepted on purpose (expect_rc=None); a judged run needs size_scale >= 0.53 (docs/chakra.md)
+SCALE = 1 / 64
 SCENARIO = """
 name: chakra-astrasim-{name}
 seed: 1
@@ -41,10 +44,13 @@ ASTRA_SIM_SENT = {"ALL_REDUCE": lambda n, c: 2 * (n - 1) * c // n, "REDUCE_SCATT
 
 
 def _check_overlap(block: dict, graph, compute_scale: float) -> None:
-    """The exposed communication and overlap figures: E = T - W with W the graph's compute-only time."""
+    """The exposed communication and overlap figures: E = min(T - W, C) with W the graph's compute-only time,
+    the rest of T - W overhead, nothing negative."""
     w = compute_only_s(graph, lambda u: u.nodes[0].duration_us * compute_scale / 1e6)
     assert block["compute_only_s"] == pytest.approx(w, abs=1e-9)
-    assert block["exposed_comm_s"] == pytest.approx(block["makespan_s"] - w, abs=1e-9)
+    assert block["exposed_comm_s"] == pytest.approx(min(block["makespan_s"] - w, block["comm_s"]), abs=1e-9)
+    assert block["exposed_comm_s"] + block["overhead_s"] == pytest.approx(block["makespan_s"] - w, abs=1e-9)
+    assert block["overhead_s"] >= 0 and 0 <= block["saving"]["hidden_share"] <= 1
     assert block["exposed_share"] == pytest.approx(block["exposed_comm_s"] / block["makespan_s"], rel=1e-9)
     spans = [o["time_us"] / 1e6 for o in block["ops"]]
     assert block["comm_s"] == pytest.approx(sum(spans), rel=1e-9)
@@ -72,11 +78,15 @@ def test_astra_sims_example_traces_move_astra_sims_bytes(tmp_path, name, n):
     qps = run.qps
     delivered = qps[qps["role"] == "responder"].groupby("rank")["delivered_bytes"].sum()
     assert delivered.to_dict() == {r: sent for r in range(n)}     # every rank receives what each sends
-    # one collective, no compute: W = 0, all of the makespan is exposed communication
+    # one collective, no compute: W = 0, nothing to hide it under: all of it exposed, the rest of the makespan
+    # (issuing it to the agents, their round trip) overhead
     _check_overlap(b, replay_graph(read_traces(str(path))), 0.0)
-    assert b["compute_only_s"] == 0.0 and b["exposed_share"] == 1.0
+    assert b["compute_only_s"] == 0.0 and b["exposed_comm_s"] == pytest.approx(b["comm_s"], abs=1e-9)
+    assert b["saving"]["formula_s"] == pytest.approx(0.0, abs=1e-9)
+    assert b["overhead_s"] == pytest.approx(b["makespan_s"] - b["comm_s"], abs=1e-9) and b["overhead_s"] > 0
     print(f"{name}: {comm_type} x {n}: {sent} B per rank (ASTRA-sim's count x {SCALE:g}), makespan "
-          f"{b['makespan_s']:.3f} s, comm {b['comm_s']:.3f} s")
+          f"{b['makespan_s']:.3f} s, comm {b['comm_s']:.3f} s, overhead {b['overhead_s']:.3f} s, exit "
+          f"{res.returncode}")
 
 
 def test_a_trace_made_by_chakras_converter_replays_with_its_cpu_side_nodes_skipped(tmp_path):
@@ -105,4 +115,5 @@ def test_a_trace_made_by_chakras_converter_replays_with_its_cpu_side_nodes_skipp
     # the GPU lane's kernels alone: 3000 + 3 x 500 us x 100
     assert b["compute_only_s"] >= 0.45 and b["makespan_s"] >= b["compute_only_s"]
     print(f"converter trace: makespan {b['makespan_s']:.3f} s, W {b['compute_only_s']:.3f} s, exposed "
-          f"{b['exposed_comm_s']:.3f} s ({b['exposed_share']:.1%}), hidden {b['saving']['formula_s']:.3f} s")
+          f"{b['exposed_comm_s']:.3f} s ({b['exposed_share']:.1%}), hidden {b['saving']['formula_s']:.3f} s, overhead "
+          f"{b['overhead_s']:.3f} s")
