@@ -69,6 +69,7 @@ from testbed.replay_program import Action, CommTask, simulate
 from testbed.simai_programs import LazyTuple, Timeline
 from testbed.spec.scenario import ScenarioError, ScenarioSpec
 from traffic import collectives
+from traffic.workloads.job_mapping import counted
 
 #: SimAI/AICB collective type -> collective name of traffic.collectives
 SIMAI_COLLECTIVES = {"ALLREDUCE": "allreduce", "ALLGATHER": "allgather", "REDUCESCATTER": "reducescatter",
@@ -218,13 +219,26 @@ def world_size(spec: ScenarioSpec, wl, n_hosts: Optional[int] = None) -> Tuple[i
     mp = h.tp_size * h.pp_size
     if all_gpus % mp:
         raise ScenarioError(
-            f"workload.simai.all_gpus: {all_gpus} ({source}) is not a multiple of {s.path}'s "
-            f"model_parallel_NPU_group x pp = {h.tp_size} x {h.pp_size}: allowed a positive multiple of {mp}; "
-            f"on {n} hosts e.g. {mp * n} (each host a server of {mp} GPUs), or a fabric of a multiple of {mp} hosts")
+            f"{world_size_key(s, all_gpus, source)} is not a multiple of the file's model_parallel_NPU_group x pp "
+            f"= {h.tp_size} x {h.pp_size}: allowed a positive multiple of {mp}; on {counted(n, 'host')} e.g. "
+            f"workload.simai.all_gpus: {mp * n} (each host a server of {mp} GPUs), or a fabric of a multiple of "
+            f"{mp} hosts")
     assumed = {k: TOLERATED_KEYS[k] for k in h.absent if k != "all_gpus"}
     if "all_gpus" in h.absent and s.all_gpus is None:
         assumed["all_gpus"] = all_gpus
     return all_gpus, source, assumed
+
+
+def world_size_key(s, all_gpus: int, source: str) -> str:
+    """The start of a refusal of the world size ``all_gpus`` taken from ``source`` (:func:`world_size`): the
+    scenario's ``workload.simai.all_gpus: N`` when it set the value (the file ``s.path`` named as context),
+    else the file's header line ``workload.simai.path: FILE:1: all_gpus N`` (the fabric's host count when
+    the file has no ``all_gpus:``: the key to set is then workload.simai.all_gpus)."""
+    if source == "workload.simai.all_gpus":
+        return f"workload.simai.all_gpus: {all_gpus} (replaying {s.path})"
+    if source == "the file":
+        return f"workload.simai.path: {s.path}:1: all_gpus: {all_gpus}"
+    return f"workload.simai.all_gpus: {all_gpus} (the fabric's hosts; {s.path} has no all_gpus:)"
 
 
 def reader_block(spec: ScenarioSpec, wl, all_gpus: int, source: str, assumed: dict) -> Tuple[dict, Optional[str]]:
@@ -256,7 +270,8 @@ def reader_block(spec: ScenarioSpec, wl, all_gpus: int, source: str, assumed: di
 
 def _all_gpus(spec: ScenarioSpec, wl, notes: list, n_hosts: Optional[int] = None,
               scopes: Tuple[str, ...] = ()) -> Tuple[int, int, dict]:
-    """(all_gpus, GPUs per host, summary.json's ``replay.reader``) on ``n_hosts`` hosts (default the
+    """(all_gpus, GPUs per host, where all_gpus came from (:func:`world_size`), summary.json's
+    ``replay.reader``) on ``n_hosts`` hosts (default the
     fabric's); ScenarioError when the job does not fit them, with the mappings that fit (:func:`_fit_hint`,
     ``scopes``: the file's group scopes)."""
     from traffic.workloads.placement import PlacementError, gpus_per_host
@@ -269,17 +284,15 @@ def _all_gpus(spec: ScenarioSpec, wl, notes: list, n_hosts: Optional[int] = None
     try:
         per_host = gpus_per_host(all_gpus, n)
     except PlacementError:
-        where = ("workload.simai.all_gpus: " if source == "workload.simai.all_gpus"
-                 else f"workload.simai.path: {s.path}:1: ")
         raise ScenarioError(
-            f"{where}all_gpus: {all_gpus} but the fabric has {n} hosts "
+            f"{world_size_key(s, all_gpus, source)} but the fabric has {counted(n, 'host')} "
             f"({f.describe()}); the testbed runs one rank per host, or all_gpus / hosts ranks per host (a "
             f"server sharing one NIC); {_fit_hint(all_gpus, wl.header, n, scopes)}") from None
     if per_host > 1:
-        notes.append(f"{s.path}: {all_gpus} GPUs on {n} hosts: each host is a server of {per_host} GPUs "
-                     f"sharing one NIC; groups inside a server run in its scale-up domain (modelled at "
+        notes.append(f"{s.path}: {all_gpus} GPUs on {counted(n, 'host')}: each host is a server of {per_host} "
+                     f"GPUs sharing one NIC; groups inside a server run in its scale-up domain (modelled at "
                      f"{s.scale_up_ratio:g} x host_link_bps)")
-    return all_gpus, per_host, reader
+    return all_gpus, per_host, source, reader
 
 
 def _fit_hint(all_gpus: int, header, n_hosts: int, scopes: Tuple[str, ...]) -> str:
@@ -301,7 +314,7 @@ def _micro_batches(spec: ScenarioSpec, wl, notes: list) -> Tuple[int, int]:
             raise ScenarioError(f"workload.simai.path: {s.path}:1: pp {p} but pp_comm is 0 or missing: the "
                                 "stage-to-stage transfer size is needed (AICB writes pp_comm: 2 x micro_batch x "
                                 "seq_length x hidden_size; SimAI warns 'format mismatch' without it)")
-        notes.append(f"{s.path}: pipeline of {p} stages, {m} micro-batches per iteration ("
+        notes.append(f"{s.path}: pipeline of {p} stages, {counted(m, 'micro-batch', 'micro-batches')} per iteration ("
                      f"{'workload.simai.micro_batches' if s.micro_batches is not None else 'the header ga'}), "
                      f"schedule {s.pp_schedule}; stage-to-stage transfers of {h.pp_comm_bytes} B x size_scale")
     return p, m
@@ -338,13 +351,15 @@ def simai_plan(spec: ScenarioSpec, n_hosts: Optional[int] = None):
     wl, all_ops, total_ns = _load(spec)
     notes: list = []
     scopes = scopes_of(op.group for op in all_ops)
-    all_gpus, per_host, reader = _all_gpus(spec, wl, notes, n_hosts, scopes)
+    all_gpus, per_host, source, reader = _all_gpus(spec, wl, notes, n_hosts, scopes)
+    world = world_size_key(s, all_gpus, source)        # what a refusal of this world size names
     h, scale = wl.header, compute_scale(spec)
     n_stages, m = _micro_batches(spec, wl, notes)
     n_fabric_hosts = all_gpus // per_host
     if n_stages > 1 and (all_gpus // n_stages) % per_host:
-        raise ScenarioError(f"{key}: {s.path}:1: pp {n_stages} stages of {all_gpus // n_stages} GPUs do not "
-                            f"fill whole hosts of {per_host} GPUs ({all_gpus} GPUs on {n_fabric_hosts} hosts): "
+        raise ScenarioError(f"{world}: pp {n_stages} stages of {counted(all_gpus // n_stages, 'GPU')} do not "
+                            f"fill whole hosts of {per_host} GPUs ({all_gpus} GPUs on "
+                            f"{counted(n_fabric_hosts, 'host')}): "
                             f"allowed a fabric whose hosts divide a stage; "
                             f"{_fit_hint(all_gpus, h, n_fabric_hosts, scopes)}")
 
@@ -358,9 +373,8 @@ def simai_plan(spec: ScenarioSpec, n_hosts: Optional[int] = None):
                                                                  n_stages), per_host)
             return pl
         except (ValueError, PlacementError) as e:
-            raise ScenarioError(f"{key}: {s.path}:1: all_gpus {all_gpus} on the fabric's "
-                                f"{n_fabric_hosts} hosts: {e}; {_fit_hint(all_gpus, h, n_fabric_hosts, scopes)}"
-                                ) from None
+            raise ScenarioError(f"{world} on the fabric's {counted(n_fabric_hosts, 'host')}: {e}; "
+                                f"{_fit_hint(all_gpus, h, n_fabric_hosts, scopes)}") from None
 
     steps, skipped = [], {}
     for op in all_ops:
@@ -373,8 +387,8 @@ def simai_plan(spec: ScenarioSpec, n_hosts: Optional[int] = None):
         place_at = f"line {op.line} {op.layer}:{op.phase}"
         pl = placed(op.group, 0)
         if op.size_bytes == 0 or pl.group_size < 2:
-            why = (f"{op.collective} entries of size 0: nothing to send" if op.size_bytes == 0
-                   else f"{op.collective} ({op.group}) entries over groups of 1 rank: no data moves")
+            why = ((op.collective, "of size 0: nothing to send") if op.size_bytes == 0
+                   else (f"{op.collective} ({op.group})", "over groups of 1 rank: no data moves"))
             skipped.setdefault(why, []).append(place_at)
             steps.append(ReplayStep(**{**base, "where": "none"}))
             continue
@@ -388,15 +402,17 @@ def simai_plan(spec: ScenarioSpec, n_hosts: Optional[int] = None):
     steps.append(ReplayStep(line=0, layer="(end of iteration)", phase="", token="NONE", collective="",
                             algorithm="", group="", where="none", size_bytes=0,
                             compute_s=trailing_ns * scale / 1e9, update_s=0.0, blocking=True))
-    for reason, places in skipped.items():
-        notes.append(f"{s.path}: skipped {len(places)} {reason} ({list_places(places)})")
+    for (what, reason), places in skipped.items():
+        notes.append(f"{s.path}: skipped {counted(len(places), what + ' entry', what + ' entries')} {reason} "
+                     f"({list_places(places)})")
     ranks_map = mapping(JobShape(all_gpus, h.tp_size, h.ep_size, n_stages), n_fabric_hosts, scopes,
                         Counter(st.group for st in steps if st.where != "none"))
     if reader["simai_skips"]:
         bc = [st for st in steps if st.token.split("_")[0] == "BROADCAST"]
         ran = sorted({"on the fabric" if st.where == "fabric" else "in the scale-up domain" for st in bc
                       if st.where != "none"})
-        notes.append(f"{s.path}: {len(bc)} BROADCAST entries ({list_places(reader['simai_skips'])}) run here as "
+        notes.append(f"{s.path}: {counted(len(bc), 'BROADCAST entry', 'BROADCAST entries')} ("
+                     f"{list_places(reader['simai_skips'])}) run{'s' if len(bc) == 1 else ''} here as "
                      f"broadcasts from each group's first rank ({' and '.join(ran) or 'none: skipped above'}); "
                      "SimAI's reader skips BROADCAST (Workload.cc matches it to no collective type)")
 
@@ -438,7 +454,7 @@ def simai_plan(spec: ScenarioSpec, n_hosts: Optional[int] = None):
                 try:
                     pl = place(tuple((g[src], g[dst]) for g in pp_groups), per_host)
                 except PlacementError as e:
-                    raise ScenarioError(f"{key}: {s.path}:1: {e}; {_fit_hint(all_gpus, h, n_fabric_hosts, scopes)}"
+                    raise ScenarioError(f"{world}: {e}; {_fit_hint(all_gpus, h, n_fabric_hosts, scopes)}"
                                         ) from None
                 where = pl.where
                 t_up = pp_size * 8 / (s.scale_up_ratio * spec.fabric.host_link_bps) if where == "scale_up" else 0.0
@@ -457,10 +473,11 @@ def simai_plan(spec: ScenarioSpec, n_hosts: Optional[int] = None):
                             + "".join(f"; {msg}" for msg in notes))
     steps = [st if st.where != "fabric" else ReplayStep(**{**st.__dict__, "op_offset": timeline.first_op.get(i)})
              for i, st in enumerate(steps)]
-    unit = "ranks" if per_host == 1 else "hosts"
-    counts = Counter(f"{f['group']}-scoped {f['collective']}/{f['algorithm']} ({len(f['groups'])} concurrent "
-                     f"{'rings' if f['algorithm'] == 'ring' else f['algorithm'] + ' groups'} of "
-                     f"{len(f['groups'][0])} {unit})" for f in fabric_ops)
+    unit = "rank" if per_host == 1 else "host"
+    counts = Counter(f"{f['group']}-scoped {f['collective']}/{f['algorithm']} ("
+                     + counted(len(f["groups"]), "concurrent " + ("ring" if f["algorithm"] == "ring"
+                                                                  else f"{f['algorithm']} group"))
+                     + f" of {counted(len(f['groups'][0]), unit)})" for f in fabric_ops)
     replay = ReplayPlan(path=s.path, steps=tuple(steps), iterations=s.iterations, overlap=s.overlap,
                         compute_scale=scale, gpus_per_host=per_host, fabric_ops_per_iteration=len(fabric_ops),
                         programs=LazyTuple(timeline, 0, n_stages), tasks=LazyTuple(timeline, 1, timeline.n_tasks),
@@ -468,9 +485,10 @@ def simai_plan(spec: ScenarioSpec, n_hosts: Optional[int] = None):
                         reader=reader, figures={"compute_s": timeline.compute_s, "scale_up_s": timeline.scale_up_s},
                         mapping=ranks_map)
     n_up = timeline.n_scale_up
-    notes.insert(0, f"{s.path}: replaying {len(fabric_ops)} fabric ops"
-                 + (f" and {n_up} scale-up collectives" if n_up else "") + f" per iteration x {len(replay.modes)} "
-                 f"iterations on {len(streams.fabric)} fabric streams, compute x {scale:g}, overlap {s.overlap}: "
+    notes.insert(0, f"{s.path}: replaying {counted(len(fabric_ops), 'fabric op')}"
+                 + (f" and {counted(n_up, 'scale-up collective')}" if n_up else "") + f" per iteration x "
+                 f"{counted(len(replay.modes), 'iteration')} on {counted(len(streams.fabric), 'fabric stream')}, "
+                 f"compute x {scale:g}, overlap {s.overlap}: "
                  + ", ".join(f"{c} {k}" for k, c in counts.items()))
     notes.insert(1, mapping_text(ranks_map))
     ops = tuple(PlannedOp(iteration=it, warmup=False, **f) for it in range(len(replay.modes)) for f in fabric_ops)

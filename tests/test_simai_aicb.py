@@ -139,7 +139,7 @@ def test_aicb_file_plans_on_4_hosts_with_one_warning(tmp_path, name, extra, all_
     assert len(notes) == int(has_broadcast)
     if has_broadcast:
         where = "in the scale-up domain" if name == G13B else "on the fabric"
-        assert f"1 BROADCAST entries (line 3 norm:fwd) run here as broadcasts from each group's first rank " \
+        assert f"1 BROADCAST entry (line 3 norm:fwd) runs here as broadcasts from each group's first rank " \
                f"({where})" in notes[0]
     if name == L7B:    # TP 2 on 4 hosts: the TP pairs (h1 h2), (h3 h4); 16384 B x 1e-6 rounds to 0: at least 1 byte
         (bc,) = [o for o in plan.ops if o.collective == "broadcast"]
@@ -151,9 +151,9 @@ def test_aicb_tp8_file_on_4_hosts_without_all_gpus_is_refused_naming_the_key(tmp
     with pytest.raises(ScenarioError) as info:
         _plan(tmp_path, AICB / G13B)
     msg = str(info.value)
-    assert "workload.simai.all_gpus: 4 (the fabric's hosts) is not a multiple of" in msg
-    assert "model_parallel_NPU_group x pp = 8 x 1: allowed a positive multiple of 8; on 4 hosts e.g. 32 (each host " \
-           "a server of 8 GPUs), or a fabric of a multiple of 8 hosts" in msg
+    assert f"workload.simai.all_gpus: 4 (the fabric's hosts; {AICB / G13B} has no all_gpus:) is not a multiple of " \
+           "the file's model_parallel_NPU_group x pp = 8 x 1: allowed a positive multiple of 8; on 4 hosts e.g. " \
+           "workload.simai.all_gpus: 32 (each host a server of 8 GPUs), or a fabric of a multiple of 8 hosts" in msg
 
 
 # --- our own files: one tolerance each ---------------------------------------------------------------------------
@@ -234,7 +234,8 @@ def test_all_gpus_from_the_scenario_the_file_or_the_fabric(tmp_path):
 
 
 @pytest.mark.parametrize("value,fragment", [
-    (6, "workload.simai.all_gpus: 6 (workload.simai.all_gpus) is not a multiple of"),
+    (6, "workload.simai.all_gpus: 6 (replaying {path}) is not a multiple of the file's model_parallel_NPU_group x "
+        "pp = 4 x 1"),
     (0, "all_gpus"), ("eight", "all_gpus"), ("true", "all_gpus"), (-4, "all_gpus"),
 ])
 def test_all_gpus_key_is_validated_naming_it(tmp_path, value, fragment):
@@ -243,7 +244,7 @@ def test_all_gpus_key_is_validated_naming_it(tmp_path, value, fragment):
                                     "l\t-1\t1\tALLREDUCE\t4096\t1\tNONE\t0\t1\tNONE\t0\t1\n")
     with pytest.raises(ScenarioError) as info:
         _plan(tmp_path, tmp_path / "w.txt", extra=f", all_gpus: {value}")
-    assert fragment in str(info.value)
+    assert fragment.format(path=tmp_path / "w.txt") in str(info.value)
 
 
 def test_broadcast_tokens_run_as_broadcasts_and_the_note_says_simai_skips_them(tmp_path):
@@ -261,3 +262,99 @@ def test_broadcast_tokens_run_as_broadcasts_and_the_note_says_simai_skips_them(t
     (note,) = [n for n in plan.notes if "SimAI's reader skips BROADCAST" in n]
     assert "2 BROADCAST entries (line 3 norm:fwd, line 5 mlp:wg) run here as broadcasts from each group's first " \
            "rank (on the fabric)" in note
+
+
+# --- where a refusal points: the path, the world size ---------------------------------------------------------
+
+MICRO_ROW = "micro_test\t-1\t1\tNONE\t0\t1\tNONE\t0\t1\tALLREDUCE\t4096\t1\n"
+
+
+def test_a_directory_as_the_path_is_named_a_directory_not_a_missing_file(tmp_path):
+    """workload.simai.path naming a folder: said to be a directory, a file expected, one of its .txt files
+    proposed (as workload.chakra.path's check names a folder's trace set); an empty folder, a missing file
+    and a device (not a regular file) each say what they are."""
+    d = tmp_path / "files" / "adir"
+    d.mkdir(parents=True)
+    (d / "notes.md").write_text("x")
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(_scenario(tmp_path, "files/adir"))
+    assert str(info.value) == (f"{tmp_path / 's.yaml'}: workload.simai.path: {str(d)!r} is a directory; a SimAI/AICB "
+                               "workload file is expected (one workload per file); it holds no .txt file")
+    for name in ("b.txt", "a.txt"):
+        (d / name).write_text("MICRO\n1\n" + MICRO_ROW)
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(_scenario(tmp_path, "files/adir"))
+    assert str(info.value).endswith(f"{str(d)!r} is a directory; a SimAI/AICB workload file is expected (one "
+                                    f"workload per file); it holds 2 .txt files: name one as the path, e.g. "
+                                    f"{str(d / 'a.txt')!r}")
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(_scenario(tmp_path, "files/nothing.txt"))
+    assert str(info.value).endswith(f"workload.simai.path: no such file {str(tmp_path / 'files' / 'nothing.txt')!r}")
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(_scenario(tmp_path, "/dev/null"))
+    assert str(info.value).endswith("workload.simai.path: '/dev/null' is not a regular file; a SimAI/AICB workload "
+                                    "file is expected")
+    assert load_scenario(_scenario(tmp_path, "files/adir/a.txt")).workload.simai.path == str(d / "a.txt")
+
+
+@pytest.mark.parametrize("header,extra,refused", [
+    # the scenario's all_gpus: 8 on 4 hosts (2 per host) puts the one DP group of 8 ranks two to a host
+    ("MICRO", ", all_gpus: 8", "workload.simai.all_gpus: 8 (replaying {w}) on the fabric's 4 hosts: "),
+    ("MICRO all_gpus: 8", "", "workload.simai.path: {w}:1: all_gpus: 8 on the fabric's 4 hosts: "),
+])
+def test_a_world_size_that_does_not_place_names_where_it_came_from(tmp_path, header, extra, refused):
+    """The world size refused on the fabric is blamed on the key that set it: ``workload.simai.all_gpus`` (the
+    file only as context) when the scenario set it, the file's line 1 when the file did."""
+    w = tmp_path / "w.txt"
+    w.write_text(f"{header}\n1\n{MICRO_ROW}")
+    with pytest.raises(ScenarioError) as info:
+        _plan(tmp_path, w, extra=extra)
+    assert str(info.value) == (
+        f"{tmp_path / 's.yaml'}: {refused.format(w=w)}rank group (0, 1, 2, 3, 4, 5, 6, 7) puts several ranks on one "
+        "host and others on other hosts (hosts (0, 0, 1, 1, 2, 2, 3, 3), 2 GPUs per host): allowed a group inside "
+        "one server or one rank per server; use a fabric with as many hosts as all_gpus, or a file whose "
+        "model_parallel_NPU_group (TP) equals the GPUs per host; mappings that fit: 8 GPUs fit a fabric of 8 hosts "
+        "(1 GPU each); on these 4 hosts, workload.simai.all_gpus: 4 fits (1 GPU per host, DP 4)")
+
+
+@pytest.mark.parametrize("header,extra,refused", [
+    ("MICRO", ", all_gpus: 6", "workload.simai.all_gpus: 6 (replaying {w}) but the fabric has 4 hosts"),
+    ("MICRO all_gpus: 6", "", "workload.simai.path: {w}:1: all_gpus: 6 but the fabric has 4 hosts"),
+])
+def test_a_world_size_the_hosts_do_not_divide_names_where_it_came_from(tmp_path, header, extra, refused):
+    w = tmp_path / "w.txt"
+    w.write_text(f"{header}\n1\n{MICRO_ROW}")
+    with pytest.raises(ScenarioError) as info:
+        _plan(tmp_path, w, extra=extra)
+    msg = str(info.value)
+    assert msg.startswith(f"{tmp_path / 's.yaml'}: {refused.format(w=w)} (spine_leaf (spines 1, leaves 2")
+    assert msg.endswith("mappings that fit: 6 GPUs fit a fabric of 6 hosts (1 GPU each); on these 4 hosts, "
+                        "workload.simai.all_gpus: 4 fits (1 GPU per host, DP 4)")
+
+
+def test_a_quoted_all_gpus_reads_as_the_number_as_every_count_key_does(tmp_path):
+    """Scenario numbers are read in pydantic's lax mode (testbed.spec.units.SpecModel, strict=False): a quoted
+    decimal is the number written, for all_gpus as for fabric.spines or iterations; a word or a bool is not."""
+    from testbed.spec.scenario import parse_scenario
+    w = tmp_path / "w.txt"
+    w.write_text(f"MICRO\n1\n{MICRO_ROW}")
+    spec = parse_scenario({"fabric": {"spines": "1", "leaves": 2, "hosts_per_leaf": 2},
+                           "workload": {"simai": {"path": str(w), "all_gpus": "8", "iterations": "2"}}})
+    assert (spec.fabric.spines, spec.workload.simai.all_gpus, spec.workload.simai.iterations) == (1, 8, 2)
+    for bad, words in (("eight", "valid integer"), (True, "is a boolean, not a number"), ("8.5", "valid integer")):
+        with pytest.raises(ScenarioError, match=rf"workload\.simai\.all_gpus: .*{words}"):
+            parse_scenario({"workload": {"simai": {"path": str(w), "all_gpus": bad}}})
+
+
+def test_counts_of_one_are_singular_in_the_notes_and_the_mapping(tmp_path):
+    """TP 1 on 4 hosts: the TP entry runs over groups of one rank, the DP one over one ring of all 4 hosts."""
+    w = tmp_path / "w.txt"
+    w.write_text("HYBRID_TRANSFORMER model_parallel_NPU_group: 1 ep: 1 pp: 1 vpp: 1 ga: 1 all_gpus: 4\n1\n"
+                 "l\t-1\t1\tALLREDUCE\t4096\t1\tNONE\t0\t1\tALLREDUCE\t4096\t1\n")
+    plan = _plan(tmp_path, w)
+    assert plan.notes[0] == (f"{w}: replaying 1 fabric op per iteration x 1 iteration on 1 fabric stream, compute "
+                             "x 0, overlap off: 1 DP-scoped allreduce/ring (1 concurrent ring of 4 ranks)")
+    assert plan.notes[1] == ("simai: 4 ranks (TP 1 x DP 4 x PP 1) on 4 hosts, one rank per host; on the fabric: DP "
+                             "1 group of 4 ranks (1 file entry), one rank per host: 1 host group of 4 hosts, 1 group "
+                             "each; no data moves (groups of one rank): TP 4 groups of 1 rank")
+    assert f"{w}: skipped 1 ALLREDUCE (TP) entry over groups of 1 rank: no data moves (line 3 l:fwd)" in plan.notes

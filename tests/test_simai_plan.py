@@ -105,7 +105,7 @@ def test_other_collectives_and_one_rank_groups_are_noted(tmp_path):
     tp1 = C11_FILE.format(all_gpus=8, n=1, extra="").replace("group: 2", "group: 1")
     plan = plan_workload(load_scenario(_scenario(tmp_path, tp1)))
     assert [(o.group, o.group_size) for o in plan.ops] == [("DP", 8)]
-    assert any("skipped 1 ALLREDUCE (TP) entries over groups of 1 rank: no data moves (line 3 layer_tp:fwd)"
+    assert any("skipped 1 ALLREDUCE (TP) entry over groups of 1 rank: no data moves (line 3 layer_tp:fwd)"
                in m for m in plan.notes)
 
 
@@ -119,7 +119,7 @@ def test_all_gpus_must_be_a_multiple_of_the_hosts(tmp_path):
     # 16 GPUs on 8 hosts: servers of 2 GPUs (TP 2 inside them); 64 GPUs with TP 2 on 8 hosts would put 4
     # ranks of one DP ring on each host: refused, naming the group; on 64 hosts one rank per host
     load_scenario(_scenario(tmp_path, C11_FILE.format(all_gpus=16, n=1, extra="")))
-    with pytest.raises(ScenarioError, match=r"all_gpus 64 on the fabric.s 8 hosts: rank group \(0, 2, 4, .*puts several ranks on one host"):
+    with pytest.raises(ScenarioError, match=r"all_gpus: 64 on the fabric.s 8 hosts: rank group \(0, 2, 4, .*puts several ranks on one host"):
         load_scenario(_scenario(tmp_path, C11_FILE.format(all_gpus=64, n=1, extra="")))
     load_scenario(_scenario(tmp_path, C11_FILE.format(all_gpus=64, n=1, extra=""), leaves=32))
 

@@ -133,7 +133,7 @@ def test_a_group_across_hosts_is_refused_with_hosts_and_a_world_size_that_fit(tm
     with pytest.raises(ScenarioError) as info:
         load_scenario(_scenario(tmp_path, text, leaves=4))
     msg = str(info.value)
-    assert "all_gpus 64 on the fabric's 8 hosts: rank group (0, 2, 4," in msg
+    assert "w.txt:1: all_gpus: 64 on the fabric's 8 hosts: rank group (0, 2, 4," in msg
     assert msg.endswith("mappings that fit: 64 GPUs fit a fabric of 32 hosts (2 GPUs each); on these 8 hosts, "
                         "workload.simai.all_gpus: 16 fits (2 GPUs per host, DP 8)")
     # the proposal runs: 16 GPUs on 8 hosts, TP inside a host, DP across

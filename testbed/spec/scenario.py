@@ -322,12 +322,26 @@ def _drop_key(data: Any, dotted: str) -> bool:
 
 def _resolve_simai(workload, p: Path, key: str):
     """``workload`` (a WorkloadSpec with ``simai``) with its file's path resolved against the scenario file
-    ``p``'s folder; ScenarioError naming ``key``.simai.path when there is no such file."""
+    ``p``'s folder; ScenarioError naming ``key``.simai.path when there is no such file, or it is a directory
+    (one file is expected: SimAI and AICB write one workload per file; the directory's ``.txt`` files are
+    named as a hint) or not a regular file."""
     sp = Path(workload.simai.path)
     if not sp.is_absolute():
         sp = (p.parent / sp).resolve()
-    if not sp.is_file():
+    if sp.is_dir():
+        try:
+            txt = sorted(f.name for f in sp.iterdir() if f.suffix == ".txt" and f.is_file())
+        except OSError:                              # unreadable directory: no hint
+            txt = None
+        hint = ("" if txt is None else f"; it holds {len(txt)} .txt file{'s' if len(txt) != 1 else ''}: name one "
+                f"as the path, e.g. {str(sp / txt[0])!r}" if txt else "; it holds no .txt file")
+        raise ScenarioError(f"{p}: {key}.simai.path: {str(sp)!r} is a directory; a SimAI/AICB workload file is "
+                            f"expected (one workload per file){hint}")
+    if not sp.exists():
         raise ScenarioError(f"{p}: {key}.simai.path: no such file {str(sp)!r}")
+    if not sp.is_file():
+        raise ScenarioError(f"{p}: {key}.simai.path: {str(sp)!r} is not a regular file; a SimAI/AICB workload "
+                            "file is expected")
     return workload.model_copy(update={"simai": workload.simai.model_copy(update={"path": str(sp)})})
 
 

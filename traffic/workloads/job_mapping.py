@@ -35,6 +35,12 @@ from traffic.workloads.placement import PlacementError, gpus_per_host, place
 MAX_TRIES = 64
 
 
+def counted(count: int, word: str, plural: str = "") -> str:
+    """``count`` and ``word``, singular for 1 (``1 GPU``, ``2 GPUs``); ``plural`` when adding s does not make
+    it (``file entries``)."""
+    return f"{count} {word if count == 1 else (plural or word + 's')}"
+
+
 @dataclass(frozen=True)
 class JobShape:
     """World size and parallel sizes of a SimAI job (the header's ``all_gpus``, ``model_parallel_NPU_group``,
@@ -72,7 +78,8 @@ def misfit(shape: JobShape, n_hosts: int, scopes: Iterable[str], need_fabric: bo
     except PlacementError as e:
         return str(e)
     if shape.pp > 1 and shape.stage_ranks % per_host:
-        return (f"pp {shape.pp} stages of {shape.stage_ranks} GPUs do not fill whole hosts of {per_host} GPUs")
+        return (f"pp {shape.pp} stages of {counted(shape.stage_ranks, 'GPU')} do not fill whole hosts of "
+                f"{per_host} GPUs")
     try:
         placed = _placements(shape, per_host, scopes)
     except (ValueError, PlacementError) as e:
@@ -124,19 +131,22 @@ def fit_hint(shape: JobShape, n_hosts: int, scopes: Iterable[str]) -> str:
     """The mappings of :func:`fitting` as one sentence for a refusal."""
     f = fitting(shape, n_hosts, scopes)
     a = shape.all_gpus
-    hosts = [f"{h} hosts ({a // h} GPUs each)" for h in (f["hosts_below"], f["hosts_above"]) if h]
+    hosts = [f"{counted(h, 'host')} ({counted(a // h, 'GPU')} each)" for h in (f["hosts_below"], f["hosts_above"])
+             if h]
     parts = []
     if hosts:
         parts.append(f"{a} GPUs fit a fabric of " + " or ".join(hosts))
     if f["all_gpus"]:
         w = f["all_gpus"]
-        parts.append(f"on these {n_hosts} hosts, workload.simai.all_gpus: {w} fits ({w // n_hosts} GPUs per "
-                     f"host, DP {w // (shape.tp * shape.pp)})")
+        parts.append(f"on {'this host' if n_hosts == 1 else f'these {n_hosts} hosts'}, workload.simai.all_gpus: "
+                     f"{w} fits ({counted(w // n_hosts, 'GPU')} per host, DP {w // (shape.tp * shape.pp)})")
     elif hosts:
-        parts.append(f"no workload.simai.all_gpus fits these {n_hosts} hosts (a multiple of TP x pp x EP = "
+        parts.append(f"no workload.simai.all_gpus fits {'this host' if n_hosts == 1 else f'these {n_hosts} hosts'}"
+                     f" (a multiple of TP x pp x EP = "
                      f"{shape.tp * shape.pp * shape.ep} GPUs; with several GPUs per host, stages of whole hosts)")
     return ("mappings that fit: " + "; ".join(parts)) if parts else (
-        f"no fabric of up to {a} hosts and no world size fits this file's TP {shape.tp}, EP {shape.ep}, pp {shape.pp}")
+        f"no fabric of up to {counted(a, 'host')} and no world size fits this file's TP {shape.tp}, EP {shape.ep}, "
+        f"pp {shape.pp}")
 
 
 def mapping(shape: JobShape, n_hosts: int, scopes: Iterable[str], entries: Optional[dict] = None) -> dict:
@@ -171,14 +181,13 @@ def mapping_text(m: dict) -> str:
     """One line for the run's notes: :func:`mapping`'s block in words."""
     g = m["ranks_per_host"]
     ep = f"; EP {m['ep']}, DP_EP {m['dp_ep']}" if m["ep"] > 1 else ""
-    head = (f"simai: {m['all_gpus']} ranks (TP {m['tp']} x DP {m['dp']} x PP {m['pp']}{ep}) on {m['hosts']} hosts, "
+    n = counted
+    head = (f"simai: {n(m['all_gpus'], 'rank')} (TP {m['tp']} x DP {m['dp']} x PP {m['pp']}{ep}) on "
+            f"{n(m['hosts'], 'host')}, "
             + (f"{g} ranks per host (a server of {g} GPUs sharing one NIC)" if g > 1 else "one rank per host"))
 
-    def n(count: int, word: str, plural: str = "") -> str:
-        return f"{count} {word if count == 1 else (plural or word + 's')}"
-
     def one(scope: str, b: dict) -> str:
-        text = f"{scope} {n(b['groups'], 'group')} of {b['ranks_per_group']} ranks" + (
+        text = f"{scope} {n(b['groups'], 'group')} of {n(b['ranks_per_group'], 'rank')}" + (
             f" ({n(b['entries'], 'file entry', 'file entries')})" if "entries" in b else "")
         if b["where"] != "fabric":
             return text
@@ -188,7 +197,7 @@ def mapping_text(m: dict) -> str:
                     f"{n(b['host_groups'], 'host pair')}, {each} each")
         per = f"{m['pp']} stages x " if m["pp"] > 1 else ""
         return (f"{text}, one rank per host: {per}{n(b['host_groups'], 'host group')} of "
-                f"{b['hosts_per_host_group']} hosts, {each} each")
+                f"{n(b['hosts_per_host_group'], 'host')}, {each} each")
 
     parts = [head]
     for where, words, sep in (("scale_up", "scale-up waits (every group inside one host): ", ", "),
