@@ -50,6 +50,23 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, no usage dump
         raise CliError(f"{message} (see '{self.prog} --help')")
 
+    def parse_args(self, args=None, namespace=None):
+        """argparse's, but an unknown argument is reported by the subcommand it was given to (``see 'testbed
+        nccl --help'``), not by the top-level parser argparse hands the leftovers to."""
+        ns, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self._chosen(ns).error(f"unrecognized arguments: {' '.join(extras)}")
+        return ns
+
+    def _chosen(self, ns) -> "_Parser":
+        """The innermost (sub)command parser ``ns`` was parsed by: this one, or its chosen subcommand's."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                chosen = action.choices.get(getattr(ns, action.dest, None) or "")
+                if isinstance(chosen, _Parser):
+                    return chosen._chosen(ns)
+        return self
+
     def format_help(self) -> str:  # every help page, the top level's and each subcommand's
         return plain_help(super().format_help())
 

@@ -31,7 +31,12 @@ place, then ``-n`` in place: ``workload.in_place``; ``max_bytes_per_size``
 off) and ``output.table`` set to ``nccl`` with the options in ``output.nccl``;
 the result is validated like any scenario and run by the same runner
 (testbed.api.run_spec, as ``testbed run``) with the same exit codes, results
-directory and fidelity verdict. The table and JSON: testbed.results.nccl_table.
+directory and fidelity verdict. The table and JSON: testbed.results.nccl_table,
+in the layout of nccl-tests 2.19.6 (its first line says so: ``# nccl-tests
+version 2.19.6 ... (testbed emulation: no NCCL library)``), the preamble
+reporting -b/-e/-f/-i as given (``output.nccl.min_bytes`` ...). A ``-J`` path
+is relative to the current directory; its directory must exist and be
+writable, checked before anything is built (exit code 2).
 """
 from __future__ import annotations
 
@@ -78,7 +83,8 @@ def add_parser(sub, parents) -> None:
     p.add_argument("-K", "--per_iter_skip", type=int, default=0,
                    help="leading iterations left out of the -I statistics (default 0)")
     p.add_argument("-J", "--output_file", metavar="FILE", default=None,
-                   help="write nccl-tests' JSON to FILE (FILE.0, FILE.1, ... if it exists)")
+                   help="write nccl-tests' JSON to FILE (FILE.0, FILE.1, ... if it exists); its directory must exist "
+                   "and be writable (checked before the run)")
     p.add_argument("--check", type=int, default=0,
                    help="data check iterations: 0 only (bytes, not values, are moved; #wrong prints N/A)")
     p.add_argument("-c", "--collective", default="allreduce",
@@ -159,8 +165,10 @@ def build_spec(args) -> ScenarioSpec:
                             "offered")
     n = args.ranks if args.ranks is not None else base.fabric.n_hosts
     datatype = getattr(args, "datatype", "float")
-    sizes = nccl_sizes(args.collective, max(n, 1), NCCL_TYPE_BYTES[datatype], _bytes("-b", args.minbytes),
-                       _bytes("-e", args.maxbytes), args.stepfactor, _bytes("-i", getattr(args, "stepbytes", "1M")))
+    given = {"min_bytes": _bytes("-b", args.minbytes), "max_bytes": _bytes("-e", args.maxbytes),
+             "step_factor": args.stepfactor, "step_bytes": _bytes("-i", getattr(args, "stepbytes", "1M"))}
+    sizes = nccl_sizes(args.collective, max(n, 1), NCCL_TYPE_BYTES[datatype], given["min_bytes"], given["max_bytes"],
+                       given["step_factor"], given["step_bytes"])
     skip = getattr(args, "per_iter_skip", 0)
     if not 0 <= skip < max(args.iters, 1):
         raise ScenarioError(f"-K {skip}: per-iteration skip must be between 0 and {args.iters - 1} (-n {args.iters})")
@@ -174,7 +182,7 @@ def build_spec(args) -> ScenarioSpec:
     data["output"] = {**data["output"], "table": "nccl", "nccl": {
         "datatype": datatype, "op": getattr(args, "op", "sum"), "per_iter": bool(getattr(args, "per_iter_timing", 0)),
         "per_iter_skip": skip, "json_path": str(Path(json_path).resolve()) if json_path else None,
-        "argv": list(getattr(args, "argv", None) or sys.argv)}}
+        **given, "argv": list(getattr(args, "argv", None) or sys.argv)}}
     data["name"] = f"nccl-{args.collective}-{data['workload']['algorithm']}"
     try:
         return parse_scenario(data, f"{path} with the options")

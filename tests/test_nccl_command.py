@@ -353,3 +353,151 @@ def test_an_op_of_idle_records_only_is_left_out():
     idle = [r for r in _op_records(8, 2) if r.group_size == 0]
     ops = ops_table(idle, {0: {"size_bytes": 4096, "iteration": 0, "warmup": False}}, 8)
     assert ops.empty and list(ops.columns) == OPS_COLUMNS
+
+
+# ------------------------------------------------------------------ -J checked before anything is built
+
+def _no_build(monkeypatch):
+    """Root as far as the CLI asks, and a run that gets past its checks fails at once (exit 4) instead of
+    building anything: the first step after the checks (removing dead runs' leftovers) raises."""
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+
+    def built(*a, **k):
+        raise AssertionError("the run went past its checks")
+    monkeypatch.setattr("testbed.runner.cleanup.clean", built)
+
+
+@pytest.mark.parametrize("where, reason", [
+    ("nodir/out.json", "directory {tmp}/nodir does not exist"),
+    ("a_file/out.json", "{tmp}/a_file is not a directory"),
+    ("/proc/nope.json", "/proc is not writable: "),
+    ("/tmp", "is a directory; give a file name"),
+])
+def test_json_path_refused_before_anything_is_built(tmp_path, monkeypatch, capsys, where, reason):
+    """-J into a missing directory, under a file, or where nothing can be written (/proc): exit 2 with one line
+    naming the key (and -J), the absolute path and the reason, before the estimate; no results directory."""
+    _no_build(monkeypatch)
+    (tmp_path / "a_file").write_text("x")
+    monkeypatch.chdir(tmp_path)  # a relative -J is relative to the current directory
+    want = Path(where) if where.startswith("/") else tmp_path / where
+    assert main(["nccl", "-b", "64K", "-e", "64K", "-J", where, "--results", str(tmp_path / "r")]) == 2
+    out, err = capsys.readouterr()
+    assert err == f"testbed: error: output.nccl.json_path (-J) {want}: {reason.format(tmp=tmp_path)}" + (
+        "No such file or directory\n" if where.startswith("/proc") else "\n")
+    assert out == "" and not (tmp_path / "r").exists() and not (tmp_path / "nodir").exists()
+
+
+def test_scenario_json_path_refused_by_testbed_run(tmp_path, monkeypatch, capsys):
+    """``output.nccl.json_path`` in a scenario run by ``testbed run``: the same check, the same line."""
+    _no_build(monkeypatch)
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("fabric: {spines: 1, leaves: 2, hosts_per_leaf: 2}\n"
+                        "workload: {sizes: {min_bytes: 64KiB, max_bytes: 64KiB}}\n"
+                        f"output: {{table: nccl, nccl: {{json_path: {tmp_path}/gone/out.json}}}}\n")
+    assert main(["run", str(scenario), "--results", str(tmp_path / "r")]) == 2
+    assert capsys.readouterr().err == (f"testbed: error: output.nccl.json_path (-J) {tmp_path}/gone/out.json: "
+                                       f"directory {tmp_path}/gone does not exist\n")
+    assert not (tmp_path / "r").exists()
+
+
+def test_writable_json_path_passes_the_check_and_creates_nothing(tmp_path, monkeypatch):
+    from testbed.workloads import workload_for
+
+    monkeypatch.chdir(tmp_path)
+    spec = _spec("-b", "64K", "-e", "64K", "-J", "out.json")
+    assert spec.output.nccl.json_path == str(tmp_path / "out.json")   # -J: made absolute at once
+    workload_for(spec).check_machine()
+    spec = parse_scenario({"workload": {"sizes": {"min_bytes": 65536, "max_bytes": 65536}},
+                           "output": {"table": "nccl", "nccl": {"json_path": "sub/out.json"}}})
+    with pytest.raises(ScenarioError, match=f"output.nccl.json_path \\(-J\\) {tmp_path}/sub/out.json: directory"):
+        workload_for(spec).check_machine()   # a scenario's relative path: the current directory too
+    (tmp_path / "sub").mkdir()
+    workload_for(spec).check_machine()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sub"] and not list((tmp_path / "sub").iterdir())
+
+
+# ------------------------------------------------------------------ the preamble: the options as given
+
+def _preamble(text: str) -> str:
+    return next(ln for ln in text.splitlines() if ln.startswith("# nThread"))
+
+
+@pytest.mark.parametrize("argv, sizes, line, step_key", [
+    # -f 1: steps of -i bytes (default 1 MiB, nccl-tests'); only -b fits below -e, -b and -e are printed
+    (["-f", "1", "-b", "64K", "-e", "128K"], [65536], "minBytes 65536 maxBytes 131072 step: 1048576(bytes)",
+     ("step_bytes", 1048576)),
+    (["-f", "1", "-i", "64K", "-b", "64K", "-e", "128K"], [65536, 131072],
+     "minBytes 65536 maxBytes 131072 step: 65536(bytes)", ("step_bytes", 65536)),
+    # the default -f 2: the factor; -e 200K stops at 128K but prints 204800
+    (["-b", "64K", "-e", "200K"], [65536, 131072], "minBytes 65536 maxBytes 204800 step: 2(factor)",
+     ("step_factor", 2)),
+    # all-gather on 3 ranks runs 65520 and 262128 B (16-byte shares) but nccl-tests prints -b and -e
+    (["-c", "allgather", "-g", "3", "-b", "64K", "-e", "256K", "-f", "4"], [65520, 262128],
+     "minBytes 65536 maxBytes 262144 step: 4(factor)", ("step_factor", 4)),
+])
+def test_preamble_and_json_config_report_the_options_given(argv, sizes, line, step_key):
+    """src/util.cu writeDeviceReport: ``minBytes %ld maxBytes %ld step: %ld(%s)`` with -b, -e and
+    ``(stepFactor > 1) ? stepFactor : stepBytes``, "factor"/"bytes"; the JSON config's minimum_bytes,
+    maximum_bytes and step_factor or step_bytes alike."""
+    spec = _spec(*argv)
+    assert spec.workload.sizes.sizes() == sizes
+    o = spec.output.nccl
+    n = spec.workload.ranks or spec.fabric.n_hosts
+    collective = spec.workload.collective
+    ops = pd.concat([_run_tables(collective, n, s, lambda k, r: 1.0, iters=5)[0].assign(op_id=lambda d, s=s: d.op_id
+                     + s) for s in sizes])
+    rows = nccl_rows(ops, None, 40000)
+    text = format_nccl_table(rows, scale_factor=40000, host_link_bps=10e6, goodput_bps=9.5e6, warmup_iters=1,
+                             given=o)
+    assert _preamble(text) == (f"# nThread 1 nGpus 1 {line} warmup iters: 1 iters: 5 agg iters: 1 validation: 0 "
+                               "graph: 0 unalign: 0")
+    cfg = nccl_json(rows, scale_factor=40000, host_link_bps=10e6, given=o)["config"]
+    lo, hi = (int(w) for w in line.split()[1:4:2])
+    assert (cfg["minimum_bytes"], cfg["maximum_bytes"]) == (lo, hi)
+    assert cfg[step_key[0]] == step_key[1] and ({"step_bytes", "step_factor"} - {step_key[0]}).isdisjoint(cfg)
+
+
+def test_preamble_without_the_options_reports_the_sizes_run():
+    """``output.table: nccl`` in a scenario of workload.sizes (no -b/-e/-f/-i): the smallest and largest size
+    run and their ratio; with only -f 1 given, nccl-tests' default -i of 1 MiB."""
+    from testbed.spec.controller import NcclOutputSpec
+
+    ops = pd.concat([_run_tables("allreduce", 4, s, lambda k, r: 1.0)[0].assign(op_id=lambda d, s=s: d.op_id + s)
+                     for s in (4096, 16384, 65536)])
+    rows = nccl_rows(ops, None, 40000)
+    for given, want in ((None, "minBytes 4096 maxBytes 65536 step: 4(factor)"),
+                        (NcclOutputSpec(), "minBytes 4096 maxBytes 65536 step: 4(factor)"),
+                        (NcclOutputSpec(step_factor=1), "minBytes 4096 maxBytes 65536 step: 1048576(bytes)")):
+        text = format_nccl_table(rows, scale_factor=40000, host_link_bps=10e6, goodput_bps=9.5e6, given=given)
+        assert want in _preamble(text)
+
+
+# ------------------------------------------------------------------ errors name the subcommand; the version line
+
+@pytest.mark.parametrize("argv, words", [
+    (["nccl", "-z", "1"], "unrecognized arguments: -z (see 'testbed nccl --help')"),
+    (["perf", "-b", "4K", "--blocking"], "unrecognized arguments: --blocking (see 'testbed nccl --help')"),
+    (["run", "s.yaml", "-z"], "unrecognized arguments: -z (see 'testbed run --help')"),
+    (["--bogus"], "unrecognized arguments: --bogus (see 'testbed --help')"),
+])
+def test_unknown_options_point_at_the_subcommand_help(argv, words, capsys):
+    assert main(argv) == 2
+    assert capsys.readouterr().err == f"testbed: error: {words}\n"
+
+
+def test_first_line_says_which_nccl_tests_layout_and_that_no_nccl_ran():
+    """nccl-tests 2.x's first line (util.cu writeDeviceReport) in its shape, read as a script reads it; every
+    line before the rows starts with '#' so positional parsers still read the rows alone."""
+    import re
+
+    ops, rank_ops = _run_tables("allreduce", 4, 1 << 20, lambda k, r: 1.0)
+    rows = nccl_rows(ops, rank_ops, 40000)
+    lines = format_nccl_table(rows, scale_factor=40000, host_link_bps=10e6, goodput_bps=9.5e6).splitlines()
+    assert lines[0] == ("# nccl-tests version 2.19.6 nccl-headers=0 nccl-library=0 "
+                        "(testbed emulation: no NCCL library)")
+    m = re.match(r"^# nccl-tests version (\S+) nccl-headers=(\d+) nccl-library=(\d+)", lines[0])
+    assert m.groups() == ("2.19.6", "0", "0")
+    assert lines[1] == "# Collective test starting: all_reduce_perf" and lines[2].startswith("# nThread 1 nGpus 1 ")
+    assert len(_fields("\n".join(lines))) == 1
+    doc = nccl_json(rows, scale_factor=40000, host_link_bps=10e6)
+    assert doc["nccl_version"] == 0 and doc["testbed"]["nccl_tests_layout"] == "2.19.6"

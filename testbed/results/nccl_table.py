@@ -1,8 +1,17 @@
 """nccl-tests' table and JSON (``testbed nccl``, or ``output.table: nccl`` in a scenario).
 
-The table is nccl-tests' own (src/util.cu ``writeResultHeader``,
-``writeBenchmarkLinePreamble``, ``writeBenchmarkLineBody``,
-``writePerIterReport``, ``writeResultFooter``): per size
+The layout followed is nccl-tests 2.19.6's (:data:`NCCL_TESTS_VERSION`:
+NVIDIA/nccl-tests src/common.h ``NCCL_TESTS_VERSION``, read at tag v2.19.6).
+The table is nccl-tests' own (src/util.cu ``writeDeviceReport``,
+``writeResultHeader``, ``writeBenchmarkLinePreamble``,
+``writeBenchmarkLineBody``, ``writePerIterReport``, ``writeResultFooter``).
+Its preamble starts, as nccl-tests 2.x does, with the version line, here
+saying what this is: ``# nccl-tests version 2.19.6 nccl-headers=0
+nccl-library=0 (testbed emulation: no NCCL library)`` (0: no NCCL, as the
+JSON's ``nccl_version``); then ``# Collective test starting: PROGRAM`` and
+the options line ``# nThread 1 nGpus 1 minBytes B maxBytes E step: F(factor)
+... iters: N ...`` with the ``-b``/``-e``/``-f``/``-i`` given, as nccl-tests
+prints them (:func:`preamble_sizes`). Per size
 
     size (B)  count (elements)  type  redop  root
     | time (us)  algbw (GB/s)  busbw (GB/s)  #wrong [i_min i_max i_p99 (us) i_cv% (%)]   out-of-place
@@ -82,6 +91,10 @@ ROOTED = {"broadcast"}
 #: count = each rank's share S / (n x element): *GetCollByteCount's paramcount = (count/nranks) aligned to 16 B
 PER_RANK_COUNT = {"allgather", "reducescatter", "alltoall"}
 JSON_FILE_VERSION = 3
+#: the nccl-tests release whose output layout is followed (src/common.h NCCL_TESTS_VERSION at tag v2.19.6)
+NCCL_TESTS_VERSION = "2.19.6"
+#: nccl-tests' default -i (src/common.cu ``stepBytes = 1*1024*1024``)
+NCCL_TESTS_STEP_BYTES = 1 << 20
 
 
 def nccl_size(collective: str, nbytes: int, n: int, element_bytes: int) -> int:
@@ -224,7 +237,7 @@ def write_run_json(ctx, argv=None) -> Path:
                     argv=o.argv if argv is None else argv, hosts=RunDir(ctx.run_dir).host_names,
                     warmup_iters=w.warmup_iterations if w is not None else 0, per_iter=o.per_iter,
                     per_iter_skip=o.per_iter_skip, start_time=_start_time(getattr(ctx, "started_utc", "")),
-                    run_dir=str(ctx.run_dir))
+                    run_dir=str(ctx.run_dir), given=o)
     return write_nccl_json(o.json_path, doc)
 
 
@@ -286,20 +299,47 @@ def _step(sizes: list[int]) -> tuple[int, str]:
     return (sizes[1] - sizes[0] if len(sizes) > 1 else 0), "bytes"
 
 
+def preamble_sizes(rows: list[Row], given=None) -> tuple[int, int, int, str]:
+    """(minBytes, maxBytes, step, "factor" or "bytes") as the ``# nThread`` line and the JSON ``config`` report
+    them. ``given``: an object with nccl-tests' options as given, ``min_bytes`` (-b), ``max_bytes`` (-e),
+    ``step_factor`` (-f), ``step_bytes`` (-i) (testbed.spec.controller.NcclOutputSpec; each None when not
+    given). As nccl-tests (src/util.cu writeDeviceReport: ``(stepFactor > 1) ? stepFactor : stepBytes``,
+    "factor" or "bytes"): -b and -e as given, not the sizes they made; the factor when above 1, else the step
+    bytes (nccl-tests' default -i of 1 MiB when only -f is given). Without -b/-e the smallest and largest
+    size run; without -f and -i the step of the sizes run (their common ratio, else the first difference)."""
+    sizes = [r.size_bytes for r in rows]
+    lo, hi, factor, step_bytes = (getattr(given, k, None) for k in ("min_bytes", "max_bytes", "step_factor",
+                                                                     "step_bytes"))
+    lo = min(sizes, default=0) if lo is None else int(lo)
+    hi = max(sizes, default=0) if hi is None else int(hi)
+    if factor is None and step_bytes is None:
+        return (lo, hi, *_step(sizes))
+    if factor is not None and factor > 1:
+        return lo, hi, int(factor), "factor"
+    return lo, hi, NCCL_TESTS_STEP_BYTES if step_bytes is None else int(step_bytes), "bytes"
+
+
+def version_line() -> str:
+    """nccl-tests 2.x's first line (util.cu writeDeviceReport: ``# nccl-tests version V nccl-headers=H
+    nccl-library=L``) in its shape, saying what this is: the layout's version, 0 for NCCL's (none here)."""
+    return (f"# nccl-tests version {NCCL_TESTS_VERSION} nccl-headers=0 nccl-library=0 "
+            "(testbed emulation: no NCCL library)")
+
+
 def format_nccl_table(rows: list[Row], *, scale_factor: float, host_link_bps: float, goodput_bps: float,
                       hosts: dict[int, str] | None = None, warmup_iters: int = 0, per_iter: bool = False,
-                      per_iter_skip: int = 0) -> str:
-    """nccl-tests' output for ``rows`` (module docstring): its ``#`` preamble (test line, the per-rank
-    "Using devices" lines with the ranks' hosts), the header, one row per size, its footer; then the
-    testbed's own ``#`` lines: the scale factor and, per size and half, the emulated time, span,
-    busbw (Mbit/s) and busbw/link (span busbw / ``goodput_bps``)."""
+                      per_iter_skip: int = 0, given=None) -> str:
+    """nccl-tests' output for ``rows`` (module docstring): its ``#`` preamble (version line, test line,
+    options line with the -b/-e/-f/-i ``given`` (:func:`preamble_sizes`), the per-rank "Using devices"
+    lines with the ranks' hosts), the header, one row per size, its footer; then the testbed's own ``#``
+    lines: the scale factor and, per size and half, the emulated time, span, busbw (Mbit/s) and
+    busbw/link (span busbw / ``goodput_bps``)."""
     n_ranks = max((r.group_size for r in rows), default=0)
-    sizes = [r.size_bytes for r in rows]
-    step, kind = _step(sizes)
+    lo, hi, step, kind = preamble_sizes(rows, given)
     iters = rows[0].out_of_place.iters if rows else 0
     prog = program_name(rows)
-    out = [f"# Collective test starting: {prog}",
-           f"# nThread 1 nGpus 1 minBytes {min(sizes, default=0)} maxBytes {max(sizes, default=0)} step: {step}({kind}) "
+    out = [version_line(), f"# Collective test starting: {prog}",
+           f"# nThread 1 nGpus 1 minBytes {lo} maxBytes {hi} step: {step}({kind}) "
            f"warmup iters: {warmup_iters} iters: {iters} agg iters: 1 validation: 0 graph: 0 unalign: 0"]
     if per_iter:
         out.append("# Per-Iteration Report: each rank's own time per iteration; i_* uses max over ranks"
@@ -371,16 +411,16 @@ def _body_json(h: Half) -> dict:
 
 def nccl_json(rows: list[Row], *, scale_factor: float, host_link_bps: float, argv=(), hosts=None,
               warmup_iters: int = 0, per_iter: bool = False, per_iter_skip: int = 0, start_time: str | None = None,
-              run_dir: str | None = None) -> dict:
+              run_dir: str | None = None, given=None) -> dict:
     """nccl-tests' JSON document for ``rows`` (util.cu's keys and nesting, version 3; module docstring).
     ``nwrong`` is null (no data check, as nccl-tests with -c 0); its bools are the strings "true"/"false"
-    as util.cu's ``jsonBool`` writes them."""
-    sizes = [r.size_bytes for r in rows]
-    step, kind = _step(sizes)
+    as util.cu's ``jsonBool`` writes them; ``config``'s sizes and step are the -b/-e/-f/-i ``given``
+    (:func:`preamble_sizes`)."""
+    lo, hi, step, kind = preamble_sizes(rows, given)
     n_ranks = max((r.group_size for r in rows), default=0)
     hosts = hosts or {}
     tf = lambda b: "true" if b else "false"  # noqa: E731  util.cu jsonBool
-    config = {"nthreads": 1, "ngpus": 1, "minimum_bytes": min(sizes, default=0), "maximum_bytes": max(sizes, default=0),
+    config = {"nthreads": 1, "ngpus": 1, "minimum_bytes": lo, "maximum_bytes": hi,
               ("step_factor" if kind == "factor" else "step_bytes"): step, "warmup_iters": warmup_iters,
               "iterations": rows[0].out_of_place.iters if rows else 0, "aggregated_iterations": 1, "validation": 0,
               "graph": 0, "blocking_collectives": tf(False), "per_iter_timing": tf(per_iter),
@@ -405,7 +445,8 @@ def nccl_json(rows: list[Row], *, scale_factor: float, host_link_bps: float, arg
             "out_of_bounds": {"count": 0, "okay": tf(True)},
             "average_bus_bandwidth": {"bandwidth": "nan" if math.isnan(avg) else avg, "okay": "unchecked"},
             "errors": [], "end_time": _now(),
-            "testbed": {"scale_factor": scale_factor, "host_link_bps": host_link_bps, "run_dir": run_dir,
+            "testbed": {"nccl_tests_layout": NCCL_TESTS_VERSION, "nccl_library": None,
+                        "scale_factor": scale_factor, "host_link_bps": host_link_bps, "run_dir": run_dir,
                         "times": "reference system: emulated time / scale_factor", "nwrong": "no data check"}}
 
 

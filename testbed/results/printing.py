@@ -143,7 +143,8 @@ def nccl_text(ctx: RunContext) -> str:
     return nccl_table.format_nccl_table(
         nccl_table.run_rows(ctx), scale_factor=spec.scale_factor, host_link_bps=spec.fabric.host_link_bps,
         goodput_bps=ctx.goodput_bps, hosts=RunDir(ctx.run_dir).host_names,
-        warmup_iters=w.warmup_iterations if w is not None else 0, per_iter=o.per_iter, per_iter_skip=o.per_iter_skip)
+        warmup_iters=w.warmup_iterations if w is not None else 0, per_iter=o.per_iter, per_iter_skip=o.per_iter_skip,
+        given=o)
 
 
 def print_results(ctx: RunContext, sizes, t: dict, controller: dict, verdict, op_meta: dict) -> None:

@@ -340,21 +340,44 @@ def _dtype(kind: str) -> str:
 
 
 def check_results_root(root: Path) -> None:
-    """Raise ScenarioError unless ``root`` is a writable directory or can be created (nothing is made).
-
-    Probes by really creating and removing a temporary file in ``root`` or in
-    its nearest existing ancestor (so read-only mounts, files in the way and
-    missing permissions are all caught before anything is built).
-    """
+    """Raise ScenarioError unless ``root`` is a writable directory or can be created (nothing is made):
+    :func:`check_writable_dir` named ``--results``."""
     root = Path(root).absolute()
-    probe_dir = root
-    while not probe_dir.exists():
+    check_writable_dir(root, f"--results {root}")
+
+
+def check_writable_dir(directory: Path, label: str, *, may_create: bool = True) -> None:
+    """Raise ScenarioError ``LABEL: reason`` unless ``directory`` is a writable directory or, with
+    ``may_create``, can be created (nothing is made).
+
+    Probes by really creating and removing a temporary file in ``directory`` or (``may_create``) in
+    its nearest existing ancestor, so read-only mounts, files in the way and missing permissions are
+    all caught before anything is built. Reasons: ``directory D does not exist`` (not ``may_create``),
+    ``P is not a directory``, ``D is not writable: ERROR`` or ``cannot be created (P is not writable): ERROR``.
+    """
+    directory = Path(directory).absolute()
+    probe_dir = directory
+    while may_create and not probe_dir.exists():
         probe_dir = probe_dir.parent
+    if not probe_dir.exists():
+        raise ScenarioError(f"{label}: directory {directory} does not exist")
     if not probe_dir.is_dir():
-        raise ScenarioError(f"--results {root}: {probe_dir} is not a directory")
+        raise ScenarioError(f"{label}: {probe_dir} is not a directory")
     try:
         with tempfile.TemporaryFile(dir=probe_dir):
             pass
     except OSError as e:
-        what = "is not writable" if probe_dir == root else f"cannot be created ({probe_dir} is not writable)"
-        raise ScenarioError(f"--results {root}: {what}: {e.strerror}") from None
+        what = f"{directory} is not writable" if probe_dir == directory else \
+            f"cannot be created ({probe_dir} is not writable)"
+        raise ScenarioError(f"{label}: {what}: {e.strerror}") from None
+
+
+def check_output_file(path: str | os.PathLike, label: str) -> Path:
+    """The absolute path of an output file the run will write at its end (relative: to the current
+    directory), checked now: its directory must exist and be writable (:func:`check_writable_dir`, not
+    created). Raises ScenarioError ``LABEL PATH: reason``."""
+    path = Path(path).absolute()
+    if path.is_dir() or path.name in ("", ".", ".."):
+        raise ScenarioError(f"{label} {path}: is a directory; give a file name")
+    check_writable_dir(path.parent, f"{label} {path}", may_create=False)
+    return path

@@ -9,7 +9,7 @@ from pydantic import ConfigDict, Field, StrictBool, StrictInt, field_validator, 
 from controllers import lb
 from testbed.spec import plugins
 from testbed.spec.pcap import PcapSpec
-from testbed.spec.units import SpecModel
+from testbed.spec.units import SizeBytes, SpecModel
 
 
 class ControllerSpec(SpecModel):
@@ -140,7 +140,12 @@ class NcclOutputSpec(SpecModel):
     (``-o``): the ``redop`` column of the reducing collectives (the bytes moved are the same for every
     op); ``per_iter`` (``-I 1``): per-iteration columns and times; ``per_iter_skip`` (``-K``): leading
     iterations left out of the per-iteration statistics; ``json_path`` (``-J``): nccl-tests' JSON file
-    (written once the run's tables are); ``argv``: the command line recorded as the JSON's ``args``."""
+    (written once the run's tables are; relative: to the current directory; its directory must exist and be
+    writable, checked before anything is built); ``min_bytes``, ``max_bytes``, ``step_factor``,
+    ``step_bytes`` (``-b``, ``-e``, ``-f``, ``-i`` as given; ``testbed nccl`` sets them): what the
+    ``# nThread`` line and the JSON's ``config`` report, as nccl-tests prints its options (src/util.cu
+    writeDeviceReport: the factor when above 1, else the step bytes); unset: the smallest and largest
+    size run and their step; ``argv``: the command line recorded as the JSON's ``args``."""
 
     #: nccl-tests -d: the type column and count's element size
     datatype: Literal[tuple(NCCL_TYPE_BYTES)] = "float"  # type: ignore[valid-type]
@@ -150,8 +155,18 @@ class NcclOutputSpec(SpecModel):
     per_iter: bool = False
     #: nccl-tests -K: leading iterations left out of the per-iteration statistics
     per_iter_skip: int = Field(0, ge=0, le=10_000)
-    #: nccl-tests -J: nccl-tests' JSON file (FILE.0, FILE.1, ... when it exists); null: none
+    #: nccl-tests -J: nccl-tests' JSON file (FILE.0, FILE.1, ... when it exists; relative: to the current
+    #: directory); null: none
     json_path: Optional[str] = None
+    #: nccl-tests -b as given: the printed minBytes; null: the smallest size run
+    min_bytes: Optional[SizeBytes] = None
+    #: nccl-tests -e as given: the printed maxBytes; null: the largest size run
+    max_bytes: Optional[SizeBytes] = None
+    #: nccl-tests -f as given: printed as step: F(factor) when above 1; null: with step_bytes null, the sizes' own step
+    step_factor: Optional[int] = Field(None, ge=1)
+    #: nccl-tests -i as given: printed as step: B(bytes) when step_factor is 1 or null; null: 1 MiB (nccl-tests)
+    #: if step_factor is set
+    step_bytes: Optional[SizeBytes] = None
     #: the command line, written as the JSON's args
     argv: tuple[str, ...] = ()
 

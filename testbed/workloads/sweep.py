@@ -19,6 +19,14 @@ class SizeSweep(Collectives):
         return ("workload.sizes.max_bytes, workload.iterations, workload.max_bytes_per_size "
                 "(or fabric.host_link_bps)")
 
+    def check_machine(self) -> None:
+        """Refuse an ``output.nccl.json_path`` (``-J``) whose directory is missing or not writable before anything
+        is built, not after the run (testbed.results.rundir.check_output_file; relative: to the current
+        directory). Raises ScenarioError naming the key, the path and the reason."""
+        if self.spec.output.nccl.json_path:
+            from testbed.results.rundir import check_output_file
+            check_output_file(self.spec.output.nccl.json_path, "output.nccl.json_path (-J)")
+
     def add_results(self, ctx, rec, summary: dict, qps, ports, faults) -> None:
         """nccl-tests' JSON when ``output.nccl.json_path`` is set (testbed.results.nccl_table; ``-J``): its path
         in summary.json ``nccl_json``."""

@@ -57,7 +57,13 @@ def test_nccl_prints_nccl_tests_table_and_json(tmp_path):
             assert float(f[c + 5]) == pytest.approx(per_iter.max(), abs=0.006)
         # a ring at the link's goodput: busbw near 400 Gbit/s x payload efficiency = 49.3 GB/s reference
         assert 40 < float(f[7]) < 55
-    assert any(ln.startswith("# Avg bus bandwidth    : ") for ln in res.stdout.splitlines())
+    lines = res.stdout.splitlines()
+    start = lines.index("# Collective test starting: all_gather_perf")
+    assert lines[start - 1] == ("# nccl-tests version 2.19.6 nccl-headers=0 nccl-library=0 "
+                                "(testbed emulation: no NCCL library)")
+    assert lines[start + 1] == ("# nThread 1 nGpus 1 minBytes 65536 maxBytes 131072 step: 2(factor) warmup iters: 1 "
+                                "iters: 2 agg iters: 1 validation: 0 graph: 0 unalign: 0")
+    assert any(ln.startswith("# Avg bus bandwidth    : ") for ln in lines)
     assert f"# Writing JSON output to {out}" in res.stdout
 
     data = json.loads(out.read_text())
@@ -65,6 +71,8 @@ def test_nccl_prints_nccl_tests_table_and_json(tmp_path):
     _analyze_perf_json_reads(data, in_place=True)
     assert [r["size"] for r in data["results"]] == SIZES and [r["count"] for r in data["results"]] == [4096, 8192]
     assert data["config"]["per_iter_timing"] == "true" and data["config"]["iterations"] == 2
+    assert {k: data["config"][k] for k in ("minimum_bytes", "maximum_bytes", "step_factor")} == {
+        "minimum_bytes": 65536, "maximum_bytes": 131072, "step_factor": 2}
     assert [d["hostname"] for d in data["config"]["devices"]] == [run.host_names[r] for r in range(N)]
     first = data["results"][0]["out_of_place_per_iter"]
     oop0 = timed[(timed["size_bytes"] == SIZES[0]) & ~timed["in_place"].astype(bool)]["op_id"].tolist()
