@@ -499,5 +499,8 @@ def test_first_line_says_which_nccl_tests_layout_and_that_no_nccl_ran():
     assert m.groups() == ("2.19.6", "0", "0")
     assert lines[1] == "# Collective test starting: all_reduce_perf" and lines[2].startswith("# nThread 1 nGpus 1 ")
     assert len(_fields("\n".join(lines))) == 1
+    titled = format_nccl_table(rows, scale_factor=40000, host_link_bps=10e6, goodput_bps=9.5e6,
+                               title="# testbed nccl: ring all-reduce on 4 hosts").splitlines()
+    assert titled[:3] == [lines[0], "# testbed nccl: ring all-reduce on 4 hosts", lines[1]]
     doc = nccl_json(rows, scale_factor=40000, host_link_bps=10e6)
     assert doc["nccl_version"] == 0 and doc["testbed"]["nccl_tests_layout"] == "2.19.6"

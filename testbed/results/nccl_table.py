@@ -328,8 +328,9 @@ def version_line() -> str:
 
 def format_nccl_table(rows: list[Row], *, scale_factor: float, host_link_bps: float, goodput_bps: float,
                       hosts: dict[int, str] | None = None, warmup_iters: int = 0, per_iter: bool = False,
-                      per_iter_skip: int = 0, given=None) -> str:
-    """nccl-tests' output for ``rows`` (module docstring): its ``#`` preamble (version line, test line,
+                      per_iter_skip: int = 0, given=None, title: str | None = None) -> str:
+    """nccl-tests' output for ``rows`` (module docstring): its ``#`` preamble (version line, the caller's
+    ``title`` line if any (it must start with ``#``), test line,
     options line with the -b/-e/-f/-i ``given`` (:func:`preamble_sizes`), the per-rank "Using devices"
     lines with the ranks' hosts), the header, one row per size, its footer; then the testbed's own ``#``
     lines: the scale factor and, per size and half, the emulated time, span, busbw (Mbit/s) and
@@ -338,7 +339,7 @@ def format_nccl_table(rows: list[Row], *, scale_factor: float, host_link_bps: fl
     lo, hi, step, kind = preamble_sizes(rows, given)
     iters = rows[0].out_of_place.iters if rows else 0
     prog = program_name(rows)
-    out = [version_line(), f"# Collective test starting: {prog}",
+    out = [version_line(), *([title] if title else []), f"# Collective test starting: {prog}",
            f"# nThread 1 nGpus 1 minBytes {lo} maxBytes {hi} step: {step}({kind}) "
            f"warmup iters: {warmup_iters} iters: {iters} agg iters: 1 validation: 0 graph: 0 unalign: 0"]
     if per_iter:

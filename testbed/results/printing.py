@@ -134,8 +134,9 @@ def print_partial(reason: str, sizes) -> None:
     print(format_size_table(sizes))
 
 
-def nccl_text(ctx: RunContext) -> str:
-    """nccl-tests' table of the run (``output.table: nccl``; testbed.results.nccl_table.format_nccl_table)."""
+def nccl_text(ctx: RunContext, title: str | None = None) -> str:
+    """nccl-tests' table of the run (``output.table: nccl``; testbed.results.nccl_table.format_nccl_table), with
+    ``title`` (a ``#`` line) after its version line."""
     from testbed.results.rundir import RunDir
 
     spec, o = ctx.spec, ctx.spec.output.nccl
@@ -144,7 +145,7 @@ def nccl_text(ctx: RunContext) -> str:
         nccl_table.run_rows(ctx), scale_factor=spec.scale_factor, host_link_bps=spec.fabric.host_link_bps,
         goodput_bps=ctx.goodput_bps, hosts=RunDir(ctx.run_dir).host_names,
         warmup_iters=w.warmup_iterations if w is not None else 0, per_iter=o.per_iter, per_iter_skip=o.per_iter_skip,
-        given=o)
+        given=o, title=title)
 
 
 def print_results(ctx: RunContext, sizes, t: dict, controller: dict, verdict, op_meta: dict) -> None:
@@ -161,11 +162,11 @@ def print_results(ctx: RunContext, sizes, t: dict, controller: dict, verdict, op
     if not op_meta:  # no collective ran (a pattern: its table is printed before)
         pass
     elif spec.output.table == "nccl":
-        print(f"# testbed nccl: {titles} on {ctx.n_ranks} hosts, host link {spec.fabric.host_link_bps / 1e6:g} "
-              f"Mbit/s, payload efficiency {ctx.efficiency:.3f}; nccl-tests' table, time = per-rank time averaged "
-              f"over the ranks of each op, on the reference system ({spec.reference_link_bps / 1e9:g} Gbit/s links: "
-              f"emulated time / {spec.scale_factor:g})")
-        print(nccl_text(ctx))
+        print(nccl_text(ctx, title=(
+            f"# testbed nccl: {titles} on {ctx.n_ranks} hosts, host link {spec.fabric.host_link_bps / 1e6:g} "
+            f"Mbit/s, payload efficiency {ctx.efficiency:.3f}; nccl-tests' table, time = per-rank time averaged "
+            f"over the ranks of each op, on the reference system ({spec.reference_link_bps / 1e9:g} Gbit/s links: "
+            f"emulated time / {spec.scale_factor:g})")))
     else:
         print(f"# {titles}, {ctx.n_ranks} hosts (ranks: per group), host link "
               f"{spec.fabric.host_link_bps / 1e6:g} Mbit/s, payload efficiency {ctx.efficiency:.3f} (busbw/link = "

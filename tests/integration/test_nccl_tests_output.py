@@ -59,8 +59,10 @@ def test_nccl_prints_nccl_tests_table_and_json(tmp_path):
         assert 40 < float(f[7]) < 55
     lines = res.stdout.splitlines()
     start = lines.index("# Collective test starting: all_gather_perf")
-    assert lines[start - 1] == ("# nccl-tests version 2.19.6 nccl-headers=0 nccl-library=0 "
+    # the table's first line: nccl-tests' version line, then the testbed's title
+    assert lines[start - 2] == ("# nccl-tests version 2.19.6 nccl-headers=0 nccl-library=0 "
                                 "(testbed emulation: no NCCL library)")
+    assert lines[start - 1].startswith("# testbed nccl: ring all-gather on 4 hosts, host link 10 Mbit/s")
     assert lines[start + 1] == ("# nThread 1 nGpus 1 minBytes 65536 maxBytes 131072 step: 2(factor) warmup iters: 1 "
                                 "iters: 2 agg iters: 1 validation: 0 graph: 0 unalign: 0")
     assert any(ln.startswith("# Avg bus bandwidth    : ") for ln in lines)
