@@ -1,10 +1,9 @@
 """Chakra traces as ASTRA-sim means them (issue 29 item 2): comm_size is the data one rank holds when the
 collective starts (ASTRA-sim's Ring.cc), the bytes each rank sends equal ASTRA-sim's; nodes a network replay
 cannot run are skipped with one warning; the exposed communication and overlap figures of a replay."""
-from pathlib import Path
-
 import pytest
 
+from shared_files import needs, shared
 from testbed.chakra_plan import chakra_plan, fabric_size_bytes
 from testbed.chakra_run import compute_only_s, overlap_figures
 from testbed.replay_run import SAVING_FORMULA
@@ -14,7 +13,7 @@ from traffic.workloads.chakra.generate import metadata, node, write_trace
 from traffic.workloads.chakra.graph import replay_graph
 from traffic.workloads.chakra.trace import read_traces
 
-SHARED = Path(__file__).resolve().parents[2] / "shared/workloads/chakra_astrasim"
+SHARED = shared("chakra_astrasim")
 C = 5040  # divisible by every n in 2..8: ASTRA-sim's messages of C / n are whole bytes
 
 #: bytes one rank sends in ASTRA-sim (Ring.cc: messages x msg_size; all-to-all: AllToAll.cc), n ranks, comm_size c
@@ -70,7 +69,7 @@ def test_a_plan_runs_an_all_gather_with_ranks_x_comm_size_unless_nccl_tests_is_a
         _spec(tmp_path, comm_size_means="output")
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/workloads/chakra_astrasim not present")
+@needs(SHARED)
 @pytest.mark.parametrize("name,collective,n", [("all_reduce_4npus_1MB", "allreduce", 4),
                                                ("reduce_scatter_4npus_1MB", "reducescatter", 4),
                                                ("all_to_all_8npus_1MB", "alltoall", 8)])

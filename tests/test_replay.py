@@ -5,13 +5,14 @@ from pathlib import Path
 
 import pytest
 
+from shared_files import needs, shared
 from testbed.simai_plan import ReplayPlan, ReplayStep
 from testbed.spec.scenario import ScenarioError, load_scenario
 from traffic.workloads.parallel_groups import rank_groups
 from traffic.workloads.placement import PlacementError, gpus_per_host, place
 
 REPO = Path(__file__).resolve().parents[1]
-EP_TEST = REPO.parent / "shared" / "workloads" / "simai" / "workload_ep_test.txt"
+EP_TEST = shared("simai/workload_ep_test.txt")
 
 
 def _scenario(tmp_path, path, extra="", hosts_per_leaf=2):
@@ -48,7 +49,7 @@ def test_placement_refusals_name_the_numbers():
         place(rank_groups("DP", 64, 2), gpus_per_host(64, 8))
 
 
-@pytest.mark.skipif(not EP_TEST.exists(), reason="../shared/workloads/simai is not here")
+@needs(EP_TEST)
 def test_plan_of_workload_ep_test(tmp_path):
     from testbed.workloads import plan_workload
     spec = load_scenario(_scenario(tmp_path, EP_TEST, ", iterations: 2, overlap: on"))

@@ -6,16 +6,16 @@ from pathlib import Path
 
 import pytest
 
+from shared_files import needs, shared
 from traffic.workloads.parallel_groups import SCOPES, rank_groups
 from traffic.workloads.simai import (COLLECTIVES, ROW_COLUMNS, CollectiveOp, SimaiFormatError,
                            collective_ops, load_simai, parse_simai)
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared" / "workloads" / "simai"
+SHARED = shared("simai")
 OURS = REPO / "scenarios" / "workloads"
 
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(),
-                                  reason=f"{SHARED} absent (shared samples not checked out)")
+needs_shared = needs(SHARED)
 
 HEADER = ("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 ep: 1 pp: 1 "
           "vpp: 1 ga: 1 all_gpus: 8 checkpoints: 0 checkpoint_initiates: 0")

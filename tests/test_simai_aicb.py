@@ -1,5 +1,5 @@
-"""AICB's published workload files (../shared/workloads/aicb, skipped when absent) read as SimAI reads them, and
-files of our own (tests/data/aicb) that exercise each tolerance (issue 29 item 1).
+"""AICB's published workload files ($TESTBED_SHARED_WORKLOADS/aicb, tests/shared_files.py; skipped when absent)
+read as SimAI reads them, and files of our own (tests/data/aicb) that exercise each tolerance (issue 29 item 1).
 
 SimAI's reader (astra-sim-alibabacloud/astra-sim/workload/Workload.cc ``initialize_workload``) tolerates a
 header without ep:, pp:, vpp:, ga:, all_gpus: (it warns "Input workload format mismatch"), reads tokens with
@@ -14,17 +14,18 @@ from pathlib import Path
 
 import pytest
 
+from shared_files import needs, shared
 from testbed.spec.scenario import ScenarioError, load_scenario
 from traffic.workloads.simai import (SimaiFormatError, collective_ops, iteration_compute_ns, load_simai,
                                      parse_simai)
 
-AICB = Path(__file__).resolve().parents[2] / "shared" / "workloads" / "aicb"
+AICB = shared("aicb")
 OURS = Path(__file__).resolve().parent / "data" / "aicb"
 G13B = "G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt"
 L7B = "L7B-M1-C04_Llama7B_megatron_tp2_pp1_mbs1_A100.txt"
 DS = "L65B_D1_C08_Llama65B_deepspeed_zero3_A100.txt"
 BROKEN = "L65B-M1-C05_Llama65B_megatron_tp8_pp1_mbs1_A100.txt"
-needs_aicb = pytest.mark.skipif(not AICB.is_dir(), reason="../shared/workloads/aicb is not here")
+needs_aicb = needs(AICB)
 
 # file -> (policy, TP, header keys absent, rows, {(phase, token): (entries, sum of sizes in bytes)},
 #          compute ticks of one iteration in SimAI's order)

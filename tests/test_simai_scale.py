@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from shared_files import needs, shared
 from testbed.spec.scenario import ScenarioError, load_scenario
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared" / "workloads" / "simai" / "workload_analytical.txt"
+SHARED = shared("simai/workload_analytical.txt")
 OURS = REPO / "scenarios"
 
 HEADER = ("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: {tp} ep: {ep} pp: {pp} vpp: 8 ga: {ga} "
@@ -87,7 +88,7 @@ def test_9216_gpus_on_12_hosts_map_stages_to_hosts(tmp_path):
         "stage: 11 stage boundaries of 1 host pair, 768 groups each")
 
 
-@pytest.mark.skipif(not SHARED.is_file(), reason=f"{SHARED} absent (SimAI's example/workload_analytical.txt)")
+@needs(SHARED)                         # SimAI's example/workload_analytical.txt
 def test_simai_example_workload_analytical_on_12_hosts(tmp_path):
     from testbed.workloads import plan_workload
     plan = plan_workload(load_scenario(_scenario(tmp_path, None, path=str(SHARED))))

@@ -1,6 +1,6 @@
 """Chakra traces as ASTRA-sim means them, on a real fabric (issue 29 item 2).
 
-- ASTRA-sim's own example traces (../shared/workloads/chakra_astrasim: all-reduce and reduce-scatter on 4
+- ASTRA-sim's own example traces ($TESTBED_SHARED_WORKLOADS/chakra_astrasim: all-reduce and reduce-scatter on 4
   NPUs, all-to-all on 8, comm_size 1 MiB each) replay with the bytes each rank sends equal to ASTRA-sim's
   (Ring.cc; testbed.chakra_plan.fabric_size_bytes) x size_scale, read from the run's rank_ops table (the
   bytes the rank's agent posted) and qps table (the bytes the receivers got in order): all-reduce
@@ -23,8 +23,9 @@ from traffic.workloads.chakra.trace import read_traces
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from test_chakra_converter import convert  # noqa: E402
+from shared_files import needs, shared  # noqa: E402
 
-SHARED = Path(__file__).resolve().parents[3] / "shared/workloads/chakra_astrasim"
+SHARED = shared("chakra_astrasim")
 #: 1 MiB -> 16 KiB per rank: the bytes are the point, not the rate. At this scale the runs end NOT JUDGED (exit 6:
 #: the largest collective moves 3-6 frames per rank, judged from testbed.measure.verdict.MIN_THROUGHPUT_FRAMES =
 #: 100), accepted on purpose (expect_rc=None); a judged run needs size_scale >= 0.53 (docs/chakra.md)
@@ -58,7 +59,7 @@ def _check_overlap(block: dict, graph, compute_scale: float) -> None:
     assert block["saving"]["formula_s"] == pytest.approx(block["comm_s"] - block["exposed_comm_s"], abs=1e-9)
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/workloads/chakra_astrasim not present")
+@needs(SHARED)
 @pytest.mark.parametrize("name,n", [("all_reduce_4npus_1MB", 4), ("reduce_scatter_4npus_1MB", 4),
                                     ("all_to_all_8npus_1MB", 8)])
 def test_astra_sims_example_traces_move_astra_sims_bytes(tmp_path, name, n):

@@ -1,5 +1,5 @@
-"""Every AICB workload file in ../shared/workloads/aicb replayed as published (issue 29 item 1), on a fabric of
-this machine's size: 4 hosts (1 spine, 2 leaves), 10 Mbit/s, compute waits off, 1 iteration, sizes scaled so
+"""Every AICB workload file in $TESTBED_SHARED_WORKLOADS/aicb (tests/shared_files.py) replayed as published (issue
+29 item 1), on a fabric of this machine's size: 4 hosts (1 spine, 2 leaves), 10 Mbit/s, compute waits off, 1 iteration, sizes scaled so
 each run moves a few MB at most. The files have no all_gpus: (and the model files no ep:, pp:, vpp:, ga:):
 each run prints one warning naming what it assumed; the BROADCAST rows run as broadcasts with a note that
 SimAI skips them. L65B-M1-C05 (declares 839 rows, holds 33) is refused naming its line 2, before anything is
@@ -15,6 +15,7 @@ faithful, NOT JUDGED, or NOT faithful on the machine's pacing only (every byte d
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,9 +23,12 @@ import pytest
 from conftest import (EXIT_FAITHFUL, EXIT_NOT_FAITHFUL, EXIT_NOT_JUDGED, assert_faithful_or_only_pacing_failed,
                       run_cli, run_scenario_file)
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from shared_files import needs, shared  # noqa: E402
+
 pytestmark = pytest.mark.integration
 
-AICB = Path(__file__).resolve().parents[3] / "shared" / "workloads" / "aicb"
+AICB = shared("aicb")
 SCENARIO = """
 name: aicb-{tag}
 fabric: {{spines: 1, leaves: 2, hosts_per_leaf: 2, host_link_bps: 10M, fabric_link_bps: 10M, buffer_bytes: 100KB,
@@ -48,7 +52,7 @@ FILES = {
         1e-5, ", all_gpus: 32", {("reducescatter", "DP"): 1}, ABSENT + "32 (workload.simai.all_gpus), ep 1"),
 }
 BROKEN = "L65B-M1-C05_Llama65B_megatron_tp8_pp1_mbs1_A100.txt"
-needs_aicb = pytest.mark.skipif(not AICB.is_dir(), reason="../shared/workloads/aicb is not here")
+needs_aicb = needs(AICB)
 
 
 @needs_aicb

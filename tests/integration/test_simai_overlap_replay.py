@@ -1,4 +1,4 @@
-"""Replay of ../shared/workloads/simai/workload_ep_test.txt (32 GPUs, TP 4, EP 4) on 8 hosts at 10 Mbit/s,
+"""Replay of $TESTBED_SHARED_WORKLOADS/simai/workload_ep_test.txt (32 GPUs, TP 4, EP 4) on 8 hosts at 10 Mbit/s,
 with overlap off and on: per-layer times, iteration time and exposed share; overlap on hides the DP_EP
 weight-gradient collectives.
 
@@ -11,15 +11,19 @@ all-to-alls (1.1 s, exposed in both modes) vary more than that from run to run o
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
 from tests.integration.conftest import run_scenario_file
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from shared_files import needs, shared  # noqa: E402
+
 pytestmark = pytest.mark.integration
 
-EP_TEST = Path(__file__).resolve().parents[3] / "shared" / "workloads" / "simai" / "workload_ep_test.txt"
+EP_TEST = shared("simai/workload_ep_test.txt")
 SCENARIO = """
 name: ep-test-overlap
 fabric: {{spines: 2, leaves: 4, hosts_per_leaf: 2, host_link_bps: 10M, fabric_link_bps: 10M, buffer_bytes: 100KB,
@@ -30,7 +34,7 @@ workload:
 """
 
 
-@pytest.mark.skipif(not EP_TEST.exists(), reason="../shared/workloads/simai is not here")
+@needs(EP_TEST)
 def test_ep_test_replays_and_overlap_lowers_the_exposed_share(tmp_path):
     res, s = run_scenario_file(tmp_path, SCENARIO.format(path=EP_TEST), expect_rc=None)
     assert s["ops_done"] == 4 * 20 and s["transport"]["delivered_bytes"] == s["transport"]["posted_bytes"]
