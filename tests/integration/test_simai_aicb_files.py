@@ -1,9 +1,8 @@
-"""Every AICB workload file in $TESTBED_SHARED_WORKLOADS/aicb (tests/shared_files.py) replayed as published (issue
-29 item 1), on a fabric of this machine's size: 4 hosts (1 spine, 2 leaves), 10 Mbit/s, compute waits off, 1
-iteration, sizes scaled so each run moves a few MB at most. The files have no all_gpus: (and the model files no
-ep:, pp:, vpp:, ga:): each run prints one warning naming what it assumed; the BROADCAST rows run as broadcasts with a note that
-SimAI skips them. L65B-M1-C05 (declares 839 rows, holds 33) is refused naming its line 2, before anything is
-built.
+"""Every AICB workload file in $TESTBED_SHARED_WORKLOADS/aicb (tests/shared_files.py) replayed as published (issue 29
+item 1), on a fabric of this machine's size: 4 hosts (1 spine, 2 leaves), 10 Mbit/s, compute waits off, 1 iteration,
+sizes scaled so each run moves a few MB at most. The files have no all_gpus: (and the model files no ep:, pp:, vpp:,
+ga:): each run prints one warning naming what it assumed; the BROADCAST rows run as broadcasts with a note that SimAI
+skips them. L65B-M1-C05 (declares 839 rows, holds 33) is refused naming its line 2, before anything is built.
 
 Per file (1 iteration): all_reduce.txt 19 DP all-reduces of 4 ranks (4 KiB .. 1 GiB x 1e-3); all_to_all.txt 19
 all-to-alls; L7B (TP 2, all_gpus = the 4 hosts) 142 ops on the two TP pairs and the two DP pairs, its norm
