@@ -68,6 +68,15 @@ def compute_lane(unit) -> tuple[int, bool]:
     return unit.ranks[0], unit.nodes[0].cpu
 
 
+def successors(graph) -> dict[int, list[int]]:
+    """unit index -> the indices of the units that depend on it (``graph.preds`` turned around)."""
+    succs: dict[int, list[int]] = {u.index: [] for u in graph.units}
+    for u in graph.units:
+        for q in graph.preds[u.index]:
+            succs[q].append(u.index)
+    return succs
+
+
 def run_graph(graph, compute: Callable, fabric: Callable, issue: Optional[Callable] = None) -> dict:
     """Run every unit of ``graph`` (traffic.workloads.chakra.graph.ReplayGraph) in dependency order.
 
@@ -80,10 +89,7 @@ def run_graph(graph, compute: Callable, fabric: Callable, issue: Optional[Callab
     """
     units = graph.units
     waiting = {u.index: set(graph.preds[u.index]) for u in units}
-    succs: dict[int, list[int]] = {u.index: [] for u in units}
-    for u in units:
-        for p in graph.preds[u.index]:
-            succs[p].append(u.index)
+    succs = successors(graph)
     lanes = {k: ThreadPoolExecutor(1, thread_name_prefix=f"{'cpu' if k[1] else 'compute'}-{k[0]}")
              for k in sorted({compute_lane(u) for u in units if u.kind == "comp"})}
     n_fabric = sum(u.on_fabric for u in units)
@@ -133,10 +139,7 @@ def compute_only_s(graph, compute_s: Callable) -> float:
     ties in replay order, as :func:`run_graph`; :func:`compute_lane`) and every other unit no time."""
     units = graph.units
     waiting = {u.index: len(graph.preds[u.index]) for u in units}
-    succs: dict[int, list[int]] = {u.index: [] for u in units}
-    for u in units:
-        for q in graph.preds[u.index]:
-            succs[q].append(u.index)
+    succs = successors(graph)
     ready_at = {u.index: 0.0 for u in units}
     heap = [(0.0, i) for i, w in waiting.items() if not w]
     heapq.heapify(heap)
