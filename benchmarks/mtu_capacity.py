@@ -31,7 +31,7 @@ import tempfile
 from pathlib import Path
 
 from traffic import collectives
-from testbed.measure.timing import data_frame_bytes
+from testbed.measure.link_model import data_frame_bytes
 from testbed.results.rundir import RunDir
 
 LINK_MTU_FOR = {1024: 1500, 2048: 2100, 4096: 4200}

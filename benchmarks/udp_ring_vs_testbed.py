@@ -63,7 +63,7 @@ if str(REPO) not in sys.path:  # run as a script: the checkout's packages first
 from testbed import signals  # noqa: E402
 from testbed.host.runlock import held_flock  # noqa: E402
 from testbed.measure.capacity import machine_facts  # noqa: E402
-from testbed.measure.timing import data_frame_bytes  # noqa: E402
+from testbed.measure.link_model import data_frame_bytes  # noqa: E402
 from testbed.spec.yaml_loader import load_yaml  # noqa: E402
 from traffic import collectives  # noqa: E402
 

@@ -65,7 +65,8 @@ from testbed.host.timeout_scale import timeout_scale
 from testbed.host import cleanup
 from testbed.host.mininet_logging import restore_logging
 from testbed.spec import estimate
-from testbed.measure import capacity_check, timing
+from testbed.measure import capacity_check
+from testbed.measure.departure_capture import DepartureCapture
 from testbed.measure.capture import captures_for
 from testbed.measure.cpu import CpuIdleMonitor
 from testbed.measure.class_queues import class_counters
@@ -243,7 +244,7 @@ def _measure(ctx: RunContext, fab: Fabric, agents: AgentGroup | None, rec: Recor
     rec.tenants = tenant_results.start(ctx.spec, fab)  # isolation probes, before the counters are read
     rec.drops_before = DropSnapshot.take(host_pids, fab.switch_ports, host_ifs)
     rec.classes_before = class_counters(fab.switch_ports, fab.queues, CLASS_NAMES)
-    rec.departures = timing.DepartureCapture(fab.switch_ports)
+    rec.departures = DepartureCapture(fab.switch_ports)
     rec.sampler = QdiscSampler(fab.switch_ports, ctx.spec.output.sample_period_ms / 1e3,
                                parent=fab.queues.sampled_parent, on_sample=rec.departures.on_sample)
     rec.cpu = CpuIdleMonitor()

@@ -14,7 +14,7 @@ from dataplane.queues import delay
 from dataplane.queues.base import QueueConfig
 from test_topologies import ports_of, walk_paths
 from test_topology import far_end
-from testbed.measure import timing
+from testbed.measure import link_model
 from testbed.spec.congestion import bdp_basis
 from testbed.spec.rto import rto_basis
 from testbed.spec.scenario import ScenarioError, parse_scenario
@@ -98,7 +98,7 @@ def test_path_delay_sums_each_links_own_delay():
     flat = _spec(sites=2, spines=1, leaves=1, hosts_per_leaf=1)
     assert bdp_basis(spec.fabric)["base_rtt_us"] - bdp_basis(flat.fabric)["base_rtt_us"] == pytest.approx(160_000)
     assert rto_basis(spec)["derived_us"] - rto_basis(flat)["derived_us"] == pytest.approx(160_000, abs=1)
-    model = timing.link_model(spec, "netem")
+    model = link_model.link_model(spec, "netem")
     assert model["delays_us"] == spec.fabric.delays_us and model["path_delay_us"] == 80_000
     assert model["delay_backend"].startswith("netem")
 
@@ -146,10 +146,10 @@ def test_a_netem_stage_of_zero_on_links_without_delay():
 def test_delay_is_refused_without_netem_naming_the_key_unless_zero():
     with pytest.raises(ScenarioError, match=r"fabric.dci_delay_us = 20000: this kernel has no sch_netem.*"
                                             r"allowed here: 0.*scripts/vm"):
-        timing.check_delay_backend(_spec(dci_delay_us=20_000), "none")
-    timing.check_delay_backend(_spec(dci_delay_us=0), "none")     # 0 given explicitly: runs anywhere
-    timing.check_delay_backend(_spec(dci_delay_us=20_000), "netem")
-    assert timing.link_model(_spec(), "none")["delay_backend"] == "none"
+        link_model.check_delay_backend(_spec(dci_delay_us=20_000), "none")
+    link_model.check_delay_backend(_spec(dci_delay_us=0), "none")     # 0 given explicitly: runs anywhere
+    link_model.check_delay_backend(_spec(dci_delay_us=20_000), "netem")
+    assert link_model.link_model(_spec(), "none")["delay_backend"] == "none"
 
 
 @pytest.mark.parametrize("fabric, match", [

@@ -61,7 +61,7 @@ def healthy(**over):
 
 def test_faithful_run_has_no_violations_and_reports_figures():
     v = healthy()
-    # healthy() passes no departure capture and no sizes: packet timing (testbed.measure.timing) and
+    # healthy() passes no departure capture and no sizes: packet timing (testbed.measure.packet_timing) and
     # throughput are the checks not judged
     no_sizes = "throughput: no collective sizes (patterns and replays are judged by the other checks)"
     assert v.faithful and v.violations == [] and v.not_judged == [no_sizes, "packet_timing: no departures captured"]

@@ -25,7 +25,7 @@ def test_an_exact_line_is_recovered_and_b_compared_with_the_busbw_factor():
 
 @pytest.mark.parametrize("a_s, explained", [(-0.003, True), (-0.006, False)])
 def test_a_negative_start_up_time_is_measured_and_said_whether_htbs_burst_explains_it(a_s, explained):
-    from testbed.measure.timing import early_bytes
+    from testbed.measure.link_model import early_bytes
 
     early_s = early_bytes(RATE_BPS, 1024) * 8 / RATE_BPS  # 3 frames of burst + one frame: 4.2 ms at 10 Mbit/s
     assert early_s == pytest.approx(4 * 1038 * 8 / RATE_BPS)
@@ -41,7 +41,7 @@ def test_fewer_than_three_sizes_give_no_fit():
 
 
 def test_busbw_above_the_link_is_explained_by_the_burst_bound_or_named():
-    from testbed.measure.timing import above_link_note, early_bytes, size_error_bound
+    from testbed.measure.link_model import above_link_note, early_bytes, size_error_bound
     from testbed.spec.scenario import parse_scenario
     import yaml
     from pathlib import Path

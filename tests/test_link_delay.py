@@ -6,7 +6,7 @@ import pytest
 from dataplane import queues
 from dataplane.queues import delay
 from dataplane.queues.base import QueueConfig, ShapedLink
-from testbed.measure import timing
+from testbed.measure import link_model
 from testbed.spec.rto import rto_basis
 from testbed.spec.scenario import ScenarioError, parse_scenario
 
@@ -58,19 +58,19 @@ def test_delay_self_check_names_the_interface_off_by_more_than_a_tick():
 def test_delay_is_refused_without_netem_and_allowed_with_it():
     spec = _spec(link_delay_us=500)
     with pytest.raises(ScenarioError, match="fabric.link_delay_us = 500: this kernel has no sch_netem.*scripts/vm"):
-        timing.check_delay_backend(spec, "none")
-    timing.check_delay_backend(spec, "netem")
-    model = timing.link_model(spec, "netem")
+        link_model.check_delay_backend(spec, "none")
+    link_model.check_delay_backend(spec, "netem")
+    model = link_model.link_model(spec, "netem")
     assert model["propagation_delay_us"] == 500 and model["delay_backend"].startswith("netem")
-    assert timing.link_model(_spec(), "none")["delay_backend"] == "none"
+    assert link_model.link_model(_spec(), "none")["delay_backend"] == "none"
 
 
 def test_rtt_and_window_limited_goodput_worked_values():
     # 2 links x 20 ms each way = 80 ms, + a 1082-byte data frame and a 62-byte ACK at 2 Mbit/s (4.576 ms)
-    rtt_us = timing.path_rtt_us(2, 20_000, 2e6, 1082, 62)
+    rtt_us = link_model.path_rtt_us(2, 20_000, 2e6, 1082, 62)
     assert rtt_us == pytest.approx(84_576)
     # 8 packets of 1024 B per round trip
-    assert timing.window_limited_goodput_bps(8, 1024, rtt_us) == pytest.approx(8 * 1024 * 8 / 0.084576)
+    assert link_model.window_limited_goodput_bps(8, 1024, rtt_us) == pytest.approx(8 * 1024 * 8 / 0.084576)
 
 
 def test_auto_timeout_covers_the_round_trip_propagation():

@@ -4,8 +4,9 @@ import pandas as pd
 import pytest
 
 from dataplane.queues import htb_bfifo
-from testbed.measure import timing
+from testbed.measure import link_model, packet_timing
 from testbed.spec.scenario import ScenarioError, parse_scenario
+from traffic.transport import ACK_FRAME_BYTES
 
 WORKLOAD = {"sizes": {"min_bytes": 65536, "max_bytes": 65536}}
 
@@ -57,23 +58,23 @@ def test_shaping_sizes_quantum_and_burst_from_the_mtu():
 def test_link_delay_refused_without_netem_before_anything_is_built():
     spec = _spec(fabric={"link_delay_us": 500})
     with pytest.raises(ScenarioError, match="fabric.link_delay_us = 500: this kernel has no sch_netem"):
-        timing.check_delay_backend(spec, "none")
-    timing.check_delay_backend(_spec(), "none")  # 0 is always fine
+        link_model.check_delay_backend(spec, "none")
+    link_model.check_delay_backend(_spec(), "none")  # 0 is always fine
 
 
 # -- link model (C17) ----------------------------------------------------------------
 def test_window1_formula_worked_values():
     # data frame 14+20+8+12+1024+4 = 1082 bytes, ACK frame 14+20+8+12+4+4 = 62 bytes
-    assert timing.data_frame_bytes(1024) == 1082 and timing.ACK_FRAME_BYTES == 62
-    assert timing.window1_busbw_ratio(1024) == pytest.approx(1082 / 1144)   # 0.9458
-    assert timing.window1_busbw_ratio(1024, "store_and_forward") == pytest.approx(1082 / 2288)
-    assert timing.window1_busbw_ratio(4096) == pytest.approx(4154 / 4216)
+    assert link_model.data_frame_bytes(1024) == 1082 and ACK_FRAME_BYTES == 62
+    assert link_model.window1_busbw_ratio(1024) == pytest.approx(1082 / 1144)   # 0.9458
+    assert link_model.window1_busbw_ratio(1024, "store_and_forward") == pytest.approx(1082 / 2288)
+    assert link_model.window1_busbw_ratio(4096) == pytest.approx(4154 / 4216)
     with pytest.raises(ValueError, match="allowed cut_through, store_and_forward"):
-        timing.window1_busbw_ratio(1024, "wormhole")
+        link_model.window1_busbw_ratio(1024, "wormhole")
 
 
 def test_manifest_link_model_states_switching_and_delay():
-    m = timing.link_model(_spec(), "none")
+    m = link_model.link_model(_spec(), "none")
     assert m["switching"] == "cut_through"
     assert m["propagation_delay_us"] == 0 and m["delay_backend"] == "none"
     assert m["burst_bytes"]["host"] == 4542 and m["mtu_bytes"] == 1500
@@ -82,8 +83,8 @@ def test_manifest_link_model_states_switching_and_delay():
 def test_busbw_error_bound_worked_value():
     # 64 KiB all-reduce on 8 ranks: each rank sends 2*7/8*64 KiB = 114688 B in 112 full frames of 1082 B
     wire = 112 * 1082
-    assert timing.busbw_ratio_error_bound(wire, 10e6, 1500) == pytest.approx(4 * 1514 / wire)
-    assert 0.049 < timing.busbw_ratio_error_bound(wire, 10e6, 1500) < 0.050
+    assert link_model.busbw_ratio_error_bound(wire, 10e6, 1500) == pytest.approx(4 * 1514 / wire)
+    assert 0.049 < link_model.busbw_ratio_error_bound(wire, 10e6, 1500) < 0.050
 
 
 # -- the verdict on synthetic departures ---------------------------------------------
@@ -111,7 +112,7 @@ def test_paced_departures_pass_and_bunched_ones_fail():
     samples = pd.concat([_samples("p1", t0 - 5_000_000, t0 + 400_000_000, 5),
                          _samples("p2", t0 - 5_000_000, t0 + 400_000_000, 5)], ignore_index=True)
     violations = []
-    fig = timing.check_departures(dep, samples, {"p1": RATE, "p2": RATE}, violations)
+    fig = packet_timing.check_departures(dep, samples, {"p1": RATE, "p2": RATE}, violations)
     assert fig["ports"]["p1"]["status"] == "passed" and fig["ports"]["p1"]["within_fraction"] == 1.0
     p2 = fig["ports"]["p2"]
     assert p2["status"] == "failed" and p2["within_fraction"] == pytest.approx(0.9, abs=0.01)
@@ -126,7 +127,7 @@ def test_a_gap_after_an_idle_gap_is_not_judged():
     gaps[101::100] = 100.0         # the next frame leaves on the bucket's tokens
     dep = _departures("p1", t0, gaps)
     samples = _samples("p1", t0 - 5_000_000, t0 + 500_000_000, 5)
-    p = timing.check_departures(dep, samples, {"p1": RATE}, [])["ports"]["p1"]
+    p = packet_timing.check_departures(dep, samples, {"p1": RATE}, [])["ports"]["p1"]
     # the idle gap itself is judged (the sampler said backlogged: a late departure as far as it can tell);
     # the early frame after it and the next one, sent while the bucket still held tokens, are not, nor the
     # first gap (the bucket is unknown until a paced gap shows it empty)
@@ -136,7 +137,7 @@ def test_a_gap_after_an_idle_gap_is_not_judged():
 def test_htb_bucket_replay():
     ser = np.full(8, 1000.0)
     gaps = np.array([1000.0, 1000, 4000, 10, 10, 1000, 1000, 1000])  # paced, paced, idle, burst, burst, paced...
-    assert timing.paced_gaps(gaps, ser, burst_ns=3000.0, tolerance=0.1).tolist() == \
+    assert packet_timing.paced_gaps(gaps, ser, burst_ns=3000.0, tolerance=0.1).tolist() == \
         [False, True, True, False, False, False, True, True]  # unknown first; tokens after the idle gap
 
 
@@ -145,7 +146,7 @@ def test_too_few_gaps_are_not_judged():
     dep = _departures("p1", t0, np.full(150, 100.0))  # all bunched, but only 150 gaps
     samples = _samples("p1", t0 - 5_000_000, t0 + 10_000_000, 5)
     violations = []
-    fig = timing.check_departures(dep, samples, {"p1": RATE}, violations)
+    fig = packet_timing.check_departures(dep, samples, {"p1": RATE}, violations)
     assert fig["ports"]["p1"]["status"] == "not_judged" and fig["status"] == "not_judged" and not violations
 
 
@@ -154,9 +155,9 @@ def test_gaps_outside_backlogged_intervals_are_not_judged():
     dep = _departures("p1", t0, np.full(300, 3 * SER_NS))  # a link at a third of its rate: never backlogged
     samples = _samples("p1", t0 - 5_000_000, t0 + 900_000_000, 0)
     violations = []
-    fig = timing.check_departures(dep, samples, {"p1": RATE}, violations)
+    fig = packet_timing.check_departures(dep, samples, {"p1": RATE}, violations)
     assert fig["status"] == "not_judged" and fig["ports"]["p1"]["gaps_judged"] == 0 and not violations
-    assert timing.check_departures(None, samples, {"p1": RATE}, [])["status"] == "not_judged"
+    assert packet_timing.check_departures(None, samples, {"p1": RATE}, [])["status"] == "not_judged"
 
 
 def test_gaps_after_small_frames_are_reported_not_judged():
@@ -166,7 +167,7 @@ def test_gaps_after_small_frames_are_reported_not_judged():
     dep = _departures("p1", t0, gaps)
     dep.loc[dep.index % 2 == 1, "frame_bytes"] = 62
     samples = _samples("p1", t0 - 5_000_000, t0 + 600_000_000, 5)
-    fig = timing.check_departures(dep, samples, {"p1": RATE}, [])
+    fig = packet_timing.check_departures(dep, samples, {"p1": RATE}, [])
     p = fig["ports"]["p1"]
     assert p["gaps_judged"] == 299 and p["small_frame_gaps"] == 300  # the first: the bucket is not known yet
     assert p["within_fraction"] == 1.0 and p["small_frame_within_fraction"] == 0.0
@@ -177,7 +178,7 @@ def test_acks_between_data_frames_fold_into_the_data_frame_before_them():
     """ecn_marking (htb_classes, fresh-user review 2026-12-01): the control class's ACK left 1.3 ms into a
     6.6 ms data frame time; judged alone the two gaps were off by -81% and +5300%, together exact."""
     import pandas as pd
-    from testbed.measure.timing import check_departures, fold_small_frames
+    from testbed.measure.packet_timing import check_departures, fold_small_frames
     rate, data, ack = 5e6, 4154, 62
     ser = data * 8e9 / rate
     t, rows = 0.0, []

@@ -30,7 +30,7 @@ def test_paused_samples_are_left_out_of_the_link_rate(tmp_path):
 
 
 def test_paused_samples_are_not_backlogged_for_packet_timing():
-    from testbed.measure.timing import judged_gaps
+    from testbed.measure.packet_timing import judged_gaps
     t = list(range(0, 100 * MS, 10 * MS))
     samples = pd.DataFrame({"time_ns": t, "backlog_pkts": 5, "paused": [20 * MS <= x <= 30 * MS for x in t]})
     # frames every 3.2 ms (4000 B at 10 Mbit/s) before and after an 8 ms pause, none during it

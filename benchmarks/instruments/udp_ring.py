@@ -5,7 +5,7 @@ The datapath's own ceiling: the same :class:`testbed.emulation.fabric.Fabric` a
 but no transport agents, no congestion loops, no queue sampler. Every host ``i``
 sends UDP datagrams to host ``i + 1`` (a ring all-reduce's traffic shape) whose
 frames have the wire size of a full RoCE data packet of ``payload_bytes``
-(:func:`testbed.measure.timing.data_frame_bytes`: 1082 B at 1024, 4154 B at 4096).
+(:func:`testbed.measure.link_model.data_frame_bytes`: 1082 B at 1024, 4154 B at 4096).
 
 Pacing: each sender is a blocking UDP socket made as the agents make theirs
 (:func:`traffic.transport.nic.rdma_socket`: DF, checksum 0, data TOS, a send buffer
@@ -224,9 +224,9 @@ class RingStep:
 
 def udp_payload_bytes(payload_bytes: int) -> int:
     """UDP payload whose frame has the wire size of a full RoCE data packet of ``payload_bytes``
-    (BTH + payload + ICRC, :func:`testbed.measure.timing.data_frame_bytes`)."""
+    (BTH + payload + ICRC, :func:`testbed.measure.link_model.data_frame_bytes`)."""
     from traffic.transport.params import L2_L4_BYTES
-    from testbed.measure.timing import data_frame_bytes
+    from testbed.measure.link_model import data_frame_bytes
 
     return data_frame_bytes(payload_bytes) - L2_L4_BYTES
 
@@ -299,7 +299,7 @@ def run_ring(fab, payload_bytes: int, duration_s: float = 5.0, warmup_s: float =
     from testbed.measure.cpu import CpuIdleMonitor
     from testbed.measure.send_buffer import judge_send_buffer
     from testbed.measure.thresholds import thresholds_for
-    from testbed.measure.timing import data_frame_bytes
+    from testbed.measure.link_model import data_frame_bytes
     from testbed.measure.verdict import FAILED, PASSED, evaluate
 
     hosts = fab.layout.hosts

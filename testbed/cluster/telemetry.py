@@ -1,7 +1,7 @@
 """Telemetry of a run split over several servers: each server samples its own ports and CPU.
 
 On one server the runner samples the switch queues (dataplane.qdisc_sampler.QdiscSampler), the
-departures of backlogged ports (testbed.measure.timing.DepartureCapture), the CPU
+departures of backlogged ports (testbed.measure.departure_capture.DepartureCapture), the CPU
 (testbed.measure.cpu.CpuIdleMonitor) and reads the drop counters (testbed.measure.drops.DropSnapshot)
 in its own process. In a cluster run the same objects run on every server
 (:class:`ServerTelemetry`, kept there by testbed.cluster.remote) and :class:`ClusterTelemetry`
@@ -37,7 +37,7 @@ class ServerTelemetry:
                  host_ifs: Dict[str, List[str]]) -> None:
         from dataplane.qdisc_sampler import QdiscSampler
         from testbed.measure.cpu import CpuIdleMonitor
-        from testbed.measure.timing import DepartureCapture
+        from testbed.measure.departure_capture import DepartureCapture
 
         self.switch_ports, self.host_pids, self.host_ifs = list(switch_ports), host_pids, host_ifs
         self.departures = DepartureCapture(self.switch_ports) if self.switch_ports else None

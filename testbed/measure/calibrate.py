@@ -37,7 +37,7 @@ from typing import Callable, Optional
 
 from testbed.measure import capacity
 from testbed.measure.packet_load import packet_load
-from testbed.measure.timing import data_frame_bytes
+from testbed.measure.link_model import data_frame_bytes
 from testbed.results.rundir import RunDir
 from traffic import collectives
 

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Mapping, Optional
 
-from testbed.measure.timing import data_frame_bytes
+from testbed.measure.link_model import data_frame_bytes
 
 #: calibration record format (capacity.json ``version``); records of another version are not used
 VERSION = 2

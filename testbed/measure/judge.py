@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from testbed.measure import accounting, drops, timing
+from testbed.measure import accounting, drops
+from testbed.measure.departure_capture import write_departures
 from testbed.measure.cnp_audit import judge_cnp_interval
 from testbed.measure.pfc_paused import mark_paused
 from testbed.measure.thresholds import thresholds_for
@@ -72,7 +73,7 @@ def judge_run(ctx: RunContext, rec: Recording, qps: pd.DataFrame, ports: pd.Data
 
     ``qps``, ``ports``, ``cpu``: the tables written to the run directory
     (testbed.results.tables.write_tables); the departures the capture saw are
-    written to ``departures.csv`` here (testbed.measure.timing.write_departures). ``faults``: summary.json's
+    written to ``departures.csv`` here (testbed.measure.departure_capture.write_departures). ``faults``: summary.json's
     faults block (testbed.results.faults), whose losses are charged to the injected faults, not to the
     emulation (:func:`charge_faults`). ``background_lost_pkts``: packets of the scenario's background flows
     lost in the fabric (testbed.results.background.background_block): not RoCE, so they leave the switch
@@ -104,7 +105,7 @@ def judge_run(ctx: RunContext, rec: Recording, qps: pd.DataFrame, ports: pd.Data
         cpu = rec.workload.cpu_while_traffic(cpu)
     verdict = evaluate(cpu, other.losses, mark_paused(ports, ctx.run_dir), fab.port_rate_bps,
                        host_tx, thresholds_for(ctx.spec), transport=t,
-                       departures=timing.write_departures(rec.departures, ctx.run_dir), identity=identity,
+                       departures=write_departures(rec.departures, ctx.run_dir), identity=identity,
                        sizes=sizes, frame_bytes=ctx.spec.transport.payload_bytes + 58,
                        window_pkts=ctx.transport.window_pkts, link_delay_us=max(ctx.spec.fabric.delays_us.values()))
     if rec.servers is not None:  # a run over several servers: each server judged on its own (testbed.cluster.verdict)

@@ -9,7 +9,7 @@ Model (upper bound of what the workload can offer, before anything is built):
 - Every host sends on each of its links (NICs) at that link's full rate (``rate_bps`` in the
   layout: ``fabric.host_link_bps``, a scale-up link's multiple of it), in full data frames of the
   scenario's payload (``transport.payload_bytes`` + BTH + ICRC + Ethernet/IPv4/UDP headers,
-  testbed.measure.timing.data_frame_bytes), spread evenly over its peers (the ranks it opens queue pairs
+  testbed.measure.link_model.data_frame_bytes), spread evenly over its peers (the ranks it opens queue pairs
   with, testbed.workloads.base.Workload.peers; every other host when none are given). A host with
   no peers (e.g. ``testbed nccl -g``'s idle hosts) offers nothing.
 - Which link carries a pair's traffic: the scale-up link when both hosts are in one scale-up
@@ -44,7 +44,7 @@ import numpy as np
 
 from topology.model import SCALE_UP_PLANE, Host, Layout
 from topology.routing import switch_graph
-from testbed.measure.timing import data_frame_bytes
+from testbed.measure.link_model import data_frame_bytes
 
 
 @dataclass(frozen=True)

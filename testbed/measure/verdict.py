@@ -456,9 +456,9 @@ def transport_totals(qps: pd.DataFrame, rx_pkts: list[int], switch_drops: int, w
 
 
 def _check_timing(departures, port_samples, port_rate_bps, chk: _Check) -> dict:
-    from testbed.measure import timing
+    from testbed.measure.packet_timing import check_departures
 
-    fig = timing.check_departures(departures, port_samples, port_rate_bps, chk.violations)
+    fig = check_departures(departures, port_samples, port_rate_bps, chk.violations)
     if fig["status"] == NOT_JUDGED:
         chk.skip_reason = ("no departures captured" if departures is None or len(departures) == 0 else
                            "no backlogged port had enough inter-departure gaps to judge")
@@ -500,8 +500,8 @@ def evaluate(
             counters read before and after the traffic), ``spurious_retx_pkts``
             (:func:`spurious_retx_pkts`), ``retx_pkts``, ``posted_bytes``,
             ``acked_bytes``, ``delivered_bytes``.
-        departures: :meth:`testbed.measure.timing.DepartureCapture.to_frame`, or None
-            (packet_timing: :func:`testbed.measure.timing.check_departures`).
+        departures: :meth:`testbed.measure.departure_capture.DepartureCapture.to_frame`, or None
+            (packet_timing: :func:`testbed.measure.packet_timing.check_departures`).
         identity: the run's :class:`testbed.measure.accounting.LossIdentity`, or None (then
             transport_loss judges the older balance without the drops elsewhere).
         sizes: sizes.csv rows (size_bytes, busbw_ratio, busbw_factor), or None; ``frame_bytes``
@@ -527,7 +527,7 @@ def evaluate(
         hosts: ``8 * tx_wire_bytes / tx_busy_s / rate`` < min_link_rate_ratio
             for hosts whose QPs had packets ready for >= min_host_busy_s (:func:`_check_hosts`).
         throughput: :func:`_check_throughput` (a slow collective on an uncontended fabric).
-        packet_timing: :func:`testbed.measure.timing.check_departures` (inter-departure
+        packet_timing: :func:`testbed.measure.packet_timing.check_departures` (inter-departure
             gaps on backlogged links against the serialization time).
 
     Returns: :class:`FidelityVerdict`; ``figures`` has one entry per check plus "thresholds".

@@ -13,7 +13,7 @@ tried: it tilts b towards the small sizes, b / expected 1.013 against 1.004 unwe
 ``a`` may come out negative here, and that is the emulation, not an error: after the idle moment
 between operations HTB's bucket holds ``burst_bytes`` of tokens and the last frame is not serialized
 again at the receiver (cut-through), so every operation can finish up to ``(burst_bytes + one frame)
-x 8 / rate`` early (testbed.measure.timing, "busbw/link above 1"): a constant shift of every T. The
+x 8 / rate`` early (testbed.measure.link_model, "busbw/link above 1"): a constant shift of every T. The
 row gives that bound as ``a_burst_floor_s`` (negative); an ``a`` below it is not explained by the
 link model and the printed line says so.
 """

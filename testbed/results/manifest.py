@@ -11,7 +11,7 @@ from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path
 
-from testbed.measure import timing
+from testbed.measure.link_model import link_model
 from testbed.plan import plan_algorithms
 from testbed.results.rundir import RunDir
 from testbed.run_context import RunContext
@@ -65,7 +65,7 @@ def pfc_backend(spec) -> str:
 def build(ctx: RunContext, caps) -> dict:
     """manifest.json's content for a probed ``ctx`` and ``caps`` (testbed.host.capabilities.Capabilities).
 
-    Raises ScenarioError (via testbed.measure.timing.link_model) when the
+    Raises ScenarioError (via testbed.measure.link_model.link_model) when the
     scenario asks for a link delay this kernel cannot add.
     """
     spec = ctx.spec
@@ -87,7 +87,7 @@ def build(ctx: RunContext, caps) -> dict:
         "fidelity_checks_switched_off": spec.fidelity.switched_off(),
         "rank_groups": {op.group: [list(g) for g in op.groups] for op in ctx.ops_plan},  # scope -> concurrent groups
         "collectives": plan_algorithms(list(ctx.ops_plan)),  # collective, algorithm, busbw factor, size convention
-        "link_model": timing.link_model(spec, caps.delay),  # refuses a delay this kernel cannot add
+        "link_model": link_model(spec, caps.delay),  # refuses a delay this kernel cannot add
         "ovs_send_buffer": ctx.send_buffer,
         "controller": ctx.controller,
         "cluster": cluster_block(ctx),

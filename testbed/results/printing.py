@@ -19,7 +19,7 @@ from testbed.emulation.controller_supervisor import verdict_line as controller_v
 from traffic import collectives
 from testbed.results import nccl_table
 from testbed.results.tables import format_size_table
-from testbed.measure import timing
+from testbed.measure.link_model import above_link_note
 from testbed.run_context import RunContext
 from testbed.spec.estimate import format_duration
 from testbed.spec.rto import describe_rto
@@ -173,7 +173,7 @@ def print_results(ctx: RunContext, sizes, t: dict, controller: dict, verdict, op
               f"busbw / (link x efficiency)); time = first rank's start to last rank's end, avg = per-rank time "
               f"averaged over ranks (nccl-tests); n = samples")
         print(format_size_table(sizes))
-    note = timing.above_link_note(sizes, spec, ctx.efficiency) if op_meta else None
+    note = above_link_note(sizes, spec, ctx.efficiency) if op_meta else None
     if note:
         print(f"# {note}")
     print(f"# transport: {t['delivered_bytes']} of {t['posted_bytes']} posted bytes delivered exactly once, "

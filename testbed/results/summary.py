@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from testbed.results.congestion import congestion_block, stable_congestion, traffic_classes_block
 from testbed import signals
-from testbed.measure import timing
+from testbed.measure.link_model import add_busbw_error_bounds, early_bytes
 from testbed.measure.judge import judge_controller, judge_run
 from testbed.measure.verdict import FidelityVerdict
 from testbed.results import fit, printing
@@ -277,11 +277,11 @@ def _write_results_now(ctx: RunContext, rec: Recording) -> Written:
         summary.setdefault("load_balance", {})["adaptive"] = adaptive
     f = ctx.spec.fabric
     fits = fit.fit_rows(sizes, f.host_link_bps, ctx.efficiency,
-                        timing.early_bytes(f.host_link_bps, f.mtu_bytes) * 8 / f.host_link_bps)
+                        early_bytes(f.host_link_bps, f.mtu_bytes) * 8 / f.host_link_bps)
     if fits is not None:
         summary["fit"] = fits
     summary["congestion"] = stable_congestion(summary["congestion"])  # every key in every run
-    timing.add_busbw_error_bounds(summary["sizes"], ctx.spec, ctx.efficiency)
+    add_busbw_error_bounds(summary["sizes"], ctx.spec, ctx.efficiency)
     run = RunDir(ctx.run_dir)
     summary = stable_summary(summary)  # every block in every run (None where this run had none)
     run.write_parquet_or_warn()  # every table is in: NAME.parquet beside NAME.csv

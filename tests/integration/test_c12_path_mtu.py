@@ -5,7 +5,7 @@ import pytest
 
 from conftest import run_scenario_file
 
-from testbed.measure import timing
+from testbed.measure import link_model
 from testbed.results.rundir import RunDir
 
 SCENARIO = """
@@ -29,6 +29,6 @@ def test_path_mtu_end_to_end_every_byte_delivered(tmp_path, payload, mtu):
     req = qps[(qps["role"] == "requester") & (qps["tx_pkts"] > 0)]
     # 2 ranks: each sends two chunks of 256 KiB, i.e. 2 * 256 KiB / payload full-size packets
     assert req["tx_pkts"].tolist() == [2 * 256 * 1024 // payload] * 2
-    assert (req["tx_wire_bytes"] == req["tx_pkts"] * timing.data_frame_bytes(payload)).all()
+    assert (req["tx_wire_bytes"] == req["tx_pkts"] * link_model.data_frame_bytes(payload)).all()
     assert run.manifest["link_model"]["mtu_bytes"] == mtu
     assert s["faithful"], s["violations"]

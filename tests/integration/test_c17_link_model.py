@@ -3,7 +3,7 @@ emulator's own latency per round trip puts 10 Mbit/s outside the band, the seria
 from two rates, 10 and 2.5 Mbit/s, must match the cut-through formula)."""
 from conftest import run_scenario_file
 
-from testbed.measure import timing
+from testbed.measure import link_model
 from testbed.results.rundir import RunDir
 from traffic.transport import ACK_FRAME_BYTES
 
@@ -29,7 +29,7 @@ def test_window1_goodput_matches_the_stated_cut_through_model(tmp_path):
     assert model["switching"] == "cut_through"
     assert model["propagation_delay_us"] == 0
     assert model["delay_backend"] == "none"  # no scenario here asks for link_delay_us
-    expect = timing.window1_busbw_ratio(1024, model["switching"])  # 1082 / (1082 + 62) = 0.946
+    expect = link_model.window1_busbw_ratio(1024, model["switching"])  # 1082 / (1082 + 62) = 0.946
     assert model["window1_busbw_ratio"] == expect
     # the software's own latency (OVS, Python) adds to every round trip; on a busy machine it grows and the
     # fidelity monitor reports the hosts as CPU-limited: rerun once, then judge the model on a faithful run
@@ -38,7 +38,7 @@ def test_window1_goodput_matches_the_stated_cut_through_model(tmp_path):
     if s["verdict"] == "not_faithful" or abs(ratio / expect - 1) > 0.10:
         s, manifest, ratio = _run(tmp_path / "b")
     print(f"window-1 busbw/link {ratio:.3f}, cut-through model {expect:.3f}, "
-          f"store-and-forward {timing.window1_busbw_ratio(1024, 'store_and_forward'):.3f}, "
+          f"store-and-forward {link_model.window1_busbw_ratio(1024, 'store_and_forward'):.3f}, "
           f"verdict {s['verdict']}")
     if s["verdict"] == "not_faithful":  # off the model only with the reason named: the hosts' CPU set the pace
         assert any("CPU" in v for v in s["violations"]), s["violations"]
@@ -48,10 +48,10 @@ def test_window1_goodput_matches_the_stated_cut_through_model(tmp_path):
         # Judge the model by the slope instead: round time T(rate) = k / rate + L, with k = (data + ACK) x 8 for
         # cut-through and twice that for store-and-forward; two rates give k whatever the latency L.
         s2, _, ratio2 = _run(tmp_path / "slow", "2500K")
-        data_bits = timing.data_frame_bytes(1024) * 8
+        data_bits = link_model.data_frame_bytes(1024) * 8
         t10, t2 = data_bits / 10e6 / ratio, data_bits / 2.5e6 / ratio2
         k = (t2 - t10) / (1 / 2.5e6 - 1 / 10e6)
-        k_model = data_bits + ACK_FRAME_BYTES * 8  # one data frame and one ACK frame (timing.window1_busbw_ratio)
+        k_model = data_bits + ACK_FRAME_BYTES * 8  # one data frame and one ACK frame (link_model.window1_busbw_ratio)
         latency_us = (t10 - k_model / 10e6) * 1e6
         print(f"two rates: busbw/link {ratio:.3f} at 10 Mbit/s, {ratio2:.3f} at 2.5 Mbit/s; serialization per "
               f"round {k:.0f} bits vs cut-through {k_model} (store-and-forward {2 * k_model}); emulator latency "
@@ -59,6 +59,6 @@ def test_window1_goodput_matches_the_stated_cut_through_model(tmp_path):
         assert s2["verdict"] != "not_faithful", s2["violations"]
         assert abs(k / k_model - 1) <= 0.10, f"serialization per round {k:.0f} bits vs cut-through model {k_model}"
         assert 0 <= latency_us < 0.5 * k_model / 10e6 * 1e6  # small next to a round's serialization (915 us)
-    assert ratio > 1.6 * timing.window1_busbw_ratio(1024, "store_and_forward")
+    assert ratio > 1.6 * link_model.window1_busbw_ratio(1024, "store_and_forward")
     t = s["transport"]
     assert t["delivered_bytes"] == t["posted_bytes"] and t["retx_pkts"] == 0

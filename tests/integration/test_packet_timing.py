@@ -16,7 +16,8 @@ import pytest
 from pyroute2 import IPRoute
 
 from dataplane.queues import htb_bfifo
-from testbed.measure import timing
+from testbed.measure import packet_timing
+from testbed.measure.departure_capture import DepartureCapture
 from topology.naming import new_run_id
 from testbed.host.runlock import RunLock
 from dataplane.qdisc_sampler import QdiscSampler
@@ -58,7 +59,7 @@ def _measure_once():
             frame = bytes.fromhex("020000000002" "020000000001" "88b5") + bytes(FRAME_BYTES - 14)
             tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
             tx.bind((a, 0))
-            cap = timing.DepartureCapture([a], window_s=1.0)
+            cap = DepartureCapture([a], window_s=1.0)
             sampler = QdiscSampler([a], 0.01, on_sample=cap.on_sample)
             cpu0, own0, t0 = psutil.cpu_times(), time.process_time(), time.monotonic()
             with sampler, cap:
@@ -76,7 +77,7 @@ def _measure_once():
             tx.close()
             dep = cap.to_frame()
             violations: list[str] = []
-            fig = timing.check_departures(dep, sampler.to_frame(), {a: RATE_BPS}, violations)
+            fig = packet_timing.check_departures(dep, sampler.to_frame(), {a: RATE_BPS}, violations)
         finally:
             ipr.link("del", index=ipr.link_lookup(ifname=a)[0])
     return a, dep, fig, violations, load

@@ -94,14 +94,14 @@ def test_kernel_datapath_netem_delay_rtt_goodput_exactly_once_nothing_left(tmp_p
     2 x 2 x 40 ms, within 10 %; one QP with an 8-packet window and an ACK per packet (8 frames serialize
     in 35 ms, under the 164.6 ms round trip: the window is the limit) moves window / RTT within 10 %,
     RTT = the path's propagation + one data and one ACK frame serialized
-    (testbed.measure.timing.path_rtt_us). The delay is long against the software's own latency per
+    (testbed.measure.link_model.path_rtt_us). The delay is long against the software's own latency per
     round trip under software emulation (about 4 ms of ping and 7 ms of QP round trip were measured at
     20 ms). On the kernel datapath (the manifest says so) every posted byte is delivered and acknowledged
     exactly once, in order, and afterwards ``testbed clean`` finds nothing, no bridge is left in the
     guest's Open vSwitch and no named network namespace remains."""
     import pandas as pd
 
-    from testbed.measure import timing
+    from testbed.measure import link_model
     from traffic.transport import ACK_FRAME_BYTES
 
     scenario = tmp_path / "delay.yaml"
@@ -142,10 +142,10 @@ def test_kernel_datapath_netem_delay_rtt_goodput_exactly_once_nothing_left(tmp_p
     (flow,) = fct.itertuples()
     goodput_bps = flow.size_bytes * 8 / (flow.fct_us / 1e6)
     payload = manifest.get("transport", {}).get("payload_bytes", 1024)
-    data_frame = timing.data_frame_bytes(payload)
-    rtt_us = timing.path_rtt_us(DELAY_LINKS, DELAY_US, 2e6, data_frame, ACK_FRAME_BYTES)
+    data_frame = link_model.data_frame_bytes(payload)
+    rtt_us = link_model.path_rtt_us(DELAY_LINKS, DELAY_US, 2e6, data_frame, ACK_FRAME_BYTES)
     assert WINDOW_PKTS * data_frame * 8e6 / 2e6 < rtt_us  # the window, not the link, is the limit
-    want_bps = timing.window_limited_goodput_bps(WINDOW_PKTS, payload, rtt_us)
+    want_bps = link_model.window_limited_goodput_bps(WINDOW_PKTS, payload, rtt_us)
     print(f"window-limited QP: {flow.size_bytes} B in {flow.fct_us / 1e3:.1f} ms = {goodput_bps / 1e3:.1f} kbit/s; "
           f"window / RTT = {WINDOW_PKTS} x {payload} B / {rtt_us / 1e3:.2f} ms = {want_bps / 1e3:.1f} kbit/s "
           f"({goodput_bps / want_bps - 1:+.1%}); window / ping RTT {WINDOW_PKTS * payload * 8 / rtt_avg_ms:.1f} kbit/s")
