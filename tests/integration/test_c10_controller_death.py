@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import running_scenario
+from conftest import raise_if_run_disturbed, running_scenario
 
 from testbed.emulation.controller_supervisor import RECONNECT_TARGET_S
 from testbed.emulation.fabric import Fabric
@@ -50,6 +50,7 @@ def test_controller_killed_mid_run_is_restarted_and_loses_nothing(tmp_path):
         os.kill(pid, signal.SIGKILL)
         out, err = run.communicate(timeout=240)
     print(out)
+    raise_if_run_disturbed(run, run_dir.parent)
     assert run.returncode == 0, f"testbed run failed ({run.returncode}):\n{out}\n{err}"
     run_files = RunDir.open(run_dir)
     s = run_files.summary

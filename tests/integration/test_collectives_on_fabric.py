@@ -8,6 +8,7 @@ payload efficiency)) lies in the band measured here for 512 KiB (figures in BAND
 """
 from pathlib import Path
 
+from conftest import raise_if_disturbed
 from testbed.plan import PlannedOp
 from testbed.results.rundir import RunDir
 from testbed.runner import run_scenario
@@ -48,6 +49,7 @@ def _run(tmp_path, keys) -> dict:
     fabric = spec.fabric.model_copy(update={"buffer_bytes": BUFFER_BYTES})
     spec = spec.model_copy(update={"name": "collectives", "fabric": fabric})
     summary = run_scenario(spec, REPO / "scenarios" / "quickstart.yaml", tmp_path, quiet=True, ops_plan=_plan(keys))
+    raise_if_disturbed(summary)  # the test asserts the run faithful
     run = RunDir.open(summary["run_dir"])
     ranks = run.rank_ops.merge(run.ops[["op_id", "collective", "algorithm"]], on="op_id")
     want_total = 0

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from conftest import assert_losses_accounted, run_scenario_file
+from conftest import assert_losses_accounted, raise_if_disturbed, run_scenario_file
 from testbed.results.rundir import RunDir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,6 +38,7 @@ def test_selective_repeat_resends_little_and_keeps_to_its_estimate(tmp_path):
 
     text = _scenario("selective_repeat", {"min_bytes": "256KiB", "max_bytes": "1MiB", "factor": 2}, 2)
     res, s = run_scenario_file(tmp_path, text, timeout=300, expect_rc=None, name="sr")
+    raise_if_disturbed(s)  # the test asserts the run faithful
     assert "assumes no loss" in res.stderr  # the printed estimate says it can be short
     run = RunDir.open(s["run_dir"])
     m = run.manifest

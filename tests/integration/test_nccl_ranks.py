@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from conftest import EXIT_FAITHFUL, run_cli
+from conftest import EXIT_FAITHFUL, raise_if_run_disturbed, run_cli
 from testbed.results.rundir import RunDir
 
 #: busbw/link band: a ring all-reduce runs at the link's goodput, above 1 by at most the HTB burst bound
@@ -25,6 +25,7 @@ SIZE = 256 * 1024
 def test_nccl_g_reports_over_its_ranks(tmp_path, ranks):
     res = run_cli("nccl", "-g", ranks, "-b", "256K", "-e", "256K", "-n", "2", "-w", "1", "--results", tmp_path,
                   timeout=300)
+    raise_if_run_disturbed(res, tmp_path)
     assert res.returncode == EXIT_FAITHFUL, f"exit {res.returncode}\n{res.stdout}\n{res.stderr[-3000:]}"
     (run_dir,) = [p.parent for p in tmp_path.glob("*/summary.json")]
     run = RunDir.open(run_dir)

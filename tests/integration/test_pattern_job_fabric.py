@@ -5,7 +5,7 @@ h1-h4 (leaves 1-2, 3 passes), job b, a 512 KiB ring all-reduce on h5-h8 (leaves 
 within 10 % of its solo run; both complete, every posted byte is delivered, and the shared run is faithful."""
 from pathlib import Path
 
-from conftest import EXIT_FAITHFUL, assert_losses_accounted, run_cli
+from conftest import EXIT_FAITHFUL, assert_losses_accounted, raise_if_run_disturbed, run_cli
 from testbed.results.rundir import RunDir
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "jobs_pattern_and_sweep.yaml"
@@ -20,6 +20,7 @@ def test_pattern_job_beside_a_sweep_job_runs_at_its_solo_speed(tmp_path):
     results = tmp_path / "r"
     res = run_cli("run", SCENARIO, "--results", results, "--quiet", "--solo", timeout=500)
     print(res.stdout[res.stdout.rfind("jobs:"):])
+    raise_if_run_disturbed(res, results)
     assert res.returncode == EXIT_FAITHFUL, f"{res.returncode}\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
     (path,) = results.glob("*/summary.json")
     run = RunDir.open(path.parent)

@@ -23,7 +23,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import run_cli, run_scenario_file, running_scenario
+from conftest import raise_if_disturbed, run_cli, run_scenario_file, running_scenario
 
 from testbed.emulation.controller_proc import RYU_HOWTO, RYU_VENV, ryu_manager
 from testbed.results.rundir import RunDir
@@ -48,6 +48,7 @@ pytestmark = pytest.mark.skipif(not ryu_manager().exists(), reason=f"no {RYU_VEN
 def _run(tmp_path: Path, framework: str) -> dict:
     _, s = run_scenario_file(tmp_path, SCENARIO.format(framework=framework), timeout=150, expect_rc=None,
                              name=framework)
+    raise_if_disturbed(s)  # the test asserts both runs faithful
     manifest = RunDir.open(s["run_dir"]).manifest
     assert manifest["controller"]["framework"] == framework
     assert manifest["scenario"]["controller"]["framework"] == framework

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXIT_FAITHFUL, assert_losses_accounted, run_cli
+from conftest import EXIT_FAITHFUL, assert_losses_accounted, raise_if_run_disturbed, run_cli
 from testbed.results.rundir import RunDir
 
 pytestmark = pytest.mark.integration
@@ -26,6 +26,7 @@ ITERATIONS, TP_OPS, DP_OPS = 4, 4, 2   # per iteration of tp2_dp2.txt: fwd + ig 
 
 def test_simai_job_beside_a_sweep_job_runs_at_its_solo_jct(tmp_path):
     res = run_cli("run", SCENARIO, "--results", tmp_path / "r", "--solo", timeout=600)
+    raise_if_run_disturbed(res, tmp_path / "r")
     assert res.returncode == EXIT_FAITHFUL, f"{res.returncode}\n{res.stdout}\n{res.stderr}"
     (path,) = (tmp_path / "r").glob("*/summary.json")
     run = RunDir.open(path.parent)
