@@ -67,7 +67,7 @@ def run_lab(lab: str, n: int, keep: Path, run_flags: dict | None = None) -> None
 #: Runs of one scenario and round before giving up: a run NOT faithful (exit 3) measured a busy machine, not the
 #: lab, so it is made again rather than counted.
 ATTEMPTS = 3
-#: Exit codes of a run whose figures count: faithful, or completed with no check failed (testbed.exitcodes).
+#: Exit codes of a run whose figures count: faithful, or completed with no check failed (testbed.process.exitcodes).
 COUNTED = (0, 6)
 
 

@@ -91,7 +91,7 @@ def main() -> int:
         res = json.loads(Path(args.show).read_text())
     else:
         from testbed.host.capabilities import probe
-        from testbed.runner import with_ecn_marker
+        from testbed.pipeline.runner import with_ecn_marker
         from topology.naming import new_run_id
 
         caps = probe(new_run_id())

@@ -4,9 +4,9 @@ Times what ``testbed run SCENARIO`` does before it builds the fabric, for a SimA
 spine-leaf fabric (2 spines x 6 leaves x 2 hosts, 10 Mbit/s hosts, 20 Mbit/s fabric links: the issue's
 "12 hosts"; every 12-host fabric plans the same ops), in one process, phase by phase:
 
-- ``import``: the testbed's modules (testbed.spec.scenario, testbed.runner);
+- ``import``: the testbed's modules (testbed.spec.scenario, testbed.pipeline.runner);
 - ``load``: ``load_scenario`` (reads the YAML, reads the file, plans the replay once to check it);
-- ``validate``: ``testbed.runner._validate`` (the workload's plan again, the run-time estimate with the
+- ``validate``: ``testbed.pipeline.runner._validate`` (the workload's plan again, the run-time estimate with the
   replay's compute timeline, the notes printed, the duration cap, the queue-pair peers and the capacity
   check), i.e. everything ``testbed run`` does before "run tb...";
 - ``replay``: ``testbed.simai_plan.replay_plan`` (what the run does once the fabric is up: the plan again,
@@ -48,7 +48,7 @@ def scenario_yaml(path: Path, size_scale: float, shape: str) -> str:
 def once(scenario: Path, results: Path) -> dict:
     """Seconds per phase of one load (module docstring) and the plan's size."""
     t0 = time.perf_counter()
-    from testbed import runner
+    from testbed.pipeline import runner
     from testbed.simai_plan import replay_plan
     from testbed.spec.scenario import load_scenario
     t1 = time.perf_counter()

@@ -60,7 +60,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script: the checkout's packages first
     sys.path.insert(0, str(REPO))
 
-from testbed import signals  # noqa: E402
+from testbed.process import signals  # noqa: E402
 from testbed.host.runlock import held_flock  # noqa: E402
 from testbed.measure.capacity import machine_facts  # noqa: E402
 from testbed.measure.link_model import data_frame_bytes  # noqa: E402

@@ -15,9 +15,9 @@ every bad key path). ``with_`` returns a changed copy: dotted keys
 
 :func:`run` is ``testbed run``: the same validation of the results root and
 duration cap (raising ScenarioError / DurationError before anything is
-built), then the runner (testbed.runner.run) with the same cleanup of
+built), then the runner (testbed.pipeline.runner.run) with the same cleanup of
 leftovers, teardown on errors and signals, results directory and exit code
-(testbed.exitcodes); ``quiet`` (the default) prints nothing on stdout. It returns a :class:`RunResult` with the
+(testbed.process.exitcodes); ``quiet`` (the default) prints nothing on stdout. It returns a :class:`RunResult` with the
 run directory the runner made; an interrupted run (exit code 128+N) is torn
 down and then raises KeyboardInterrupt. :func:`run_spec` runs a ScenarioSpec
 and returns the exit code instead of raising on an interrupt: the command
@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
-from testbed.exitcodes import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_FAITHFUL, EXIT_INTERRUPTED_BASE, EXIT_NOT_FAITHFUL,
-                               EXIT_NOT_JUDGED)
+from testbed.process.exitcodes import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_FAITHFUL, EXIT_INTERRUPTED_BASE,
+                                       EXIT_NOT_FAITHFUL, EXIT_NOT_JUDGED)
 from testbed.measure.capacity_check import CapacityError
 from testbed.spec.estimate import DurationError
 from testbed.spec.scenario import ScenarioError, ScenarioSpec, load_scenario, parse_scenario
@@ -142,7 +142,7 @@ class Scenario:
 
 @dataclass
 class RunResult:
-    """One run: ``scenario``, ``exit_code`` (testbed.exitcodes; ``testbed run``'s), ``run_dir`` (None when
+    """One run: ``scenario``, ``exit_code`` (testbed.process.exitcodes; ``testbed run``'s), ``run_dir`` (None when
     no directory was made). ``summary`` (summary.json), ``tables`` (the run directory,
     testbed.results.rundir.RunDir) and every table by name (``r.sizes``, ``r.qps``, ...: pandas DataFrames,
     docs/tables.md; a table the run did not record raises TableError)."""
@@ -215,8 +215,8 @@ def run_spec(spec: ScenarioSpec, results: str | os.PathLike = "results", *, scen
              quiet: bool = False, max_duration_s: float | None = None, debug: bool = False, cli: bool = False,
              over_capacity: bool = False, solo: bool = False, solo_from: str | os.PathLike | None = None,
              print_results: bool = True):
-    """Run a validated ScenarioSpec (testbed.runner.run: same checks, cleanup, teardown, printed lines);
-    return its testbed.runner.RunOutcome (exit code, run directory or None). The entry of ``testbed run``
+    """Run a validated ScenarioSpec (testbed.pipeline.runner.run: same checks, cleanup, teardown, printed lines);
+    return its testbed.pipeline.runner.RunOutcome (exit code, run directory or None). The entry of ``testbed run``
     and ``testbed nccl``; :func:`run` for scripts.
 
     ``scenario_path``: the scenario file the manifest names (None: built in code); ``debug``: a failed run
@@ -230,7 +230,7 @@ def run_spec(spec: ScenarioSpec, results: str | os.PathLike = "results", *, scen
     Raises :data:`BAD_INPUT_ERRORS` on bad input (nothing built); an interrupted run is exit code
     128+N, not an exception.
     """
-    from testbed import runner
+    from testbed.pipeline import runner
 
     saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:

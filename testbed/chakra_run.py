@@ -43,9 +43,9 @@ from typing import Callable, Optional
 
 import pandas as pd
 
-from testbed import signals
+from testbed.process import signals
 from testbed.emulation.agents import taking_part
-from testbed.lifecycle import raise_if_interrupted
+from testbed.process.lifecycle import raise_if_interrupted
 from testbed.replay_run import exposed_split, hidden_comm, union_s
 from traffic import collectives
 from traffic.clock import unix_ns
@@ -183,7 +183,7 @@ def overlap_figures(makespan_s: float, compute_only: float, ops: list) -> dict:
 
 
 class ChakraRun:
-    """One replay on the agents: ``ctx``/``agents``/``rec``/``progress`` as in testbed.runner; ``plan``: the
+    """One replay on the agents: ``ctx``/``agents``/``rec``/``progress`` as in testbed.pipeline.runner; ``plan``: the
     testbed.chakra_plan.ChakraPlan of ``ctx.ops_plan``."""
 
     def __init__(self, ctx, agents, rec, progress, plan):
@@ -270,7 +270,7 @@ def dependency_violations(nodes: pd.DataFrame) -> list[str]:
 
 def run_chakra(ctx, agents, rec, progress, plan) -> tuple[dict, pd.DataFrame]:
     """Replay ``plan`` (testbed.chakra_plan.ChakraPlan) on ``agents``; return summary.json's ``chakra`` block
-    and the chakra_nodes table. Signals are held back once the last unit ended (as testbed.runner does).
+    and the chakra_nodes table. Signals are held back once the last unit ended (as testbed.pipeline.runner does).
     Raises what the agents raise (a collective's timeout or error)."""
     run = ChakraRun(ctx, agents, rec, progress, plan)
     t0 = time.monotonic()

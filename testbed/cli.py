@@ -12,7 +12,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from testbed.rest_text import plain as plain_help
+from testbed.spec.rest_text import plain as plain_help
 
 PROG = "testbed"
 RUN_EXIT_CODES = """exit codes:
@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="as --solo, but reuse the solo (and pair) runs an earlier --solo stored under DIR (its "
                       "--results root: DIR/solo, DIR/pairs), each checked to be the same job on the same fabric "
                       "exactly; refused naming the job and what differs otherwise")
-    from testbed import interactive
+    from testbed.pipeline import interactive
     interactive.add_run_flag(run)
 
     clean = sub.add_parser(
@@ -205,7 +205,7 @@ def _run(args, build_spec) -> int:
     """``testbed run``/``nccl``: the spec (``build_spec()``), then testbed.api.run_spec with the options;
     its exit code (``testbed run --help``). Bad input: one line ``testbed: error: ...``, exit code 2."""
     from testbed.api import BAD_INPUT_ERRORS, run_spec
-    from testbed.exitcodes import EXIT_BAD_INPUT
+    from testbed.process.exitcodes import EXIT_BAD_INPUT
 
     try:
         spec = build_spec()

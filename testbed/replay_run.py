@@ -47,7 +47,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from statistics import mean
 
-from testbed import signals
+from testbed.process import signals
 from testbed.replay_program import simulate
 
 #: the formula of the saving of overlap, stated in summary.json (testbed.replay_program)
@@ -65,7 +65,7 @@ class _Aborted(RuntimeError):
 
 
 class _Replay:
-    """One run's timeline over the agents; ``ctx``/``agents``/``rec``/``progress`` as in testbed.runner;
+    """One run's timeline over the agents; ``ctx``/``agents``/``rec``/``progress`` as in testbed.pipeline.runner;
     ``op_base``/``record``: as :func:`run_replay`'s."""
 
     def __init__(self, ctx, agents, rec, progress, plan, op_base: int = 0, record=None):
@@ -235,7 +235,7 @@ def run_replay(ctx, agents, rec, progress, plan, op_base: int = 0, record=None, 
     records instead of appending them to ``rec`` and saying progress (a job's shared bookkeeping);
     ``keep_going()``: asked before every iteration after the first (with ``overlap: compare`` before every
     off/on pair), False stops there (a job's ``duration_s``). A single workload (no ``record``) holds
-    signals back once the last collective is done (as testbed.runner does). Raises what the agents raise
+    signals back once the last collective is done (as testbed.pipeline.runner does). Raises what the agents raise
     (a collective's timeout or error).
     """
     r = _Replay(ctx, agents, rec, progress, plan, op_base, record)

@@ -250,7 +250,7 @@ def test_every_shipped_scenario_fits_the_default_capacity(path):
 
 
 def test_run_refuses_before_anything_is_built(tmp_path, monkeypatch, capsys):
-    from testbed import runner
+    from testbed.pipeline import runner
     monkeypatch.setenv("TESTBED_CACHE_DIR", str(tmp_path))  # no calibration: the default
     monkeypatch.setattr(runner.cleanup, "clean", lambda *a, **k: pytest.fail("cleanup ran: the kernel was touched"))
     with pytest.raises(CapacityError, match="fabric too large for this machine"):

@@ -85,7 +85,7 @@ def test_pcap_spec_defaults():
 
 
 def test_cli_parses_ovs_ofctl_groups_and_bucket_stats():
-    from testbed.interactive import parse_group_stats, parse_groups
+    from testbed.pipeline.interactive import parse_group_stats, parse_groups
 
     desc = (" group_id=1,type=select,selection_method=hash,fields(ip_src,ip_dst,udp_src),bucket=bucket_id:0,"
             "weight:3,actions=output:3,bucket=bucket_id:1,actions=output:4\n")
@@ -97,7 +97,7 @@ def test_cli_parses_ovs_ofctl_groups_and_bucket_stats():
 
 def test_cli_names_htb_classes_leaves_and_reads_a_paused_rate():
     from dataplane.queues.htb_classes import leaf_handle
-    from testbed.interactive import CLASS_BY_LEAF, PAUSED_RATE_BPS, leaf_class_name, tbf_rate_bps
+    from testbed.pipeline.interactive import CLASS_BY_LEAF, PAUSED_RATE_BPS, leaf_class_name, tbf_rate_bps
 
     assert [f"{leaf_handle(i) >> 16:x}:" for i in range(3)] == list(CLASS_BY_LEAF)
     assert leaf_class_name({"kind": "tbf", "handle": "20:"}) == "lossless"

@@ -12,7 +12,7 @@ import pytest
 
 from testbed.cli import build_parser
 from testbed.measure import capacity
-from testbed.rest_text import MARKUP_RE, markdown, plain
+from testbed.spec.rest_text import MARKUP_RE, markdown, plain
 
 REPO = Path(__file__).resolve().parents[1]
 

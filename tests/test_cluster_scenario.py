@@ -4,7 +4,7 @@ import pytest
 
 from testbed.cli import main
 from testbed.results.manifest import cluster_block
-from testbed.run_context import RunContext
+from testbed.pipeline.context import RunContext
 from testbed.spec.cluster import parse_servers, with_cluster
 from testbed.spec.scenario import ScenarioError, parse_scenario
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from testbed import cli
-from testbed.exitcodes import EXIT_BAD_INPUT, EXIT_REGRESSED
+from testbed.process.exitcodes import EXIT_BAD_INPUT, EXIT_REGRESSED
 from testbed.results import compare
 from testbed.results.figures import Band, band_for, figures, parse_band, size_label
 

@@ -6,7 +6,7 @@ import configparser
 import pytest
 
 from controllers import contract
-from testbed import runner
+from testbed.pipeline import runner
 from testbed.emulation import controller_proc as C
 from testbed.spec.scenario import ScenarioError, parse_scenario
 

@@ -2,7 +2,7 @@
 import subprocess
 import sys
 
-from testbed import runner
+from testbed.pipeline import runner
 
 
 def test_exit_code_from_summary():

@@ -331,7 +331,7 @@ def test_no_rate_judged_is_not_judged_not_faithful():
     assert v.checks["links"]["status"] == "not_judged" and v.checks["hosts"]["status"] == "not_judged"
     assert v.status == "not_judged" and not v.faithful and v.violations == []
     assert v.lines()[0].startswith("# fidelity: NOT JUDGED")
-    from testbed.exitcodes import EXIT_NOT_JUDGED, exit_code
+    from testbed.process.exitcodes import EXIT_NOT_JUDGED, exit_code
     assert exit_code({"complete": True, "faithful": False, "verdict": v.status, "checks": v.checks}) == EXIT_NOT_JUDGED
 
 

@@ -1,11 +1,11 @@
-"""--cli names (testbed.interactive), without a fabric: the prompt takes bare names (``h1``) in every command and
-Mininet's output shows them bare (seen: ``pingall`` printed ``tb3fa1h1 -> tb3fa1h2 ...``)."""
+"""--cli names (testbed.pipeline.interactive), without a fabric: the prompt takes bare names (``h1``) in every command
+and Mininet's output shows them bare (seen: ``pingall`` printed ``tb3fa1h1 -> tb3fa1h2 ...``)."""
 import io
 
 from mininet.log import lg, output, setLogLevel
 
-from testbed import interactive
-from testbed.interactive import _BareNames
+from testbed.pipeline import interactive
+from testbed.pipeline.interactive import _BareNames
 
 RID = "tb3fa1"
 

@@ -238,7 +238,7 @@ def test_the_report_adds_the_jobs_timeline_and_matrix_to_jobs_runs_only(tmp_path
 def test_solo_with_three_jobs_runs_each_alone_and_each_pair_then_all(tmp_path, capsys):
     """--solo on N = 3 jobs: 3 solo runs, 3 pair runs, then the shared run; M[i][j] from the pair runs."""
     from testbed.jobs.solo import run_with_solo
-    from testbed.runner import RunOutcome
+    from testbed.pipeline.runner import RunOutcome
 
     spec = parse_scenario(scenario(job("a", ranks=2), job("b", ranks=2), job("c", ranks=2)))
     jct = {("a",): 1.0, ("b",): 1.0, ("c",): 1.0, ("a", "b"): (1.5, 1.2), ("a", "c"): (1.0, 1.0),

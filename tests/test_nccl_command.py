@@ -364,7 +364,7 @@ def _no_build(monkeypatch):
 
     def built(*a, **k):
         raise AssertionError("the run went past its checks")
-    monkeypatch.setattr("testbed.runner.cleanup.clean", built)
+    monkeypatch.setattr("testbed.pipeline.runner.cleanup.clean", built)
 
 
 @pytest.mark.parametrize("where, reason", [

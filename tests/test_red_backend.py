@@ -6,7 +6,7 @@ import pytest
 from dataplane import queues
 from dataplane.queues import htb_classes, sch_red
 from dataplane.queues.base import QueueConfig
-from testbed.runner import with_ecn_marker
+from testbed.pipeline.runner import with_ecn_marker
 from testbed.spec.congestion import resolve_marker
 from testbed.spec.scenario import ScenarioError, parse_scenario
 

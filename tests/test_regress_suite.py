@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from testbed import cli
-from testbed.exitcodes import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_NOT_FAITHFUL, EXIT_REGRESSED
+from testbed.process.exitcodes import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_NOT_FAITHFUL, EXIT_REGRESSED
 from testbed.regress import baseline as baselines
 from testbed.regress.command import exit_code, judge_entry, prepare
 from testbed.regress.junit import Case, write

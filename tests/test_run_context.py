@@ -8,7 +8,7 @@ from testbed.emulation.agents import transport_params
 from testbed.host.capabilities import Capabilities, Feature
 from testbed.workloads import plan_workload
 from testbed.results import manifest
-from testbed.run_context import Recording, RunContext
+from testbed.pipeline.context import Recording, RunContext
 from testbed.spec.rto import rto_basis, run_rto_us
 from testbed.spec.scenario import ScenarioError, load_scenario, parse_scenario
 

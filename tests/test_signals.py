@@ -1,4 +1,4 @@
-"""The run's interrupt handler (testbed.signals): a SIGINT while the final measurements or the results are being
+"""The run's interrupt handler (testbed.process.signals): a SIGINT while the final measurements or the results are being
 written waits for them; otherwise it unwinds at once (no fabric needed)."""
 import os
 import signal
@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from testbed import signals
+from testbed.process import signals
 
 
 @pytest.fixture
@@ -43,9 +43,9 @@ def test_first_signal_is_announced_at_once(handler_state, capfd):
 
 
 def test_signal_held_back_during_a_start_is_acted_on_by_the_loop_that_checks(handler_state, capfd):
-    """A start-up holds SIGINT/SIGTERM back (testbed.lifecycle); its loops' raise_if_interrupted gives up at
+    """A start-up holds SIGINT/SIGTERM back (testbed.process.lifecycle); its loops' raise_if_interrupted gives up at
     the pending signal, records and announces it, and the delivery after the teardown raises nothing more."""
-    from testbed.lifecycle import StartStop, raise_if_interrupted
+    from testbed.process.lifecycle import StartStop, raise_if_interrupted
 
     class Build(StartStop):
         built, stopped = 0, False

@@ -101,7 +101,7 @@ def test_simai_example_workload_analytical_on_12_hosts(tmp_path):
 
 
 def test_the_mapping_is_printed_before_the_run(tmp_path, capsys):
-    from testbed import runner
+    from testbed.pipeline import runner
     spec = load_scenario(_scenario(tmp_path, big_file()))
     (tmp_path / "results").mkdir()
     runner._validate(spec, tmp_path / "results", quiet=True, max_duration_s=1e12, over_capacity=True)

@@ -18,7 +18,7 @@ from testbed.jobs.solo_store import SoloBaselineError, canonical, differences, f
 from testbed.regress.suite import SuiteError, load_suite
 from testbed.results.figures import figures
 from testbed.results.rundir import RunDir
-from testbed.runner import RunOutcome
+from testbed.pipeline.runner import RunOutcome
 from testbed.spec.scenario import parse_scenario
 
 SIZE = {"min_bytes": "256KiB", "max_bytes": "256KiB"}

@@ -37,7 +37,7 @@ from testbed.emulation.controller_proc import ControllerProcess, controller_sett
 from testbed.emulation.controller_supervisor import ControllerSupervisor
 from testbed.emulation.fabric import HOST_NIC_QUEUE_BYTES, OFFLOADS_OFF, Fabric, FabricError
 from testbed.emulation.topo import FabricTopo
-from testbed.lifecycle import raise_if_interrupted
+from testbed.process.lifecycle import raise_if_interrupted
 from topology import model, planes
 from traffic.clock import unix_ns
 

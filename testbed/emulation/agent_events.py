@@ -25,7 +25,7 @@ import time
 from concurrent.futures import Future
 from typing import Callable, Optional
 
-from testbed.lifecycle import raise_if_interrupted
+from testbed.process.lifecycle import raise_if_interrupted
 from traffic import protocol
 from traffic.protocol import ErrorEvent, FlowsDone, OpDone
 

@@ -22,7 +22,7 @@ from typing import Sequence
 from testbed.emulation.fabric import HOST_NIC_QUEUE_BYTES, Fabric
 from testbed.emulation.agent_events import AgentEvents
 from testbed.host.timeout_scale import startup_s
-from testbed.lifecycle import StartStop
+from testbed.process.lifecycle import StartStop
 from traffic import protocol
 from testbed.emulation.entropy_paths import pools_for_pairs
 from traffic.protocol import (AgentConfig, Exit, GetStats, OpDone, PathPorts, RankAddress, Ready, RunFlows, RunOp,

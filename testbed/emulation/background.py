@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Optional
 
 from testbed.host.timeout_scale import startup_s
-from testbed.lifecycle import StartStop, raise_if_interrupted
+from testbed.process.lifecycle import StartStop, raise_if_interrupted
 from testbed.measure.drops import read_snmp
 from testbed.spec.background import check_background
 from traffic.clock import unix_ns
@@ -156,7 +156,7 @@ def tcp_segments(pid: int) -> tuple[int, int]:
 
 def _unblock_teardown_signals() -> None:
     """In the child before exec: let SIGINT and SIGTERM through. The runner holds them back in the
-    threads that start processes (testbed.lifecycle), and a child inherits the mask: an iperf3 client
+    threads that start processes (testbed.process.lifecycle), and a child inherits the mask: an iperf3 client
     with SIGINT blocked could not be told to end its test and write its JSON."""
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
 

@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from dataplane.rtnetlink import RTM_NEWTCLASS, Netlink, nlattr, ratespec, tc_change_msg
-from testbed.lifecycle import StartStop
+from testbed.process.lifecycle import StartStop
 
 log = logging.getLogger(__name__)
 

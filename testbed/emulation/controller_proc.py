@@ -37,7 +37,7 @@ from controllers.contract import (AdaptiveSettings, ControllerReady, ControllerS
                                   LoadBalanceSettings, TenantSettings)
 from controllers.run import LISTEN_HOST
 from testbed.host.timeout_scale import ENV as timeout_scale_env, startup_s, timeout_scale
-from testbed.lifecycle import raise_if_interrupted
+from testbed.process.lifecycle import raise_if_interrupted
 
 #: The repository (its controllers/ and topology/ packages are what ryu-manager imports).
 REPO = Path(__file__).resolve().parents[2]

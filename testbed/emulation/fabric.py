@@ -46,7 +46,7 @@ from testbed.emulation import congestion_conf
 from testbed.emulation.controller_proc import ControllerProcess, controller_settings
 from testbed.emulation.controller_supervisor import ControllerSupervisor
 from traffic.clock import unix_ns
-from testbed.lifecycle import StartStop, raise_if_interrupted
+from testbed.process.lifecycle import StartStop, raise_if_interrupted
 from testbed.spec.scenario import ScenarioSpec
 from testbed.emulation.clock_wander import ClockWander, WanderingLink
 from testbed.emulation.switch_tail_drop import SwitchTailDrop
@@ -69,7 +69,7 @@ class FabricError(RuntimeError):
 
 
 class _StoppableMininet(Mininet):
-    """Mininet whose build loop gives up at a SIGINT/SIGTERM held back meanwhile (testbed.lifecycle): a
+    """Mininet whose build loop gives up at a SIGINT/SIGTERM held back meanwhile (testbed.process.lifecycle): a
     node or link is added in some 10-50 ms, so a large fabric's build (minutes) answers within one."""
 
     def addHost(self, *args, **kw):  # noqa: N802 (Mininet's names)
@@ -101,7 +101,7 @@ class Fabric(StartStop):
 
     def __init__(self, spec: ScenarioSpec, run_id: str, run_dir: Path, datapath: str = "user",
                  layout: model.Layout | None = None, tenants=None):
-        """``layout``: the run's layout, built once by the runner (testbed.run_context.RunContext.layout);
+        """``layout``: the run's layout, built once by the runner (testbed.pipeline.context.RunContext.layout);
         None: built here. ``tenants``: the run's testbed.spec.tenants.TenantMap the controller enforces
         (None: the scenario's own, tenant_map(spec); a jobs placement passes its extra hosts). ValueError
         for another run's layout or an unknown ``datapath``."""

@@ -7,7 +7,7 @@ waits for both and reads the client's report (testbed.results.perftest.parse_rep
 test it reads the transmit packet counters of the two switch ports facing ``dst`` and ``src``
 (``/sys/class/net/PORT/statistics/tx_packets``: every frame the switch sent them), so the row says how
 many packets the fabric carried for the test. Every process it starts is killed and reaped before it
-returns, also on Ctrl-C (KeyboardInterrupt from :func:`testbed.lifecycle.raise_if_interrupted`).
+returns, also on Ctrl-C (KeyboardInterrupt from :func:`testbed.process.lifecycle.raise_if_interrupted`).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from testbed.emulation.background import _unblock_teardown_signals
 from testbed.host.timeout_scale import startup_s
-from testbed.lifecycle import raise_if_interrupted
+from testbed.process.lifecycle import raise_if_interrupted
 from testbed.results.perftest import COLUMNS, PerftestOutputError, bw_bps, cpu_mhz, parse_report, roce_pkts_min
 from traffic.clock import unix_ns
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from testbed.host.timeout_scale import startup_s
-from testbed.lifecycle import StartStop, raise_if_interrupted
+from testbed.process.lifecycle import StartStop, raise_if_interrupted
 
 #: RoCEv2's UDP destination port (IBTA RoCEv2 annex A17)
 ROCE_V2_UDP_PORT = 4791

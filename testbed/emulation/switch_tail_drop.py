@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from dataplane.nft import Nft, NftError
 from dataplane.skb_marks import SECOND_PASS_MARK
-from testbed.lifecycle import StartStop
+from testbed.process.lifecycle import StartStop
 from topology.naming import check_run_id
 
 #: the chain runs before the run's other netdev egress chains (ECN marker 0, faults 0, watchdog -1)

@@ -59,7 +59,7 @@ def pinned_spec(spec, names: list[str], suffix: str):
 
 def run_with_solo(spec, results_root, run_one, solo_from=None) -> object:
     """Solo runs, (pair runs,) then the shared run with ``run_one(spec, results_root) -> RunOutcome``
-    (testbed.runner.run with the caller's options); the shared run's outcome, its run directory updated
+    (testbed.pipeline.runner.run with the caller's options); the shared run's outcome, its run directory updated
     (module docstring). A solo or pair run that does not complete stops there with its outcome.
     ``solo_from``: a folder of stored solo runs (testbed.jobs.solo_store) used instead of running them; each
     is checked before anything runs. Raises ScenarioError when ``spec`` has no jobs list, SoloBaselineError

@@ -1,6 +1,6 @@
 """Packet captures of a run (``output.pcap``): one tcpdump per port, real packets into ``pcap/<port>.pcap``.
 
-:class:`Captures` is a context manager around the traffic (testbed.runner): on enter it starts one
+:class:`Captures` is a context manager around the traffic (testbed.pipeline.runner): on enter it starts one
 ``tcpdump -i IFACE -s SNAPLEN -w pcap/<port>.pcap`` per port (host NICs inside the host's network
 namespace through ``nsenter --net``, switch ports in the root namespace) and waits until every one
 reports ``listening on``, so the capture holds the traffic from its first packet. On exit it stops
@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from testbed.lifecycle import StartStop, raise_if_interrupted
+from testbed.process.lifecycle import StartStop, raise_if_interrupted
 from testbed.results.rundir import RunDir
 from testbed.spec.pcap import CapturePort, PcapSpec, resolve_ports
 
@@ -52,7 +52,7 @@ class CaptureError(RuntimeError):
 
 def _child_setup() -> None:
     """In the child between fork and exec: SIGINT/SIGTERM unblocked (the run starts captures with them held
-    back, testbed.lifecycle, and exec keeps the mask: tcpdump would ignore the SIGINT that stops it) and
+    back, testbed.process.lifecycle, and exec keeps the mask: tcpdump would ignore the SIGINT that stops it) and
     SIGINT on the parent's death."""
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     _LIBC.prctl(_PR_SET_PDEATHSIG, int(signal.SIGINT), 0, 0, 0)

@@ -19,7 +19,7 @@ from testbed.measure.thresholds import thresholds_for
 from testbed.measure.send_buffer import judge_send_buffer
 from testbed.results.congestion import watchdog_drops_pkts
 from testbed.measure.verdict import FAILED, PASSED, FidelityVerdict, evaluate, transport_totals
-from testbed.run_context import Recording, RunContext
+from testbed.pipeline.context import Recording, RunContext
 
 
 def host_tx_frame(qps: pd.DataFrame, host_names: list[str], link_bps: float,

@@ -34,8 +34,8 @@ import sys
 import time
 from pathlib import Path
 
-from testbed.exitcodes import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED_BASE, EXIT_NOT_FAITHFUL, EXIT_NOT_JUDGED,
-                               EXIT_REGRESSED)
+from testbed.process.exitcodes import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED_BASE, EXIT_NOT_FAITHFUL,
+                                       EXIT_NOT_JUDGED, EXIT_REGRESSED)
 from testbed.host.runlock import held_flock
 from testbed.regress import baseline as baselines
 from testbed.regress.junit import Case, write as write_junit

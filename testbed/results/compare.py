@@ -13,7 +13,7 @@ differ is refused (exit 2) naming the first differing keys, unless ``--force`` (
 ``WARNING`` line heads the table); a differing scenario name alone is a warning. A baseline file has
 no manifest: it is compared as it is.
 
-Exit codes: 0 no figure regressed; 5 (:data:`testbed.exitcodes.EXIT_REGRESSED`)
+Exit codes: 0 no figure regressed; 5 (:data:`testbed.process.exitcodes.EXIT_REGRESSED`)
 at least one did; 2 bad input (no summary.json, a bad ``--band``, different experiments).
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Optional
 
-from testbed.exitcodes import EXIT_BAD_INPUT, EXIT_REGRESSED
+from testbed.process.exitcodes import EXIT_BAD_INPUT, EXIT_REGRESSED
 from testbed.results.figures import FAMILIES, Band, band_for, check_pattern, family_of, figures, parse_band, select
 from testbed.results.rundir import SUMMARY_FILE, RunDir, TableError
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from testbed.measure.link_model import link_model
 from testbed.plan import plan_algorithms
 from testbed.results.rundir import RunDir
-from testbed.run_context import RunContext
+from testbed.pipeline.context import RunContext
 from testbed.spec.rto import manifest_rto
 from testbed.spec.transport import congestion_control_manifest
 from testbed.workloads import workload_for

@@ -218,7 +218,7 @@ def nccl_rows(ops: pd.DataFrame, rank_ops: pd.DataFrame | None, scale_factor: fl
 
 
 def run_rows(ctx) -> list[Row]:
-    """:func:`nccl_rows` of the run in ``ctx.run_dir`` (testbed.run_context.RunContext), from the ops and
+    """:func:`nccl_rows` of the run in ``ctx.run_dir`` (testbed.pipeline.context.RunContext), from the ops and
     rank_ops tables it wrote, with the scenario's ``output.nccl`` type and op."""
     from testbed.results.rundir import RunDir
 

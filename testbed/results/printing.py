@@ -20,7 +20,7 @@ from traffic import collectives
 from testbed.results import nccl_table
 from testbed.results.tables import format_size_table
 from testbed.measure.link_model import above_link_note
-from testbed.run_context import RunContext
+from testbed.pipeline.context import RunContext
 from testbed.spec.estimate import format_duration
 from testbed.spec.rto import describe_rto
 

@@ -25,7 +25,7 @@ import sys
 from dataclasses import dataclass
 
 from testbed.results.congestion import congestion_block, stable_congestion, traffic_classes_block
-from testbed import signals
+from testbed.process import signals
 from testbed.measure.link_model import add_busbw_error_bounds, early_bytes
 from testbed.measure.judge import judge_controller, judge_run
 from testbed.measure.verdict import FidelityVerdict
@@ -37,7 +37,7 @@ from testbed.results.rundir import RunDir
 from testbed.results.shape import INCOMPLETE, stable_summary
 from testbed.results import tables
 from testbed.report import command as report_command
-from testbed.run_context import Recording, RunContext
+from testbed.pipeline.context import Recording, RunContext
 from testbed.tenants import results as tenant_results
 
 log = logging.getLogger(__name__)
@@ -142,7 +142,7 @@ def write_results(ctx: RunContext, rec: Recording) -> dict:
     (:func:`finish` does, after the teardown). On an error the directory is marked INCOMPLETE,
     ``results_note`` set on the error, and the error raised. SIGINT/SIGTERM are held back meanwhile;
     one that arrived is raised (KeyboardInterrupt) once the results are written, unless the caller
-    holds signals back too (testbed.signals.defer).
+    holds signals back too (testbed.process.signals.defer).
     """
     signals.defer()
     try:

@@ -24,7 +24,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 from typing_extensions import Annotated
 
-from testbed.rest_text import markdown as md_text
+from testbed.spec.rest_text import markdown as md_text
 from testbed.spec import units
 from testbed.spec.scenario import ScenarioSpec
 from traffic.registry import BOUNDS_KEY

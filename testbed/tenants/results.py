@@ -1,6 +1,6 @@
 """A run's tenants: probe on the live fabric, read the drop counters, write summary.json's ``tenants`` block.
 
-Steps (testbed.runner): :func:`start` once the fabric and agents are up, before the traffic's drop
+Steps (testbed.pipeline.runner): :func:`start` once the fabric and agents are up, before the traffic's drop
 counters are first read (runs the isolation probes, testbed.tenants.probes); :func:`read_counters`
 after the traffic (the isolation drop flows' counters, testbed.tenants.drop_counters);
 :func:`add_results` with the verdict (summary.json ``tenants``, the ``isolation`` check,

@@ -87,8 +87,8 @@ class Workload:
 
     def run(self, ctx, agents, rec, progress) -> None:
         """Run the workload while the runner measures: append the agents' records and statistics to
-        ``rec`` (testbed.run_context.Recording), say progress on ``progress``; hold signals back
-        (testbed.signals.defer) once the traffic is done. Raises what the agents raise."""
+        ``rec`` (testbed.pipeline.context.Recording), say progress on ``progress``; hold signals back
+        (testbed.process.signals.defer) once the traffic is done. Raises what the agents raise."""
         raise NotImplementedError
 
     # -- results ---------------------------------------------------------------------------------

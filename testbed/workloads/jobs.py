@@ -9,7 +9,7 @@ import time
 from contextlib import contextmanager
 from typing import Iterator, Optional
 
-from testbed import signals
+from testbed.process import signals
 from testbed.emulation.agents import AgentGroup, taking_part
 from testbed.jobs import links as job_links
 from testbed.jobs.plan import PlacedJob, jobs_plan, pass_estimate_s, stream_tos

@@ -5,7 +5,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator, Optional
 
-from testbed import signals
+from testbed.process import signals
 from testbed.patterns.driver import PatternRun
 from testbed.patterns.plan import check_pattern_peers, estimate_s as trials_s, flows_fan_in, pattern_flows
 from testbed.patterns.results import format_load_balance, write_pattern_results

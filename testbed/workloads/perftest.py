@@ -10,7 +10,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator, Optional
 
-from testbed import signals
+from testbed.process import signals
 from testbed.emulation.agents import AgentGroup
 from testbed.plan import PlannedOp, WorkloadPlan
 from testbed.spec import estimate

@@ -2,7 +2,7 @@
 nccl-tests runs them, over all hosts or hosts 0..``workload.ranks``-1."""
 from __future__ import annotations
 
-from testbed import signals
+from testbed.process import signals
 from testbed.plan import PlannedOp, WorkloadPlan, sweep_plan
 from testbed.workloads.collectives import Collectives
 

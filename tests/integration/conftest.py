@@ -66,7 +66,8 @@ def run_cli(*args, timeout=600, **kw):
                           timeout=timeout, **kw)
 
 
-#: ``testbed run`` exit codes (testbed.exitcodes): faithful, completed but not faithful, completed but not judged
+#: ``testbed run`` exit codes (testbed.process.exitcodes): faithful, completed but not faithful, completed but not
+#: judged
 EXIT_FAITHFUL, EXIT_NOT_FAITHFUL, EXIT_NOT_JUDGED = 0, 3, 6
 
 

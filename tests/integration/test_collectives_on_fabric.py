@@ -1,5 +1,5 @@
 """Every collective algorithm beyond ring all-reduce on the quickstart fabric (8 hosts, 10 Mbit/s, path MTU
-4096; switch buffers 512 KB, see BUFFER_BYTES): one run of the runner (testbed.runner.run_scenario) whose op
+4096; switch buffers 512 KB, see BUFFER_BYTES): one run of the runner (testbed.pipeline.runner.run_scenario) whose op
 plan holds 1 warm-up and 2 timed operations of each, so the fabric is built once (about 20 s).
 
 Checked per algorithm: every rank sent exactly the bytes its schedule lists (rank_ops.csv), the transport
@@ -11,7 +11,7 @@ from pathlib import Path
 from conftest import raise_if_disturbed
 from testbed.plan import PlannedOp
 from testbed.results.rundir import RunDir
-from testbed.runner import run_scenario
+from testbed.pipeline.runner import run_scenario
 from testbed.spec.scenario import load_scenario
 from traffic import collectives
 

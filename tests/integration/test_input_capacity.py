@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from testbed.exitcodes import EXIT_BAD_INPUT
+from testbed.process.exitcodes import EXIT_BAD_INPUT
 from testbed.measure import calibrate, capacity
 from testbed.results.rundir import RunDir
 from tests.integration.conftest import run_cli

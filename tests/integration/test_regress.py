@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 import pytest
 import yaml
 
-from testbed.exitcodes import EXIT_REGRESSED
+from testbed.process.exitcodes import EXIT_REGRESSED
 
 SCENARIO = {
     "name": "regress_tiny", "seed": 1,

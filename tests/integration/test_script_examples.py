@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from testbed.exitcodes import EXIT_FAITHFUL, EXIT_NOT_FAITHFUL
+from testbed.process.exitcodes import EXIT_FAITHFUL, EXIT_NOT_FAITHFUL
 from testbed.results.rundir import read_csv_table
 from testbed.results.schema import TABLES
 

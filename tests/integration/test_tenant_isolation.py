@@ -70,7 +70,7 @@ LEAKY_RUN = """
 import json, sys, dataclasses
 from pathlib import Path
 from testbed.emulation import fabric
-from testbed.runner import run
+from testbed.pipeline.runner import run
 from testbed.spec.scenario import parse_scenario
 
 real = fabric.controller_settings

@@ -29,8 +29,8 @@ The steps of a run, in order, each a call into its room:
    testbed.results.printing); a run cut short writes what it has, marked
    INCOMPLETE.
 
-One :class:`testbed.run_context.RunContext` carries the run's identity and
-set-up from step to step; a :class:`testbed.run_context.Recording` what it
+One :class:`testbed.pipeline.context.RunContext` carries the run's identity and
+set-up from step to step; a :class:`testbed.pipeline.context.Recording` what it
 measured so far.
 
 Results directory ``<results>/<UTC time>-<name>-<run id>/``: manifest.json,
@@ -57,9 +57,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from testbed.exitcodes import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_FAITHFUL, EXIT_INTERRUPTED_BASE,  # noqa: F401
-                               EXIT_NOT_FAITHFUL, exit_code)
-from testbed import signals
+from testbed.process.exitcodes import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_FAITHFUL, EXIT_INTERRUPTED_BASE,  # noqa: F401
+                                       EXIT_NOT_FAITHFUL, exit_code)
+from testbed.process import signals
 from testbed.host import capabilities
 from testbed.host.timeout_scale import timeout_scale
 from testbed.host import cleanup
@@ -85,7 +85,7 @@ from testbed.results import manifest, summary as results_summary
 from testbed.results import printing
 from testbed.results.printing import Progress, print_notes
 from testbed.results.rundir import RunDir, check_results_root
-from testbed.run_context import Recording, RunContext
+from testbed.pipeline.context import Recording, RunContext
 from testbed.spec.congestion import CLASS_NAMES
 from testbed.spec.rto import run_rto_us
 from testbed.spec.scenario import ScenarioError, ScenarioSpec
@@ -102,7 +102,7 @@ def run_scenario(spec: ScenarioSpec, scenario_path: Path | None, results_root: P
     """Run a validated scenario; return summary.json's content (also written to the run directory).
 
     ``ops_plan`` defaults to the plan of the scenario's workload (testbed.workloads; its notes printed).
-    ``cli``: after the workload, open the Mininet CLI on the live fabric (testbed.interactive).
+    ``cli``: after the workload, open the Mininet CLI on the live fabric (testbed.pipeline.interactive).
     """
     if ops_plan is None:
         plan = workload_for(spec).plan()
@@ -193,7 +193,7 @@ def _run_fabric(ctx: RunContext, progress: Progress, cli: bool = False) -> dict:
             with rec.workload.session(ctx, fab) as agents:  # the workload's agents (testbed.workloads)
                 _measure(ctx, fab, agents, rec, progress, write=not cli)
             if cli:  # --cli: the fabric stays up in the Mininet CLI until the user leaves it, then the results
-                from testbed.interactive import run_cli
+                from testbed.pipeline.interactive import run_cli
                 run_cli(ctx, fab)
                 _write_before_teardown(ctx, rec, progress)
     except BaseException as e:
@@ -307,7 +307,7 @@ def _measure_cluster(ctx: RunContext, fab, agents: AgentGroup | None, rec: Recor
 
 @dataclass(frozen=True)
 class RunOutcome:
-    """What :func:`run` made: ``exit_code`` (testbed.exitcodes) and ``run_dir`` (the run's results directory,
+    """What :func:`run` made: ``exit_code`` (testbed.process.exitcodes) and ``run_dir`` (the run's results directory,
     None when the run stopped before making it)."""
 
     exit_code: int
@@ -323,7 +323,7 @@ def run(spec: ScenarioSpec, results_root: str | os.PathLike = "results", *, scen
     the scenario file (manifest.json), None for a scenario built in code; ``quiet``: no progress lines;
     ``max_duration_s``: the duration cap (default :data:`testbed.spec.estimate.MAX_DURATION_S`);
     ``debug``: a failed run prints its traceback; ``cli``: open the Mininet CLI on the live fabric after
-    the workload (testbed.interactive); ``over_capacity``: only warn when the scenario offers more than
+    the workload (testbed.pipeline.interactive); ``over_capacity``: only warn when the scenario offers more than
     ``fidelity.max_capacity_ratio`` x this machine's faithful capacity (testbed.measure.capacity_check);
     ``print_results``: the results on stdout at the end (False: nothing on stdout; errors still on stderr).
 
@@ -352,7 +352,7 @@ def run(spec: ScenarioSpec, results_root: str | os.PathLike = "results", *, scen
             print(f"testbed: removed leftovers of dead runs: {removed}", file=sys.stderr)
         ctx = RunContext.new(spec, scenario_path, results_root, new_run_id(), ops_plan, quiet, print_results)
         if cli:
-            from testbed.interactive import stdin_kept_for_the_cli
+            from testbed.pipeline.interactive import stdin_kept_for_the_cli
             with stdin_kept_for_the_cli():  # commands piped in wait for the prompt, not for a child to eat them
                 summary = _run_context(ctx, cli)
         else:

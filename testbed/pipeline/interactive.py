@@ -37,7 +37,7 @@ from typing import Iterator
 from mininet.cli import CLI
 from mininet.log import lg, setLogLevel
 
-from testbed import signals
+from testbed.process import signals
 
 #: tbf rate of a paused lossless class (dataplane.pfc_gate: 1 byte/s)
 PAUSED_RATE_BPS = 8
@@ -115,7 +115,7 @@ class _BareNames:
 
 class TestbedCLI(CLI):
     """Mininet's CLI on ``fab`` (a running testbed.emulation.fabric.Fabric) of run ``ctx``
-    (testbed.run_context.RunContext) with the commands of the module docstring."""
+    (testbed.pipeline.context.RunContext) with the commands of the module docstring."""
 
     prompt = "testbed> "
 

@@ -33,10 +33,10 @@ def interrupt_pending() -> bool:
 
 def raise_if_interrupted() -> None:
     """Call in long waits and loops while signals are held back: give up when the user asked to stop
-    (the signal recorded and announced at once, testbed.signals.note_held). Raises KeyboardInterrupt."""
+    (the signal recorded and announced at once, testbed.process.signals.note_held). Raises KeyboardInterrupt."""
     pending = signal.sigpending() & _TEARDOWN_SIGNALS
     if pending:
-        from testbed import signals
+        from testbed.process import signals
 
         signals.note_held(signal.SIGTERM if signal.SIGTERM in pending else signal.SIGINT)
         raise KeyboardInterrupt("interrupted while starting")

@@ -56,7 +56,7 @@ def release() -> int:
 
 
 def note_held(signum: int) -> None:
-    """A signal held back during a start-up (testbed.lifecycle) is acted on now: record and announce it as
+    """A signal held back during a start-up (testbed.process.lifecycle) is acted on now: record and announce it as
     :func:`handler` does for the first signal, so its delivery after the teardown changes nothing."""
     global _RECEIVED
     if os.getpid() == _MAIN_PID and not _RECEIVED:

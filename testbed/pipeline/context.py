@@ -1,6 +1,6 @@
 """The state of one run: what it is (:class:`RunContext`) and what it measured so far (:class:`Recording`).
 
-The runner (:mod:`testbed.runner`) makes one :class:`RunContext` per run and
+The runner (:mod:`testbed.pipeline.runner`) makes one :class:`RunContext` per run and
 hands it, with the :class:`Recording`, to each room (manifest, summary,
 printing, verdict) instead of a dozen loose values.
 """
