@@ -10,7 +10,9 @@ from testbed.measure.drops import (OVS_DROP_COVERAGE_RE, DropSnapshot, PacketSoc
                                    read_softnet_dropped, ovs_send_errors_by_interface, delta, queue_drops_delta)
 from testbed.measure.send_buffer import required_send_buffer_bytes
 from testbed.measure.thresholds import FidelityThresholds
-from testbed.measure.verdict import CHECKS, FAILED, evaluate, spurious_retx_pkts
+from testbed.measure.fidelity_checks import FAILED
+from testbed.measure.transport_totals import spurious_retx_pkts
+from testbed.measure.verdict import CHECKS, evaluate
 
 RATE_BPS = 10e6
 PERIOD_NS = 10_000_000  # 10 ms

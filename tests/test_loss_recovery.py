@@ -7,7 +7,7 @@ import yaml
 from pathlib import Path
 
 from testbed.emulation.agents import transport_params
-from testbed.measure.verdict import transport_totals
+from testbed.measure.transport_totals import transport_totals
 from testbed.spec import estimate
 from testbed.spec.rto import bdp_cap, describe_rto, manifest_rto, rto_low, run_rto_us
 from testbed.spec.scenario import ScenarioError, parse_scenario

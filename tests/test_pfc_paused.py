@@ -3,7 +3,7 @@
 import pandas as pd
 
 from testbed.measure.pfc_paused import mark_paused, paused_windows
-from testbed.measure.verdict import link_ratio
+from testbed.measure.fidelity_checks import link_ratio
 
 MS = 1_000_000
 

@@ -60,7 +60,7 @@ def test_every_summary_has_every_block_in_one_order_and_a_partial_one_has_dicts_
 
 def test_the_transport_keys_cover_what_the_totals_hold():
     import pandas as pd
-    from testbed.measure.verdict import transport_totals
+    from testbed.measure.transport_totals import transport_totals
     from testbed.results.shape import TRANSPORT_KEYS
     qps = pd.DataFrame([
         {"role": "requester", "tx_pkts": 30, "retx_pkts": 0, "retx_bytes": 0, "posted_bytes": 8192,

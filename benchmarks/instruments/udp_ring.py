@@ -300,7 +300,8 @@ def run_ring(fab, payload_bytes: int, duration_s: float = 5.0, warmup_s: float =
     from testbed.measure.send_buffer import judge_send_buffer
     from testbed.measure.thresholds import thresholds_for
     from testbed.measure.link_model import data_frame_bytes
-    from testbed.measure.verdict import FAILED, PASSED, evaluate
+    from testbed.measure.fidelity_checks import FAILED, PASSED
+    from testbed.measure.verdict import evaluate
 
     hosts = fab.layout.hosts
     n = len(hosts)

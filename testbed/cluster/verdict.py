@@ -1,7 +1,7 @@
 """The fidelity verdict per server of a run split over several servers.
 
 Each server's CPU and drops are judged by the same checks as a single-server run's
-(testbed.measure.verdict: ``cpu``, ``drops``) on that server's own samples and counters
+(testbed.measure.fidelity_checks: ``cpu``, ``drops``) on that server's own samples and counters
 (testbed.cluster.telemetry). The run's ``servers`` check fails when any server's did, naming the
 server: a run is faithful only if every server was. The figures (``fidelity.servers`` in
 summary.json) give each server's verdict, its CPU figures and its unexplained drops.
@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from testbed.measure import verdict as v
+from testbed.measure.fidelity_checks import FAILED, PASSED, Check, check_cpu, check_drops
+from testbed.measure.verdict import FAITHFUL, NOT_FAITHFUL
 from testbed.measure.drops import delta
 
 
@@ -24,13 +25,13 @@ def server_verdicts(telemetry, thresholds, cpu_filter=None) -> dict:
         cpu = frames.get("cpu")
         if cpu is not None and cpu_filter is not None:
             cpu = cpu_filter(cpu)
-        cpu_chk, drops_chk = v._Check(), v._Check()
-        cpu_fig = v._check_cpu(cpu, thresholds, cpu_chk)
+        cpu_chk, drops_chk = Check(), Check()
+        cpu_fig = check_cpu(cpu, thresholds, cpu_chk)
         # counters only: ovs-vswitchd's log is the server's, not readable here (testbed.cluster.telemetry)
-        drops_fig = v._check_drops(delta(replace(first[srv], ovs_log_bytes=None), replace(last[srv], ovs_log_bytes=None)),
-                                   thresholds, drops_chk)
+        drops_fig = check_drops(delta(replace(first[srv], ovs_log_bytes=None), replace(last[srv], ovs_log_bytes=None)),
+                                thresholds, drops_chk)
         violations = cpu_chk.violations + drops_chk.violations
-        out[srv] = {"verdict": v.NOT_FAITHFUL if violations else v.FAITHFUL, "violations": violations,
+        out[srv] = {"verdict": NOT_FAITHFUL if violations else FAITHFUL, "violations": violations,
                     "cpu": cpu_fig, "drops": drops_fig}
     return out
 
@@ -40,5 +41,5 @@ def judge_servers(verdict, telemetry, thresholds, cpu_filter=None) -> dict:
     return the per-server figures (:func:`server_verdicts`)."""
     per = server_verdicts(telemetry, thresholds, cpu_filter)
     bad = [f"server {srv}: {line}" for srv, fig in per.items() for line in fig["violations"]]
-    verdict.add("servers", v.FAILED if bad else v.PASSED, "\n".join(bad), per)
+    verdict.add("servers", FAILED if bad else PASSED, "\n".join(bad), per)
     return per

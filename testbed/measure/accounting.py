@@ -151,7 +151,7 @@ class LossIdentity:
 
 
 def loss_identity(t: dict, other: Elsewhere, watchdog_drops_pkts: int, background_pkts: int = 0) -> LossIdentity:
-    """The identity from the transport totals ``t`` (testbed.measure.verdict.transport_totals, with
+    """The identity from the transport totals ``t`` (testbed.measure.transport_totals.transport_totals, with
     ``lost_to_faults_pkts`` when faults ran; its ``switch_drops_pkts`` holds the queues' tail drops of
     RoCE packets plus the watchdog's) and the drops elsewhere. ``background_pkts``: the queues' drops of
     background flows (testbed.emulation.background), already left out of ``t``; reported, not a term."""

@@ -31,7 +31,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from testbed.measure.verdict import FAILED, NOT_JUDGED, PASSED, FidelityVerdict
+from testbed.measure.fidelity_checks import FAILED, NOT_JUDGED, PASSED
+from testbed.measure.verdict import FidelityVerdict
 from testbed.results.rundir import RunDir, TableError
 
 CHECK = "cnp_interval"

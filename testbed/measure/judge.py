@@ -18,7 +18,9 @@ from testbed.measure.pfc_paused import mark_paused
 from testbed.measure.thresholds import thresholds_for
 from testbed.measure.send_buffer import judge_send_buffer
 from testbed.results.congestion import watchdog_drops_pkts
-from testbed.measure.verdict import FAILED, PASSED, FidelityVerdict, evaluate, transport_totals
+from testbed.measure.fidelity_checks import FAILED, PASSED
+from testbed.measure.transport_totals import transport_totals
+from testbed.measure.verdict import FidelityVerdict, evaluate
 from testbed.pipeline.context import Recording, RunContext
 
 
@@ -32,7 +34,7 @@ def host_tx_frame(qps: pd.DataFrame, host_names: list[str], link_bps: float,
     Time a QP's congestion control held a ready packet back (``tx_paced_ns``, DCQCN pacing) or a PFC
     pause held it (``pfc_paused_ns``) is taken out: then the QP or the fabric, not the CPU, set the
     pace. The longest QP's time (not the union of the QPs') errs toward a higher rate when a host's QPs
-    were busy at different times (testbed.measure.verdict._check_hosts). ``extra_tx_bytes``: host -> frame
+    were busy at different times (testbed.measure.fidelity_checks.check_hosts). ``extra_tx_bytes``: host -> frame
     bytes of other traffic its NIC carried meanwhile (the scenario's background flows), added to its row.
     ``nic_paused_ns``: rank -> time its NIC's lossless class was paused by PFC frames (PfcRxStats.paused_ns).
     A QP's own ``pfc_paused_ns`` counts only the pauses it saw before a send; frames already handed to the

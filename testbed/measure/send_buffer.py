@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Optional
 
 from testbed.measure.drops import PacketSocket, ovs_socket_inodes, packet_sockets
-from testbed.measure.verdict import FAILED, NOT_JUDGED, PASSED, FidelityVerdict
+from testbed.measure.fidelity_checks import FAILED, NOT_JUDGED, PASSED
+from testbed.measure.verdict import FidelityVerdict
 
 #: Bytes a queued full-size frame is charged to a socket's send buffer (skb truesize)
 #: per frame byte: 212,992 B held about 90 frames of 1,082 B here (2.19 x), plus margin.

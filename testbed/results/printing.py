@@ -151,7 +151,7 @@ def nccl_text(ctx: RunContext, title: str | None = None) -> str:
 def print_results(ctx: RunContext, sizes, t: dict, controller: dict, verdict, op_meta: dict) -> None:
     """A complete run: the table, the transport's balance, the controller, the verdict, the directory.
 
-    ``t``: summary.json ``transport`` (testbed.measure.verdict.transport_totals);
+    ``t``: summary.json ``transport`` (testbed.measure.transport_totals.transport_totals);
     ``controller``: summary.json ``controller``; ``verdict``: FidelityVerdict; ``op_meta``:
     op id -> testbed.plan.PlannedOp.meta() (names the collectives in the title).
     """

@@ -23,7 +23,7 @@ class FidelityThresholdsSpec(SpecModel):
                                 BeforeValidator(off_refusing_zero)] = 5.0
     max_unexplained_drops_pkts: Annotated[Optional[Annotated[Count, Field(ge=0)]], BeforeValidator(off_to_none)] = 0
     #: retransmitted packets whose original had arrived, beyond what lost packets explain
-    #: (testbed.measure.verdict.spurious_retx_pkts); 0 = none allowed (the default), ``off`` = no limit
+    #: (testbed.measure.transport_totals.spurious_retx_pkts); 0 = none allowed (the default), ``off`` = no limit
     max_spurious_retx_pkts: Annotated[Optional[Annotated[Count, Field(ge=0)]], BeforeValidator(off_to_none)] = 0
     min_link_rate_ratio: Annotated[Optional[Annotated[float, Field(gt=0, le=1)]],
                                    BeforeValidator(off_refusing_zero)] = 0.9

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from testbed.measure.verdict import FAILED, PASSED
+from testbed.measure.fidelity_checks import FAILED, PASSED
 from testbed.spec.tenants import TenantMap, tenant_map
 from testbed.tenants.drop_counters import per_tenant_pair, read_drop_flows
 from testbed.tenants.probes import plan_probes, run_probes

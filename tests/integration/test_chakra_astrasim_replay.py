@@ -27,7 +27,7 @@ from shared_files import needs, shared  # noqa: E402
 
 SHARED = shared("chakra_astrasim")
 #: 1 MiB -> 16 KiB per rank: the bytes are the point, not the rate. At this scale the runs end NOT JUDGED (exit 6:
-#: the largest collective moves 3-6 frames per rank, judged from testbed.measure.verdict.MIN_THROUGHPUT_FRAMES =
+#: the largest collective moves 3-6 frames per rank, judged from testbed.measure.fidelity_checks.MIN_THROUGHPUT_FRAMES =
 #: 100), accepted on purpose (expect_rc=None); a judged run needs size_scale >= 0.53 (docs/chakra.md)
 SCALE = 1 / 64
 SCENARIO = """
