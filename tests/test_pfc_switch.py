@@ -1,9 +1,10 @@
 """PFC: ingress attribution on the routes, Xoff/Xon hysteresis, headroom, the spec's refusals, the pause
 telemetry tables and the kick frame (no fabric; controllers/congestion/pfc.py, testbed/results/congestion.py)."""
-import json
+import dataclasses
 
 import pandas as pd
 import pytest
+from loop_results import PFC, PFC_LOOP, write_loop_result
 
 from dataplane.pfc_gate import kick_frame
 from controllers.congestion.pfc import PfcPolicy, feeds, headroom_bytes, upstreams, worst_case_bytes
@@ -93,12 +94,11 @@ def test_pause_telemetry_tables(tmp_path):
     assert ports.loc["p1", "pauses_sent"] == 2 and ports.loc["p1", "paused_time_s"] == 8e-6
     assert ports.loc["p2", "paused_time_s"] == 8e-6  # still paused: runs to the last event
     pd.DataFrame(rows, columns=cols).to_csv(tmp_path / "pfc_events.csv", index=False)
-    (tmp_path / "congestion_loop.json").write_text(json.dumps({
-        "loop_p50_ms": 0.1, "loop_p99_ms": 0.4, "ticks": 5000, "missed_ticks": 3, "lossless_drops_pkts": 0,
-        "pfc": {"xoff_bytes": 100, "xon_bytes": 70}}))
+    write_loop_result(tmp_path, dataclasses.replace(PFC_LOOP, loop_p99_ms=0.4))
     block = congestion_block(tmp_path)
     assert block["pause_frames"] == 3 and block["paused_time_s"] == 1.6e-5
     assert block["controller_loop_p99_ms"] == 0.4 and block["lossless_drops_pkts"] == 0
+    assert block["storms"] == 1 and block["pfc"]["xoff_bytes"] == 100 and block["pfc"]["watchdog"]["mitigate"]
     assert (tmp_path / "pfc_ports.csv").exists() and congestion_block(tmp_path / "nothing") is None
 
 
@@ -124,9 +124,9 @@ def test_kick_frames_are_taken_out_of_the_pipeline_drops(tmp_path):
 
     drops = {PIPELINE_DROP_COUNTER: 30, "softnet": 2}
     assert discount_kick_frames(drops, tmp_path) == drops  # no loop ran
-    (tmp_path / "congestion_loop.json").write_text(json.dumps({"pfc": {"kick_frames": 25}}))
-    assert discount_kick_frames(drops, tmp_path) == {PIPELINE_DROP_COUNTER: 5, "softnet": 2}
-    (tmp_path / "congestion_loop.json").write_text(json.dumps({"pfc": {"kick_frames": 99}}))
+    write_loop_result(tmp_path, dataclasses.replace(PFC_LOOP, pfc=dataclasses.replace(PFC, kick_frames=18)))
+    assert discount_kick_frames(drops, tmp_path) == {PIPELINE_DROP_COUNTER: 5, "softnet": 2}  # 18 + 7 rx frames
+    write_loop_result(tmp_path, PFC_LOOP)  # 25 kicks + 7 PFC frames from hosts: more than the 30 drops
     assert discount_kick_frames(drops, tmp_path)[PIPELINE_DROP_COUNTER] == 0
 
 

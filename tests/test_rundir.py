@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from controllers.congestion.loop import EVENT_COLUMNS
+from controllers.loop_result import PFC_EVENT_NAMES
 from testbed.emulation.faults import CSV_COLUMNS as FAULT_COLUMNS
 from testbed.patterns.results import FCT_COLUMNS, RATE_COLUMNS, UPLINK_COLUMNS
 from testbed.results import tables
@@ -29,7 +29,7 @@ def test_docs_tables_md_is_generated_from_the_schema():
 
 @pytest.mark.parametrize("table, columns", [
     ("ops", tables.OPS_COLUMNS), ("sizes", tables.SIZES_COLUMNS), ("fct", FCT_COLUMNS),
-    ("flow_rates", RATE_COLUMNS), ("uplinks", UPLINK_COLUMNS), ("pfc_events", EVENT_COLUMNS),
+    ("flow_rates", RATE_COLUMNS), ("uplinks", UPLINK_COLUMNS), ("pfc_events", PFC_EVENT_NAMES),
     ("faults", [*FAULT_COLUMNS, "detect_ms", "reroute_ms", "detected_by", "measured_loss"]),
     ("qp_rates", list(QpRateLog(rank=1, peer=0, qpn=0x10000, channel=0, time_ns=[5], event=["cnp"], stage=[""],
                                 rate_bps=[5e6], target_rate_bps=[1e7], alpha=[1.0]).rows()[0])),
@@ -160,7 +160,7 @@ def test_a_missing_column_is_an_error_and_an_extra_one_a_warning(tmp_path):
 def test_json_files_events_and_writes_are_atomic(tmp_path):
     d = _run_dir(tmp_path)
     r = RunDir.open(d)
-    assert r.topology == {} and r.congestion_loop == {} and r.events() == []
+    assert r.topology == {} and r.congestion_loop is None and r.events() == []
     from controllers.contract import EVENTS_FILE, LinkDown, event_line
     down = LinkDown(link=["l1", "s1"], cause="port_status", switch="l1", port=3, seq=1, lost_pkts=None,
                     tx_pkts=None, loss=None, window_ms=None, time_ns=5)

@@ -33,8 +33,9 @@ paused, writes into ``results_dir`` the files below, then ``congestion_loop.stop
 (its tables are final): ``lossless_queues.csv`` (every
 sample), ``ecn_marking.csv``, ``pfc_events.csv`` (time_ns, port, class,
 event pause|resume|rx_pause|rx_resume|storm|restore, charged_bytes, upstream, upstream_port, actuation_us,
-pfc_frame) and
-``congestion_loop.json`` (loop time, counts; read by testbed.results.congestion).
+pfc_frame: controllers.loop_result.PFC_EVENT_COLUMNS) and
+``congestion_loop.json`` (controllers.loop_result.LoopResult: loop time, counts; read by
+testbed.results.congestion).
 """
 from __future__ import annotations
 
@@ -48,6 +49,8 @@ from typing import Any, Dict, List, Optional
 from controllers import contract
 from controllers.contract import (ECN_MARKING_FILE, LOOP_RESULT_FILE, LOOP_STARTED_FILE, LOOP_STOP_REQUEST_FILE,
                                   LOOP_STOPPED_FILE, LOSSLESS_QUEUES_FILE, PFC_EVENTS_FILE, LoopSettings)
+from controllers.loop_result import (PFC_EVENT_NAMES, EcnResult, LoopResult, Percentiles, PfcResult,
+                                     WatchdogResult)
 from traffic.wire.pfc import LOSSLESS_PRIORITY
 
 LOG = logging.getLogger(__name__)
@@ -60,8 +63,6 @@ LOSSLESS_CLASS = 1
 PAUSE_QUANTA = 0xFFFF
 _BACKLOG_COL, _DROPS_COL = 3, 2
 _RUNNING: List["CongestionLoop"] = []
-EVENT_COLUMNS = ["time_ns", "port", "class", "event", "charged_bytes", "upstream", "upstream_port",
-                 "actuation_us", "pfc_frame"]
 
 
 class CongestionLoop:
@@ -282,66 +283,83 @@ class CongestionLoop:
                             round(ns / 1e3, 1), frame))
 
     # ------------------------------------------------------------ results
-    def write(self) -> dict:
-        """Write the result files (module doc); return congestion_loop.json's content."""
-        import pandas as pd
-
-        from dataplane.atomic_files import write_csv
+    def write(self) -> LoopResult:
+        """Write the result files (module doc), congestion_loop.json atomically; return its record."""
+        from dataplane.atomic_files import write_csv, write_text
 
         frame = self.sampler.to_frame()
         frame.insert(2, "class", "lossless")
         write_csv(frame, self.results_dir / LOSSLESS_QUEUES_FILE)
-        doc: Dict[str, Any] = {"period_s": self.conf.period_s, "ports": len(self.ports),
-                               "ticks": len(self.loop_ns), "missed_ticks": self.sampler.missed_ticks,
-                               "sampler_cpu_pct": round(self.sampler.cpu_pct, 1), **_loop_ms(self.loop_ns)}
+        queue: Dict[str, Any] = dict.fromkeys(("lossless_drops_pkts", "lossless_queue_p99_bytes",
+                                                "lossless_queue_max_bytes"))
         if len(frame):
             drops = frame.groupby("port", observed=True)["drops_pkts"].agg(["first", "last"])
-            doc["lossless_drops_pkts"] = int((drops["last"] - drops["first"]).sum())
-            doc["lossless_queue_p99_bytes"] = float(frame["backlog_bytes"].quantile(0.99))
-            doc["lossless_queue_max_bytes"] = int(frame["backlog_bytes"].max())
+            queue = {"lossless_drops_pkts": int((drops["last"] - drops["first"]).sum()),
+                     "lossless_queue_p99_bytes": float(frame["backlog_bytes"].quantile(0.99)),
+                     "lossless_queue_max_bytes": int(frame["backlog_bytes"].max())}
+        result = LoopResult(period_s=self.conf.period_s, ports=len(self.ports), ticks=len(self.loop_ns),
+                            missed_ticks=self.sampler.missed_ticks, sampler_cpu_pct=round(self.sampler.cpu_pct, 1),
+                            **_loop_ms(self.loop_ns), **queue, ecn=self._ecn_result(), pfc=self._pfc_result())
+        write_text(self.results_dir / LOOP_RESULT_FILE, json.dumps(contract.encode(result), indent=1))
+        return result
+
+    def _ecn_result(self) -> Optional[EcnResult]:
+        """The marker's counts (and ecn_marking.csv written), sch_red's counters read once now, or None."""
+        import pandas as pd
+
+        from dataplane.atomic_files import write_csv
+
         if self.marker is not None:
             write_csv(pd.DataFrame(self.marker.changes, columns=["time_ns", "port", "probability"]),
                       self.results_dir / ECN_MARKING_FILE)
             c, counts = self.marker.policy.curve, self.marker.counts
-            doc["ecn"] = {"marker": self.marker.backend, "kmin_bytes": c.kmin_bytes, "kmax_bytes": c.kmax_bytes,
-                          "pmax": c.pmax, "ect_pkts": sum(e for e, _ in counts.values()),
-                          "ce_marked_pkts": sum(m for _, m in counts.values())}
-        elif self.conf.ecn is not None:  # sch_red marked: its counters, read once now
-            from dataplane.queues.sch_red import red_stats
-            e = self.conf.ecn
-            doc["ecn"] = {"marker": "red (sch_red leaf of the lossless class)", "kmin_bytes": e.kmin_bytes,
-                          "kmax_bytes": e.kmax_bytes, "pmax": e.pmax, "ect_pkts": None,
-                          "ce_marked_pkts": sum(int(q.get("marked", 0)) for p in self.ports for q in red_stats(p))}
-        if self.policy is not None:
-            events = pd.DataFrame(self.events, columns=EVENT_COLUMNS)
-            write_csv(events, self.results_dir / PFC_EVENTS_FILE)
-            doc["pfc"] = {"xoff_bytes": self.policy.xoff_bytes, "xon_bytes": self.policy.xon_bytes,
-                          "kick_frames": sum(g.kicks for g in self.gates.values()),
-                          "host_pfc_frames": sum(f.counters.frames for f in self.frames.values()),
-                          "storms": int((events["event"] == "storm").sum()),
-                          "restores": int((events["event"] == "restore").sum()),
-                          **(self.rx.summary(time.time_ns()) if self.rx is not None else {}),
-                          "watchdog": self.watchdog.summary() if self.watchdog is not None else None,
-                          "pause_actuation_us": _pcts(events.loc[events["event"] == "pause", "actuation_us"]),
-                          "resume_actuation_us": _pcts(events.loc[events["event"] == "resume", "actuation_us"])}
-        (self.results_dir / LOOP_RESULT_FILE).write_text(json.dumps(doc, indent=1))
-        return doc
+            return EcnResult(marker=self.marker.backend, kmin_bytes=c.kmin_bytes, kmax_bytes=c.kmax_bytes,
+                             pmax=c.pmax, ect_pkts=sum(e for e, _ in counts.values()),
+                             ce_marked_pkts=sum(m for _, m in counts.values()))
+        if self.conf.ecn is None:
+            return None
+        from dataplane.queues.sch_red import red_stats
+        e = self.conf.ecn
+        return EcnResult(marker="red (sch_red leaf of the lossless class)", kmin_bytes=e.kmin_bytes,
+                         kmax_bytes=e.kmax_bytes, pmax=e.pmax, ect_pkts=None,
+                         ce_marked_pkts=sum(int(q.get("marked", 0)) for p in self.ports for q in red_stats(p)))
+
+    def _pfc_result(self) -> Optional[PfcResult]:
+        """PFC's figures (and pfc_events.csv written); None without PFC. The policy's gates and host-frame
+        part (``rx``) are opened together at start (:meth:`_open_gates`)."""
+        import pandas as pd
+
+        from dataplane.atomic_files import write_csv
+
+        if self.policy is None:
+            return None
+        events = pd.DataFrame(self.events, columns=PFC_EVENT_NAMES)
+        write_csv(events, self.results_dir / PFC_EVENTS_FILE)
+        return PfcResult(xoff_bytes=self.policy.xoff_bytes, xon_bytes=self.policy.xon_bytes,
+                         kick_frames=sum(g.kicks for g in self.gates.values()),
+                         host_pfc_frames=sum(f.counters.frames for f in self.frames.values()),
+                         storms=int((events["event"] == "storm").sum()),
+                         restores=int((events["event"] == "restore").sum()),
+                         **self.rx.summary(time.time_ns()),
+                         watchdog=WatchdogResult(**self.watchdog.summary()) if self.watchdog is not None else None,
+                         pause_actuation_us=_pcts(events.loc[events["event"] == "pause", "actuation_us"]),
+                         resume_actuation_us=_pcts(events.loc[events["event"] == "resume", "actuation_us"]))
 
 
-def _pcts(values, digits: int = 1) -> dict:
-    """{"p50", "p99", "n"} of ``values`` (None without any)."""
+def _pcts(values, digits: int = 1) -> Percentiles:
+    """p50, p99 and count of ``values`` (None without any)."""
     import numpy as np
 
     a = np.asarray(values, dtype=float)
     if not len(a):
-        return {"p50": None, "p99": None, "n": 0}
-    return {"p50": round(float(np.percentile(a, 50)), digits), "p99": round(float(np.percentile(a, 99)), digits),
-            "n": int(len(a))}
+        return Percentiles(p50=None, p99=None, n=0)
+    return Percentiles(p50=round(float(np.percentile(a, 50)), digits),
+                       p99=round(float(np.percentile(a, 99)), digits), n=int(len(a)))
 
 
 def _loop_ms(loop_ns: List[int]) -> dict:
     p = _pcts([n / 1e6 for n in loop_ns], 3)
-    return {"loop_p50_ms": p["p50"], "loop_p99_ms": p["p99"],
+    return {"loop_p50_ms": p.p50, "loop_p99_ms": p.p99,
             "loop_max_ms": round(max(loop_ns) / 1e6, 3) if loop_ns else None}
 
 

@@ -21,7 +21,7 @@ emulated host link); a new frame reloads the timer, quanta 0 resumes at once, as
   to the ingresses feeding it (:meth:`RxPauses.uncharge_storms`), as a switch that discarded the queue
   frees its buffer: the pauses the storm spread upstream end at the detection.
 
-Events (rows of pfc_events.csv, loop.EVENT_COLUMNS): ``rx_pause`` / ``rx_resume`` (the port's
+Events (rows of pfc_events.csv, controllers.loop_result.PFC_EVENT_COLUMNS): ``rx_pause`` / ``rx_resume`` (the port's
 egress held / released for its host; ``port`` is the held egress; ``actuation_us`` the netlink
 change), ``storm`` / ``restore`` (``actuation_us``: installing / removing the drop rule); the
 ``upstream`` columns name the host and its NIC (the far end of the port).
@@ -102,7 +102,8 @@ class RxPauses:
                 self.pauses.on_frame(addr[0], now_ns, frame)
 
     def tick(self, now_ns: int) -> List[tuple]:
-        """One loop tick: drain, decide, act; the event rows (loop.EVENT_COLUMNS) of what changed."""
+        """One loop tick: drain, decide, act; the event rows (controllers.loop_result.PFC_EVENT_COLUMNS) of what
+        changed."""
         self.drain(now_ns)
         rows: List[tuple] = []
         for port, (_bps, host, nic) in self.ports.items():
@@ -149,7 +150,7 @@ class RxPauses:
         return rows
 
     def summary(self, now_ns: int) -> dict:
-        """congestion_loop.json figures: PFC frames received from hosts, time their ports were asked to
+        """controllers.loop_result.PfcResult's figures: PFC frames received from hosts, time their ports were asked to
         pause, the watchdog's drops (packets, bytes)."""
         return {"rx_pfc_frames": self.pauses.frames,
                 "rx_paused_time_s": round(sum(self.pauses.paused_ns(p, now_ns) for p in self.ports) / 1e9, 6),

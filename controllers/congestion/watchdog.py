@@ -133,6 +133,6 @@ class PfcWatchdog:
         return q.storm_ns + (now_ns - q.storm_since_ns if q.state == STORM else 0)
 
     def summary(self) -> dict:
-        """summary.json figures: storms, restores, queues in storm now, mitigate."""
+        """controllers.loop_result.WatchdogResult's fields: storms, restores, mitigate, queues in storm now."""
         return {"storms": self.storms, "restores": self.restores, "mitigate": self.mitigate,
                 "in_storm_now": sorted(str(k) for k, q in self._queues.items() if q.state == STORM)}

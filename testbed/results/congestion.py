@@ -2,8 +2,8 @@
 loop wrote and the per-class counters the runner read (testbed.measure.class_queues).
 
 The loop (controllers/congestion/loop.py) runs in the controller process and
-writes, when the controller stops, ``congestion_loop.json`` and
-``pfc_events.csv`` into the run directory. This module reads them into the
+writes, when the controller stops, ``congestion_loop.json`` (controllers.loop_result.LoopResult, read
+typed) and ``pfc_events.csv`` into the run directory. This module reads them into the
 block and writes ``pfc_ports.csv`` (one row per ingress port and class that
 paused its upstream: ``port, class, upstream, upstream_port, pauses_sent,
 paused_time_s``; the upstream port is where the pause was received).
@@ -19,24 +19,29 @@ from pathlib import Path
 
 import pandas as pd
 
+from controllers.contract import encode
+from controllers.loop_result import PfcResult
 from testbed.results.rundir import RunDir
 
 
-def pfc_doc(run_dir: Path) -> dict:
-    """The ``pfc`` block of the loop's result file in ``run_dir``; {} when the file or the block is absent."""
-    return RunDir(run_dir).congestion_loop.get("pfc") or {}
+def pfc_result(run_dir: Path) -> PfcResult | None:
+    """The PFC part of the loop's result in ``run_dir`` (controllers.loop_result.PfcResult); None when no loop
+    ran or PFC was off. Raises controllers.contract.ContractError when the result file is not a LoopResult."""
+    loop = RunDir(run_dir).congestion_loop
+    return loop.pfc if loop is not None else None
 
 
 def kick_frames(run_dir: Path) -> int:
     """Frames of the PFC machinery a switch drops on table miss (0 without PFC): the loop's kick frames
     and the PFC frames hosts sent to their switch ports (a storm's: controllers/congestion/rx_pauses.py)."""
-    pfc = pfc_doc(run_dir)
-    return int(pfc.get("kick_frames", 0)) + int(pfc.get("rx_pfc_frames", 0))
+    pfc = pfc_result(run_dir)
+    return pfc.kick_frames + pfc.rx_pfc_frames if pfc is not None else 0
 
 
 def watchdog_drops_pkts(run_dir: Path) -> int:
     """Lossless packets the PFC watchdog's drop action took (dataplane.pfc_watchdog_drop; 0 without)."""
-    return int(pfc_doc(run_dir).get("watchdog_drops_pkts", 0))
+    pfc = pfc_result(run_dir)
+    return pfc.watchdog_drops_pkts if pfc is not None else 0
 
 
 def pfc_ports(events: pd.DataFrame) -> pd.DataFrame:
@@ -101,28 +106,28 @@ def congestion_block(run_dir: Path) -> dict | None:
     with PFC ``pause_frames``, ``paused_time_s``, ``storms`` (the watchdog's), ``pfc`` (Xoff, Xon, kick frames, actuation times).
     """
     run_dir = Path(run_dir)
-    doc = RunDir(run_dir).congestion_loop
-    if not doc:
+    loop = RunDir(run_dir).congestion_loop
+    if loop is None:
         return None
-    block = {"controller_loop_p50_ms": doc["loop_p50_ms"], "controller_loop_p99_ms": doc["loop_p99_ms"],
-             "controller_loop_max_ms": doc.get("loop_max_ms"),
-             "loop_ticks": doc["ticks"], "loop_missed_ticks": doc["missed_ticks"],
-             "lossless_drops_pkts": doc.get("lossless_drops_pkts"),
-             "lossless_queue_p99_bytes": doc.get("lossless_queue_p99_bytes"),
-             "lossless_queue_max_bytes": doc.get("lossless_queue_max_bytes")}
-    if doc.get("ecn"):
-        e = doc["ecn"]
-        block.update({"ecn_marker": e["marker"], "kmin_bytes": e["kmin_bytes"], "kmax_bytes": e["kmax_bytes"],
-                      "pmax": e["pmax"], "ect_pkts": e["ect_pkts"], "ce_marked_pkts": e["ce_marked_pkts"],
-                      "ecn_loop_p50_ms": doc["loop_p50_ms"], "ecn_loop_p99_ms": doc["loop_p99_ms"],
-                      "ecn_loop_ticks": doc["ticks"], "ecn_loop_missed_ticks": doc["missed_ticks"]})
-    if doc.get("pfc"):
+    block = {"controller_loop_p50_ms": loop.loop_p50_ms, "controller_loop_p99_ms": loop.loop_p99_ms,
+             "controller_loop_max_ms": loop.loop_max_ms,
+             "loop_ticks": loop.ticks, "loop_missed_ticks": loop.missed_ticks,
+             "lossless_drops_pkts": loop.lossless_drops_pkts,
+             "lossless_queue_p99_bytes": loop.lossless_queue_p99_bytes,
+             "lossless_queue_max_bytes": loop.lossless_queue_max_bytes}
+    if loop.ecn is not None:
+        e = loop.ecn
+        block.update({"ecn_marker": e.marker, "kmin_bytes": e.kmin_bytes, "kmax_bytes": e.kmax_bytes,
+                      "pmax": e.pmax, "ect_pkts": e.ect_pkts, "ce_marked_pkts": e.ce_marked_pkts,
+                      "ecn_loop_p50_ms": loop.loop_p50_ms, "ecn_loop_p99_ms": loop.loop_p99_ms,
+                      "ecn_loop_ticks": loop.ticks, "ecn_loop_missed_ticks": loop.missed_ticks})
+    if loop.pfc is not None:
         run = RunDir(run_dir)
         ports = pfc_ports(run["pfc_events"])
         run.write_table("pfc_ports", ports)
         block.update({"pause_frames": int(ports["pauses_sent"].sum()),
                       "paused_time_s": round(float(ports["paused_time_s"].sum()), 6),
-                      "storms": doc["pfc"].get("storms", 0), "pfc": doc["pfc"]})
+                      "storms": loop.pfc.storms, "pfc": encode(loop.pfc)})
     return block
 
 

@@ -2,8 +2,9 @@
 
 Inputs (run directory): ``pfc_storms.csv`` (testbed.emulation.pfc_storm: when each storming NIC sent
 its first XOFF and its XON), ``pfc_events.csv`` (the controller loop: ``storm`` / ``restore`` rows,
-port = the switch port the watchdog watched), ``congestion_loop.json`` (the watchdog's drops) and,
-for a pattern run, ``flow_rates.csv`` (testbed.patterns.results: each flow's bytes per rate bin).
+port = the switch port the watchdog watched), ``congestion_loop.json`` (the watchdog's drops:
+controllers.loop_result.PfcResult) and, for a pattern run, ``flow_rates.csv`` (testbed.patterns.results:
+each flow's bytes per rate bin).
 Per storm:
 
 - ``detect_ms``: from the first XOFF to the watchdog's first ``storm`` row on the storm's port;
@@ -87,15 +88,17 @@ def storm_block(run_dir: Path, faults: dict | None) -> dict:
     ``storm_restore_after_end_ms``, ``rest_goodput_<window>_bps``; ``restores``, ``watchdog_drops_pkts``,
     ``watchdog_drops_bytes`` and ``rx_pfc_frames`` from the loop. Sets ``detect_ms`` and ``detected_by``
     (``pfc_watchdog``) on the storm's row of ``faults["list"]``."""
-    from testbed.results.congestion import pfc_doc
+    from testbed.results.congestion import pfc_result
 
     if "pfc_storms" not in RunDir(run_dir):
         return {}
     rows = storm_rows(run_dir)
-    pfc = pfc_doc(run_dir)
-    out: dict = {"restores": pfc.get("restores", 0), "watchdog_drops_pkts": pfc.get("watchdog_drops_pkts", 0),
-                 "watchdog_drops_bytes": pfc.get("watchdog_drops_bytes", 0),
-                 "rx_pfc_frames": pfc.get("rx_pfc_frames", 0), "pfc_storms": rows}
+    pfc = pfc_result(run_dir)
+    out: dict = {"restores": 0, "watchdog_drops_pkts": 0, "watchdog_drops_bytes": 0, "rx_pfc_frames": 0}
+    if pfc is not None:
+        out = {"restores": pfc.restores, "watchdog_drops_pkts": pfc.watchdog_drops_pkts,
+               "watchdog_drops_bytes": pfc.watchdog_drops_bytes, "rx_pfc_frames": pfc.rx_pfc_frames}
+    out["pfc_storms"] = rows
     if rows:
         first = rows[0]
         out["storm_detect_ms"] = first["detect_ms"]

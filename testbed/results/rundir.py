@@ -23,8 +23,8 @@ The JSON files: :attr:`RunDir.summary`, :attr:`RunDir.manifest`,
 :attr:`RunDir.topology` (dicts, {} when absent), :meth:`RunDir.layout`
 (topology.json as a topology.model.Layout), :meth:`RunDir.events` (the
 controller's event lines) and :attr:`RunDir.congestion_loop` (the congestion
-loop's result file). A file that is present but not JSON raises
-:class:`TableError` naming it.
+loop's result file, typed). A file that is present but not JSON raises
+:class:`TableError` naming it (the loop's result: controllers.contract.ContractError).
 
 Writing (the runner): :meth:`RunDir.write_table`, :meth:`RunDir.write_summary`,
 :meth:`RunDir.write_manifest`, :meth:`RunDir.write_parquet`,
@@ -44,7 +44,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from controllers.contract import LOOP_RESULT_FILE, read_events
+from controllers.contract import read_events
+from controllers.loop_result import LoopResult, read_loop_result
 from testbed.results import tables as atomic  # the atomic file writers: write_csv, write_json, INCOMPLETE
 from testbed.results.schema import TABLES, Table
 from testbed.spec.scenario import ScenarioError
@@ -190,9 +191,11 @@ class RunDir(Mapping):
         return model.load(self.path / TOPOLOGY_FILE)
 
     @property
-    def congestion_loop(self) -> dict:
-        """The controller's congestion loop's result (loop times, ECN and PFC counts); {} when no loop ran."""
-        return self.read_json(LOOP_RESULT_FILE)
+    def congestion_loop(self) -> LoopResult | None:
+        """The controller's congestion loop's result (controllers.loop_result.LoopResult: loop times, ECN and PFC
+        counts); None when no loop ran. Raises controllers.contract.ContractError naming the file and the field
+        when the file is not a LoopResult."""
+        return read_loop_result(self.path)
 
     def events(self) -> list:
         """The controller's events (controllers.contract.read_events: typed records of

@@ -1,7 +1,8 @@
 """The tables of a run directory: every table's columns, types and units, in one place.
 
 This is the single source of truth for the columns of the CSV/Parquet tables a
-run writes: :class:`testbed.results.rundir.RunDir` checks every table it reads
+run writes (``pfc_events``' come from controllers.loop_result.PFC_EVENT_COLUMNS, which the
+controller's loop writes its rows by): :class:`testbed.results.rundir.RunDir` checks every table it reads
 against it, ``docs/tables.md`` is generated from it (``python -m
 testbed.results.schema > docs/tables.md``; a unit test keeps the two equal)
 and an integration test checks the tables of real runs against it.
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from controllers.loop_result import PFC_EVENT_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -324,17 +327,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     probability float CE marking probability of ECT packets from then on (0-1)
 """),
     _table("pfc_events", "PFC pauses, resumes and watchdog storms/restores",
-           "runs with congestion.pfc", """
-    time_ns       int   the sample that decided it, Unix ns
-    port          str   ingress switch port charged
-    class         int   priority (3: lossless)
-    event         str   pause, resume (the port paused its upstream), rx_pause, rx_resume (the port's egress held for its host's PFC frames), storm or restore (the PFC watchdog)
-    charged_bytes int   bytes charged to the ingress at the decision (-1: not applicable)
-    upstream      str   device paused (switch or host)
-    upstream_port str   its port toward the ingress
-    actuation_us  float time to pause/resume the upstream queue, us
-    pfc_frame     bool  a PFC frame was also sent to a host NIC
-"""),
+           "runs with congestion.pfc", "\n".join(" ".join(column) for column in PFC_EVENT_COLUMNS)),
     _table("pfc_ports", "per ingress port and class: pauses sent and paused time",
            "runs with congestion.pfc", """
     port          str   ingress switch port

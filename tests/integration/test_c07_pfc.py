@@ -45,7 +45,7 @@ def test_c07_lossless_class_never_drops_and_pauses_every_sender_port(tmp_path, d
 
     # 0 drops on priority 3: every byte sent arrived, and the switches' lossless queues dropped nothing
     assert lossless["received"] == lossless["sent"], lossless
-    assert block["lossless_drops_pkts"] == 0 and loop["lossless_drops_pkts"] == 0, loop
+    assert block["lossless_drops_pkts"] == 0 and loop.lossless_drops_pkts == 0, loop
     # at least one pause on every sender-facing ingress port, while the lossless incast ran
     during = events[(events["time_ns"] >= lossless["t_start_ns"]) & (events["time_ns"] <= lossless["t_end_ns"])]
     paused = set(during.loc[during["event"] == "pause", "port"])
@@ -57,7 +57,7 @@ def test_c07_lossless_class_never_drops_and_pauses_every_sender_port(tmp_path, d
     # the queue never above the buffer
     assert queues["backlog_bytes"].max() <= BUFFER_BYTES, queues["backlog_bytes"].max()
     assert block["pause_frames"] >= len(sender_ports) and block["paused_time_s"] > 0, block
-    assert block["controller_loop_p99_ms"] is not None and loop["ticks"] > 1000, loop
+    assert block["controller_loop_p99_ms"] is not None and loop.ticks > 1000, loop
     assert RunDir(tmp_path).pfc_ports["pauses_sent"].min() >= 1
     # control: the same load on the lossy class drops packets
     assert sum(lossy["received"].values()) < sum(lossy["sent"].values()), lossy
