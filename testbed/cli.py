@@ -288,7 +288,8 @@ def _cmd_lab(args) -> int:
 
 
 def _cmd_doctor(args) -> int:
-    from testbed.measure import calibrate, capacity
+    from testbed.measure import capacity
+    from testbed.pipeline import calibrate
     from testbed.host.capabilities import format_report, probe
 
     if args.calibrate:

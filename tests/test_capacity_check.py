@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from testbed.measure import calibrate, capacity, capacity_check
+from testbed.measure import capacity, capacity_check
+from testbed.pipeline import calibrate
 from testbed.measure.capacity_check import CapacityError, check_scenario
 from testbed.measure.packet_load import packet_load
 from testbed.spec.scenario import ScenarioError, load_scenario, parse_scenario

@@ -56,7 +56,7 @@ def _calibration_times(text: str) -> list[str]:
 
 
 def test_calibration_time_is_stated_one_way():
-    """testbed.measure.calibrate: about 5 steps per path MTU (coarse bracket, 2 bisections, a confirmation),
+    """testbed.pipeline.calibrate: about 5 steps per path MTU (coarse bracket, 2 bisections, a confirmation),
     each a short quickstart-fabric run of about 15-20 s with set-up and teardown: about 3 minutes."""
     doctor = _subparsers()[1]["doctor"].format_help()
     texts = {"doctor --help": doctor, "doctor report": capacity.format_capacity(None)}

@@ -202,7 +202,7 @@ def test_fault_timings_match_events_and_bound_down_losses():
 
 
 def _charge(action, pipeline_drops, lost):
-    from testbed.measure.judge import charge_faults
+    from testbed.pipeline.judge import charge_faults
     spec = scenario([{"at_s": 1, "link": ["l1", "s1"], "action": action, **({"loss": 0.01} if action == "gray" else {})}])
     ctx = SimpleNamespace(spec=spec, run_id="tb0001")
     faults = {"list": [{"action": action, "applied_ns": 1_000, "reroute_ms": 15.0, "links": [["l1", "s1"]]}],

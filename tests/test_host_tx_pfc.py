@@ -3,7 +3,7 @@ senders were judged CPU-starved at 28 % of the link while paused 2.7 of their 3.
 import pandas as pd
 import pytest
 
-from testbed.measure.judge import host_tx_frame
+from testbed.pipeline.judge import host_tx_frame
 
 
 def _qps(pfc_paused_ns):

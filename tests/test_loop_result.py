@@ -84,7 +84,7 @@ def _sent(tmp_path, path: list, value=None, drop=False, rename=None) -> None:
 def test_a_result_with_a_wrong_field_name_is_refused_naming_it(tmp_path):
     """What the runner reads (summary.json's congestion block, the kick frames the loss check discounts)
     refuses a loop result whose field has another name, naming the file, the field and the allowed ones."""
-    from testbed.measure.judge import discount_kick_frames
+    from testbed.pipeline.judge import discount_kick_frames
 
     _sent(tmp_path, ["pfc", "kick_frames"], rename="kicks")
     for read in (congestion_block, kick_frames,

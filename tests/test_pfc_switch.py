@@ -120,7 +120,7 @@ def test_headroom_warning_at_start_up():
 
 def test_kick_frames_are_taken_out_of_the_pipeline_drops(tmp_path):
     from testbed.measure.drops import PIPELINE_DROP_COUNTER
-    from testbed.measure.judge import discount_kick_frames
+    from testbed.pipeline.judge import discount_kick_frames
 
     drops = {PIPELINE_DROP_COUNTER: 30, "softnet": 2}
     assert discount_kick_frames(drops, tmp_path) == drops  # no loop ran

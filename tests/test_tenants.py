@@ -254,7 +254,7 @@ def test_a_workload_across_tenants_is_refused_before_the_run():
 
 
 def test_isolation_drops_are_taken_off_the_pipeline_drop_counter(tmp_path):
-    from testbed.measure.judge import discount_kick_frames
+    from testbed.pipeline.judge import discount_kick_frames
 
     key = "ovs_coverage_drop_action_of_pipeline_pkts"
     assert discount_kick_frames({key: 39, "other": 2}, tmp_path, 40) == {key: 0, "other": 2}

@@ -13,7 +13,7 @@ from controllers import contract
 from controllers.congestion import loop as cloop
 from testbed.emulation import congestion_conf
 from testbed.emulation.controller_supervisor import violations
-from testbed.measure.judge import judge_controller
+from testbed.pipeline.judge import judge_controller
 from testbed.measure.fidelity_checks import FAILED, PASSED
 from testbed.measure.verdict import FidelityVerdict
 from testbed.results import summary as results_summary

@@ -11,7 +11,7 @@ The identity a run is judged by (summary.json ``loss``)::
 * ``switch_queue``: tail drops of the emulated switch queues (their qdisc
   counters, exact since testbed.emulation.switch_tail_drop);
 * ``watchdog``: lossless packets the PFC watchdog's drop action took;
-* ``faults``: losses charged to injected faults (testbed.measure.judge.charge_faults);
+* ``faults``: losses charged to injected faults (testbed.pipeline.judge.charge_faults);
 * ``elsewhere``: drops outside the emulation, by name (:func:`elsewhere`): a
   host's receive path, an Open vSwitch socket or its pipeline, a kernel backlog,
   a host NIC queue beyond the agents' retries, Open vSwitch send errors;

@@ -2,7 +2,7 @@
 
 The capacity is in the unit of testbed.measure.packet_load (packet-hops/s: every frame counted once
 per link it crosses), at each calibrated path MTU (``transport.payload_bytes``), measured by
-``testbed doctor --calibrate`` (testbed.measure.calibrate) and cached in
+``testbed doctor --calibrate`` (testbed.pipeline.calibrate) and cached in
 ``$TESTBED_CACHE_DIR/capacity.json`` (default ``/var/lib/testbed``) with the machine facts it holds
 for (cores, kernel, datapath, CPU model). Without a valid calibration, :data:`DEFAULT_HOP_PPS`
 stands in: figures measured on this project's machine class, see there.

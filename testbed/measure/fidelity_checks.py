@@ -120,7 +120,7 @@ def check_transport_loss(t: Optional[dict], th: FidelityThresholds, chk: Check, 
     """With ``identity`` (testbed.measure.accounting.LossIdentity): its unexplained packets, beyond
     ``max_unexplained_drops`` either way, fail, the message stating every term. Without: the balance
     lost = sent - received - switch queue drops - losses charged to injected faults
-    (``lost_to_faults_pkts``, testbed.measure.judge.charge_faults; all transport packets, both ways)."""
+    (``lost_to_faults_pkts``, testbed.pipeline.judge.charge_faults; all transport packets, both ways)."""
     if t is None:
         chk.skip_reason = "no transport counters"
         return {}

@@ -30,7 +30,7 @@ Model (upper bound of what the workload can offer, before anything is built):
 So ``hop_pps = sum over flows of rate_bps / (frame_bytes x 8) x (1 + 1/ack_every_pkts) x links``.
 
 The same model turns a calibration run's highest faithful rate into the machine's capacity in the
-same unit (testbed.measure.calibrate), so the model's simplifications (uniform peers, full-rate
+same unit (testbed.pipeline.calibrate), so the model's simplifications (uniform peers, full-rate
 senders) apply to both sides of the comparison (testbed.measure.capacity_check).
 """
 from __future__ import annotations

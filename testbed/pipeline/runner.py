@@ -21,7 +21,7 @@ The steps of a run, in order, each a call into its room:
    own tables and summary blocks;
 7. with the fabric and agents still up: stop the controller's congestion loop
    (its tables), write every table and summary.json with the fidelity verdict
-   (testbed.results.summary.write_results, testbed.measure.judge), remove
+   (testbed.results.summary.write_results, testbed.pipeline.judge), remove
    ``INCOMPLETE`` and say ``results written ...; tearing down``;
 8. tear everything down (context managers);
 9. update summary.json with what only the teardown knows (the controller's

@@ -14,7 +14,7 @@ from __future__ import annotations
 #: not_judged): nothing was judged.
 INCOMPLETE = "incomplete"
 
-#: summary.json ``transport``'s keys (testbed.measure.transport_totals.transport_totals, then testbed.measure.judge).
+#: summary.json ``transport``'s keys (testbed.measure.transport_totals.transport_totals, then testbed.pipeline.judge).
 TRANSPORT_KEYS = (
     "posted_bytes", "acked_bytes", "delivered_bytes", "order_errors", "dup_pkts", "retx_pkts", "retx_bytes",
     "resent_share", "spurious_retx_pkts", "timeouts", "naks", "ce_marked_rx_pkts", "cnps_tx", "cnps_rx",

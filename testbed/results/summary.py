@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from testbed.results.congestion import congestion_block, stable_congestion, traffic_classes_block
 from testbed.process import signals
 from testbed.measure.link_model import add_busbw_error_bounds, early_bytes
-from testbed.measure.judge import judge_controller, judge_run
+from testbed.pipeline.judge import judge_controller, judge_run
 from testbed.measure.verdict import FidelityVerdict
 from testbed.results import fit, printing
 from testbed.results.adaptive import summary_adaptive
@@ -167,7 +167,7 @@ def finish(ctx: RunContext, rec: Recording, note: str | None = None) -> dict:
     print the results (stdout; nothing with ``ctx.print_results`` False).
 
     The controller block becomes ``rec.fab.controller_report`` (taken when the fabric stopped) and the
-    controller check is judged again on it (testbed.measure.judge.judge_controller: an OpenFlow error
+    controller check is judged again on it (testbed.pipeline.judge.judge_controller: an OpenFlow error
     logged during the teardown fails it; a death after the measurement is named, not failed);
     ``teardown`` becomes ``done``; ``note`` (what happened after the measurements, e.g. an interrupt
     during the teardown) is kept as ``interrupted``. summary.json is replaced atomically; if that
@@ -230,7 +230,7 @@ def _write_results_now(ctx: RunContext, rec: Recording) -> Written:
     ops, sizes, qps, msgs, ports, cpu = _write_tables(ctx, rec)
     faults = faults_block(rec.faults, ctx.run_dir, ctx.run_id)
     background = None  # background.csv and its block; its fabric losses leave the loss identity's switch queues,
-    bg_tx = None  # and its bytes join its senders' NIC figures (testbed.measure.judge)
+    bg_tx = None  # and its bytes join its senders' NIC figures (testbed.pipeline.judge)
     if rec.background is not None:
         from testbed.results.background import host_tx_wire_bytes, write_background
         background = write_background(ctx.run_dir, rec.background)

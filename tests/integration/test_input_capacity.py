@@ -7,7 +7,8 @@ import time
 import pytest
 
 from testbed.process.exitcodes import EXIT_BAD_INPUT
-from testbed.measure import calibrate, capacity
+from testbed.measure import capacity
+from testbed.pipeline import calibrate
 from testbed.results.rundir import RunDir
 from tests.integration.conftest import run_cli
 
