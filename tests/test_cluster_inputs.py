@@ -3,7 +3,7 @@ import pytest
 
 from testbed.cluster.clean import clean_servers
 from testbed.cluster.engine import ClusterFabric
-from testbed.cluster.placement import place
+from topology.placement import place
 from testbed.cluster.probe import ping_stats
 from testbed.cluster.servers import LocalServers
 from topology import spine_leaf

@@ -1,9 +1,9 @@
-"""Placement of a layout's nodes on servers (testbed.cluster.placement): pure, no root."""
+"""Placement of a layout's nodes on servers (topology.placement): pure, no root."""
 from collections import Counter
 
 import pytest
 
-from testbed.cluster.placement import POLICIES, place
+from topology.placement import POLICIES, place
 from topology import fat_tree, spine_leaf
 
 A, B = "srv1", "srv2"

@@ -7,6 +7,7 @@
   :mod:`topology.scale_up` adds a scale-up
   domain per server to any of them; :mod:`topology.planes` cuts a layout of several planes
   into one routing view per plane.
+- :mod:`topology.placement`: a layout's nodes on servers (a run over several servers).
 
 A new topology is one module plus one entry in :data:`KINDS`. The module
 defines ``KIND`` (its name), ``PARAMS`` (the ``fabric`` keys only it reads),

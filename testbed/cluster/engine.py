@@ -5,7 +5,7 @@ session per node (``ssh -tt root@server sudo -E mnexec ...``), ``RemoteOVSSwitch
 ``ovs-vsctl`` on the switch's server, ``RemoteHost`` lives in a network namespace there and
 ``RemoteSSHLink`` joins two nodes on different servers with a tap pair carried by
 ``ssh -o Tunnel=Ethernet -w 9:9`` (same-server links stay veth pairs). This module only
-places the nodes (:mod:`testbed.cluster.placement`), picks the node classes (userspace
+places the nodes (:mod:`topology.placement`), picks the node classes (userspace
 datapath, fail-mode standalone: the bridges learn MACs themselves, no controller yet) and
 turns checksum offloads off, which the userspace datapath needs.
 
@@ -24,7 +24,7 @@ from mininet.link import TCIntf
 from mininet.log import setLogLevel
 from mininet.node import OVSSwitch
 
-from testbed.cluster.placement import Placement
+from topology.placement import Placement
 from testbed.emulation.fabric import OFFLOADS_OFF
 from testbed.emulation.topo import FabricTopo
 from topology.model import Layout

@@ -26,7 +26,7 @@ import time
 from typing import Dict
 
 from testbed.cluster.engine import ClusterFabric
-from testbed.cluster.placement import place
+from topology.placement import place
 from topology import spine_leaf
 from topology.naming import new_run_id
 

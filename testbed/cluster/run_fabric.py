@@ -30,7 +30,7 @@ from mininet.log import setLogLevel
 from controllers.contract import TOPOLOGY_FILE
 from dataplane import queues
 from testbed.cluster.engine import ClusterOVSSwitch, placer_class
-from testbed.cluster.placement import Placement, place
+from topology.placement import Placement, place
 from testbed.cluster.remote import REPO, RemoteError, ServerSession
 from testbed.emulation import congestion_conf
 from testbed.emulation.controller_proc import ControllerProcess, controller_settings
@@ -57,7 +57,7 @@ def driver_address(server: str, port: int = 22) -> str:
 
 class ClusterRunFabric(Fabric):
     """A running fabric over ``spec.cluster.servers`` (module docstring); the Fabric interface the runner and
-    the workloads use, plus ``placement`` (testbed.cluster.placement.Placement), ``sessions`` (server ->
+    the workloads use, plus ``placement`` (topology.placement.Placement), ``sessions`` (server ->
     testbed.cluster.remote.ServerSession) and ``switch_ports_on`` (server -> its switch-side ports).
 
     Raises FabricError when a server step or the shaping self-check fails, RemoteError when a server's

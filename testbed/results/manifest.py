@@ -96,11 +96,11 @@ def build(ctx: RunContext, caps) -> dict:
 
 def cluster_block(ctx: RunContext) -> dict | None:
     """The manifest's ``cluster`` block: the placement (policy, nodes per server, crossing links;
-    testbed.cluster.placement.Placement.summary) of the run's layout, None for a run on this machine only."""
+    topology.placement.Placement.summary) of the run's layout, None for a run on this machine only."""
     c = ctx.spec.cluster
     if c is None:
         return None
-    from testbed.cluster.placement import place
+    from topology.placement import place
     return place(ctx.layout, c.servers, c.placement).summary(ctx.layout)
 
 

@@ -2,7 +2,7 @@
 
 ``cluster: {servers: [srv1, srv2], placement: pod}`` names the servers (ssh host names or
 addresses the driver and every server can reach, docs/cluster.md "Setting up N real
-machines") and the placement policy of testbed.cluster.placement (``pod`` or ``leaf``).
+machines") and the placement policy of topology.placement (``pod`` or ``leaf``).
 ``testbed run --servers a,b --placement pod`` overrides it (testbed.spec.cluster.with_cluster).
 Without the section the run is on this machine only.
 
@@ -15,7 +15,7 @@ from typing import Literal, Optional
 
 from pydantic import Field, field_validator
 
-from testbed.cluster.placement import POLICIES
+from topology.placement import POLICIES
 from traffic.transport.entropy import ENTROPY_POLICIES
 from testbed.spec.units import SpecModel
 
@@ -31,7 +31,7 @@ class ClusterSpec(SpecModel):
     """Servers and placement policy of a run split over several servers.
 
     ``servers``: 1..MAX_SERVERS distinct host names (or IPv4 addresses); ``placement``: ``pod``
-    (default: only links to the top tier cross servers) or ``leaf`` (testbed.cluster.placement).
+    (default: only links to the top tier cross servers) or ``leaf`` (topology.placement).
     """
 
     servers: tuple[str, ...] = Field(min_length=1, max_length=MAX_SERVERS)
@@ -70,7 +70,7 @@ def check_cluster(spec) -> None:
         raise ValueError(f"cluster: {', '.join(refused)} not supported in a run over several servers (yet); "
                          f"run it on one machine (no cluster section, no --servers) or leave "
                          f"{'it' if len(refused) == 1 else 'them'} out")
-    from testbed.cluster.placement import place
+    from topology.placement import place
     place(spec.fabric.layout_preview(), c.servers, c.placement)  # every host placeable (ValueError otherwise)
 
 
