@@ -13,9 +13,13 @@ gives None or an empty table then.
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 from typing import Optional
 
 import pandas as pd
+
+from testbed.results.rundir import RunDir
+from testbed.spec.congestion import CLASS_DSCP_TEXT
 
 #: class_queues.csv columns (testbed.results.schema)
 CLASS_QUEUE_COLUMNS = ["port", "class", "dscp", "tx_bytes", "tx_pkts", "drops_pkts"]
@@ -81,3 +85,19 @@ def class_totals(table: pd.DataFrame) -> dict[str, dict]:
     for name, g in table.groupby("class", sort=False):
         out[str(name)] = {"dscp": str(g["dscp"].iloc[0]), **{c: int(g[c].sum()) for c in CLASS_COUNTERS}}
     return out
+
+
+def traffic_classes_block(run_dir: Path, before: Optional[Counters], after: Optional[Counters]) -> dict | None:
+    """Write ``class_queues.csv`` (:func:`class_queue_table` of the readings ``before`` and ``after`` the traffic:
+    per switch port and class, what it sent and dropped during the traffic) and return summary.json's
+    ``traffic_classes`` block: ``classes`` (class -> ``dscp``, ``tx_bytes``, ``tx_pkts``, ``drops_pkts`` summed
+    over the switch ports) and ``counted``, what those sums count. None without per-class counters (a backend of
+    one queue per port). ECN marks and PFC pauses act on the lossless class alone; their totals are in the
+    ``congestion`` block."""
+    if before is None or after is None:
+        return None
+    table = class_queue_table(before, after, CLASS_DSCP_TEXT)
+    RunDir(run_dir).write_table("class_queues", table)
+    return {"classes": class_totals(table),
+            "counted": "each switch egress port's class leaf during the traffic (a packet crossing k switch "
+                       "ports counts k times); ECN marks and PFC pauses are the lossless class's (congestion block)"}

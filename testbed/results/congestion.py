@@ -1,5 +1,5 @@
-"""summary.json's ``congestion`` and ``traffic_classes`` blocks, from the files the controller's congestion
-loop wrote and the per-class counters the runner read (testbed.measure.class_queues).
+"""summary.json's ``congestion`` block, from the files the controller's congestion loop wrote (its
+``traffic_classes`` block: testbed.measure.class_queues.traffic_classes_block).
 
 The loop (controllers/congestion/loop.py) runs in the controller process and
 writes, when the controller stops, ``congestion_loop.json`` (controllers.loop_result.LoopResult, read
@@ -129,21 +129,3 @@ def congestion_block(run_dir: Path) -> dict | None:
                       "paused_time_s": round(float(ports["paused_time_s"].sum()), 6),
                       "storms": loop.pfc.storms, "pfc": encode(loop.pfc)})
     return block
-
-
-def traffic_classes_block(run_dir: Path, before, after) -> dict | None:
-    """Write ``class_queues.csv`` (testbed.measure.class_queues.class_queue_table: per switch port and class,
-    what it sent and dropped during the traffic) and return summary.json's ``traffic_classes`` block:
-    ``classes`` (class -> ``dscp``, ``tx_bytes``, ``tx_pkts``, ``drops_pkts`` summed over the switch ports)
-    and ``counted``, what those sums count. None without per-class counters (a backend of one queue per port).
-    ECN marks and PFC pauses act on the lossless class alone; their totals are in the ``congestion`` block."""
-    from testbed.measure.class_queues import class_queue_table, class_totals
-    from testbed.spec.congestion import CLASS_DSCP_TEXT
-
-    if before is None or after is None:
-        return None
-    table = class_queue_table(before, after, CLASS_DSCP_TEXT)
-    RunDir(run_dir).write_table("class_queues", table)
-    return {"classes": class_totals(table),
-            "counted": "each switch egress port's class leaf during the traffic (a packet crossing k switch "
-                       "ports counts k times); ECN marks and PFC pauses are the lossless class's (congestion block)"}

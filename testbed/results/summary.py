@@ -24,7 +24,8 @@ import logging
 import sys
 from dataclasses import dataclass
 
-from testbed.results.congestion import congestion_block, stable_congestion, traffic_classes_block
+from testbed.measure.class_queues import traffic_classes_block
+from testbed.results.congestion import congestion_block, stable_congestion
 from testbed.process import signals
 from testbed.measure.link_model import add_busbw_error_bounds, early_bytes
 from testbed.pipeline.judge import judge_controller, judge_run
