@@ -4,7 +4,7 @@ Runs ``scenarios/lb_flows_ecmp.yaml`` (the ``kflows`` pattern: host i of leaf 1 
 host i of leaf 2, all k at once, on a fabric of k spines and k hosts per leaf) through ``testbed run``,
 once per entropy policy and k, each with ``--trials`` trials (a new entropy seed each), and prints the
 ``load_balance`` block of each run: the mean and 5th percentile of the throughput ratio (payload
-delivered while every flow sends / what perfect balancing delivers; testbed.patterns.results), the idle
+delivered while every flow sends / what perfect balancing delivers; testbed.workloads.pattern.results), the idle
 uplink capacity, the balance index, retransmissions and packets placed out of order, against the
 balls-into-bins expectation 1 - (1 - 1/k)^k (75.0% for k = 2, 68.4% for k = 4).
 

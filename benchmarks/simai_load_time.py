@@ -9,9 +9,9 @@ spine-leaf fabric (2 spines x 6 leaves x 2 hosts, 10 Mbit/s hosts, 20 Mbit/s fab
 - ``validate``: ``testbed.pipeline.runner._validate`` (the workload's plan again, the run-time estimate with the
   replay's compute timeline, the notes printed, the duration cap, the queue-pair peers and the capacity
   check), i.e. everything ``testbed run`` does before "run tb...";
-- ``replay``: ``testbed.simai_plan.replay_plan`` (what the run does once the fabric is up: the plan again,
+- ``replay``: ``testbed.workloads.simai.plan.replay_plan`` (what the run does once the fabric is up: the plan again,
   checked against the ops it was given), reported apart;
-- ``build``: the iteration's programs and tasks made (testbed.simai_programs: when the run first reads
+- ``build``: the iteration's programs and tasks made (testbed.workloads.simai.programs: when the run first reads
   them, once the fabric is up; before the change that made loading fast they were made by every plan).
 
 Prints each phase's seconds (min over ``--repeat`` runs after the first, which also pays the imports),
@@ -49,7 +49,7 @@ def once(scenario: Path, results: Path) -> dict:
     """Seconds per phase of one load (module docstring) and the plan's size."""
     t0 = time.perf_counter()
     from testbed.pipeline import runner
-    from testbed.simai_plan import replay_plan
+    from testbed.workloads.simai.plan import replay_plan
     from testbed.spec.scenario import load_scenario
     t1 = time.perf_counter()
     spec = load_scenario(scenario)

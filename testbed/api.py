@@ -223,8 +223,8 @@ def run_spec(spec: ScenarioSpec, results: str | os.PathLike = "results", *, scen
     prints its traceback; ``cli``: the Mininet CLI on the live fabric after the workload; ``over_capacity``:
     warn instead of refusing a scenario above this machine's capacity; ``print_results``: the results on stdout
     at the end (False: nothing on stdout); ``solo``: a jobs scenario's jobs
-    each alone first, then together, with slowdowns and the interference matrix (testbed.jobs.solo); ``solo_from``:
-    the same, with the solo runs an earlier ``solo`` run stored under this folder (testbed.jobs.solo_store:
+    each alone first, then together, with slowdowns and the interference matrix (testbed.workloads.jobs.solo); ``solo_from``:
+    the same, with the solo runs an earlier ``solo`` run stored under this folder (testbed.workloads.jobs.solo_store:
     each checked to match its job exactly, SoloBaselineError, a ScenarioError, naming the job otherwise). The caller's
     SIGINT/SIGTERM handlers are restored afterwards (the runner routes them to its teardown meanwhile).
     Raises :data:`BAD_INPUT_ERRORS` on bad input (nothing built); an interrupted run is exit code
@@ -238,7 +238,7 @@ def run_spec(spec: ScenarioSpec, results: str | os.PathLike = "results", *, scen
             return runner.run(s, root, scenario_path=scenario_path, quiet=quiet, max_duration_s=max_duration_s,
                               debug=debug, cli=cli, over_capacity=over_capacity, print_results=print_results)
         if solo or solo_from is not None:
-            from testbed.jobs.solo import run_with_solo
+            from testbed.workloads.jobs.solo import run_with_solo
             return run_with_solo(spec, results, run_one, solo_from)
         return run_one(spec, results)
     finally:

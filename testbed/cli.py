@@ -129,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a run over several servers: also clean the named runs on each of these servers, by ssh "
                        "(testbed.cluster.clean; RUN_ID needed)")
 
-    from testbed import nccl
+    from testbed.workloads.sweep import nccl
     nccl.add_parser(sub, [common])
     from testbed.report import command as report_command
     report_command.add_parser(sub, [common])
@@ -192,7 +192,7 @@ def _cmd_run(args) -> int:
 
 def _cmd_nccl(args) -> int:
     _require_root("nccl")
-    from testbed import nccl
+    from testbed.workloads.sweep import nccl
 
     try:
         nccl.prepare(args)

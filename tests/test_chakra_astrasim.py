@@ -4,9 +4,9 @@ cannot run are skipped with one warning; the exposed communication and overlap f
 import pytest
 
 from shared_files import needs, shared
-from testbed.chakra_plan import chakra_plan, fabric_size_bytes
-from testbed.chakra_run import compute_only_s, overlap_figures
-from testbed.replay_run import SAVING_FORMULA
+from testbed.workloads.chakra.plan import chakra_plan, fabric_size_bytes
+from testbed.workloads.chakra.run import compute_only_s, overlap_figures
+from testbed.workloads.replay.run import SAVING_FORMULA
 from testbed.spec.scenario import ScenarioError, parse_scenario
 from traffic import collectives
 from traffic.workloads.chakra.generate import metadata, node, write_trace
@@ -147,7 +147,7 @@ def test_cpu_side_compute_runs_on_its_own_lane(tmp_path):
 def test_the_printed_op_table_shows_whole_labels():
     """A label longer than the old 44-character column ("ALL_REDUCE #1 of the process group with no pg_name")
     is printed whole, the columns after it aligned."""
-    from testbed.workloads.chakra import ChakraReplay
+    from testbed.workloads.chakra.workload import ChakraReplay
     label = "ALL_REDUCE #1 of the process group with no pg_name"
     op = {"op_id": 0, "label": label, "ranks": [0, 1, 2, 3], "size_bytes": 16384, "time_us": 5000.0,
           "busbw_bps": 9.5e6}

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from testbed.chakra_plan import chakra_plan
+from testbed.workloads.chakra.plan import chakra_plan
 from testbed.spec.scenario import parse_scenario
 from traffic.workloads.chakra.trace import read_traces
 

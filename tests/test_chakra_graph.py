@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from testbed.chakra_plan import ChakraPlan, chakra_plan
-from testbed.chakra_run import dependency_violations, node_table, run_graph
+from testbed.workloads.chakra.plan import ChakraPlan, chakra_plan
+from testbed.workloads.chakra.run import dependency_violations, node_table, run_graph
 from testbed.spec.scenario import ScenarioError, load_scenario, parse_scenario
 from traffic.clock import unix_ns
 from traffic.workloads.chakra.generate import generate, metadata, node, write_trace

@@ -7,7 +7,7 @@ import pytest
 
 from testbed.measure.cnp_audit import CNP_INTERVAL_TOLERANCE_NS, audit_cnps, judge_cnp_interval
 from testbed.measure.verdict import FidelityVerdict
-from testbed.patterns.driver import TrialStats
+from testbed.workloads.pattern.driver import TrialStats
 from testbed.results import tables
 from testbed.results.rundir import RunDir
 from traffic.protocol import QpCnpLog, QpRateLog, Stats

@@ -178,7 +178,7 @@ def test_scenario_refuses_unregistered_names(workload, words):
 
 
 def test_sweep_plan_carries_the_algorithm_peers_and_manifest_entry():
-    from testbed.plan import plan_algorithms, plan_peers
+    from testbed.workloads.plan import plan_algorithms, plan_peers
     from testbed.workloads import plan_workload
     spec = parse_scenario({"fabric": {"leaves": 2, "hosts_per_leaf": 2}, "workload": {
         "collective": "allreduce", "algorithm": "ring", "sizes": {"min_bytes": 1000, "max_bytes": 1000}}})

@@ -1,4 +1,4 @@
-"""Several jobs on one fabric (testbed.spec.jobs, testbed.jobs, testbed.workloads.jobs): the scenario's
+"""Several jobs on one fabric (testbed.spec.jobs, testbed.workloads.jobs, testbed.workloads.jobs.workload): the scenario's
 ``jobs`` list, placement, the op plan with one stream per job, links and fair shares, per-job and
 per-tenant results, the solo comparison and the report's jobs plots. No fabric: the runs are in
 tests/integration/test_jobs_on_one_fabric.py."""
@@ -10,15 +10,15 @@ import pandas as pd
 import pytest
 import yaml
 
-from testbed.jobs import links
-from testbed.jobs.placement import leaves_of, place_jobs
-from testbed.jobs.plan import jobs_plan
-from testbed.jobs.results import JOBS_COLUMNS, format_jobs, job_entries, job_ops, jobs_table, tenant_entries
-from testbed.jobs.solo import attach_solo, pinned_spec
+from testbed.workloads.jobs import links
+from testbed.workloads.jobs.placement import leaves_of, place_jobs
+from testbed.workloads.jobs.plan import jobs_plan
+from testbed.workloads.jobs.results import JOBS_COLUMNS, format_jobs, job_entries, job_ops, jobs_table, tenant_entries
+from testbed.workloads.jobs.solo import attach_solo, pinned_spec
 from testbed.results.rundir import RunDir
 from testbed.spec.scenario import ScenarioError, load_scenario, parse_scenario
 from testbed.workloads import workload_for
-from testbed.workloads.jobs import Jobs, pass_starts
+from testbed.workloads.jobs.workload import Jobs, pass_starts
 
 REPO = Path(__file__).resolve().parents[1]
 QUICK = yaml.safe_load((REPO / "scenarios" / "quickstart.yaml").read_text())
@@ -237,7 +237,7 @@ def test_the_report_adds_the_jobs_timeline_and_matrix_to_jobs_runs_only(tmp_path
 
 def test_solo_with_three_jobs_runs_each_alone_and_each_pair_then_all(tmp_path, capsys):
     """--solo on N = 3 jobs: 3 solo runs, 3 pair runs, then the shared run; M[i][j] from the pair runs."""
-    from testbed.jobs.solo import run_with_solo
+    from testbed.workloads.jobs.solo import run_with_solo
     from testbed.pipeline.runner import RunOutcome
 
     spec = parse_scenario(scenario(job("a", ranks=2), job("b", ranks=2), job("c", ranks=2)))
@@ -266,14 +266,14 @@ def test_solo_with_three_jobs_runs_each_alone_and_each_pair_then_all(tmp_path, c
 
 
 def test_solo_needs_a_jobs_list():
-    from testbed.jobs.solo import run_with_solo
+    from testbed.workloads.jobs.solo import run_with_solo
 
     with pytest.raises(ScenarioError, match="--solo"):
         run_with_solo(parse_scenario(scenario(keep_workload=True)), "results", None)
 
 
 def test_tenant_hosts_gathers_each_tenants_placed_hosts():
-    from testbed.jobs.plan import tenant_hosts
+    from testbed.workloads.jobs.plan import tenant_hosts
 
     spec = parse_scenario(scenario(job("a", ranks=2, tenant="red"), job("b", ranks=2, tenant="blue"),
                                    job("c", ranks=2, tenant="red", placement="spread")))
@@ -282,7 +282,7 @@ def test_tenant_hosts_gathers_each_tenants_placed_hosts():
 
 
 def test_jobs_hosts_join_their_tenants_in_the_run_tenant_map():
-    from testbed.jobs.plan import run_tenant_map
+    from testbed.workloads.jobs.plan import run_tenant_map
 
     tenants = {"tenants": {"red": {"hosts": ["h1"]}, "blue": {"hosts": ["h8"]}}}
     d = scenario(job("a", ranks=4, tenant="red"), job("b", ranks=4, tenant="blue"))
@@ -300,7 +300,7 @@ def test_jobs_hosts_join_their_tenants_in_the_run_tenant_map():
 
 @pytest.mark.parametrize("placement", ["packed", "spread", "random"])
 def test_placement_never_takes_another_tenants_or_a_shared_host(placement):
-    from testbed.jobs.plan import placed_jobs
+    from testbed.workloads.jobs.plan import placed_jobs
 
     tenants = {"tenants": {"red": {"hosts": ["h1", "h5"]}, "blue": {"hosts": ["h2", "h8"]}}, "shared_hosts": ["h4"]}
     for seed in range(1, 6):
@@ -317,7 +317,7 @@ def test_placement_never_takes_another_tenants_or_a_shared_host(placement):
 
 
 def test_a_solo_run_keeps_the_full_runs_tenant_map():
-    from testbed.jobs.plan import run_tenant_map
+    from testbed.workloads.jobs.plan import run_tenant_map
 
     tenants = {"tenants": {"red": {"hosts": ["h1"]}, "blue": {"hosts": ["h8"]}}}
     spec = parse_scenario({**scenario(job("a", ranks=4, placement="spread", tenant="red"),

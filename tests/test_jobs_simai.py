@@ -1,5 +1,5 @@
-"""A SimAI/AICB file as one job of a ``jobs`` list (testbed.jobs.simai, testbed.jobs.plan, testbed.workloads.jobs,
-testbed.jobs.results): the spec takes it, the file's world size against the job's ranks, the job's ops on its
+"""A SimAI/AICB file as one job of a ``jobs`` list (testbed.workloads.simai.job, testbed.workloads.jobs.plan, testbed.workloads.jobs.workload,
+testbed.workloads.jobs.results): the spec takes it, the file's world size against the job's ranks, the job's ops on its
 hosts and streams no other job uses, its replay driven as one job, its rows in jobs.csv and its entry in
 summary.json. No fabric: the run is in tests/integration/test_simai_job_fabric.py."""
 import copy
@@ -10,9 +10,9 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from testbed.jobs.plan import jobs_plan
-from testbed.jobs.results import JOBS_COLUMNS, format_jobs, job_entries, job_ops, jobs_table
-from testbed.replay_run import run_replay
+from testbed.workloads.jobs.plan import jobs_plan
+from testbed.workloads.jobs.results import JOBS_COLUMNS, format_jobs, job_entries, job_ops, jobs_table
+from testbed.workloads.replay.run import run_replay
 from testbed.spec.scenario import ScenarioError, load_scenario, parse_scenario
 from testbed.workloads import workload_for
 
@@ -139,7 +139,7 @@ def test_a_jobs_replay_runs_its_own_ops_and_streams_and_stops_when_told():
 
 
 def _ops_10ms(plan):
-    """ops.csv's rows (testbed.jobs.results.job_ops) of ``plan`` on 8 ranks, every op 10 ms on each rank that
+    """ops.csv's rows (testbed.workloads.jobs.results.job_ops) of ``plan`` on 8 ranks, every op 10 ms on each rank that
     takes part, one after the other."""
     rows, meta = [], {}
     for k, op in enumerate(plan.ops):
@@ -180,7 +180,7 @@ def test_solo_figures_reach_the_simai_jobs_rows_and_the_parquet_copy(tmp_path):
     """attach_solo joins the solo rows per job, group, collective and size, gives a SimAI job its solo
     iteration time, and rewrites the Parquet copies RunDir reads before the CSV files."""
     from test_jobs import _fake_run
-    from testbed.jobs.solo import attach_solo
+    from testbed.workloads.jobs.solo import attach_solo
     from testbed.results.rundir import RunDir
 
     def entry(jct, it):
@@ -216,7 +216,7 @@ def _three_jobs():
 
 
 def test_a_sweep_a_simai_and_a_pattern_job_plan_together_on_their_own_hosts_and_streams():
-    from testbed.plan import plan_streams
+    from testbed.workloads.plan import plan_streams
 
     spec = _three_jobs()
     plan, (t, s, p) = jobs_plan(spec)
@@ -245,8 +245,8 @@ def test_a_sweep_a_simai_and_a_pattern_job_plan_together_on_their_own_hosts_and_
 def test_one_jobs_csv_holds_the_sweep_simai_and_pattern_rows_and_solo_joins_each(tmp_path):
     from test_jobs import _fake_run
     from test_pattern_jobs import _pattern_run
-    from testbed.jobs.pattern import figures
-    from testbed.jobs.solo import attach_solo
+    from testbed.workloads.pattern.job import figures
+    from testbed.workloads.jobs.solo import attach_solo
     from testbed.results.rundir import RunDir
     from testbed.results.schema import table
 
@@ -292,7 +292,7 @@ def test_one_jobs_csv_holds_the_sweep_simai_and_pattern_rows_and_solo_joins_each
 
 def test_every_stream_of_a_simai_job_carries_its_traffic_class():
     """A SimAI job has one stream per communicator: its class's DSCP must reach each, not only the first."""
-    from testbed.jobs.plan import jobs_plan, stream_tos
+    from testbed.workloads.jobs.plan import jobs_plan, stream_tos
     from traffic.transport.qp import class_tos
 
     spec = load_scenario(REPO / "scenarios" / "jobs_simai_sweep.yaml")

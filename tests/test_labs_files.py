@@ -7,7 +7,7 @@ import pytest
 
 from testbed.labcheck.bands import scenario_files
 from testbed.spec.scenario import load_scenario
-from testbed.simai_plan import simai_plan
+from testbed.workloads.simai.plan import simai_plan
 
 LABS = Path(__file__).resolve().parents[1] / "labs"
 LAB_DIRS = sorted(p for p in LABS.iterdir() if p.is_dir())

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from testbed.cli import CliError, build_parser, main
-from testbed import nccl
+from testbed.workloads.sweep import nccl
 from testbed.workloads import plan_workload
 from testbed.results.nccl_table import (float_cell, format_nccl_table, iter_stats, nccl_count, nccl_json,
                                         nccl_rows, nccl_size, write_nccl_json)

@@ -10,7 +10,7 @@ from controllers.ofmsg import ntr_selection_method_property
 from controllers.ofplan import plan_fabric
 from testbed.emulation import controller_proc
 from testbed.emulation.faults import fault_links
-from testbed.patterns.results import _uplinks
+from testbed.workloads.pattern.results import _uplinks
 from testbed.spec.faults import FaultSpec, check_faults
 from testbed.spec.scenario import ScenarioError, parse_scenario
 from topology import model, spine_leaf
@@ -128,7 +128,7 @@ def test_a_link_fault_hits_the_whole_bundle_and_results_list_each_member():
 def test_parallel_links_table_and_figures_from_port_samples():
     import pandas as pd
     from types import SimpleNamespace
-    from testbed.patterns.results import bundles, parallel_figures, parallel_link_table
+    from testbed.workloads.pattern.results import bundles, parallel_figures, parallel_link_table
 
     layout = _layout()
     assert sorted(bundles(layout)[(RID + "s1", RID + "l2")]) == [f"{RID}s1-eth2", f"{RID}s1-eth4"]

@@ -1,4 +1,4 @@
-"""A traffic pattern as a job's workload (testbed.jobs.pattern; issue 18 item 1): the spec takes
+"""A traffic pattern as a job's workload (testbed.workloads.pattern.job; issue 18 item 1): the spec takes
 ``jobs[].workload.pattern`` and refuses the keys that do not fit a job, naming them; the pattern runs on the
 job's hosts (pattern rank i = the job's i-th host) on its own stream, adds no op to the plan; the results give
 it a row in jobs.csv, its JCT and FCT figures in summary.json and its flows in fct.csv. The agents route a
@@ -15,12 +15,12 @@ import pytest
 import yaml
 
 from testbed.emulation.agent_events import AgentEvents
-from testbed.jobs import links
-from testbed.jobs.pattern import fct_rows, figures, host_pair_bytes, job_hosts
-from testbed.jobs.plan import jobs_plan
-from testbed.jobs.results import JOBS_COLUMNS, format_jobs, job_entries, job_ops, jobs_table, tenant_entries
-from testbed.jobs.solo import attach_solo, pinned_spec
-from testbed.patterns.ideal import ideal_fct_s
+from testbed.workloads.jobs import links
+from testbed.workloads.pattern.job import fct_rows, figures, host_pair_bytes, job_hosts
+from testbed.workloads.jobs.plan import jobs_plan
+from testbed.workloads.jobs.results import JOBS_COLUMNS, format_jobs, job_entries, job_ops, jobs_table, tenant_entries
+from testbed.workloads.jobs.solo import attach_solo, pinned_spec
+from testbed.workloads.pattern.ideal import ideal_fct_s
 from testbed.results.rundir import RunDir
 from testbed.results.schema import table
 from testbed.spec.jobs import jobs_channels

@@ -5,11 +5,11 @@ import pandas as pd
 import pytest
 
 from testbed.emulation.agents import transport_params
-from testbed.patterns.ideal import ideal_fct_s, ideal_rates
-from testbed.patterns.plan import pattern_flows
-from testbed.patterns.results import fct_table, lost_pkts, qp_table, sent_flows
+from testbed.workloads.pattern.ideal import ideal_fct_s, ideal_rates
+from testbed.workloads.pattern.plan import pattern_flows
+from testbed.workloads.pattern.results import fct_table, lost_pkts, qp_table, sent_flows
 from testbed.spec.scenario import ScenarioError, parse_scenario
-from testbed.workloads.pattern import PatternTrials
+from testbed.workloads.pattern.workload import PatternTrials
 from topology import build
 from traffic.collectives.channels import channel_sizes
 from traffic.patterns import Flow, qp_shares

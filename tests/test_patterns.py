@@ -3,9 +3,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from testbed.patterns.ideal import ideal_fct_s, ideal_rates
-from testbed.patterns.plan import host_infos, pattern_flows, pattern_peers
-from testbed.patterns.results import jain_index, throughput_ratio
+from testbed.workloads.pattern.ideal import ideal_fct_s, ideal_rates
+from testbed.workloads.pattern.plan import host_infos, pattern_flows, pattern_peers
+from testbed.workloads.pattern.results import jain_index, throughput_ratio
 from testbed.spec.scenario import ScenarioError, parse_scenario
 from topology import build
 from traffic import protocol
@@ -198,7 +198,7 @@ def test_executor_posts_at_start_times_and_samples_the_receivers_bytes():
 
 def test_cpu_is_judged_only_in_the_seconds_of_a_trials_traffic():
     import pandas as pd
-    from testbed.patterns.driver import PatternRun
+    from testbed.workloads.pattern.driver import PatternRun
     s = 1_000_000_000
     run = PatternRun.__new__(PatternRun)
     sent = [SimpleNamespace(t_acked_ns=12 * s + s // 2)]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.replay_program import Action, CommTask, ProgramDeadlock, serialized_s, simulate
+from testbed.workloads.replay.program import Action, CommTask, ProgramDeadlock, serialized_s, simulate
 from traffic.workloads.pipeline_schedule import bubble_fraction, stage_passes
 
 REPO = Path(__file__).resolve().parents[1]
@@ -115,7 +115,7 @@ def _spec(tmp_path, extra=""):
 
 
 def test_plan_of_tp2_dp2_pp2(tmp_path):
-    from testbed.plan import plan_peers, plan_streams
+    from testbed.workloads.plan import plan_peers, plan_streams
     from testbed.workloads import plan_workload
     plan = plan_workload(_spec(tmp_path))
     r = plan.replay

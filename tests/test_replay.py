@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from shared_files import needs, shared
-from testbed.simai_plan import ReplayPlan, ReplayStep
+from testbed.workloads.simai.plan import ReplayPlan, ReplayStep
 from testbed.spec.scenario import ScenarioError, load_scenario
 from traffic.workloads.parallel_groups import rank_groups
 from traffic.workloads.placement import PlacementError, gpus_per_host, place
@@ -66,7 +66,7 @@ def test_plan_of_workload_ep_test(tmp_path):
     # every step of the file's order: 43 rows, fwd + ig + wg collectives (78) plus the trailing compute
     assert len(r.steps) == 79 and r.steps[-1].layer == "(end of iteration)"
     # compute: the file's 137,078,497 ns per iteration plus the weight updates, x 40; W is the makespan of the
-    # compute program (testbed.replay_program), where a few 100 ns updates run beside the compute (16 us of 5.48 s)
+    # compute program (testbed.workloads.replay.program), where a few 100 ns updates run beside the compute (16 us of 5.48 s)
     assert r.compute_s_per_iteration == pytest.approx(137078497e-9 * 40 + 78 * 100e-9 * 40, rel=1e-5)
     up = [s for s in r.steps if s.where == "scale_up"]
     assert len(up) == 54 and {s.group for s in up} == {"TP"}
@@ -119,8 +119,8 @@ def _step(i, compute_s, scale_up_s, blocking):
 def test_overlap_model_on_the_streams(overlap, iteration_s, exposed_s):
     """Compute 0.1 s, a non-blocking 0.2 s collective, compute 0.3 s, a blocking 0.15 s collective:
     overlap off waits 0.35 s; on hides the first behind the compute (0.15 s exposed)."""
-    from testbed.replay_run import _Replay, replay_block
-    from testbed.replay_program import Action, CommTask
+    from testbed.workloads.replay.run import _Replay, replay_block
+    from testbed.workloads.replay.program import Action, CommTask
     steps = (_step(0, 0.1, 0.2, False), _step(1, 0.3, 0.15, True))
     tasks = tuple(CommTask(step=i, stage=0, micro_batch=0, stream=0, group="TP", where="scale_up",
                            scale_up_s=st.scale_up_s, blocking=st.blocking) for i, st in enumerate(steps))
@@ -166,7 +166,7 @@ def test_replay_table_per_layer():
     (10.0, 5.5, 4.5, 4.5, 0.0, 0.0),     # T - W = C: nothing hidden, no overhead
     (6.9, 7.0, 4.5, 0.0, 0.0, 4.5)])     # T < W (timer resolution): nothing exposed
 def test_exposed_split_bounds_exposed_communication_by_the_communication(t, w, c, exposed, overhead, hidden):
-    from testbed.replay_run import exposed_split
+    from testbed.workloads.replay.run import exposed_split
     s = exposed_split(t, w, c)
     assert (s["exposed_comm_s"], s["overhead_s"], s["hidden_comm_s"]) == (exposed, overhead, hidden)
     assert s["hidden_share"] == hidden / c

@@ -9,10 +9,10 @@ import pytest
 
 from controllers.loop_result import PFC_EVENT_NAMES
 from testbed.emulation.faults import CSV_COLUMNS as FAULT_COLUMNS
-from testbed.patterns.results import FCT_COLUMNS, RATE_COLUMNS, UPLINK_COLUMNS
+from testbed.workloads.pattern.results import FCT_COLUMNS, RATE_COLUMNS, UPLINK_COLUMNS
 from testbed.results import tables
 from testbed.results.rundir import NotARunDir, RunDir, TableError, read_csv_table
-from testbed.jobs.results import TENANTS_COLUMNS
+from testbed.workloads.jobs.results import TENANTS_COLUMNS
 from testbed.measure.class_queues import CLASS_QUEUE_COLUMNS
 from testbed.results.schema import TABLES, markdown
 from traffic.protocol import QpCnpLog, QpRateLog

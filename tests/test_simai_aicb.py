@@ -211,7 +211,7 @@ def test_missing_tp_size_and_the_expert_group_spelling(tmp_path):
 
 
 def test_all_gpus_from_the_scenario_the_file_or_the_fabric(tmp_path):
-    from testbed.simai_plan import world_size
+    from testbed.workloads.simai.reader import world_size
     whitespace = OURS / "whitespace.txt"                     # all_gpus: 4 in the file
     spec = load_scenario(_scenario(tmp_path, whitespace))
     assert world_size(spec, load_simai(whitespace)) == (4, "the file", {"vpp": 1, "ga": 1})

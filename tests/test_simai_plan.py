@@ -1,4 +1,4 @@
-"""The op plan of a SimAI replay (testbed.plan): group scopes, notes, refusals, concurrent group rings."""
+"""The op plan of a SimAI replay (testbed.workloads.plan): group scopes, notes, refusals, concurrent group rings."""
 from __future__ import annotations
 
 import os
@@ -29,9 +29,9 @@ def _scenario(tmp_path, workload_text, iterations=1, leaves=4):
 
 
 def test_plan_tp_and_dp_scoped_allreduce_on_8_hosts(tmp_path):
-    from testbed.plan import PlannedOp
+    from testbed.workloads.plan import PlannedOp
     from testbed.workloads import plan_workload
-    from testbed.plan import plan_peers
+    from testbed.workloads.plan import plan_peers
     from testbed.spec.scenario import load_scenario
     spec = load_scenario(_scenario(tmp_path, C11_FILE.format(all_gpus=8, n=1, extra=""), iterations=2))
     plan = plan_workload(spec)
@@ -176,8 +176,8 @@ def test_agents_run_concurrent_group_rings_over_loopback():
     """Real agents and queue pairs (UDP over loopback, no fabric): TP then DP rings of a TP 2 job on 4 ranks."""
     import threading
 
-    from testbed.plan import PlannedOp
-    from testbed.plan import plan_peers
+    from testbed.workloads.plan import PlannedOp
+    from testbed.workloads.plan import plan_peers
     from traffic.agent import Agent
     from traffic.protocol import AgentConfig, RankAddress, RunOp
     from traffic.transport import TransportParams

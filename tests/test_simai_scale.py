@@ -1,6 +1,6 @@
 """SimAI files at real size: the plan of a 9,216-GPU job on 12 hosts (how its ranks map onto the fabric, the
 printout), the refusal of a job that does not fit the fabric with mappings that do, and the programs built
-when read (testbed.simai_programs) equal to the ones simai_plan built before. Load time is measured by
+when read (testbed.workloads.simai.programs) equal to the ones simai_plan built before. Load time is measured by
 benchmarks/simai_load_time.py, not here."""
 from __future__ import annotations
 
@@ -167,15 +167,16 @@ def test_fitting_searches_host_counts_and_world_sizes():
 
 def _before(spec):
     """(programs, tasks, fabric ops, stream names) as simai_plan built them eagerly before
-    testbed.simai_programs, from the plan's steps."""
-    from testbed.replay_program import Action, CommTask
-    from testbed.simai_plan import _load, _Streams, simai_plan
+    testbed.workloads.simai.programs, from the plan's steps."""
+    from testbed.workloads.replay.program import Action, CommTask
+    from testbed.workloads.simai.plan import _Streams, simai_plan
+    from testbed.workloads.simai.reader import load_file
     from traffic.workloads.parallel_groups import stage_groups
     from traffic.workloads.pipeline_schedule import stage_passes
     from traffic.workloads.placement import place
 
     r = simai_plan(spec).replay
-    wl, _, _ = _load(spec)
+    wl, _, _ = load_file(spec)
     s, h = spec.workload.simai, wl.header
     steps, n_stages, m, per_host = r.steps, r.n_stages, r.micro_batches, r.gpus_per_host
     all_gpus = r.mapping["all_gpus"]
@@ -272,7 +273,7 @@ def _pp3_file() -> str:
 
 @pytest.mark.parametrize("case", ["tp2_dp2_pp2", "big", "pp3_gpipe", "pp3_overlap", "moe"])
 def test_programs_built_when_read_equal_the_ones_built_before(tmp_path, case):
-    from testbed.replay_program import simulate
+    from testbed.workloads.replay.program import simulate
     from testbed.workloads import plan_workload
     if case == "tp2_dp2_pp2":
         spec = load_scenario(OURS / "simai_tp2_dp2_pp2.yaml")

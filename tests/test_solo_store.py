@@ -1,4 +1,4 @@
-"""Stored solo runs (testbed.jobs.solo_store, ``testbed run --solo-from DIR``): the match of a stored run
+"""Stored solo runs (testbed.workloads.jobs.solo_store, ``testbed run --solo-from DIR``): the match of a stored run
 to a job (every differing key named), the layout (DIR/solo, DIR/pairs), which stored runs may be used,
 the results of a run that reuses them, the trimmed copy a regression suite keeps, and ``testbed regress``
 entries with ``solo: true``. No fabric: tests/integration/test_solo_baseline_fabric.py runs it for real."""
@@ -12,9 +12,9 @@ import yaml
 
 from test_jobs import job, scenario
 from testbed import cli
-from testbed.jobs.results import JOBS_COLUMNS
-from testbed.jobs.solo import pinned_spec, run_with_solo
-from testbed.jobs.solo_store import SoloBaselineError, canonical, differences, find, save, spec_sha256
+from testbed.workloads.jobs.results import JOBS_COLUMNS
+from testbed.workloads.jobs.solo import pinned_spec, run_with_solo
+from testbed.workloads.jobs.solo_store import SoloBaselineError, canonical, differences, find, save, spec_sha256
 from testbed.regress.suite import SuiteError, load_suite
 from testbed.results.figures import figures
 from testbed.results.rundir import RunDir

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from testbed.jobs.plan import jobs_plan, stream_tos
-from testbed.jobs.results import class_wire_bytes, tenant_entries, tenants_table
+from testbed.workloads.jobs.plan import jobs_plan, stream_tos
+from testbed.workloads.jobs.results import class_wire_bytes, tenant_entries, tenants_table
 from testbed.measure.class_queues import class_counters, class_queue_table, class_totals, traffic_classes_block
 from testbed.results.rundir import RunDir
 from testbed.spec.congestion import CLASS_DSCP_TEXT

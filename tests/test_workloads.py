@@ -4,12 +4,12 @@ from pathlib import Path
 
 import pytest
 
-from testbed.plan import plan_peers
+from testbed.workloads.plan import plan_peers
 from testbed.spec import estimate
 from testbed.spec.scenario import load_scenario
 from testbed.workloads import WORKLOADS, PatternTrials, SimaiReplay, SizeSweep, workload_for
-from testbed.workloads.chakra import ChakraReplay
-from testbed.workloads.perftest import PerftestRuns
+from testbed.workloads.chakra.workload import ChakraReplay
+from testbed.workloads.perftest.workload import PerftestRuns
 from testbed.workloads.base import Workload
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"

@@ -11,6 +11,7 @@ import pytest
 
 from controllers import contract
 from controllers.congestion import loop as cloop
+from controllers.supervisor_report import ControllerReport, Death, Restarted, RestartFailed
 from testbed.emulation import congestion_conf
 from testbed.emulation.controller_supervisor import violations
 from testbed.pipeline.judge import judge_controller
@@ -23,21 +24,32 @@ from testbed.results.rundir import RunDir
 T_MEASURED_NS = 1_800_000_000 * 10**9
 
 
+SETTINGS = contract.ControllerSettings(
+    run_id="tb0000", topology_file="/x/topology.json", ready_file="/x/controller.ready",
+    events_file="/x/controller.events.jsonl", stats_file="/x/controller.stats.jsonl", stats_period_ms=0,
+    load_balance=contract.LoadBalanceSettings("ecmp", {}, None),
+    failover=contract.FailoverSettings(gray_detect=False, gray_loss_threshold=0.005, gray_window_ms=10_000,
+                                       gray_min_lost_pkts=25),
+    loop_settings_file=None)
+
+
 def _report(events=(), errors=0, switches=3) -> dict:
-    return {"framework": "os_ken", "restart": True, "deaths": len(events), "restarts": 0, "switches": switches,
-            "events": list(events), "openflow_errors": errors, "errors": [], "log": "/x/controller.log",
-            "violations": []}
+    """summary.json's controller block as the supervisor writes it."""
+    return contract.encode(ControllerReport(
+        framework="os_ken", conf={"DEFAULT": {"ofp_tcp_listen_port": "6653"}}, settings=SETTINGS, restart=True,
+        deaths=len(events), restarts=0, switches=switches, reconnect_target_s=5.0, events=list(events),
+        openflow_errors=errors, errors=[], log="/x/controller.log", violations=[]))
 
 
-def _death(dt_s: float, restart) -> dict:
-    return {"pid": 7, "signal": "SIGKILL", "exit_code": None, "time_ns": T_MEASURED_NS + int(dt_s * 1e9),
-            "utc": "2027-01-15T08:00:00.000+00:00", "after_start_s": 20.0 + dt_s, "restart": restart}
+def _death(dt_s: float, restart) -> Death:
+    return Death(pid=7, signal="SIGKILL", exit_code=None, time_ns=T_MEASURED_NS + int(dt_s * 1e9),
+                 utc="2027-01-15T08:00:00.000+00:00", after_start_s=20.0 + dt_s, restart=restart)
 
 
 def test_a_failed_restart_while_measuring_fails_one_in_the_teardown_is_named():
-    while_measuring = _death(-5.0, {"failed": "no switch back", "pid": 8})
-    in_teardown = _death(+1.5, {"failed": "the run ended 0.2 s after the death, before every switch was back",
-                                "pid": 9})
+    while_measuring = _death(-5.0, RestartFailed(failed="no switch back", pid=8))
+    in_teardown = _death(+1.5, RestartFailed(failed="the run ended 0.2 s after the death, before every switch was "
+                                                    "back", pid=9))
     report = _report([while_measuring, in_teardown])
     failed, later = violations(report, T_MEASURED_NS)
     assert failed == ["controller: restart after the death at 15.000 s failed: no switch back"]
@@ -48,7 +60,7 @@ def test_a_failed_restart_while_measuring_fails_one_in_the_teardown_is_named():
 
 
 def test_openflow_errors_fail_whenever_logged_and_partial_restarts_fail():
-    partial = _death(-1.0, {"pid": 8, "reconnect_s": 1.0, "outage_s": 1.2, "switches": 2, "resync": {}})
+    partial = _death(-1.0, Restarted(pid=8, reconnect_s=1.0, outage_s=1.2, switches=2, resync={}))
     failed, later = violations(_report([partial], errors=2), T_MEASURED_NS)
     assert failed == ["controller: 2 OpenFlow error message(s) from the switches (see /x/controller.log)",
                       "controller: restart reconnected 2 of 3 switches"] and later == []

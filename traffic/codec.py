@@ -3,8 +3,9 @@
 Shared by the two typed boundaries of the testbed: the runner <-> agent messages
 (:mod:`traffic.protocol`) and the testbed <-> controller records (:mod:`controllers.contract`).
 A dataclass field may be an ``int``, ``float`` (an int is accepted and made a float), ``str``,
-``bool``, another dataclass, ``list[T]``, ``dict[str, T]`` (JSON object keys are strings) or
-``Optional[T]``. Decoding never fills in a default: both sides say everything (pydantic would
+``bool``, another dataclass, ``list[T]``, ``dict[str, T]`` (JSON object keys are strings),
+``Optional[T]`` or a union of dataclasses (decoded as the one whose field names are exactly the
+object's keys). Decoding never fills in a default: both sides say everything (pydantic would
 fill a missing field that has a default). Runs on Python 3.9 (the Ryu controller's Python).
 """
 from __future__ import annotations
@@ -64,8 +65,8 @@ def _value(t, v, path: str):
         args = typing.get_args(t)
         if v is None and type(None) in args:
             return None
-        (inner,) = [a for a in args if a is not type(None)]
-        return _value(inner, v, path)
+        inner = [a for a in args if a is not type(None)]
+        return _value(inner[0], v, path) if len(inner) == 1 else _one_of(inner, v, path)
     if origin is list:
         if not isinstance(v, list):
             raise DecodeError(f"{path}: expected a list, got {type(v).__name__}")
@@ -93,6 +94,20 @@ def _value(t, v, path: str):
     if not ok(v):
         raise DecodeError(f"{path}: expected {t.__name__}, got {type(v).__name__} {v!r}")
     return float(v) if t is float else v
+
+
+def _one_of(classes: list, v, path: str):
+    """The record of the one dataclass of ``classes`` whose field names are exactly the keys of ``v``."""
+    if not all(dataclasses.is_dataclass(c) for c in classes):
+        raise DecodeError(f"{path}: a union of {classes!r}: only unions of dataclasses are supported by the codec")
+    names = " or ".join(c.__name__ for c in classes)
+    if not isinstance(v, dict):
+        raise DecodeError(f"{path}: expected an object ({names}), got {type(v).__name__}")
+    for cls in classes:
+        if {n for n, _ in _hints(cls)} == set(v):
+            return _build(cls, v, path)
+    shapes = "; ".join(f"{c.__name__}: {', '.join(n for n, _ in _hints(c))}" for c in classes)
+    raise DecodeError(f"{path}: fields {', '.join(sorted(v)) or '(none)'} are those of none of {names} ({shapes})")
 
 
 def from_tagged_line(line, tag_key: str, classes: dict, noun: str, what: str):

@@ -301,7 +301,7 @@ class Stats:
                 for t, v, q in self.pfc.frames]
 
 
-# -- pattern trials (testbed.patterns, traffic.patterns.executor) ------------------------------
+# -- pattern trials (testbed.workloads.pattern, traffic.patterns.executor) ------------------------------
 @dataclass(frozen=True)
 class FlowOrder:
     """Pattern flow ``flow``: ``size_bytes`` from rank ``src`` to rank ``dst``, posted ``start_ns`` after the
@@ -391,7 +391,7 @@ class ErrorEvent:
 MESSAGES: dict[str, type] = {
     "agent_config": AgentConfig, "run_op": RunOp, "get_stats": GetStats, "exit": Exit,
     "ready": Ready, "op_done": OpDone, "stats": Stats, "error": ErrorEvent,
-    "run_flows": RunFlows, "flows_done": FlowsDone,  # pattern trials (testbed.patterns)
+    "run_flows": RunFlows, "flows_done": FlowsDone,  # pattern trials (testbed.workloads.pattern)
 }
 _TAGS = {cls: tag for tag, cls in MESSAGES.items()}
 Command = Union[RunOp, RunFlows, GetStats, Exit]

@@ -62,11 +62,11 @@ def transport_params(spec, rto_us: int, peers_per_rank: int = 2, streams: int = 
     once, as in IRN), and IRN's RTO_low and BDP cap apply (testbed.spec.rto.rto_low, bdp_cap). ``flowlet``'s gap
     defaults to half the timeout too (the auto timeout is twice the longest queueing a packet can
     meet, testbed.spec.rto: no overtaken packet is later than that).
-    ``peers_per_rank``: the most queue pairs one rank has (testbed.plan.plan_peers): the data
+    ``peers_per_rank``: the most queue pairs one rank has (testbed.workloads.plan.plan_peers): the data
     sockets of a host share its NIC queue (HOST_NIC_QUEUE_BYTES), so each socket's send buffer is
     at most that / (peers + 1), or sends of a rank talking to many peers at once (all-to-all,
     trees) overflow the queue (ENOBUFS, counted as host qdisc drops); with ``workload.channels``
-    C (a pattern: its widest flow's ``qps``) on P planes each NIC serves peers x ceil(C/P) QPs, and ``streams`` (testbed.plan.plan_streams)
+    C (a pattern: its widest flow's ``qps``) on P planes each NIC serves peers x ceil(C/P) QPs, and ``streams`` (testbed.workloads.plan.plan_streams)
     times that. A ring (2 peers, 1 channel, 1 stream) keeps the default.
     """
     from testbed.spec.rto import bdp_cap, rto_low
@@ -206,7 +206,7 @@ class AgentGroup(StartStop):
         run concurrently; an agent runs the ops of one stream in the order submitted. ``op_id``: unique in
         the run. ``groups``: lists of ranks, each in the algorithm's position order (empty: every rank in
         one group). Each agent needs queue pairs with the peers the algorithm names in every group it will
-        be given (``peers_of``; testbed.plan.plan_peers). The future raises AgentError on an error event
+        be given (``peers_of``; testbed.workloads.plan.plan_peers). The future raises AgentError on an error event
         of this op or any agent failure. Raises ValueError for a stream outside 0..streams-1 or an op id
         already running. Thread-safe.
         """

@@ -28,9 +28,11 @@ import select
 import signal
 import subprocess
 import threading
+from dataclasses import replace
 from datetime import datetime, timezone
 
 from controllers import contract
+from controllers.supervisor_report import ControllerReport, Death, Restarted, RestartFailed, decode_report
 from testbed.emulation.controller_proc import ControllerError, ControllerProcess
 from testbed.host.timeout_scale import startup_s
 from traffic.clock import unix_ns
@@ -74,7 +76,8 @@ def _wait_exit(proc: subprocess.Popen, timeout_s: float) -> int | None:
 
 
 def exit_status(returncode: int) -> dict:
-    """``{"signal": "SIGKILL", "exit_code": None}`` for a negative Popen return code, else the code."""
+    """``{"signal": "SIGKILL", "exit_code": None}`` for a negative Popen return code, else the code (a
+    :class:`controllers.supervisor_report.Death`'s ``signal`` and ``exit_code``)."""
     if returncode < 0:
         try:
             name = signal.Signals(-returncode).name
@@ -90,7 +93,8 @@ class ControllerSupervisor:
     ``dpids``: every switch of the topology; ``t0_ns``: the fabric's start on
     the run's clock (:func:`traffic.clock.unix_ns`; ``after_start_s`` counts from it). Use ``start()``
     once the controller is ready, and ``stop()`` before stopping the
-    controller; ``stop()`` returns :meth:`report`.
+    controller; ``stop()`` returns :meth:`report`. The reports are summary.json's ``controller`` block: the
+    JSON object of a :class:`controllers.supervisor_report.ControllerReport`.
     """
 
     def __init__(self, controller: ControllerProcess, restart: bool, dpids: list[int], t0_ns: int):
@@ -98,8 +102,8 @@ class ControllerSupervisor:
         self.restart = restart
         self.dpids = sorted(dpids)
         self.t0_ns = t0_ns
-        self.deaths: list[dict] = []
-        self.openflow_errors: list[dict] = []
+        self.deaths: list[Death] = []
+        self.openflow_errors: list[contract.OpenFlowError] = []
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._final: dict | None = None
@@ -144,32 +148,37 @@ class ControllerSupervisor:
                 return  # the testbed stopped it
             death = self._record_death(proc.pid, returncode)
             if not self.restart or len(self.deaths) > MAX_RESTARTS:
-                death["restart"] = None if not self.restart else {"failed": f"gave up after {MAX_RESTARTS} restarts",
-                                                                 "pid": proc.pid}
+                if self.restart:
+                    self._restarted(RestartFailed(failed=f"gave up after {MAX_RESTARTS} restarts", pid=proc.pid))
                 log.warning("controller died (%s); %s", _how(death),
                             "restarting is off" if not self.restart else f"gave up after {MAX_RESTARTS} restarts")
                 return
             try:
-                death["restart"] = self._restart(death)
+                restart = self._restarted(self._restart(death))
             except _Stopping:
-                waited_s = (unix_ns() - death["time_ns"]) / 1e9
-                death["restart"] = {"failed": f"the run ended {waited_s:.3f} s after the death, before every "
-                                              f"switch was back", "pid": self.controller.proc.pid}
+                waited_s = (unix_ns() - death.time_ns) / 1e9
+                self._restarted(RestartFailed(failed=f"the run ended {waited_s:.3f} s after the death, before every "
+                                                     f"switch was back", pid=self.controller.proc.pid))
                 return
-            if death["restart"].get("failed"):
+            if isinstance(restart, RestartFailed):
                 return
 
-    def _record_death(self, pid: int, returncode: int) -> dict:
+    def _restarted(self, restart: Restarted | RestartFailed) -> Restarted | RestartFailed:
+        """Record ``restart`` as the last death's; return it."""
+        self.deaths[-1] = replace(self.deaths[-1], restart=restart)
+        return restart
+
+    def _record_death(self, pid: int, returncode: int) -> Death:
         now_ns = unix_ns()
-        death = {"pid": pid, **exit_status(returncode), "time_ns": now_ns,
-                 "utc": datetime.fromtimestamp(now_ns / 1e9, timezone.utc).isoformat(timespec="milliseconds"),
-                 "after_start_s": round((now_ns - self.t0_ns) / 1e9, 3)}
+        death = Death(pid=pid, **exit_status(returncode), time_ns=now_ns,
+                      utc=datetime.fromtimestamp(now_ns / 1e9, timezone.utc).isoformat(timespec="milliseconds"),
+                      after_start_s=round((now_ns - self.t0_ns) / 1e9, 3), restart=None)
         self.deaths.append(death)
         self._collect_errors()  # the dead app's last ready file, before a restart replaces it
-        log.warning("controller pid %d died at %.3f s (%s)", pid, death["after_start_s"], _how(death))
+        log.warning("controller pid %d died at %.3f s (%s)", pid, death.after_start_s, _how(death))
         return death
 
-    def _restart(self, death: dict) -> dict:
+    def _restart(self, death: Death) -> Restarted | RestartFailed:
         if self._stopping.is_set():
             raise _Stopping
         t_spawn = unix_ns()
@@ -181,13 +190,13 @@ class ControllerSupervisor:
                 raise _Stopping from None
             self._collect_errors()
             log.error("controller restart failed: %s", e)
-            return {"failed": str(e)[:500], "pid": self.controller.proc.pid}
+            return RestartFailed(failed=str(e)[:500], pid=self.controller.proc.pid)
         t_ready = unix_ns()
-        info = {"pid": self.controller.proc.pid, "reconnect_s": round((t_ready - t_spawn) / 1e9, 3),
-                "outage_s": round((t_ready - death["time_ns"]) / 1e9, 3), "switches": len(ready.dpids),
-                "resync": dict(ready.resync)}
+        info = Restarted(pid=self.controller.proc.pid, reconnect_s=round((t_ready - t_spawn) / 1e9, 3),
+                         outage_s=round((t_ready - death.time_ns) / 1e9, 3), switches=len(ready.dpids),
+                         resync=dict(ready.resync))
         log.warning("controller restarted (pid %d): %d switches reconnected and resynced in %.3f s",
-                    info["pid"], info["switches"], info["reconnect_s"])
+                    info.pid, info.switches, info.reconnect_s)
         return info
 
     def _give_up(self) -> None:
@@ -196,7 +205,7 @@ class ControllerSupervisor:
 
     def _collect_errors(self) -> None:
         ready = self.controller.read_ready()
-        for err in [contract.encode(e) for e in ready.errors] if ready is not None else []:
+        for err in ready.errors if ready is not None else []:
             if err not in self.openflow_errors:
                 self.openflow_errors.append(err)
 
@@ -210,80 +219,76 @@ class ControllerSupervisor:
         return sum(OPENFLOW_ERROR_MARK in line for line in text.splitlines())
 
     def report(self) -> dict:
-        """The ``controller`` block of summary.json.
-
-        Keys: framework (os_ken or ryu), conf (controller.conf as {section: {key: value}}), settings
-        (controller.settings.json: controllers.contract.ControllerSettings),
-        restart (bool), deaths (count), restarts (successful restarts),
-        events (one dict per death: pid, signal, exit_code, time_ns, utc,
-        after_start_s, restart: null or {pid, reconnect_s, outage_s, switches,
-        resync} or {failed, pid}), switches (topology size), openflow_errors
-        (count: the larger of the ready files' error list and the log's
-        OFPT_ERROR lines), errors (first 10 error records), violations (list
-        of str, empty when the controller part is faithful).
-        """
-        events = [dict(d) for d in self.deaths]
-        restarts = [d["restart"] for d in events if d.get("restart") and "failed" not in d["restart"]]
-        n_errors = max(len(self.openflow_errors), self.openflow_error_log_lines())
-        report = {"framework": self.controller.framework, "conf": self.controller.conf,
-                  "settings": contract.encode(self.controller.settings),
-                  "restart": self.restart, "deaths": len(events), "restarts": len(restarts),
-                  "switches": len(self.dpids), "reconnect_target_s": RECONNECT_TARGET_S, "events": events,
-                  "openflow_errors": n_errors, "errors": self.openflow_errors[:10],
-                  "log": str(self.controller.log_path)}
-        report["violations"], _ = violations(report)
-        return report
+        """The ``controller`` block of summary.json: the JSON object of a
+        :class:`controllers.supervisor_report.ControllerReport` (its fields say what each key holds)."""
+        events = list(self.deaths)
+        report = ControllerReport(
+            framework=self.controller.framework, conf=self.controller.conf, settings=self.controller.settings,
+            restart=self.restart, deaths=len(events), restarts=sum(isinstance(d.restart, Restarted) for d in events),
+            switches=len(self.dpids), reconnect_target_s=RECONNECT_TARGET_S, events=events,
+            openflow_errors=max(len(self.openflow_errors), self.openflow_error_log_lines()),
+            errors=self.openflow_errors[:10], log=str(self.controller.log_path), violations=[])
+        return contract.encode(replace(report, violations=_violations(report, None)[0]))
 
 
-def violations(report: dict, until_ns: int | None = None) -> tuple[list[str], list[str]]:
-    """(violations, later) of a :meth:`ControllerSupervisor.report` ``report`` (docs/controller.md).
+def violations(block: dict, until_ns: int | None = None) -> tuple[list[str], list[str]]:
+    """(violations, later) of summary.json's ``controller`` block ``block`` (a :meth:`ControllerSupervisor.report`;
+    docs/controller.md).
 
     violations: any OpenFlow error (the count covers the whole report: an error carries no time, and
     may answer a message sent while measuring), and a failed or partial restart after a death at or
     before ``until_ns`` (Unix ns; None: every death). later: one sentence per death after
     ``until_ns`` (e.g. during the teardown, once every measurement was in: it cannot have changed a
-    figure, so it is named, not judged).
+    figure, so it is named, not judged). Raises controllers.contract.ContractError naming the field of a
+    block that is not a ControllerReport.
     """
+    return _violations(decode_report(block), until_ns)
+
+
+def _violations(report: ControllerReport, until_ns: int | None) -> tuple[list[str], list[str]]:
     out, later = [], []
-    if report["openflow_errors"]:
-        out.append(f"controller: {report['openflow_errors']} OpenFlow error message(s) from the switches "
-                   f"(see {report.get('log', 'controller.log')})")
-    for d in report["events"]:
-        if until_ns is not None and d["time_ns"] > until_ns:
-            later.append(f"controller: died ({_how(d)}) at {d['after_start_s']:.3f} s, after every measurement "
+    if report.openflow_errors:
+        out.append(f"controller: {report.openflow_errors} OpenFlow error message(s) from the switches "
+                   f"(see {report.log})")
+    for d in report.events:
+        if until_ns is not None and d.time_ns > until_ns:
+            later.append(f"controller: died ({_how(d)}) at {d.after_start_s:.3f} s, after every measurement "
                          f"was in (not judged: no figure was measured after it)")
             continue
-        r = d.get("restart")
-        if r and "failed" in r:
-            out.append(f"controller: restart after the death at {d['after_start_s']:.3f} s failed: {r['failed']}")
-        elif r and r["switches"] != report["switches"]:
-            out.append(f"controller: restart reconnected {r['switches']} of {report['switches']} switches")
+        r = d.restart
+        if isinstance(r, RestartFailed):
+            out.append(f"controller: restart after the death at {d.after_start_s:.3f} s failed: {r.failed}")
+        elif r is not None and r.switches != report.switches:
+            out.append(f"controller: restart reconnected {r.switches} of {report.switches} switches")
     return out, later
 
 
-def _how(death: dict) -> str:
-    return death["signal"] or f"exit code {death['exit_code']}"
+def _how(death: Death) -> str:
+    return death.signal or f"exit code {death.exit_code}"
 
 
-def verdict_line(report: dict) -> str:
-    """One line for the printed verdict, e.g. ``controller: died 1x (SIGKILL at 8.214 s, ...)``."""
-    errors = f"{report['openflow_errors']} OpenFlow errors"
-    if not report["deaths"]:
+def verdict_line(block: dict) -> str:
+    """One line for the printed verdict, e.g. ``controller: died 1x (SIGKILL at 8.214 s, ...)``, of summary.json's
+    ``controller`` block ``block``. Raises controllers.contract.ContractError naming the field of a block that
+    is not a ControllerReport."""
+    report = decode_report(block)
+    errors = f"{report.openflow_errors} OpenFlow errors"
+    if not report.deaths:
         return f"controller: ran throughout; {errors}"
     parts = []
-    for d in report["events"]:
-        text = f"died ({_how(d)}) at {d['after_start_s']:.3f} s [{d['utc']}]"
-        r = d.get("restart")
+    for d in report.events:
+        text = f"died ({_how(d)}) at {d.after_start_s:.3f} s [{d.utc}]"
+        r = d.restart
         if r is None:
             text += ", not restarted (controller.restart: false): switches kept forwarding on installed flows"
-        elif "failed" in r:
-            text += f", restart FAILED: {r['failed']}"
+        elif isinstance(r, RestartFailed):
+            text += f", restart FAILED: {r.failed}"
         else:
-            slow = "" if r["reconnect_s"] <= report["reconnect_target_s"] else \
-                f" (over the {report['reconnect_target_s']:g} s target)"
-            changed = sum(v for k, v in r["resync"].items() if k not in ("flows_unchanged", "groups_modified"))
-            text += (f", restarted: {r['switches']}/{report['switches']} switches reconnected and resynced in "
-                     f"{r['reconnect_s']:.3f} s{slow} ({r['resync'].get('flows_unchanged', 0)} flows in place, "
+            slow = "" if r.reconnect_s <= report.reconnect_target_s else \
+                f" (over the {report.reconnect_target_s:g} s target)"
+            changed = sum(v for k, v in r.resync.items() if k not in ("flows_unchanged", "groups_modified"))
+            text += (f", restarted: {r.switches}/{report.switches} switches reconnected and resynced in "
+                     f"{r.reconnect_s:.3f} s{slow} ({r.resync.get('flows_unchanged', 0)} flows in place, "
                      f"{changed} flow/group entries added or removed)")
         parts.append(text)
     return "controller: " + "; ".join(parts) + f"; {errors}"

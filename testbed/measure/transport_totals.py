@@ -31,7 +31,7 @@ def spurious_retx_pkts(qps: pd.DataFrame, window_pkts: int) -> int:
     if qps is None or len(qps) == 0:
         return 0
     q = qps.fillna(0)
-    for key in ("trial", "channel"):  # pattern trials (testbed.workloads.pattern) have fresh QPs per trial; channels
+    for key in ("trial", "channel"):  # pattern trials (testbed.workloads.pattern.workload) have fresh QPs per trial; channels
         if key not in q:              # (traffic.collectives.channels) their own QPs per peer
             q = q.assign(**{key: 0})
     keys = ["rank", "peer", "trial", "channel"]

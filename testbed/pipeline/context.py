@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
-from testbed.plan import PlannedOp
+from testbed.workloads.plan import PlannedOp
 from testbed.spec.scenario import ScenarioSpec
 from topology import build as build_layout
 from topology.model import Layout
@@ -25,7 +25,7 @@ class RunContext:
     spec: the validated scenario; run_id: ``tb`` + 4 hex digits; run_dir: the
     results directory ``<results>/<UTC time>-<name>-<run id>`` (made by the
     runner after the probe); scenario_path: the scenario file, or None;
-    ops_plan: the collectives in order (testbed.plan.PlannedOp); quiet: no
+    ops_plan: the collectives in order (testbed.workloads.plan.PlannedOp); quiet: no
     progress lines; print_results: the results (table, verdict, run directory) on stdout at the end
     (False: nothing on stdout, testbed.api.run's ``quiet``); started_utc: ``YYYYmmddTHHMMSSZ``.
 

@@ -14,7 +14,7 @@ merged scenario, every baseline and that each checked figure exists in it.
 
 An entry with ``solo: true`` (a jobs scenario) runs with ``--solo-from
 <baselines>/<baseline>.solo``: each job's slowdown against its solo run
-kept there, which must match the job exactly (testbed.jobs.solo_store;
+kept there, which must match the job exactly (testbed.workloads.jobs.solo_store;
 checked before the first run too). ``--update-baseline`` runs it with
 ``--solo`` and keeps its solo runs there (trimmed to the files read).
 
@@ -82,7 +82,7 @@ def prepare(suite: Suite, entries: list[Entry], update: bool) -> tuple[dict, dic
     baseline, and that each checked figure pattern matches a baseline figure.
 
     Returns (entry name -> scenario data, entry name -> baseline). Raises SuiteError, ValueError."""
-    from testbed.jobs import solo_store
+    from testbed.workloads.jobs import solo_store
 
     data, base = {}, {}
     for e in entries:
@@ -188,7 +188,7 @@ def _entry_case(suite: Suite, e: Entry, data: dict, base: dict | None, session: 
             path = baselines.save(made, where)
             case.details = f"baseline written: {path} ({len(figures(summary))} figures) from {run_dir}"
             if e.solo:
-                from testbed.jobs.solo_store import save as save_solo
+                from testbed.workloads.jobs.solo_store import save as save_solo
 
                 case.details += f"\nsolo baseline written: {save_solo(out, suite.solo_path(e))} from {out}"
         return case, rc
@@ -200,8 +200,8 @@ def _entry_case(suite: Suite, e: Entry, data: dict, base: dict | None, session: 
 
 def _solo_problem(e: Entry, data: dict, out: Path) -> str | None:
     """Why the solo runs of an updating ``solo`` entry's run (``out``) cannot be its solo baseline (a solo
-    run NOT faithful, testbed.jobs.solo_store.find), None when they can."""
-    from testbed.jobs import solo_store
+    run NOT faithful, testbed.workloads.jobs.solo_store.find), None when they can."""
+    from testbed.workloads.jobs import solo_store
 
     if not e.solo:
         return None

@@ -13,7 +13,7 @@ Shape (unknown keys refused naming their path)::
         bands: {busbw_ratio: 0.03, retx_pkts: "10,50%"}  # overrides of the default bands
         baseline: allreduce_ring           # <baselines>/<baseline>.json (another entry's, for a degraded copy)
         solo: false                        # a jobs scenario: slowdowns against a solo baseline kept in
-                                           # <baselines>/<baseline>.solo/ (testbed.jobs.solo_store)
+                                           # <baselines>/<baseline>.solo/ (testbed.workloads.jobs.solo_store)
 
 Overrides merge mappings key by key; any other value (a list, a number)
 replaces the scenario's. The merged scenario is validated like a scenario
@@ -106,7 +106,7 @@ class Suite(BaseModel):
         return (self.folder / self.baselines / f"{entry.baseline_name}.json").resolve()
 
     def solo_path(self, entry: Entry) -> Path:
-        """The entry's solo baseline: the solo runs of a ``--solo`` run, trimmed (testbed.jobs.solo_store.save)."""
+        """The entry's solo baseline: the solo runs of a ``--solo`` run, trimmed (testbed.workloads.jobs.solo_store.save)."""
         return (self.folder / self.baselines / f"{entry.baseline_name}.solo").resolve()
 
     def scenario_path(self, entry: Entry) -> Path:

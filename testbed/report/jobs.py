@@ -3,7 +3,7 @@
 Timeline: each job's operations as bars on one time axis (ops.csv: ``group`` is the job's name in a
 jobs run), above the utilization of every switch egress port any job's paths cross (ports.csv tx_bytes
 growth per bin / link rate), each port labelled with the jobs that may cross it (summary.json
-``jobs.jobs[].links``, testbed.jobs.links): a port labelled with two jobs that is busy while both jobs'
+``jobs.jobs[].links``, testbed.workloads.jobs.links): a port labelled with two jobs that is busy while both jobs'
 bars overlap is where they met. Matrix: summary.json ``jobs.interference`` (``testbed run --solo``).
 """
 from __future__ import annotations
@@ -75,7 +75,7 @@ def jobs_timeline_plot(run: RunDir) -> Plot:
         ax.set_xlabel("time since the first traffic (s)")
     shared = len(block.get("shared_links") or {})
     return rendered(key, title, fig, f"ops.csv spans per job; ports.csv tx_bytes growth x 8 / link "
-                    f"rate for the switch ports the jobs' shortest paths cross (testbed.jobs.links); {shared} "
+                    f"rate for the switch ports the jobs' shortest paths cross (testbed.workloads.jobs.links); {shared} "
                     f"links may carry two or more jobs.")
 
 
@@ -102,4 +102,4 @@ def interference_plot(run: RunDir) -> Plot:
     ax.set_ylabel("slowed job")
     ax.set_title(title, fontsize=10)
     fig.colorbar(img, ax=ax, label="JCT / solo JCT")
-    return rendered(key, title, fig, f"{m['method']} (testbed.jobs.solo).")
+    return rendered(key, title, fig, f"{m['method']} (testbed.workloads.jobs.solo).")

@@ -1,6 +1,6 @@
 """The ``congestion`` block's figures from a pattern run's flows: fairness, bottleneck, CNPs, victim dip.
 
-Read after the pattern results are written (fct.csv, flow_rates.csv: testbed.patterns.results), with
+Read after the pattern results are written (fct.csv, flow_rates.csv: testbed.workloads.pattern.results), with
 lossless_queues.csv (the congestion loop's per-port samples of the lossless class), qps.csv,
 qp_rates.csv and topology.json. Definitions:
 

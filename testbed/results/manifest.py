@@ -12,7 +12,7 @@ from importlib import metadata
 from pathlib import Path
 
 from testbed.measure.link_model import link_model
-from testbed.plan import plan_algorithms
+from testbed.workloads.plan import plan_algorithms
 from testbed.results.rundir import RunDir
 from testbed.pipeline.context import RunContext
 from testbed.spec.rto import manifest_rto

@@ -3,7 +3,7 @@
 Inputs (run directory): ``pfc_storms.csv`` (testbed.emulation.pfc_storm: when each storming NIC sent
 its first XOFF and its XON), ``pfc_events.csv`` (the controller loop: ``storm`` / ``restore`` rows,
 port = the switch port the watchdog watched), ``congestion_loop.json`` (the watchdog's drops:
-controllers.loop_result.PfcResult) and, for a pattern run, ``flow_rates.csv`` (testbed.patterns.results:
+controllers.loop_result.PfcResult) and, for a pattern run, ``flow_rates.csv`` (testbed.workloads.pattern.results:
 each flow's bytes per rate bin).
 Per storm:
 

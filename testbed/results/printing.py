@@ -153,7 +153,7 @@ def print_results(ctx: RunContext, sizes, t: dict, controller: dict, verdict, op
 
     ``t``: summary.json ``transport`` (testbed.measure.transport_totals.transport_totals);
     ``controller``: summary.json ``controller``; ``verdict``: FidelityVerdict; ``op_meta``:
-    op id -> testbed.plan.PlannedOp.meta() (names the collectives in the title).
+    op id -> testbed.workloads.plan.PlannedOp.meta() (names the collectives in the title).
     """
     spec = ctx.spec
     titles = ", ".join(dict.fromkeys(collectives.get(m.get("collective", collectives.DEFAULT_COLLECTIVE),

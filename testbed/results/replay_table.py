@@ -26,7 +26,7 @@ def per_layer(steps: list) -> list[dict]:
 
 
 def format_replay_table(block: dict, scale_factor: float, size_scale: float) -> str:
-    """Text of the table for summary.json's ``replay`` block (testbed.replay_run.replay_block).
+    """Text of the table for summary.json's ``replay`` block (testbed.workloads.replay.run.replay_block).
 
     Times in emulated ms, means over iterations; ``scale_factor`` (dilation) and
     ``size_scale`` only annotate the header.

@@ -133,7 +133,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     busbw_factor       float the algorithm's bus bandwidth factor for group_size ranks (nccl-tests)
     busbw_bps          float algbw_bps x busbw_factor, bit/s
     busbw_rank_avg_bps float bus bandwidth from time_rank_avg_us, bit/s
-    job?               str   the job the operation belongs to (testbed.jobs.plan)
+    job?               str   the job the operation belongs to (testbed.workloads.jobs.plan)
     in_place?          bool  a timed op of nccl-tests' in-place half (testbed.results.nccl_table)
 """, when={"job": "runs of a jobs list (jobs:)", "in_place": "size sweeps with workload.in_place (testbed nccl)"}),
     _table("rank_ops", "one row per operation and rank taking part in it (a host in none of the op's groups has "
@@ -264,7 +264,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     slowdown     float fct_us / ideal_fct_us
     lost_pkts    float data packets the flow's sender put on the wire that its receiver never got (all its QPs)
 """, when="jobs runs with a pattern job (jobs[].workload.pattern)"),
-    _table("flow_qps", "one row per queue pair of each pattern flow and trial (testbed.patterns.results.qp_table)",
+    _table("flow_qps", "one row per queue pair of each pattern flow and trial (testbed.workloads.pattern.results.qp_table)",
            "pattern runs with a flow of qps > 1", """
     trial      int   trial
     flow       int   flow index (fct.csv)
@@ -298,7 +298,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     share    float tx_bytes / all the switch's uplinks' bytes (0-1)
 """),
     _table("parallel_links", "bytes each member of a bundle of parallel links sent during a trial and its share of "
-           "the bundle (testbed.patterns.results.parallel_link_table)",
+           "the bundle (testbed.workloads.pattern.results.parallel_link_table)",
            "pattern runs on a fabric with fabric.links_per_spine > 1", """
     trial    int   trial
     switch   str   switch sending on the bundle
@@ -395,7 +395,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     switch_tx_pkts_to_src float packets the switch port facing src sent during the test
     error                 str   why a run failed (perftest's exit code and last lines, or a timeout); empty when done
 """),
-    _table("chakra_nodes", "one row per node of every rank's Chakra trace, as the replay ran it (testbed.chakra_run)",
+    _table("chakra_nodes", "one row per node of every rank's Chakra trace, as the replay ran it (testbed.workloads.chakra.run)",
            "Chakra replays (workload.chakra)", """
     rank        int   rank (host index) whose trace file holds the node
     node_id     int   the node's id in that file
@@ -442,7 +442,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     measured_loss   float loss the gray detector measured (0-1)
 """),
     _table("jobs", "one row per job, op group, collective and message size over the job's timed operations; "
-           "one row per pattern job (testbed.jobs.results)",
+           "one row per pattern job (testbed.workloads.jobs.results)",
            "runs of a jobs list (jobs:)", """
     job                 str   job name
     tenant              str   the job's tenant
@@ -461,7 +461,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     busbw_ratio         float busbw_bps / (host link rate x payload efficiency)
     jct_s               float job completion time, s: a sweep's last op's end less its first op's start; a SimAI job's sum of its iteration times; a pattern job's first pass's start to its last ACK
     iteration_s         float a SimAI job's mean iteration time (compute waits included), s; empty for a sweep or pattern job
-    fair_busbw_ratio    float the job's fair share of the links it crosses as a busbw ratio (testbed.jobs.links); NaN for a pattern job
+    fair_busbw_ratio    float the job's fair share of the links it crosses as a busbw ratio (testbed.workloads.jobs.links); NaN for a pattern job
     fct_p50_us          float a pattern job's median flow completion time over its passes (fct.csv), us; NaN for a sweep or SimAI job
     fct_p99_us          float a pattern job's 99th percentile FCT (nearest rank), us
     slowdown_p50        float a pattern job's median FCT slowdown against its flows alone on an ideal fabric
@@ -473,7 +473,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     jct_slowdown?       float jct_s / solo_jct_s
     fct_p99_slowdown?   float fct_p99_us / solo_fct_p99_us
 """, when="runs with --solo or --solo-from"),
-    _table("tenants", "one row per tenant of a jobs list (testbed.jobs.results)", "runs of a jobs list (jobs:)", """
+    _table("tenants", "one row per tenant of a jobs list (testbed.workloads.jobs.results)", "runs of a jobs list (jobs:)", """
     tenant              str   tenant name
     n_jobs              int   the tenant's jobs
     n_hosts             int   hosts its jobs hold

@@ -86,7 +86,7 @@ def ops_table(rank_rows: list, op_meta: dict[int, dict], n_ranks: int) -> pd.Dat
     t_start_ns, t_end_ns, ..., group_size optional); a record with
     ``group_size`` 0 (an agent in none of the op's groups: idle) is no rank
     of the op and is left out. ``op_meta[op_id]``: size_bytes, iteration, warmup, layer, and
-    (testbed.plan.PlannedOp.meta) collective, algorithm, group, group_size,
+    (testbed.workloads.plan.PlannedOp.meta) collective, algorithm, group, group_size,
     n_groups (defaults: allreduce, ring, all, ``n_ranks``, 1). busbw's factor
     is the algorithm's for ``group_size`` g, the ranks of each concurrent
     group (a SimAI TP or DP group, or nccl-tests' ``-g``).

@@ -121,7 +121,7 @@ def estimate_run_s(ops: Iterable[Mapping], n_hosts: int, host_link_bps: float, f
     """Estimated seconds of a whole run (module docstring formula).
 
     Args:
-        ops: the op plan (testbed.workloads.plan_workload: testbed.plan.PlannedOp,
+        ops: the op plan (testbed.workloads.plan_workload: testbed.workloads.plan.PlannedOp,
             whose ``group_size`` is the ranks of each of its groups), or mappings with
             ``size_bytes`` and optionally ``group_size``, ``collective``, ``algorithm``.
         n_hosts: ranks when an op names no group size.
@@ -149,7 +149,7 @@ _FAN_IN = {("alltoall", "direct"): None, ("allreduce", "tree"): 2, ("reduce", "t
 
 def collective_fan_in(spec, ops: Iterable[Mapping]) -> int:
     """Most QPs that can send into one switch port at once in a collective op plan: a collective's senders
-    per receiver (:data:`_FAN_IN`), at least 1. (A pattern's flows: testbed.workloads.pattern.)"""
+    per receiver (:data:`_FAN_IN`), at least 1. (A pattern's flows: testbed.workloads.pattern.workload.)"""
     fan = 1
     for op in ops:
         op = op.meta() if hasattr(op, "meta") else op

@@ -15,10 +15,10 @@ never both. Each job::
 
 Hosts are never shared between jobs: each job's agents run its collectives on its own hosts, as a
 scheduler hands a job whole servers. Placement runs in list order and skips hosts earlier jobs hold
-(testbed.jobs.placement). The job's ``workload`` is today's workload section restricted to a size
+(testbed.workloads.jobs.placement). The job's ``workload`` is today's workload section restricted to a size
 sweep (``workload.sizes``), a SimAI/AICB file (``workload.simai``: its whole-job replay on the job's
-hosts, testbed.jobs.simai; the file's all_gpus must be the job's ranks or a multiple of them, checked
-when the scenario is loaded) or a traffic pattern (``workload.pattern``, testbed.jobs.pattern: its hosts
+hosts, testbed.workloads.simai.job; the file's all_gpus must be the job's ranks or a multiple of them, checked
+when the scenario is loaded) or a traffic pattern (``workload.pattern``, testbed.workloads.pattern.job: its hosts
 are the job's, pattern rank i = the job's i-th host; ``trials`` and the sweep's keys are refused there);
 ``workload.chakra`` is refused, and so is ``workload.ranks`` (the job's ``ranks`` or ``hosts`` say it).
 
@@ -39,7 +39,7 @@ from pydantic import Field, model_validator
 from testbed.spec.units import Count, SpecModel
 from testbed.spec.workload import WorkloadSpec
 
-#: placement policies of a job given by ``ranks`` (testbed.jobs.placement)
+#: placement policies of a job given by ``ranks`` (testbed.workloads.jobs.placement)
 PLACEMENTS = ("packed", "spread", "random")
 #: the most passes a job plans (``iterations``, or what ``duration_s`` needs)
 MAX_PASSES = 1000
@@ -138,7 +138,7 @@ def check_jobs(spec) -> None:
     """Names unique; explicit hosts exist on the fabric and no host in two jobs; the jobs fit the fabric's
     hosts; with a ``tenants`` section each job's tenant is declared there and its placed hosts may join
     it. ValueError naming ``jobs.N.KEY`` and what is allowed."""
-    from testbed.jobs.placement import place_jobs, reserved_hosts
+    from testbed.workloads.jobs.placement import place_jobs, reserved_hosts
 
     jobs = spec.jobs
     seen: dict[str, int] = {}
@@ -155,10 +155,10 @@ def check_jobs(spec) -> None:
             raise ValueError(f"jobs.{i}.tenant: {j.tenant!r} is not declared under tenants; allowed: "
                              f"{', '.join(spec.tenants)}")
     placed = place_jobs(spec.fabric.layout_preview(), jobs, spec.seed, reserved_hosts(spec))  # ValueError: job, host
-    from testbed.jobs.pattern import check_pattern_jobs
+    from testbed.workloads.pattern.job import check_pattern_jobs
     check_pattern_jobs(spec, placed)  # ValueError naming jobs.N.workload.<key>
     if spec.tenants:  # each job's hosts join its tenant (testbed.spec.tenants.tenant_map's extra)
-        from testbed.jobs.plan import run_tenant_map
+        from testbed.workloads.jobs.plan import run_tenant_map
         from testbed.spec.yaml_loader import ScenarioError
         try:
             run_tenant_map(spec)

@@ -23,7 +23,7 @@ bytes are split over that many QPs between the same two hosts, shares differing 
 (traffic.collectives.channels.channel_sizes, as NCCL splits a buffer over its channels); each QP has
 its own UDP source port, so ECMP can hash the QPs of one flow onto different paths. Set on the pattern
 it applies to every flow; a flow of kind ``flows`` may set its own. A flow's FCT runs until the last
-byte of its last QP is acknowledged (testbed.patterns.results). ``size_bytes`` must be at least
+byte of its last QP is acknowledged (testbed.workloads.pattern.results). ``size_bytes`` must be at least
 ``qps`` (every QP carries a byte).
 
 Example::

@@ -1,6 +1,6 @@
 """``workload.perftest``: unmodified verbs programs (Debian's perftest) between hosts over Soft-RoCE.
 
-A list of perftest runs, run one after the other as the run's workload (testbed.workloads.perftest):
+A list of perftest runs, run one after the other as the run's workload (testbed.workloads.perftest.workload):
 each gives its two hosts an rxe device (``rdma_rxe``, Soft-RoCE) on their fabric interface for the
 run (testbed.emulation.rxe), starts perftest's server on ``dst`` and its client on ``src``; their
 RoCEv2 packets (UDP 4791) cross the emulated fabric like any other, through its shaping, ECMP, ECN

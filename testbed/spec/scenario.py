@@ -118,7 +118,7 @@ class ScenarioSpec(SpecModel):
                 f"<= {max(m for m in ROCE_MTUS_BYTES if m + ROCEV2_IP_OVERHEAD_BYTES <= self.fabric.mtu_bytes)}")
         check_congestion_control(self)
         if self.background:
-            from testbed.patterns.plan import host_infos
+            from testbed.workloads.pattern.plan import host_infos
             check_background(self.background, [h.name for h in host_infos(self.fabric.layout_preview())],
                              self.fabric.host_link_bps)
         check_tenants(self)
@@ -127,11 +127,11 @@ class ScenarioSpec(SpecModel):
                              "traces each UDP port's path with ofproto/trace, which stops at dp_hash's recirculation; "
                              "allowed with dp_hash: per_flow, flowlet (or selection_method: hash with spray)")
         if self.workload is not None and self.workload.pattern is not None:  # hosts named and the pattern fitted to this fabric
-            from testbed.patterns.plan import check_pattern
+            from testbed.workloads.pattern.plan import check_pattern
             check_pattern(self)
         check_cluster(self)
         if self.workload is not None and self.workload.perftest is not None:  # hosts named on this fabric
-            from testbed.patterns.plan import host_infos
+            from testbed.workloads.pattern.plan import host_infos
             from testbed.spec.perftest import check_runs
             check_runs(self.workload.perftest, [h.name for h in host_infos(self.fabric.layout_preview())])
         return self
@@ -373,7 +373,7 @@ def load_scenario(path: Union[str, Path]) -> ScenarioSpec:
     spec = parse_scenario(data, str(p))
     if spec.workload is not None and spec.workload.simai is not None:
         spec = spec.model_copy(update={"workload": _resolve_simai(spec.workload, p, "workload")})
-        from testbed.simai_plan import simai_plan  # reads the file: all_gpus, groups, sizes (ScenarioError)
+        from testbed.workloads.simai.plan import simai_plan  # reads the file: all_gpus, groups, sizes (ScenarioError)
         try:
             simai_plan(spec)
         except ScenarioError as e:
@@ -382,12 +382,12 @@ def load_scenario(path: Union[str, Path]) -> ScenarioSpec:
         spec = spec.model_copy(update={"jobs": tuple(
             j if j.workload.simai is None else j.model_copy(update={"workload": _resolve_simai(
                 j.workload, p, f"jobs.{i}.workload")}) for i, j in enumerate(spec.jobs))})
-        from testbed.jobs.plan import jobs_plan  # reads the files: all_gpus against each job's ranks (ScenarioError)
+        from testbed.workloads.jobs.plan import jobs_plan  # reads the files: all_gpus against each job's ranks (ScenarioError)
         try:
             jobs_plan(spec)
         except ScenarioError as e:
             raise ScenarioError(f"{p}: {e}") from None
     if spec.workload is not None and spec.workload.chakra is not None:
-        from testbed.chakra_plan import resolve_paths  # reads the traces: nodes, matching, order (ScenarioError)
+        from testbed.workloads.chakra.plan import resolve_paths  # reads the traces: nodes, matching, order (ScenarioError)
         spec = resolve_paths(spec, p)
     return spec

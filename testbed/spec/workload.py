@@ -50,7 +50,7 @@ class SizeSweep(SpecModel):
 
 
 class SimaiSpec(SpecModel):
-    """Replay of a SimAI/AICB workload file (testbed.simai_plan, testbed.replay_run).
+    """Replay of a SimAI/AICB workload file (testbed.workloads.simai.plan, testbed.workloads.replay.run).
 
     ``size_scale`` multiplies every message size (time dilation: scale sizes by
     the same factor as link rates); ``time_unit`` is the unit of the file's
@@ -68,7 +68,7 @@ class SimaiSpec(SpecModel):
     collective; ``compare`` runs ``iterations`` of each, alternating off/on,
     on/off, ... (a slow drift of the machine's speed then weighs on both
     alike); with overlap each group scope runs on its own stream, off runs every
-    collective alone (testbed.replay_program). A file with pp > 1 runs its
+    collective alone (testbed.workloads.replay.program). A file with pp > 1 runs its
     stages as a pipeline of ``micro_batches`` by ``pp_schedule`` (``1f1b`` or
     ``gpipe``), stage-to-stage transfers of the header's ``pp_comm`` bytes. Size-0 entries and one-rank groups are skipped with a note.
     ``all_gpus``: the world size when the file gives none (else the fabric's hosts) or to override it. The
@@ -92,7 +92,7 @@ class SimaiSpec(SpecModel):
     micro_batches: Optional[Count] = Field(None, ge=1, le=256)
     #: world size (GPUs) of the replay; None: the file's ``all_gpus:``, else the fabric's hosts (SimAI takes
     #: its topology's GPU count); a positive multiple of the file's model_parallel_NPU_group x pp (checked
-    #: with the file, testbed.simai_plan.world_size); over the file's value it wins, with a warning
+    #: with the file, testbed.workloads.simai.reader.world_size); over the file's value it wins, with a warning
     all_gpus: Optional[Count] = Field(None, ge=1, le=2**31 - 1)
 
     @model_validator(mode="after")
@@ -104,7 +104,7 @@ class SimaiSpec(SpecModel):
 
 
 class ChakraSpec(SpecModel):
-    """Replay of MLCommons Chakra execution traces, one file per rank (testbed.chakra_plan, testbed.chakra_run;
+    """Replay of MLCommons Chakra execution traces, one file per rank (testbed.workloads.chakra.plan, testbed.workloads.chakra.run;
     docs/chakra.md).
 
     ``path``: a directory holding one ``<prefix>.<rank>.et`` set, or the prefix; rank r runs on host r.

@@ -17,7 +17,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator, Optional
 
-from testbed.plan import PlannedOp, WorkloadPlan, plan_streams
+from testbed.workloads.plan import PlannedOp, WorkloadPlan, plan_streams
 from testbed.spec import estimate
 
 
@@ -36,7 +36,7 @@ class Workload:
 
     # -- plan: before anything is built --------------------------------------------------------------
     def plan(self) -> WorkloadPlan:
-        """The operations in run order and the notes to print (testbed.plan.WorkloadPlan).
+        """The operations in run order and the notes to print (testbed.workloads.plan.WorkloadPlan).
 
         Raises ScenarioError naming the key (and file line) when the workload cannot run on this fabric."""
         raise NotImplementedError
@@ -74,7 +74,7 @@ class Workload:
         raise NotImplementedError
 
     def streams(self, ops: tuple[PlannedOp, ...]) -> int:
-        """Streams (communicators, each with its own queue pairs) the agents start with (testbed.plan
+        """Streams (communicators, each with its own queue pairs) the agents start with (testbed.workloads.plan
         .plan_streams); sizes the transport's send buffers."""
         return plan_streams(ops)
 

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from testbed.emulation.agents import AgentGroup
-from testbed.plan import PlannedOp, plan_peers, plan_streams
+from testbed.workloads.plan import PlannedOp, plan_peers, plan_streams
 from testbed.spec import estimate
 from testbed.workloads.base import Workload
 

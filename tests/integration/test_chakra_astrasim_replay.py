@@ -2,13 +2,13 @@
 
 - ASTRA-sim's own example traces ($TESTBED_SHARED_WORKLOADS/chakra_astrasim: all-reduce and reduce-scatter on 4
   NPUs, all-to-all on 8, comm_size 1 MiB each) replay with the bytes each rank sends equal to ASTRA-sim's
-  (Ring.cc; testbed.chakra_plan.fabric_size_bytes) x size_scale, read from the run's rank_ops table (the
+  (Ring.cc; testbed.workloads.chakra.plan.fabric_size_bytes) x size_scale, read from the run's rank_ops table (the
   bytes the rank's agent posted) and qps table (the bytes the receivers got in order): all-reduce
   2(n-1)/n x C, reduce-scatter (n-1)/n x C, all-to-all (n-1)/n x C per rank.
 - A trace Chakra's own converter made from a PyTorch-style execution trace (tests/data/chakra_pytorch_et)
   replays on 2 hosts with its METADATA nodes skipped, counted and warned about once, every other node in
   dependency order, the all-gather moving ASTRA-sim's (n-1) x C per rank.
-- Both report the exposed communication and overlap figures (testbed.chakra_run.overlap_figures).
+- Both report the exposed communication and overlap figures (testbed.workloads.chakra.run.overlap_figures).
 """
 import sys
 from pathlib import Path
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_scenario_file
-from testbed.chakra_run import compute_only_s
+from testbed.workloads.chakra.run import compute_only_s
 from testbed.results.rundir import RunDir
 from traffic.workloads.chakra.graph import replay_graph
 from traffic.workloads.chakra.trace import read_traces

@@ -9,7 +9,7 @@ payload efficiency)) lies in the band measured here for 512 KiB (figures in BAND
 from pathlib import Path
 
 from conftest import raise_if_disturbed
-from testbed.plan import PlannedOp
+from testbed.workloads.plan import PlannedOp
 from testbed.results.rundir import RunDir
 from testbed.pipeline.runner import run_scenario
 from testbed.spec.scenario import load_scenario

@@ -1,6 +1,6 @@
 """Two tenants' 4-rank ring all-reduce jobs at once on the quickstart fabric (issue 18, Isolation and
 Interference): each job's busbw against the same job alone (``testbed run --solo``), and the fair share
-of the links the jobs share (testbed.jobs.links). Each job's placed hosts join its tenant, whose
+of the links the jobs share (testbed.workloads.jobs.links). Each job's placed hosts join its tenant, whose
 isolation the controller enforces (probes in summary.json ``tenants``). Scenarios: scenarios/two_jobs_*.yaml (512 KiB, 4 timed
 iterations, 10 Mbit/s; each run about 10 s with set-up)."""
 from pathlib import Path

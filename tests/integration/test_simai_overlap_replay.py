@@ -58,7 +58,7 @@ def test_ep_test_replays_and_overlap_lowers_the_exposed_share(tmp_path):
     # overlap off: the compute stream waits for each of them; on: they run behind the compute
     assert all(st["exposed_s"] >= 0.9 * st["comm_s"] for st in wg["off"])
     assert all(st["exposed_s"] < 0.005 for st in wg["on"])
-    # each group scope runs on its own stream now (testbed.replay_run): the hidden DP_EP collectives (about
+    # each group scope runs on its own stream now (testbed.workloads.replay.run): the hidden DP_EP collectives (about
     # 18 ms here) share the NICs with the next blocking EP all-to-all instead of queueing before it, so the
     # saving is below the all-to-alls' run-to-run spread (about 35 ms): overlap on exposes no more than off
     # beyond that spread, and its iteration is what the model's critical path gives from its measured times

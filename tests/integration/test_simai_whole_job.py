@@ -46,7 +46,7 @@ def test_tp2_dp2_pp2_overlap_saves_what_the_formula_says(tmp_path):
         assert b["groups"]["DP"]["comm_s"] > 0.9 * 4 * 167772 * 8 / 10e6
         assert b["groups"]["TP"]["comm_s"] > 0.5 * 32 * 20972 * 8 / 10e6
         assert b["groups"]["PP"]["comm_s"] > 0.5 * 8 * 20972 * 8 / 10e6
-        # T - W = exposed communication min(T - W, C) + overhead (testbed.replay_run.exposed_split)
+        # T - W = exposed communication min(T - W, C) + overhead (testbed.workloads.replay.run.exposed_split)
         assert b["exposed_comm_s"] + b["overhead_s"] == pytest.approx(b["iteration_s"] - w)
         assert b["exposed_comm_s"] <= b["comm_s_per_iteration"] + 1e-9 and b["overhead_s"] >= 0
         assert len(b["stages"]) == 2 and b["pipeline"]["bubble_fraction_formula"] == pytest.approx(1 / 5)

@@ -14,7 +14,7 @@ import pytest
 from testbed.emulation.agents import AgentGroup, transport_params
 from testbed.emulation.fabric import Fabric
 from testbed.host.runlock import RunLock
-from testbed.plan import PlannedOp, plan_peers
+from testbed.workloads.plan import PlannedOp, plan_peers
 from testbed.spec.scenario import parse_scenario
 from topology.naming import new_run_id
 

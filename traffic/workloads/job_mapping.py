@@ -7,7 +7,7 @@ G = all_gpus / n_hosts (traffic.workloads.placement): a group whose ranks all si
 host's scale-up domain (a timed wait in the replay), a group with one rank per host runs on the fabric,
 the concurrent groups spanning the same hosts folded into one host group carrying their bytes.
 
-A job **fits** ``n_hosts`` hosts when, as testbed.simai_plan places it:
+A job **fits** ``n_hosts`` hosts when, as testbed.workloads.simai.plan places it:
 
 - G is a whole number >= 1 (all_gpus a multiple of the hosts);
 - with pp > 1 every stage fills whole hosts (all_gpus / pp a multiple of G);

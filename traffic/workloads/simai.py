@@ -13,7 +13,7 @@ Workload.cc`` ``initialize_workload``; samples in ``shared/workloads/simai``):
   an initializer) and runs on. A missing key takes :data:`TOLERATED_KEYS`
   (what AICB writes when its own argument is left at its default), listed
   in :attr:`SimaiHeader.absent`; a missing ``all_gpus`` stays None here and
-  is resolved by the replay (testbed.simai_plan: ``workload.simai.all_gpus``,
+  is resolved by the replay (testbed.workloads.simai.plan: ``workload.simai.all_gpus``,
   else the fabric's host count, as SimAI's groups take the topology's GPU
   count: ns-3 frontend ``AstraSimNetwork.cc`` passes ``{gpu_num}`` to
   ``Sys``, ``Sys::mock_nccl_grobal_group_init`` builds the groups from it).

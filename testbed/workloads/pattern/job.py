@@ -1,0 +1,133 @@
+"""A traffic pattern as a job's workload (``jobs[].workload.pattern``): its flows on the job's hosts, its
+passes on the run's agents, its figures.
+
+- Hosts: the pattern sees only the job's placed hosts, pattern rank i = the job's i-th host (a host named
+  in the pattern, ``h3``, must be one of them); its flows are then mapped to the run's ranks.
+- Run: each pass is one traffic.protocol.RunFlows sent to the job's ranks only, on the job's stream
+  (its own queue pairs: testbed.emulation.agents.AgentGroup.submit_flows), from the job's start_s on, one
+  pass after the other (``iterations``, or ``duration_s``), each starting PASS_AHEAD_S after it is sent. The agents stay up for the whole run (the
+  other jobs use them), so every pass keeps the same QPs and UDP source ports: the pattern's ``trials``
+  (fresh agents, a new entropy seed each) do not apply in a job.
+- Figures (testbed.workloads.pattern.results): fct.csv rows of every pass with the job's name, the job's JCT (its
+  first pass's start to its last pass's last ACK) and its flows' FCT and slowdown (ideal: the job's flows
+  alone on a perfectly balanced fabric, testbed.workloads.pattern.ideal).
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from testbed.workloads.pattern.ideal import ideal_fct_s
+from testbed.workloads.pattern.plan import host_infos, short
+from testbed.workloads.pattern.results import completion_ratios, fct_figures, fct_table, lost_pkts, trial_end_ns
+from traffic.patterns import Flow, HostInfo, PatternError, build_flows
+from traffic.transport import payload_efficiency
+
+#: workload keys of a size sweep that a pattern job leaves out (its passes are the job's ``iterations``)
+SWEEP_KEYS = ("iterations", "warmup_iterations", "max_bytes_per_size")
+
+
+def job_hosts(layout, hosts) -> list[HostInfo]:
+    """The job's hosts (names in its rank order) as the pattern sees them: rank i = the job's i-th host."""
+    info = {h.name: h for h in host_infos(layout)}
+    return [HostInfo(h, i, info[h].switch) for i, h in enumerate(hosts)]
+
+
+def job_flows(spec, index: int, hosts, layout) -> list[Flow]:
+    """Job ``index``'s pattern on its ``hosts`` (names, rank order), src/dst as the run's ranks.
+
+    Raises ValueError naming ``jobs.N.workload.pattern.<key>`` when the pattern does not fit the job's hosts."""
+    mine = job_hosts(layout, hosts)
+    try:
+        flows = build_flows(spec.jobs[index].workload.pattern, mine, spec.seed)
+    except PatternError as e:
+        raise ValueError(f"jobs.{index}.{e}; in a job the pattern's hosts are the job's: "
+                         f"{', '.join(hosts)} (pattern rank i = the job's i-th host)") from None
+    rank_of = {short(layout, h.name): h.rank for h in layout.hosts}
+    glob = [rank_of[h.name] for h in mine]
+    return [Flow(f.flow, glob[f.src], glob[f.dst], f.size_bytes, f.start_s, f.qps) for f in flows]
+
+
+def check_pattern_jobs(spec, placed: dict[str, tuple[str, ...]]) -> None:
+    """Every pattern job fits its placed hosts (``placed``: job -> hosts, testbed.workloads.jobs.placement.place_jobs),
+    sets no size-sweep key and no ``trials``, and its flows' queue pairs fit the run's channels. ValueError
+    naming ``jobs.N.workload.<key>`` and what is allowed."""
+    from testbed.spec.jobs import jobs_channels
+
+    layout = spec.fabric.layout_preview()
+    for i, j in enumerate(spec.jobs):
+        w = j.workload
+        if w.pattern is None:
+            continue
+        stray = [k for k in SWEEP_KEYS if k in w.model_fields_set]
+        if stray:
+            raise ValueError(f"jobs.{i}.workload.{stray[0]} applies to a size sweep; a pattern job repeats its "
+                             f"flows with the job's iterations or duration_s (jobs.{i}.iterations): leave it out")
+        if "trials" in w.pattern.model_fields_set and w.pattern.trials != 1:
+            raise ValueError(f"jobs.{i}.workload.pattern.trials = {w.pattern.trials}: trials restart the agents "
+                             f"with a new entropy seed, and a job shares them with the other jobs; allowed 1 (repeat "
+                             f"the flows on the same QPs with jobs.{i}.iterations or duration_s)")
+        channels = jobs_channels(spec.jobs)
+        if w.pattern.max_qps > channels:
+            raise ValueError(f"jobs.{i}.workload.pattern.qps = {w.pattern.max_qps}: every stream of a jobs run has "
+                             f"the collective jobs' workload.channels = {channels} queue pairs per peer; allowed "
+                             f"qps <= {channels} (or raise workload.channels in every collective job)")
+        job_flows(spec, i, placed[j.name], layout)
+
+
+def pass_s(spec, flows: list[Flow]) -> float:
+    """Seconds one pass of ``flows`` takes on an idle, perfectly balanced fabric (testbed.workloads.pattern.ideal) plus
+    the lead of its command (testbed.workloads.pattern.driver.PASS_AHEAD_S)."""
+    from testbed.workloads.pattern.driver import PASS_AHEAD_S  # the driver starts agents: not at import
+
+    layout = spec.fabric.layout_preview()
+    fct = ideal_fct_s(flows, layout, payload_efficiency(spec.transport.payload_bytes))
+    return max(f.start_s + fct[f.flow] for f in flows) + PASS_AHEAD_S
+
+
+def host_pair_bytes(flows: list[Flow], host_of: dict[int, str]) -> dict[tuple[str, str], int]:
+    """(sender host, receiver host) -> bytes of one pass (testbed.workloads.jobs.links' flows of a job)."""
+    out: dict[tuple[str, str], int] = {}
+    for f in flows:
+        key = (host_of[f.src], host_of[f.dst])
+        out[key] = out.get(key, 0) + f.size_bytes
+    return out
+
+
+def flows_ranks(flows: list[Flow]) -> list[int]:
+    """Every rank a flow of ``flows`` names (the agents a pass is sent to)."""
+    return sorted({r for f in flows for r in (f.src, f.dst)})
+
+
+def figures(run) -> dict:
+    """A pattern job's figures over the finished passes of ``run`` (testbed.workloads.pattern.driver.PatternRun):
+    ``t_start_ns`` (first pass's start), ``t_end_ns`` (last ACK), ``jct_s``, ``passes``, and its ``pattern``
+    block: kind, flows, QPs and bytes per pass, ideal span, mean pass time (its start to its last ACK, us),
+    completion ratio (ideal span / pass time, mean), FCT and slowdown (testbed.workloads.pattern.results.fct_figures).
+    Without a finished pass the times are None."""
+    fct = fct_table(run, [short(run.fab.layout, h.name) for h in run.fab.layout.hosts])
+    ratios = completion_ratios(run)
+    spans_us = [(trial_end_ns(tr) - tr.start_at_ns) / 1e3 for tr in run.trials]
+    t0 = min((tr.start_at_ns for tr in run.trials), default=None)
+    t1 = max((trial_end_ns(tr) for tr in run.trials), default=None)
+    return {"t_start_ns": t0, "t_end_ns": t1, "jct_s": (t1 - t0) / 1e9 if run.trials else None,
+            "passes": len(run.trials),
+            "pattern": {"kind": run.pattern.kind, "flows_per_pass": len(run.flows),
+                        "qps_per_pass": sum(f.qps for f in run.flows),
+                        "bytes_per_pass": sum(f.size_bytes for f in run.flows), "ideal_span_s": run.ideal_span_s,
+                        "pass_time_us_mean": sum(spans_us) / len(spans_us) if spans_us else None,
+                        "completion_ratio_mean": sum(ratios) / len(ratios) if ratios else None,
+                        **fct_figures(fct)}}
+
+
+def fct_rows(runs: dict, qps: pd.DataFrame | None) -> pd.DataFrame:
+    """fct.csv of a jobs run (``runs``: job -> its PatternRun): every pattern job's flows of every pass (``trial`` = pass), its name in ``job``
+    (first column). ``lost_pkts`` only for a job of one pass (qps.csv counts a QP's packets over the run)."""
+    frames = []
+    for name, run in runs.items():
+        layout = run.fab.layout
+        lost = lost_pkts(qps.assign(trial=0)) if qps is not None and len(qps) and len(run.trials) == 1 else None
+        frame = fct_table(run, [short(layout, h.name) for h in layout.hosts], lost)
+        frames.append(frame.assign(lost_pkts=frame["lost_pkts"].astype(float)).assign(job=name))
+    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return out[["job"] + [c for c in out.columns if c != "job"]] if len(frames) else out
+
