@@ -35,8 +35,8 @@ from testbed.cluster.remote import REPO, RemoteError, ServerSession
 from testbed.emulation import congestion_conf
 from testbed.emulation.controller_proc import ControllerProcess, controller_settings
 from testbed.emulation.controller_supervisor import ControllerSupervisor
-from testbed.emulation.fabric import HOST_NIC_QUEUE_BYTES, OFFLOADS_OFF, Fabric, FabricError
-from testbed.emulation.topo import FabricTopo
+from testbed.emulation.fabric import OFFLOADS_OFF, Fabric, FabricError
+from testbed.emulation.topo import HOST_NIC_QUEUE_BYTES, FabricTopo
 from testbed.process.lifecycle import raise_if_interrupted
 from topology import model, planes
 from traffic.clock import unix_ns

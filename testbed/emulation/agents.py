@@ -19,12 +19,13 @@ import time
 from concurrent.futures import Future
 from typing import Sequence
 
-from testbed.emulation.fabric import HOST_NIC_QUEUE_BYTES, Fabric
+from testbed.emulation.fabric import Fabric
 from testbed.emulation.agent_events import AgentEvents
 from testbed.host.timeout_scale import startup_s
 from testbed.process.lifecycle import StartStop
 from traffic import protocol
 from testbed.emulation.entropy_paths import pools_for_pairs
+from testbed.emulation.topo import HOST_NIC_QUEUE_BYTES
 from traffic.protocol import (AgentConfig, Exit, GetStats, OpDone, PathPorts, RankAddress, Ready, RunFlows, RunOp,
                               Stats)
 from traffic.transport.planes import qp_addresses

@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from testbed.emulation.topo import HOST_NIC_QUEUE_BYTES
 from testbed.host.timeout_scale import startup_s
 
 from controllers import contract
@@ -40,7 +41,6 @@ def loop_settings_file(spec, run_dir: Path) -> Path | None:
 
 def loop_settings(fab) -> LoopSettings:
     """The loop's settings for the running fabric ``fab``."""
-    from testbed.emulation.fabric import HOST_NIC_QUEUE_BYTES
     from testbed.spec.congestion import DSCP_LOSSLESS
 
     spec, c = fab.spec, fab.spec.congestion

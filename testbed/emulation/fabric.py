@@ -50,15 +50,12 @@ from testbed.process.lifecycle import StartStop, raise_if_interrupted
 from testbed.spec.scenario import ScenarioSpec
 from testbed.emulation.clock_wander import ClockWander, WanderingLink
 from testbed.emulation.switch_tail_drop import SwitchTailDrop
-from testbed.emulation.topo import FabricTopo
+from testbed.emulation.topo import HOST_NIC_QUEUE_BYTES, FabricTopo
 from topology import build as build_layout
 from topology import model, planes
 
 log = logging.getLogger(__name__)
 
-#: NIC queue of a host, like a NIC ring: agents block on their small socket buffers before it
-#: fills; a sender that offers more than the link rate without blocking (iperf3 -u) loses here
-HOST_NIC_QUEUE_BYTES = 64 * 1024
 #: longest wait between a bridge's controller connection attempts (OVS's minimum, 1 s)
 CONTROLLER_MAX_BACKOFF_MS = 1000
 OFFLOADS_OFF = ("rx", "off", "tx", "off", "sg", "off", "tso", "off", "gso", "off", "gro", "off")

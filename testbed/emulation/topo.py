@@ -7,6 +7,10 @@ from mininet.topo import Topo
 
 from topology.model import Layout
 
+#: NIC queue of a host, like a NIC ring: agents block on their small socket buffers before it
+#: fills; a sender that offers more than the link rate without blocking (iperf3 -u) loses here
+HOST_NIC_QUEUE_BYTES = 64 * 1024
+
 
 class FabricTopo(Topo):
     """Every switch (with its dpid), host (IP with the fabric prefix length, MAC) and link
