@@ -3,7 +3,7 @@
 Packages stack ``topology``, ``traffic`` -> ``dataplane`` -> ``controllers`` ->
 ``testbed``: modules here import only the two packages below (and the standard
 library, numpy, pandas, pyroute2), never ``controllers`` or ``testbed``
-(tests/test_import_graph.py).
+(.importlinter, tests/test_import_layers.py).
 
 - :mod:`dataplane.queues`: queue backends, the egress qdiscs (tc over netlink) of every switch port and host NIC;
 - :mod:`dataplane.qdisc_sampler`: the 1 ms ``RTM_GETQDISC`` sampler of those queues;
