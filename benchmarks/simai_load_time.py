@@ -50,7 +50,7 @@ def once(scenario: Path, results: Path) -> dict:
     t0 = time.perf_counter()
     from testbed.pipeline import runner
     from testbed.workloads.simai.plan import replay_plan
-    from testbed.spec.scenario import load_scenario
+    from testbed.workloads import load_scenario
     t1 = time.perf_counter()
     spec = load_scenario(scenario)
     t2 = time.perf_counter()

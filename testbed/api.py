@@ -38,7 +38,8 @@ from testbed.process.exitcodes import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_FAITHFU
                                        EXIT_NOT_FAITHFUL, EXIT_NOT_JUDGED)
 from testbed.measure.capacity_check import CapacityError
 from testbed.spec.estimate import DurationError
-from testbed.spec.scenario import ScenarioError, ScenarioSpec, load_scenario, parse_scenario
+from testbed.spec.scenario import ScenarioError, ScenarioSpec, parse_scenario
+from testbed.workloads import load_scenario
 from testbed.spec.yaml_loader import load_yaml
 
 SCENARIOS_DIR = Path(__file__).resolve().parents[1] / "scenarios"
@@ -74,7 +75,7 @@ class Scenario:
     def from_yaml(cls, name_or_path: str | os.PathLike) -> "Scenario":
         """A scenario file: a path, or the name of a shipped one (``quickstart``, see :func:`shipped`).
 
-        Checked as ``testbed run`` checks a file (testbed.spec.scenario.load_scenario; a relative
+        Checked as ``testbed run`` checks a file (testbed.workloads.load_scenario; a relative
         ``workload.simai.path`` is made absolute). Raises ScenarioError, FileNotFoundError naming the
         shipped names.
         """

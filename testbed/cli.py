@@ -175,7 +175,7 @@ def _require_root(command: str) -> None:
 
 def _cmd_run(args) -> int:
     _require_root("run")
-    from testbed.spec.scenario import load_scenario
+    from testbed.workloads import load_scenario
 
     def build():
         from testbed.spec.cluster import parse_servers, with_cluster

@@ -11,7 +11,8 @@ import testbed
 from testbed import RunResult, Scenario, run, shipped, sweep
 from testbed.results import TableError, tables
 from testbed.results.rundir import RunDir
-from testbed.spec.scenario import ScenarioError, load_scenario
+from testbed.spec.scenario import ScenarioError
+from testbed.workloads import load_scenario
 
 REPO = Path(__file__).resolve().parents[1]
 

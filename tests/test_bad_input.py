@@ -79,7 +79,7 @@ BAD["alias_bomb"] = (alias_bomb(), BAD["alias_bomb"][1])
 @pytest.mark.parametrize("name", sorted(BAD))
 def test_parse_error_names_key(name, tmp_path):
     text, words = BAD[name]
-    from testbed.spec.scenario import load_scenario
+    from testbed.workloads import load_scenario
     p = tmp_path / f"{name}.yaml"
     p.write_text(text)
     with pytest.raises(ScenarioError) as ei:
@@ -217,7 +217,7 @@ def test_cli_run_level_rejections_before_touching_kernel(name, tmp_path):
 
 def test_alias_bomb_is_small_and_short(tmp_path):
     """C18: a 411-byte alias bomb gives one error under 4 KB; a smaller expansion's value is clipped."""
-    from testbed.spec.scenario import load_scenario
+    from testbed.workloads import load_scenario
     text = alias_bomb()
     assert len(text.encode()) < 512  # the case's file was 378 bytes
     p = tmp_path / "bomb.yaml"
@@ -236,7 +236,7 @@ def test_alias_bomb_is_small_and_short(tmp_path):
 
 
 def test_recursive_alias_is_refused(tmp_path):
-    from testbed.spec.scenario import load_scenario
+    from testbed.workloads import load_scenario
     p = tmp_path / "rec.yaml"
     p.write_text("a: &a [1, *a]\n" + OK_WORKLOAD)
     with pytest.raises(ScenarioError, match="recursive"):
@@ -245,7 +245,7 @@ def test_recursive_alias_is_refused(tmp_path):
 
 def test_exponent_sizes_and_rates_read_alike(tmp_path):
     """C08: 1e5 (a string in YAML 1.1) and 1.0e+5 are the same number, for sizes and rates alike."""
-    from testbed.spec.scenario import load_scenario
+    from testbed.workloads import load_scenario
     p = tmp_path / "exp.yaml"
     p.write_text("fabric: {buffer_bytes: 1e5, host_link_bps: 1e7, fabric_link_bps: 1.0e+7}\n"
                  "workload: {sizes: {min_bytes: 1.0e+5, max_bytes: '2e5'}}\n")
@@ -291,7 +291,7 @@ def test_off_switches_checks_off_explicitly():
 
 def test_manifest_echoes_every_parsed_number(tmp_path):
     """The manifest's scenario dump holds every parsed number and validates back to the same spec."""
-    from testbed.spec.scenario import load_scenario
+    from testbed.workloads import load_scenario
     p = tmp_path / "s.yaml"
     p.write_text("fabric: {buffer_bytes: 1e5, host_link_bps: 20M}\ntransport: {rto_us: 20000}\n"
                  "workload: {sizes: {min_bytes: 64KiB, max_bytes: 1MiB}, max_bytes_per_size: off}\n")
@@ -303,7 +303,7 @@ def test_manifest_echoes_every_parsed_number(tmp_path):
 
 
 def test_not_a_scenario_file(tmp_path):
-    from testbed.spec.scenario import load_scenario
+    from testbed.workloads import load_scenario
     for path, words in ((Path("/dev/zero"), "not a regular file"), (tmp_path, "not a regular file")):
         with pytest.raises(ScenarioError, match=words):
             load_scenario(path)
@@ -322,7 +322,7 @@ def test_not_a_scenario_file(tmp_path):
 
 
 def test_shipped_scenarios_are_valid():
-    from testbed.spec.scenario import load_scenario
+    from testbed.workloads import load_scenario
     scenarios = sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("*.yaml"))
     assert len(scenarios) >= 2
     for p in scenarios:

@@ -10,7 +10,8 @@ from testbed.measure import capacity, capacity_check
 from testbed.pipeline import calibrate
 from testbed.measure.capacity_check import CapacityError, check_scenario
 from testbed.measure.packet_load import packet_load
-from testbed.spec.scenario import ScenarioError, load_scenario, parse_scenario
+from testbed.spec.scenario import ScenarioError, parse_scenario
+from testbed.workloads import load_scenario
 from testbed.workloads import workload_for
 
 REPO = Path(__file__).resolve().parents[1]

@@ -9,7 +9,8 @@ import pytest
 
 from testbed.workloads.chakra.plan import ChakraPlan, chakra_plan
 from testbed.workloads.chakra.run import dependency_violations, node_table, run_graph
-from testbed.spec.scenario import ScenarioError, load_scenario, parse_scenario
+from testbed.spec.scenario import ScenarioError, parse_scenario
+from testbed.workloads import load_scenario
 from traffic.clock import unix_ns
 from traffic.workloads.chakra.generate import generate, metadata, node, write_trace
 from traffic.workloads.chakra.graph import replay_graph

@@ -118,7 +118,7 @@ def test_cli_clean_bad_run_id(capsys, monkeypatch):
 def _fake_api(monkeypatch, run_spec):
     """``testbed run`` over a stand-in testbed.api.run_spec; the scenario file is not read."""
     from testbed.api import BAD_INPUT_ERRORS
-    monkeypatch.setattr("testbed.spec.scenario.load_scenario", lambda path: f"spec of {path}")
+    monkeypatch.setattr("testbed.workloads.load_scenario", lambda path: f"spec of {path}")
     monkeypatch.setitem(sys.modules, "testbed.api",
                         types.SimpleNamespace(run_spec=run_spec, BAD_INPUT_ERRORS=BAD_INPUT_ERRORS))
 

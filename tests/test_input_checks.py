@@ -57,7 +57,7 @@ def test_group_size_shortens_and_fabric_rate_bounds():
 
 
 def test_quickstart_estimate_matches_its_documented_80_s():
-    from testbed.spec.scenario import load_scenario
+    from testbed.workloads import load_scenario
     spec = load_scenario(QUICKSTART)
     est = workload_for(spec).estimate_s(plan_workload(spec).ops)
     # set-up (6 switches, 16 links, 8 hosts) + 41 ops x 0.04 s + 35 timed and 6 warm-up ops moving 1.75 x their
@@ -172,7 +172,7 @@ def test_debug_after_subcommand_shows_traceback(capsys, monkeypatch):
 
     def run_spec(spec, results, **kw):
         raise RuntimeError("fabric did not come up")
-    monkeypatch.setattr("testbed.spec.scenario.load_scenario", lambda path: "spec")
+    monkeypatch.setattr("testbed.workloads.load_scenario", lambda path: "spec")
     monkeypatch.setitem(sys.modules, "testbed.api",
                         types.SimpleNamespace(run_spec=run_spec, BAD_INPUT_ERRORS=BAD_INPUT_ERRORS))
     monkeypatch.setattr(os, "geteuid", lambda: 0)

@@ -11,12 +11,13 @@ import pytest
 import yaml
 
 from testbed.workloads.jobs import links
-from testbed.workloads.jobs.placement import leaves_of, place_jobs
+from testbed.spec.placement import leaves_of, place_jobs
 from testbed.workloads.jobs.plan import jobs_plan
 from testbed.workloads.jobs.results import JOBS_COLUMNS, format_jobs, job_entries, job_ops, jobs_table, tenant_entries
 from testbed.workloads.jobs.solo import attach_solo, pinned_spec
 from testbed.results.rundir import RunDir
-from testbed.spec.scenario import ScenarioError, load_scenario, parse_scenario
+from testbed.spec.scenario import ScenarioError, parse_scenario
+from testbed.workloads import load_scenario
 from testbed.workloads import workload_for
 from testbed.workloads.jobs.workload import Jobs, pass_starts
 
@@ -273,7 +274,7 @@ def test_solo_needs_a_jobs_list():
 
 
 def test_tenant_hosts_gathers_each_tenants_placed_hosts():
-    from testbed.workloads.jobs.plan import tenant_hosts
+    from testbed.spec.jobs import tenant_hosts
 
     spec = parse_scenario(scenario(job("a", ranks=2, tenant="red"), job("b", ranks=2, tenant="blue"),
                                    job("c", ranks=2, tenant="red", placement="spread")))
@@ -282,7 +283,7 @@ def test_tenant_hosts_gathers_each_tenants_placed_hosts():
 
 
 def test_jobs_hosts_join_their_tenants_in_the_run_tenant_map():
-    from testbed.workloads.jobs.plan import run_tenant_map
+    from testbed.spec.jobs import run_tenant_map
 
     tenants = {"tenants": {"red": {"hosts": ["h1"]}, "blue": {"hosts": ["h8"]}}}
     d = scenario(job("a", ranks=4, tenant="red"), job("b", ranks=4, tenant="blue"))
@@ -317,7 +318,7 @@ def test_placement_never_takes_another_tenants_or_a_shared_host(placement):
 
 
 def test_a_solo_run_keeps_the_full_runs_tenant_map():
-    from testbed.workloads.jobs.plan import run_tenant_map
+    from testbed.spec.jobs import run_tenant_map
 
     tenants = {"tenants": {"red": {"hosts": ["h1"]}, "blue": {"hosts": ["h8"]}}}
     spec = parse_scenario({**scenario(job("a", ranks=4, placement="spread", tenant="red"),

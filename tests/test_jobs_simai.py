@@ -13,7 +13,8 @@ import yaml
 from testbed.workloads.jobs.plan import jobs_plan
 from testbed.workloads.jobs.results import JOBS_COLUMNS, format_jobs, job_entries, job_ops, jobs_table
 from testbed.workloads.replay.run import run_replay
-from testbed.spec.scenario import ScenarioError, load_scenario, parse_scenario
+from testbed.spec.scenario import ScenarioError, parse_scenario
+from testbed.workloads import load_scenario
 from testbed.workloads import workload_for
 
 REPO = Path(__file__).resolve().parents[1]

@@ -14,7 +14,7 @@ from testbed.labcheck import bands as bands_mod
 from testbed.labcheck.bands import LabBands, band_of, load, render
 from testbed.labcheck.check import LabCheckError, check, lab_dir
 from testbed.labcheck.figures import FigureMissing, summary_value
-from testbed.spec.scenario import load_scenario
+from testbed.workloads import load_scenario
 
 LABS = Path(__file__).resolve().parents[1] / "labs"
 LAB_DIRS = sorted(p for p in LABS.iterdir() if p.is_dir())

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from testbed.labcheck.bands import scenario_files
-from testbed.spec.scenario import load_scenario
+from testbed.workloads import load_scenario
 from testbed.workloads.simai.plan import simai_plan
 
 LABS = Path(__file__).resolve().parents[1] / "labs"

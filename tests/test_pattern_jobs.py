@@ -16,7 +16,8 @@ import yaml
 
 from testbed.emulation.agent_events import AgentEvents
 from testbed.workloads.jobs import links
-from testbed.workloads.pattern.job import fct_rows, figures, host_pair_bytes, job_hosts
+from testbed.spec.jobs import job_hosts
+from testbed.workloads.pattern.job import fct_rows, figures, host_pair_bytes
 from testbed.workloads.jobs.plan import jobs_plan
 from testbed.workloads.jobs.results import JOBS_COLUMNS, format_jobs, job_entries, job_ops, jobs_table, tenant_entries
 from testbed.workloads.jobs.solo import attach_solo, pinned_spec
@@ -24,7 +25,8 @@ from testbed.workloads.pattern.ideal import ideal_fct_s
 from testbed.results.rundir import RunDir
 from testbed.results.schema import table
 from testbed.spec.jobs import jobs_channels
-from testbed.spec.scenario import ScenarioError, load_scenario, parse_scenario
+from testbed.spec.scenario import ScenarioError, parse_scenario
+from testbed.workloads import load_scenario
 from testbed.workloads import workload_for
 from traffic import protocol
 from traffic.patterns import Flow

@@ -4,7 +4,8 @@ from types import SimpleNamespace
 import pytest
 
 from testbed.workloads.pattern.ideal import ideal_fct_s, ideal_rates
-from testbed.workloads.pattern.plan import host_infos, pattern_flows, pattern_peers
+from testbed.spec.hosts import host_infos
+from testbed.workloads.pattern.plan import pattern_flows, pattern_peers
 from testbed.workloads.pattern.results import jain_index, throughput_ratio
 from testbed.spec.scenario import ScenarioError, parse_scenario
 from topology import build

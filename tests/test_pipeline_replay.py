@@ -106,7 +106,7 @@ def test_streams_are_fifo_and_blocking_waits():
 
 
 def _spec(tmp_path, extra=""):
-    from testbed.spec.scenario import load_scenario
+    from testbed.workloads import load_scenario
     text = (REPO / "scenarios" / "simai_tp2_dp2_pp2.yaml").read_text().replace(
         "path: workloads/", f"path: {REPO}/scenarios/workloads/").replace("pp_schedule: 1f1b", f"pp_schedule: 1f1b{extra}")
     p = tmp_path / "s.yaml"

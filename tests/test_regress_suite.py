@@ -16,7 +16,7 @@ from testbed.regress.command import exit_code, judge_entry, prepare
 from testbed.regress.junit import Case, write
 from testbed.regress.suite import SuiteError, load_suite, merge, parse_set, scenario_data
 from testbed.results.figures import figures
-from testbed.spec.scenario import load_scenario
+from testbed.workloads import load_scenario
 from tests.test_compare import INCAST, QUICKSTART
 
 REPO = Path(__file__).resolve().parents[1]

@@ -7,7 +7,8 @@ import pytest
 
 from shared_files import needs, shared
 from testbed.workloads.simai.plan import ReplayPlan, ReplayStep
-from testbed.spec.scenario import ScenarioError, load_scenario
+from testbed.spec.scenario import ScenarioError
+from testbed.workloads import load_scenario
 from traffic.workloads.parallel_groups import rank_groups
 from traffic.workloads.placement import PlacementError, gpus_per_host, place
 

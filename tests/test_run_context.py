@@ -10,7 +10,8 @@ from testbed.workloads import plan_workload
 from testbed.results import manifest
 from testbed.pipeline.context import Recording, RunContext
 from testbed.spec.rto import rto_basis, run_rto_us
-from testbed.spec.scenario import ScenarioError, load_scenario, parse_scenario
+from testbed.spec.scenario import ScenarioError, parse_scenario
+from testbed.workloads import load_scenario
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.yaml"
 CAPS = Capabilities(run_id="tb0001", kernel="6.1.0", features={"ovs": Feature(True, "x")},

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from shared_files import needs, shared
-from testbed.spec.scenario import ScenarioError, load_scenario
+from testbed.spec.scenario import ScenarioError
+from testbed.workloads import load_scenario
 from traffic.workloads.simai import (SimaiFormatError, collective_ops, iteration_compute_ns, load_simai,
                                      parse_simai)
 

@@ -32,7 +32,7 @@ def test_plan_tp_and_dp_scoped_allreduce_on_8_hosts(tmp_path):
     from testbed.workloads.plan import PlannedOp
     from testbed.workloads import plan_workload
     from testbed.workloads.plan import plan_peers
-    from testbed.spec.scenario import load_scenario
+    from testbed.workloads import load_scenario
     spec = load_scenario(_scenario(tmp_path, C11_FILE.format(all_gpus=8, n=1, extra=""), iterations=2))
     plan = plan_workload(spec)
     tp = ((0, 1), (2, 3), (4, 5), (6, 7))
@@ -67,7 +67,7 @@ def test_plan_of_a_size_sweep_is_one_ring_of_all_hosts():
 
 def test_size_zero_is_skipped_with_a_note_never_run_as_one_byte(tmp_path):
     from testbed.workloads import plan_workload
-    from testbed.spec.scenario import load_scenario
+    from testbed.workloads import load_scenario
     zero = "layer_zero\t-1\t1\tALLREDUCE\t0\t1\tNONE\t0\t1\tALLREDUCE\t0\t1\n"
     spec = load_scenario(_scenario(tmp_path, C11_FILE.format(all_gpus=8, n=2, extra=zero)))
     plan = plan_workload(spec)
@@ -85,7 +85,7 @@ def test_size_zero_is_skipped_with_a_note_never_run_as_one_byte(tmp_path):
 
 def test_other_collectives_and_one_rank_groups_are_noted(tmp_path):
     from testbed.workloads import plan_workload
-    from testbed.spec.scenario import load_scenario
+    from testbed.workloads import load_scenario
     text = (OURS / "tiny_moe_tp2_ep2.txt").read_text()
     plan = plan_workload(load_scenario(_scenario(tmp_path, text)))
     tp = ((0, 1), (2, 3), (4, 5), (6, 7))
@@ -110,7 +110,7 @@ def test_other_collectives_and_one_rank_groups_are_noted(tmp_path):
 
 
 def test_all_gpus_must_be_a_multiple_of_the_hosts(tmp_path):
-    from testbed.spec.scenario import load_scenario
+    from testbed.workloads import load_scenario
     with pytest.raises(ScenarioError) as info:
         load_scenario(_scenario(tmp_path, C11_FILE.format(all_gpus=12, n=1, extra="")))
     msg = str(info.value)
@@ -130,7 +130,7 @@ def test_all_gpus_must_be_a_multiple_of_the_hosts(tmp_path):
     (("ALLREDUCE\t1048576\t1\n", "ALLREDUCE\t18446744073709551616\t1\n"), "w.txt:3: column 'wg_size_bytes'"),
 ])
 def test_bad_files_are_refused_when_the_scenario_loads(tmp_path, change, words):
-    from testbed.spec.scenario import load_scenario
+    from testbed.workloads import load_scenario
     text = C11_FILE.format(all_gpus=8, n=1, extra="").replace(*change)
     with pytest.raises(ScenarioError, match="workload.simai.path") as info:
         load_scenario(_scenario(tmp_path, text))

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from shared_files import needs, shared
-from testbed.spec.scenario import ScenarioError, load_scenario
+from testbed.spec.scenario import ScenarioError
+from testbed.workloads import load_scenario
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = shared("simai/workload_analytical.txt")

@@ -15,7 +15,8 @@ from testbed.workloads.jobs.results import class_wire_bytes, tenant_entries, ten
 from testbed.measure.class_queues import class_counters, class_queue_table, class_totals, traffic_classes_block
 from testbed.results.rundir import RunDir
 from testbed.spec.congestion import CLASS_DSCP_TEXT
-from testbed.spec.scenario import ScenarioError, load_scenario, parse_scenario
+from testbed.spec.scenario import ScenarioError, parse_scenario
+from testbed.workloads import load_scenario
 from traffic import protocol
 from traffic.transport.qp import DATA_TOS, LOSSY_TOS, RequesterQP, class_tos
 

@@ -6,18 +6,19 @@ import pytest
 
 from testbed.workloads.plan import plan_peers
 from testbed.spec import estimate
-from testbed.spec.scenario import load_scenario
+from testbed.workloads import load_scenario
 from testbed.workloads import WORKLOADS, PatternTrials, SimaiReplay, SizeSweep, workload_for
 from testbed.workloads.chakra.workload import ChakraReplay
 from testbed.workloads.perftest.workload import PerftestRuns
 from testbed.workloads.base import Workload
+from testbed.workloads.jobs.workload import Jobs
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 
 
 def test_registry_maps_each_section_to_its_class():
     assert WORKLOADS == {"sizes": SizeSweep, "simai": SimaiReplay, "pattern": PatternTrials, "chakra": ChakraReplay,
-                         "perftest": PerftestRuns}
+                         "perftest": PerftestRuns, "jobs": Jobs}
     for section, cls in WORKLOADS.items():
         assert issubclass(cls, Workload) and cls.section == section
 

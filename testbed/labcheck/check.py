@@ -110,7 +110,7 @@ def scenario_differences(run_spec: dict, lab_spec: dict) -> list[str]:
 
 def lab_specs(lab: Path, bands: bands_mod.LabBands) -> dict[str, dict]:
     """Scenario stem -> the lab file's validated spec (as manifest.json stores it)."""
-    from testbed.spec.scenario import load_scenario
+    from testbed.workloads import load_scenario
 
     return {p.stem: load_scenario(p).model_dump(mode="json") for p in bands_mod.scenario_files(lab)}
 

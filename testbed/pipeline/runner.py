@@ -185,7 +185,7 @@ def _run_fabric(ctx: RunContext, progress: Progress, cli: bool = False) -> dict:
     with what the teardown knows (partial results when cut short before every measurement was in)."""
     rec = Recording(ops_planned=len(ctx.ops_plan), workload=workload_for(ctx.spec))
     try:
-        from testbed.workloads.jobs.plan import run_tenant_map  # the scenario's tenants and the jobs' placed hosts
+        from testbed.spec.jobs import run_tenant_map  # the scenario's tenants and the jobs' placed hosts
         with _fabric_class(ctx.spec)(ctx.spec, ctx.run_id, ctx.run_dir, ctx.datapath, layout=ctx.layout,
                                      tenants=run_tenant_map(ctx.spec)) as fab:
             rec.fab = fab
@@ -406,7 +406,7 @@ def _validate(spec: ScenarioSpec, results_root: Path, quiet: bool, max_duration_
     print_notes(plan.notes)  # after the estimate: what the plan changed, not the run's first word
     estimate.check_duration(workload.scaling_keys(), est_s, cap_s)
     if spec.tenants:  # a workload across tenants would only time out against the isolation drops
-        from testbed.workloads.jobs.plan import run_tenant_map
+        from testbed.spec.jobs import run_tenant_map
         from testbed.spec.tenants import check_peers
         check_peers(run_tenant_map(spec), workload.peers(plan.ops))
     warning = capacity_check.check_scenario(spec, workload.peers(plan.ops), over_capacity=over_capacity)

@@ -15,7 +15,7 @@ never both. Each job::
 
 Hosts are never shared between jobs: each job's agents run its collectives on its own hosts, as a
 scheduler hands a job whole servers. Placement runs in list order and skips hosts earlier jobs hold
-(testbed.workloads.jobs.placement). The job's ``workload`` is today's workload section restricted to a size
+(testbed.spec.placement). The job's ``workload`` is today's workload section restricted to a size
 sweep (``workload.sizes``), a SimAI/AICB file (``workload.simai``: its whole-job replay on the job's
 hosts, testbed.workloads.simai.job; the file's all_gpus must be the job's ranks or a multiple of them, checked
 when the scenario is loaded) or a traffic pattern (``workload.pattern``, testbed.workloads.pattern.job: its hosts
@@ -36,10 +36,15 @@ from typing import Literal, Optional
 
 from pydantic import Field, model_validator
 
+from testbed.spec.hosts import host_infos, short
+from testbed.spec.placement import place_jobs, reserved_hosts
+from testbed.spec.tenants import tenant_map
 from testbed.spec.units import Count, SpecModel
 from testbed.spec.workload import WorkloadSpec
+from testbed.spec.yaml_loader import ScenarioError
+from traffic.patterns import Flow, HostInfo, PatternError, build_flows
 
-#: placement policies of a job given by ``ranks`` (testbed.workloads.jobs.placement)
+#: placement policies of a job given by ``ranks`` (testbed.spec.placement)
 PLACEMENTS = ("packed", "spread", "random")
 #: the most passes a job plans (``iterations``, or what ``duration_s`` needs)
 MAX_PASSES = 1000
@@ -138,8 +143,6 @@ def check_jobs(spec) -> None:
     """Names unique; explicit hosts exist on the fabric and no host in two jobs; the jobs fit the fabric's
     hosts; with a ``tenants`` section each job's tenant is declared there and its placed hosts may join
     it. ValueError naming ``jobs.N.KEY`` and what is allowed."""
-    from testbed.workloads.jobs.placement import place_jobs, reserved_hosts
-
     jobs = spec.jobs
     seen: dict[str, int] = {}
     first = next((k for k, j in enumerate(jobs) if j.workload.pattern is None), 0)  # the first collective job
@@ -155,12 +158,80 @@ def check_jobs(spec) -> None:
             raise ValueError(f"jobs.{i}.tenant: {j.tenant!r} is not declared under tenants; allowed: "
                              f"{', '.join(spec.tenants)}")
     placed = place_jobs(spec.fabric.layout_preview(), jobs, spec.seed, reserved_hosts(spec))  # ValueError: job, host
-    from testbed.workloads.pattern.job import check_pattern_jobs
     check_pattern_jobs(spec, placed)  # ValueError naming jobs.N.workload.<key>
     if spec.tenants:  # each job's hosts join its tenant (testbed.spec.tenants.tenant_map's extra)
-        from testbed.workloads.jobs.plan import run_tenant_map
-        from testbed.spec.yaml_loader import ScenarioError
         try:
             run_tenant_map(spec)
         except ScenarioError as e:
             raise ValueError(f"jobs: the jobs' placed hosts do not fit the tenants: {e}") from None
+
+
+#: workload keys of a size sweep that a pattern job leaves out (its passes are the job's ``iterations``)
+SWEEP_KEYS = ("iterations", "warmup_iterations", "max_bytes_per_size")
+
+
+def job_hosts(layout, hosts) -> list[HostInfo]:
+    """The job's hosts (names in its rank order) as the pattern sees them: rank i = the job's i-th host."""
+    info = {h.name: h for h in host_infos(layout)}
+    return [HostInfo(h, i, info[h].switch) for i, h in enumerate(hosts)]
+
+
+def job_flows(spec, index: int, hosts, layout) -> list[Flow]:
+    """Job ``index``'s pattern on its ``hosts`` (names, rank order), src/dst as the run's ranks.
+
+    Raises ValueError naming ``jobs.N.workload.pattern.<key>`` when the pattern does not fit the job's hosts."""
+    mine = job_hosts(layout, hosts)
+    try:
+        flows = build_flows(spec.jobs[index].workload.pattern, mine, spec.seed)
+    except PatternError as e:
+        raise ValueError(f"jobs.{index}.{e}; in a job the pattern's hosts are the job's: "
+                         f"{', '.join(hosts)} (pattern rank i = the job's i-th host)") from None
+    rank_of = {short(layout, h.name): h.rank for h in layout.hosts}
+    glob = [rank_of[h.name] for h in mine]
+    return [Flow(f.flow, glob[f.src], glob[f.dst], f.size_bytes, f.start_s, f.qps) for f in flows]
+
+
+def check_pattern_jobs(spec, placed: dict[str, tuple[str, ...]]) -> None:
+    """Every pattern job fits its placed hosts (``placed``: job -> hosts, testbed.spec.placement.place_jobs),
+    sets no size-sweep key and no ``trials``, and its flows' queue pairs fit the run's channels. ValueError
+    naming ``jobs.N.workload.<key>`` and what is allowed."""
+    layout = spec.fabric.layout_preview()
+    for i, j in enumerate(spec.jobs):
+        w = j.workload
+        if w.pattern is None:
+            continue
+        stray = [k for k in SWEEP_KEYS if k in w.model_fields_set]
+        if stray:
+            raise ValueError(f"jobs.{i}.workload.{stray[0]} applies to a size sweep; a pattern job repeats its "
+                             f"flows with the job's iterations or duration_s (jobs.{i}.iterations): leave it out")
+        if "trials" in w.pattern.model_fields_set and w.pattern.trials != 1:
+            raise ValueError(f"jobs.{i}.workload.pattern.trials = {w.pattern.trials}: trials restart the agents "
+                             f"with a new entropy seed, and a job shares them with the other jobs; allowed 1 (repeat "
+                             f"the flows on the same QPs with jobs.{i}.iterations or duration_s)")
+        channels = jobs_channels(spec.jobs)
+        if w.pattern.max_qps > channels:
+            raise ValueError(f"jobs.{i}.workload.pattern.qps = {w.pattern.max_qps}: every stream of a jobs run has "
+                             f"the collective jobs' workload.channels = {channels} queue pairs per peer; allowed "
+                             f"qps <= {channels} (or raise workload.channels in every collective job)")
+        job_flows(spec, i, placed[j.name], layout)
+
+
+def tenant_hosts(spec) -> dict[str, tuple[str, ...]]:
+    """Tenant -> the hosts its jobs hold (placement order, jobs in list order; testbed.spec.placement): what
+    a tenant map (which hosts may reach which) takes from a jobs scenario. {} for a single-workload scenario."""
+    if not spec.jobs:
+        return {}
+    hosts = place_jobs(spec.fabric.layout_preview(), spec.jobs, spec.seed, reserved_hosts(spec))
+    out: dict[str, tuple[str, ...]] = {}
+    for j in spec.jobs:
+        out[j.tenant] = out.get(j.tenant, ()) + tuple(hosts[j.name])
+    return out
+
+
+def run_tenant_map(spec):
+    """The run's testbed.spec.tenants.TenantMap: the scenario's ``tenants`` plus every job's placed hosts in
+    its job's tenant (testbed.spec.tenants.tenant_map's ``extra``); None without a ``tenants`` section.
+    Raises ScenarioError as tenant_map does."""
+    if not spec.tenants:
+        return None
+    return tenant_map(spec, extra={h: t for t, hosts in tenant_hosts(spec).items() for h in hosts})

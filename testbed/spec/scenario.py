@@ -118,7 +118,7 @@ class ScenarioSpec(SpecModel):
                 f"<= {max(m for m in ROCE_MTUS_BYTES if m + ROCEV2_IP_OVERHEAD_BYTES <= self.fabric.mtu_bytes)}")
         check_congestion_control(self)
         if self.background:
-            from testbed.workloads.pattern.plan import host_infos
+            from testbed.spec.hosts import host_infos
             check_background(self.background, [h.name for h in host_infos(self.fabric.layout_preview())],
                              self.fabric.host_link_bps)
         check_tenants(self)
@@ -126,14 +126,9 @@ class ScenarioSpec(SpecModel):
             raise ValueError("load_balance.selection_method: dp_hash cannot run with transport.entropy = spray: spray "
                              "traces each UDP port's path with ofproto/trace, which stops at dp_hash's recirculation; "
                              "allowed with dp_hash: per_flow, flowlet (or selection_method: hash with spray)")
-        if self.workload is not None and self.workload.pattern is not None:  # hosts named and the pattern fitted to this fabric
-            from testbed.workloads.pattern.plan import check_pattern
-            check_pattern(self)
+        if self.workload is not None:  # the hosts it names on this fabric (a pattern's flows fitted, perftest runs)
+            self.workload.check_on_fabric(self)
         check_cluster(self)
-        if self.workload is not None and self.workload.perftest is not None:  # hosts named on this fabric
-            from testbed.workloads.pattern.plan import host_infos
-            from testbed.spec.perftest import check_runs
-            check_runs(self.workload.perftest, [h.name for h in host_infos(self.fabric.layout_preview())])
         return self
 
 
@@ -320,38 +315,13 @@ def _drop_key(data: Any, dotted: str) -> bool:
     return False
 
 
-def _resolve_simai(workload, p: Path, key: str):
-    """``workload`` (a WorkloadSpec with ``simai``) with its file's path resolved against the scenario file
-    ``p``'s folder; ScenarioError naming ``key``.simai.path when there is no such file, or it is a directory
-    (one file is expected: SimAI and AICB write one workload per file; the directory's ``.txt`` files are
-    named as a hint) or not a regular file."""
-    sp = Path(workload.simai.path)
-    if not sp.is_absolute():
-        sp = (p.parent / sp).resolve()
-    if sp.is_dir():
-        try:
-            txt = sorted(f.name for f in sp.iterdir() if f.suffix == ".txt" and f.is_file())
-        except OSError:                              # unreadable directory: no hint
-            txt = None
-        hint = ("" if txt is None else f"; it holds {len(txt)} .txt file{'s' if len(txt) != 1 else ''}: name one "
-                f"as the path, e.g. {str(sp / txt[0])!r}" if txt else "; it holds no .txt file")
-        raise ScenarioError(f"{p}: {key}.simai.path: {str(sp)!r} is a directory; a SimAI/AICB workload file is "
-                            f"expected (one workload per file){hint}")
-    if not sp.exists():
-        raise ScenarioError(f"{p}: {key}.simai.path: no such file {str(sp)!r}")
-    if not sp.is_file():
-        raise ScenarioError(f"{p}: {key}.simai.path: {str(sp)!r} is not a regular file; a SimAI/AICB workload "
-                            "file is expected")
-    return workload.model_copy(update={"simai": workload.simai.model_copy(update={"path": str(sp)})})
-
-
-def load_scenario(path: Union[str, Path]) -> ScenarioSpec:
-    """Read and validate a scenario YAML file.
+def read_scenario(path: Union[str, Path]) -> ScenarioSpec:
+    """Read a scenario YAML file and validate it against the schema (what needs a workload's plan is
+    checked after: testbed.workloads.load_scenario, which a run reads its file with).
 
     Relative ``workload.simai.path`` (and ``jobs[].workload.simai.path``) and ``workload.chakra`` paths are
-    resolved against the
-    scenario file's folder. Raises ScenarioError (bad content or YAML) or
-    FileNotFoundError.
+    resolved against the scenario file's folder; a SimAI path must name a regular file. Raises ScenarioError
+    (bad content or YAML) or FileNotFoundError.
     """
     p = Path(path)
     if p.exists() and not p.is_file():
@@ -371,23 +341,9 @@ def load_scenario(path: Union[str, Path]) -> ScenarioSpec:
         raise ScenarioError(f"{p}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     data = load_yaml(text, str(p))
     spec = parse_scenario(data, str(p))
-    if spec.workload is not None and spec.workload.simai is not None:
-        spec = spec.model_copy(update={"workload": _resolve_simai(spec.workload, p, "workload")})
-        from testbed.workloads.simai.plan import simai_plan  # reads the file: all_gpus, groups, sizes (ScenarioError)
-        try:
-            simai_plan(spec)
-        except ScenarioError as e:
-            raise ScenarioError(f"{p}: {e}") from None
-    if any(j.workload.simai is not None for j in spec.jobs):
-        spec = spec.model_copy(update={"jobs": tuple(
-            j if j.workload.simai is None else j.model_copy(update={"workload": _resolve_simai(
-                j.workload, p, f"jobs.{i}.workload")}) for i, j in enumerate(spec.jobs))})
-        from testbed.workloads.jobs.plan import jobs_plan  # reads the files: all_gpus against each job's ranks (ScenarioError)
-        try:
-            jobs_plan(spec)
-        except ScenarioError as e:
-            raise ScenarioError(f"{p}: {e}") from None
-    if spec.workload is not None and spec.workload.chakra is not None:
-        from testbed.workloads.chakra.plan import resolve_paths  # reads the traces: nodes, matching, order (ScenarioError)
-        spec = resolve_paths(spec, p)
+    if spec.workload is not None:
+        spec = spec.model_copy(update={"workload": spec.workload.resolved(p, "workload")})
+    if spec.jobs:
+        spec = spec.model_copy(update={"jobs": tuple(j.model_copy(update={"workload": j.workload.resolved(
+            p, f"jobs.{i}.workload")}) for i, j in enumerate(spec.jobs))})
     return spec

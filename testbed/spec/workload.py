@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Literal, Optional, Union
 
 from pydantic import BeforeValidator, Field, model_validator
@@ -10,6 +11,7 @@ from typing_extensions import Annotated
 from testbed.spec.pattern import PatternSpec
 from testbed.spec.perftest import PerftestRunSpec
 from testbed.spec.units import Count, SizeBytes, SpecModel, off_refusing_zero, off_to_none, refuse_bool
+from testbed.spec.yaml_loader import ScenarioError
 from traffic import collectives
 
 
@@ -142,6 +144,41 @@ class ChakraSpec(SpecModel):
         return self
 
 
+def _resolve_simai(workload, p: Path, key: str):
+    """``workload`` (a WorkloadSpec with ``simai``) with its file's path resolved against the scenario file
+    ``p``'s folder; ScenarioError naming ``key``.simai.path when there is no such file, or it is a directory
+    (one file is expected: SimAI and AICB write one workload per file; the directory's ``.txt`` files are
+    named as a hint) or not a regular file."""
+    sp = Path(workload.simai.path)
+    if not sp.is_absolute():
+        sp = (p.parent / sp).resolve()
+    if sp.is_dir():
+        try:
+            txt = sorted(f.name for f in sp.iterdir() if f.suffix == ".txt" and f.is_file())
+        except OSError:                              # unreadable directory: no hint
+            txt = None
+        hint = ("" if txt is None else f"; it holds {len(txt)} .txt file{'s' if len(txt) != 1 else ''}: name one "
+                f"as the path, e.g. {str(sp / txt[0])!r}" if txt else "; it holds no .txt file")
+        raise ScenarioError(f"{p}: {key}.simai.path: {str(sp)!r} is a directory; a SimAI/AICB workload file is "
+                            f"expected (one workload per file){hint}")
+    if not sp.exists():
+        raise ScenarioError(f"{p}: {key}.simai.path: no such file {str(sp)!r}")
+    if not sp.is_file():
+        raise ScenarioError(f"{p}: {key}.simai.path: {str(sp)!r} is not a regular file; a SimAI/AICB workload "
+                            "file is expected")
+    return workload.model_copy(update={"simai": workload.simai.model_copy(update={"path": str(sp)})})
+
+
+def _resolve_chakra(workload, p: Path):
+    """``workload`` with a relative ``chakra.path`` and ``chakra.comm_groups`` resolved against the folder of the
+    scenario file ``p``."""
+    c = workload.chakra
+    update = {key: str((p.parent / getattr(c, key)).resolve()) for key in ("path", "comm_groups")
+              if getattr(c, key) is not None and not Path(getattr(c, key)).is_absolute()}
+    return workload.model_copy(update={"chakra": c.model_copy(update=update)})
+
+
+
 class WorkloadSpec(SpecModel):
     """What the hosts run: a size sweep of one collective, or a SimAI replay.
 
@@ -219,3 +256,32 @@ class WorkloadSpec(SpecModel):
             raise ValueError(f"workload.algorithm = {self.algorithm!r} is not registered for workload.collective "
                              f"{self.collective!r}: allowed {', '.join(collectives.names(self.collective))}")
         return self
+
+    @property
+    def qp_channels(self) -> int:
+        """Queue pairs per peer and stream the agents start with for this section: ``channels``; a pattern's
+        widest flow's ``qps`` (testbed.spec.pattern.PatternSpec.max_qps)."""
+        return self.pattern.max_qps if self.pattern is not None else self.channels
+
+    def resolved(self, scenario_path: Path, key: str) -> "WorkloadSpec":
+        """This section with the files it names (``simai.path``; ``chakra.path`` and ``comm_groups``) resolved
+        against the folder of the scenario file ``scenario_path``. Raises ScenarioError naming ``key``.simai.path
+        when the SimAI file is missing, a directory or not a regular file."""
+        if self.simai is not None:
+            return _resolve_simai(self, scenario_path, key)
+        if self.chakra is not None:
+            return _resolve_chakra(self, scenario_path)
+        return self
+
+    def check_on_fabric(self, spec) -> None:
+        """The hosts this section names exist on scenario ``spec``'s fabric (testbed.spec.hosts.host_infos): a
+        pattern's flows fit it (traffic.patterns.build_flows), perftest runs name its hosts
+        (testbed.spec.perftest.check_runs). ValueError naming the key."""
+        from testbed.spec.hosts import host_infos
+
+        if self.pattern is not None:
+            from traffic.patterns import build_flows
+            build_flows(self.pattern, host_infos(spec.fabric.layout_preview()), spec.seed)
+        if self.perftest is not None:
+            from testbed.spec.perftest import check_runs
+            check_runs(self.perftest, [h.name for h in host_infos(spec.fabric.layout_preview())])

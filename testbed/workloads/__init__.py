@@ -1,19 +1,34 @@
-"""Workload modes behind one interface (:class:`testbed.workloads.base.Workload`): plan, peers, run, results.
+"""Workload kinds behind one interface (:class:`testbed.workloads.base.Workload`): plan, peers, run, results.
 
-The scenario's ``workload`` holds exactly one mode section (testbed.spec.workload); :data:`WORKLOADS`
-maps each section to its class:
+:data:`WORKLOADS` is the one registry: each kind's Workload class, one line each; :func:`workload_for` asks
+each in turn whether it runs a scenario (``Workload.selects``):
 
-- ``sizes``: the size sweep of one collective (testbed.workloads.sweep.workload.SizeSweep);
-- ``simai``: a SimAI/AICB replay (testbed.workloads.simai.workload.SimaiReplay);
-- ``pattern``: traffic pattern trials (testbed.workloads.pattern.workload.PatternTrials);
-- ``chakra``: a Chakra execution-trace replay (testbed.workloads.chakra.workload.ChakraReplay);
-- ``perftest``: perftest runs over Soft-RoCE devices (testbed.workloads.perftest.workload.PerftestRuns);
-- the scenario's ``jobs`` list instead of ``workload``: several jobs at once (testbed.workloads.jobs.workload.Jobs).
+- ``sizes``: the size sweep of one collective (testbed.workloads.sweep);
+- ``simai``: a SimAI/AICB replay (testbed.workloads.simai);
+- ``pattern``: traffic pattern trials (testbed.workloads.pattern);
+- ``chakra``: a Chakra execution-trace replay (testbed.workloads.chakra);
+- ``perftest``: perftest runs over Soft-RoCE devices (testbed.workloads.perftest);
+- ``jobs``: the scenario's ``jobs`` list instead of ``workload``: several jobs at once, each a workload of
+  the kinds above on its own hosts (testbed.workloads.jobs).
 
-A new mode is one module with a Workload subclass and one line here.
+A new kind is its package (testbed/workloads/<kind>/, a Workload subclass) and one line in :data:`WORKLOADS`
+(docs/development.md). The kind of workload is dispatched in three places only (tests/test_workload_dispatch.py):
+
+1. here: :func:`workload_for` (a run's kind) and :func:`job_workload` (a job's kind);
+2. testbed/spec/workload.py: the schema of the ``workload`` section (exactly one kind's section, which keys
+   apply to which kind);
+3. testbed/spec/jobs.py: the schema of the ``jobs`` list (which kinds a job may be, and what its workload
+   section may hold).
+
+Everything else asks the Workload. :func:`load_scenario` reads a scenario file for a run: the spec's schema
+(testbed.spec.scenario.read_scenario), then what needs a plan (``Workload.validate``), before anything is built.
 """
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Union
+
+from testbed.spec.scenario import ScenarioSpec, read_scenario
 from testbed.workloads.plan import WorkloadPlan
 from testbed.workloads.base import Workload
 from testbed.workloads.chakra.workload import ChakraReplay
@@ -23,21 +38,36 @@ from testbed.workloads.perftest.workload import PerftestRuns
 from testbed.workloads.simai.workload import SimaiReplay
 from testbed.workloads.sweep.workload import SizeSweep
 
-#: ``workload.<section>`` -> the Workload class that runs it
-WORKLOADS: dict[str, type[Workload]] = {cls.section: cls for cls in (SizeSweep, SimaiReplay, PatternTrials,
-                                                                     ChakraReplay, PerftestRuns)}
+#: every workload kind: ``workload.<section>`` (or ``jobs``) -> its Workload class; one line per kind
+WORKLOADS: dict[str, type[Workload]] = {
+    "sizes": SizeSweep,
+    "simai": SimaiReplay,
+    "pattern": PatternTrials,
+    "chakra": ChakraReplay,
+    "perftest": PerftestRuns,
+    "jobs": Jobs,
+}
 
 
 def workload_for(spec) -> Workload:
-    """A fresh Workload for the validated scenario ``spec`` (its one mode section that is set).
+    """A fresh Workload for the validated scenario ``spec``: the first registered kind that selects it
+    (``Workload.selects``).
 
-    Raises ValueError when none is set (a spec the schema would have refused)."""
-    if getattr(spec, "jobs", ()):
-        return Jobs(spec)
-    for section, cls in WORKLOADS.items():
-        if getattr(spec.workload, section, None) is not None:
+    Raises ValueError when none does (a spec the schema would have refused)."""
+    for cls in WORKLOADS.values():
+        if cls.selects(spec):
             return cls(spec)
-    raise ValueError(f"workload needs exactly one of {', '.join(f'workload.{s}' for s in WORKLOADS)}")
+    raise ValueError(f"workload needs exactly one of {', '.join(f'workload.{s}' for s in WORKLOADS if s != 'jobs')}")
+
+
+def load_scenario(path: Union[str, Path]) -> ScenarioSpec:
+    """Read and validate a scenario YAML file for a run: testbed.spec.scenario.read_scenario (the schema;
+    relative file paths resolved against the file's folder), then the checks that need its workload's plan
+    (``Workload.validate``: a SimAI file's world size and groups, Chakra traces). Raises ScenarioError (bad
+    content or YAML, naming the file and the key) or FileNotFoundError; nothing is built."""
+    spec = read_scenario(path)
+    workload_for(spec).validate(Path(path))
+    return spec
 
 
 def plan_workload(spec) -> WorkloadPlan:

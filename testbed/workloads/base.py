@@ -30,9 +30,30 @@ class Workload:
 
     #: the key of the scenario's ``workload`` mapping that selects this mode
     section: str = ""
+    #: the plan reads files the scenario names (a SimAI file, Chakra traces): :meth:`validate` plans
+    reads_files: bool = False
 
     def __init__(self, spec):
         self.spec = spec
+
+    @classmethod
+    def selects(cls, spec) -> bool:
+        """Whether this kind runs the validated scenario ``spec``: its ``workload.<section>`` is set (a kind that
+        is not a section of the workload mapping overrides this; testbed.workloads.workload_for asks each
+        registered kind in turn)."""
+        return spec.workload is not None and getattr(spec.workload, cls.section, None) is not None
+
+    def validate(self, scenario_path) -> None:
+        """What the scenario's schema cannot check without a plan, for a scenario read from the file
+        ``scenario_path`` (testbed.workloads.load_scenario): nothing by default; a kind that reads files (a
+        SimAI file, Chakra traces: :attr:`reads_files`) plans here. Raises ScenarioError starting with
+        ``scenario_path``."""
+        if self.reads_files:
+            from testbed.spec.yaml_loader import ScenarioError
+            try:
+                self.plan()
+            except ScenarioError as e:
+                raise ScenarioError(f"{scenario_path}: {e}") from None
 
     # -- plan: before anything is built --------------------------------------------------------------
     def plan(self) -> WorkloadPlan:

@@ -12,7 +12,7 @@ from conftest import raise_if_disturbed
 from testbed.workloads.plan import PlannedOp
 from testbed.results.rundir import RunDir
 from testbed.pipeline.runner import run_scenario
-from testbed.spec.scenario import load_scenario
+from testbed.workloads import load_scenario
 from traffic import collectives
 
 REPO = Path(__file__).resolve().parents[2]

@@ -202,24 +202,6 @@ def chakra_plan(spec: ScenarioSpec) -> WorkloadPlan:
     return WorkloadPlan(tuple(ops), tuple(notes), plan)
 
 
-def resolve_paths(spec: ScenarioSpec, scenario_path: Path) -> ScenarioSpec:
-    """``spec`` with ``workload.chakra.path`` and ``comm_groups`` resolved against the scenario file's folder,
-    its traces read and checked (:func:`chakra_plan`). Raises ScenarioError naming the scenario file."""
-    c = spec.workload.chakra
-    update = {}
-    for key in ("path", "comm_groups"):
-        v = getattr(c, key)
-        if v is not None and not Path(v).is_absolute():
-            update[key] = str((scenario_path.parent / v).resolve())
-    c = c.model_copy(update=update)
-    spec = spec.model_copy(update={"workload": spec.workload.model_copy(update={"chakra": c})})
-    try:
-        chakra_plan(spec)
-    except ScenarioError as e:
-        raise ScenarioError(f"{scenario_path}: {e}") from None
-    return spec
-
-
 def replay_plan(spec: ScenarioSpec, ops) -> ChakraPlan:
     """The ChakraPlan of ``spec``, checked against the op plan the run was given (``ops``).
 

@@ -17,6 +17,7 @@ class ChakraReplay(Collectives):
     """``workload.chakra``: chakra_nodes.csv, summary.json's ``chakra`` block and its printed table."""
 
     section = "chakra"
+    reads_files = True
 
     def __init__(self, spec):
         super().__init__(spec)

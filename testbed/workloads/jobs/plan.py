@@ -15,11 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Optional
 
-from testbed.workloads.pattern.job import job_flows, pass_s
-from testbed.workloads.jobs.placement import place_jobs, reserved_hosts
-from testbed.workloads.plan import PlannedOp, WorkloadPlan, list_places, sweep_ops
 from testbed.spec import estimate
-from testbed.spec.jobs import job_traffic_class
+from testbed.spec.jobs import job_flows, job_traffic_class
+from testbed.spec.placement import place_jobs, reserved_hosts
+from testbed.workloads.pattern.job import pass_s
+from testbed.workloads.plan import PlannedOp, WorkloadPlan, list_places, sweep_ops
 from traffic.transport.qp import class_tos
 
 
@@ -68,7 +68,7 @@ def pass_estimate_s(spec, ops) -> float:
 
 
 def placed_jobs(spec) -> tuple[PlacedJob, ...]:
-    """Every job of ``spec.jobs`` placed (testbed.workloads.jobs.placement.place_jobs) with its passes."""
+    """Every job of ``spec.jobs`` placed (testbed.spec.placement.place_jobs) with its passes."""
     layout = spec.fabric.layout_preview()
     rank_of = {h.name: h.rank for h in layout.hosts}
     hosts = place_jobs(layout, spec.jobs, spec.seed, reserved_hosts(spec))
@@ -108,7 +108,7 @@ def _simai_job(spec, index: int, j: PlacedJob, first_stream: int, first_op: int)
 def jobs_plan(spec) -> tuple[WorkloadPlan, tuple[PlacedJob, ...]]:
     """The plan (ops job by job, each tagged with its job and stream; notes naming each job's hosts) and
     the placed jobs (their streams set; a SimAI job's replay). Raises ValueError as
-    testbed.workloads.jobs.placement.place_jobs does (the spec checked it), ScenarioError naming ``jobs.N.`` when a
+    testbed.spec.placement.place_jobs does (the spec checked it), ScenarioError naming ``jobs.N.`` when a
     SimAI job's file does not fit its ranks (testbed.workloads.simai.job)."""
     placed = placed_jobs(spec)
     jobs: list[PlacedJob] = []
@@ -164,25 +164,3 @@ def stream_tos(jobs: tuple[PlacedJob, ...], streams: int) -> list[int]:
     lossless for a stream no job holds."""
     by_stream = {s: class_tos(j.traffic_class) for j in jobs for s in range(j.stream, j.stream + j.n_streams)}
     return [by_stream.get(s, class_tos("lossless")) for s in range(streams)]
-
-
-def tenant_hosts(spec) -> dict[str, tuple[str, ...]]:
-    """Tenant -> the hosts its jobs hold (placement order, jobs in list order): what a tenant map (which
-    hosts may reach which) takes from a jobs scenario. {} for a single-workload scenario."""
-    out: dict[str, tuple[str, ...]] = {}
-    for j in placed_jobs(spec) if spec.jobs else ():
-        out[j.tenant] = out.get(j.tenant, ()) + j.hosts
-    return out
-
-
-def run_tenant_map(spec):
-    """The run's testbed.spec.tenants.TenantMap: the scenario's ``tenants`` plus every job's placed hosts in
-    its job's tenant (testbed.spec.tenants.tenant_map's ``extra``); None without a ``tenants`` section.
-    Raises ScenarioError as tenant_map does."""
-    if not spec.tenants:
-        return None
-    from testbed.spec.tenants import tenant_map
-
-    if not spec.jobs:
-        return tenant_map(spec)
-    return tenant_map(spec, extra={h: t for t, hosts in tenant_hosts(spec).items() for h in hosts})

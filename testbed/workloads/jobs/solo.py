@@ -39,9 +39,9 @@ _COMPLETED = (0, 3, 6)
 def pinned_spec(spec, names: list[str], suffix: str):
     """``spec`` with only the jobs ``names``, each pinned to the hosts it has in the full scenario (a hosts
     list); alone (one job) it starts at 0 s, in a pair the pair's start_s are kept. With tenants, the full
-    run's tenant map (declared hosts plus every job's placed hosts, testbed.workloads.jobs.plan.run_tenant_map) is
+    run's tenant map (declared hosts plus every job's placed hosts, testbed.spec.jobs.run_tenant_map) is
     written into ``tenants``, so the same hosts are isolated the same way without the other jobs."""
-    from testbed.workloads.jobs.plan import run_tenant_map
+    from testbed.spec.jobs import run_tenant_map
 
     hosts = {j.name: j.hosts for j in placed_jobs(spec)}
     update = {}

@@ -35,6 +35,12 @@ class Jobs(Collectives):
     stream; the ops of different jobs run at once, on disjoint hosts and streams."""
 
     section = "jobs"
+    reads_files = True  # a SimAI job's file: its world size against the job's ranks
+
+    @classmethod
+    def selects(cls, spec) -> bool:
+        """A scenario with a ``jobs`` list (instead of ``workload``)."""
+        return bool(spec.jobs)
 
     def __init__(self, spec):
         super().__init__(spec)

@@ -17,62 +17,10 @@ from __future__ import annotations
 import pandas as pd
 
 from testbed.workloads.pattern.ideal import ideal_fct_s
-from testbed.workloads.pattern.plan import host_infos, short
+from testbed.spec.hosts import short
 from testbed.workloads.pattern.results import completion_ratios, fct_figures, fct_table, lost_pkts, trial_end_ns
-from traffic.patterns import Flow, HostInfo, PatternError, build_flows
+from traffic.patterns import Flow
 from traffic.transport import payload_efficiency
-
-#: workload keys of a size sweep that a pattern job leaves out (its passes are the job's ``iterations``)
-SWEEP_KEYS = ("iterations", "warmup_iterations", "max_bytes_per_size")
-
-
-def job_hosts(layout, hosts) -> list[HostInfo]:
-    """The job's hosts (names in its rank order) as the pattern sees them: rank i = the job's i-th host."""
-    info = {h.name: h for h in host_infos(layout)}
-    return [HostInfo(h, i, info[h].switch) for i, h in enumerate(hosts)]
-
-
-def job_flows(spec, index: int, hosts, layout) -> list[Flow]:
-    """Job ``index``'s pattern on its ``hosts`` (names, rank order), src/dst as the run's ranks.
-
-    Raises ValueError naming ``jobs.N.workload.pattern.<key>`` when the pattern does not fit the job's hosts."""
-    mine = job_hosts(layout, hosts)
-    try:
-        flows = build_flows(spec.jobs[index].workload.pattern, mine, spec.seed)
-    except PatternError as e:
-        raise ValueError(f"jobs.{index}.{e}; in a job the pattern's hosts are the job's: "
-                         f"{', '.join(hosts)} (pattern rank i = the job's i-th host)") from None
-    rank_of = {short(layout, h.name): h.rank for h in layout.hosts}
-    glob = [rank_of[h.name] for h in mine]
-    return [Flow(f.flow, glob[f.src], glob[f.dst], f.size_bytes, f.start_s, f.qps) for f in flows]
-
-
-def check_pattern_jobs(spec, placed: dict[str, tuple[str, ...]]) -> None:
-    """Every pattern job fits its placed hosts (``placed``: job -> hosts, testbed.workloads.jobs.placement.place_jobs),
-    sets no size-sweep key and no ``trials``, and its flows' queue pairs fit the run's channels. ValueError
-    naming ``jobs.N.workload.<key>`` and what is allowed."""
-    from testbed.spec.jobs import jobs_channels
-
-    layout = spec.fabric.layout_preview()
-    for i, j in enumerate(spec.jobs):
-        w = j.workload
-        if w.pattern is None:
-            continue
-        stray = [k for k in SWEEP_KEYS if k in w.model_fields_set]
-        if stray:
-            raise ValueError(f"jobs.{i}.workload.{stray[0]} applies to a size sweep; a pattern job repeats its "
-                             f"flows with the job's iterations or duration_s (jobs.{i}.iterations): leave it out")
-        if "trials" in w.pattern.model_fields_set and w.pattern.trials != 1:
-            raise ValueError(f"jobs.{i}.workload.pattern.trials = {w.pattern.trials}: trials restart the agents "
-                             f"with a new entropy seed, and a job shares them with the other jobs; allowed 1 (repeat "
-                             f"the flows on the same QPs with jobs.{i}.iterations or duration_s)")
-        channels = jobs_channels(spec.jobs)
-        if w.pattern.max_qps > channels:
-            raise ValueError(f"jobs.{i}.workload.pattern.qps = {w.pattern.max_qps}: every stream of a jobs run has "
-                             f"the collective jobs' workload.channels = {channels} queue pairs per peer; allowed "
-                             f"qps <= {channels} (or raise workload.channels in every collective job)")
-        job_flows(spec, i, placed[j.name], layout)
-
 
 def pass_s(spec, flows: list[Flow]) -> float:
     """Seconds one pass of ``flows`` takes on an idle, perfectly balanced fabric (testbed.workloads.pattern.ideal) plus

@@ -4,8 +4,9 @@ Hosts are named as in scenario ``faults``: the layout's name without the run id 
 """
 from __future__ import annotations
 
+from testbed.spec.hosts import host_infos
 from topology.model import Layout
-from traffic.patterns import Flow, HostInfo, build_flows
+from traffic.patterns import Flow, build_flows
 from traffic.transport import payload_efficiency
 
 #: seconds to start a trial's agents (processes, QPs, ready) and collect their records, measured here
@@ -13,28 +14,11 @@ from traffic.transport import payload_efficiency
 TRIAL_OVERHEAD_S = 2.5
 
 
-def short(layout: Layout, name: str) -> str:
-    """A node's name without the run id (``tb12abh3`` -> ``h3``)."""
-    return name[len(layout.run_id):] if name.startswith(layout.run_id) else name
-
-
-def host_infos(layout: Layout) -> list[HostInfo]:
-    """Every host in rank order with its short name and its switch's short name."""
-    return [HostInfo(short(layout, h.name), h.rank, short(layout, layout.attachment(h.name).node))
-            for h in layout.hosts]
-
-
 def pattern_flows(spec, layout: Layout) -> list[Flow]:
     """The flows of ``spec.workload.pattern`` on ``layout`` (traffic.patterns.build_flows).
 
     Raises traffic.patterns.PatternError (a ValueError) naming the key when they do not fit."""
     return build_flows(spec.workload.pattern, host_infos(layout), spec.seed)
-
-
-def check_pattern(spec) -> None:
-    """Build the pattern on the scenario's fabric (testbed.spec.fabric.FabricSpec.layout_preview): ValueError
-    naming the bad key."""
-    pattern_flows(spec, spec.fabric.layout_preview())
 
 
 def pattern_peers(flows: list[Flow]) -> dict[int, list[int]]:

@@ -49,7 +49,7 @@ import numpy as np
 import pandas as pd
 
 from testbed.workloads.pattern.ideal import flow_rates, ideal_rates, qps_of, resources
-from testbed.workloads.pattern.plan import short
+from testbed.spec.hosts import short
 from testbed.results.rundir import RunDir
 from testbed.results.tables import percentile_us
 

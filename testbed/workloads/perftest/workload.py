@@ -32,7 +32,7 @@ class PerftestRuns(Workload):
         self.devices = None
 
     def _runs(self) -> list[dict]:
-        from testbed.workloads.pattern.plan import host_infos
+        from testbed.spec.hosts import host_infos
         from testbed.spec.perftest import check_runs
         return check_runs(self.spec.workload.perftest, [h.name for h in host_infos(self.spec.fabric.layout_preview())])
 

@@ -15,6 +15,7 @@ class SimaiReplay(Collectives):
     """``workload.simai``: the replay's timeline; summary.json's ``replay`` block and its printed tables."""
 
     section = "simai"
+    reads_files = True
 
     def __init__(self, spec):
         super().__init__(spec)

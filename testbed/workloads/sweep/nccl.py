@@ -45,7 +45,8 @@ import sys
 from pathlib import Path
 
 from testbed.spec.controller import NCCL_OPS, NCCL_TYPE_BYTES
-from testbed.spec.scenario import ScenarioError, ScenarioSpec, load_scenario, parse_scenario
+from testbed.spec.scenario import ScenarioError, ScenarioSpec, parse_scenario
+from testbed.workloads import load_scenario
 from testbed.spec.units import parse_size
 from traffic import collectives
 
