@@ -76,7 +76,7 @@ class Scenario:
         """A scenario file: a path, or the name of a shipped one (``quickstart``, see :func:`shipped`).
 
         Checked as ``testbed run`` checks a file (testbed.workloads.load_scenario; a relative
-        ``workload.simai.path`` is made absolute). Raises ScenarioError, FileNotFoundError naming the
+        ``workload.simai.path``, ``workload.chakra.path`` or ``comm_groups`` is made absolute). Raises ScenarioError, FileNotFoundError naming the
         shipped names.
         """
         p = Path(name_or_path)
@@ -86,8 +86,9 @@ class Scenario:
             raise FileNotFoundError(f"no scenario file {str(name_or_path)!r}; shipped: {', '.join(shipped())}")
         spec = load_scenario(p)
         data = load_yaml(p.read_text(encoding="utf-8"), str(p))
-        if spec.workload is not None and spec.workload.simai is not None:
-            data["workload"]["simai"]["path"] = spec.workload.simai.path
+        if spec.workload is not None:  # the files it names, made absolute (WorkloadSpec.resolved)
+            for section, keys in spec.workload.files().items():
+                data["workload"][section].update(keys)
         return cls(data, str(p), p)
 
     @property

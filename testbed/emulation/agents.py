@@ -70,6 +70,7 @@ def transport_params(spec, rto_us: int, peers_per_rank: int = 2, streams: int = 
     C (a pattern: its widest flow's ``qps``) on P planes each NIC serves peers x ceil(C/P) QPs, and ``streams`` (testbed.workloads.plan.plan_streams)
     times that. A ring (2 peers, 1 channel, 1 stream) keeps the default.
     """
+    from testbed.spec.jobs import qp_channels
     from testbed.spec.rto import bdp_cap, rto_low
 
     t = spec.transport
@@ -80,12 +81,7 @@ def transport_params(spec, rto_us: int, peers_per_rank: int = 2, streams: int = 
     gap_us = (t.flowlet_gap_us or int(rto_us) // 2) if t.entropy == "flowlet" else 0
     # channels share a NIC's queue too, spread over the planes' NICs (traffic.transport.planes)
     planes = spec.fabric.planes if spec.fabric.kind == "dual_plane" else 1
-    if spec.jobs:  # every stream has the collective jobs' channels (testbed.spec.jobs.jobs_channels)
-        from testbed.spec.jobs import jobs_channels
-        channels = jobs_channels(spec.jobs)
-    else:
-        w = spec.workload
-        channels = w.pattern.max_qps if w.pattern is not None else w.channels  # a pattern's flows split over QPs
+    channels = qp_channels(spec)  # a pattern's flows split over QPs; a jobs run: the collective jobs' channels
     qps = max(peers_per_rank, 1) * -(-channels // planes) * max(streams, 1)
     sndbuf = min(TransportParams.sndbuf_bytes, HOST_NIC_QUEUE_BYTES // (qps + 1))
     return TransportParams(payload_bytes=t.payload_bytes, window_pkts=t.window_pkts,

@@ -76,6 +76,8 @@ def check_cluster(spec) -> None:
 
 def _cluster_features(spec) -> dict:
     """key -> whether ``spec`` uses a feature a cluster run does not offer yet."""
+    from testbed.spec.jobs import cluster_kinds
+
     f = spec.fabric
     return {"fabric.datapath: kernel": f.datapath == "kernel",
             "fabric.queue_backend other than htb_bfifo": f.queue_backend != "htb_bfifo",
@@ -84,8 +86,7 @@ def _cluster_features(spec) -> dict:
             "congestion.pfc": spec.congestion.pfc is not None,
             "controller.framework: ryu": spec.controller.framework != "os_ken",
             "faults": bool(spec.faults), "background": bool(spec.background), "tenants": bool(spec.tenants),
-            "jobs": bool(spec.jobs), "output.pcap": spec.output.pcap is not None,
-            "workload.perftest": spec.workload is not None and spec.workload.perftest is not None,
+            **cluster_kinds(spec), "output.pcap": spec.output.pcap is not None,
             f"transport.entropy: {spec.transport.entropy} (traces paths on the switches)":
                 ENTROPY_POLICIES[spec.transport.entropy].uses_paths}
 

@@ -139,10 +139,53 @@ def job_traffic_class(spec, job: JobSpec) -> str:
     return (tenant.traffic_class if tenant is not None else None) or "lossless"
 
 
+def check_workload_or_jobs(spec) -> None:
+    """A scenario has exactly one of ``workload`` and ``jobs``: ValueError saying which is wrong."""
+    if (spec.workload is None) == (not spec.jobs):
+        raise ValueError("a scenario needs exactly one of workload (one job on the first hosts) or jobs (a "
+                         "list of jobs sharing the fabric)" + (": both are given" if spec.jobs else ""))
+
+
+def check_tenant_classes(spec) -> None:
+    """A tenant's ``traffic_class`` is its jobs' default: ValueError naming ``tenants.<name>.traffic_class``
+    when the scenario has no jobs list."""
+    if spec.jobs:
+        return
+    for name, t in spec.tenants.items():
+        if t.traffic_class is not None:
+            raise ValueError(f"tenants.{name}.traffic_class: a tenant's traffic class is the default of its "
+                             f"jobs, and this scenario has no jobs list (one workload, always lossless); give "
+                             f"the jobs under `jobs:` or leave traffic_class out")
+
+
+def cluster_kinds(spec) -> dict[str, bool]:
+    """The kinds of workload a run over several servers does not offer yet (testbed.spec.cluster), each
+    whether ``spec`` has it: ``jobs`` (a jobs list), ``workload.perftest``."""
+    return {"jobs": bool(spec.jobs),
+            "workload.perftest": spec.workload is not None and spec.workload.perftest is not None}
+
+
+def resolved_jobs(spec, scenario_path):
+    """``spec`` with each job's files resolved against the folder of the scenario file ``scenario_path``
+    (testbed.spec.workload.WorkloadSpec.resolved); ``spec`` itself without jobs."""
+    if not spec.jobs:
+        return spec
+    return spec.model_copy(update={"jobs": tuple(j.model_copy(update={"workload": j.workload.resolved(
+        scenario_path, f"jobs.{i}.workload")}) for i, j in enumerate(spec.jobs))})
+
+
+def qp_channels(spec) -> int:
+    """Queue pairs per peer and stream the agents of a run of ``spec`` start with: :func:`jobs_channels` of a
+    jobs list, else the workload's (testbed.spec.workload.WorkloadSpec.qp_channels)."""
+    return jobs_channels(spec.jobs) if spec.jobs else spec.workload.qp_channels
+
+
 def check_jobs(spec) -> None:
     """Names unique; explicit hosts exist on the fabric and no host in two jobs; the jobs fit the fabric's
     hosts; with a ``tenants`` section each job's tenant is declared there and its placed hosts may join
-    it. ValueError naming ``jobs.N.KEY`` and what is allowed."""
+    it. ValueError naming ``jobs.N.KEY`` and what is allowed. Nothing to check without a jobs list."""
+    if not spec.jobs:
+        return
     jobs = spec.jobs
     seen: dict[str, int] = {}
     first = next((k for k, j in enumerate(jobs) if j.workload.pattern is None), 0)  # the first collective job

@@ -29,7 +29,7 @@ from testbed.spec.controller import ControllerSpec, LoadBalanceSpec, OutputSpec
 from testbed.spec.fabric import FabricSpec
 from testbed.spec.faults import FailoverSpec, FaultSpec, check_faults, check_storms
 from testbed.spec.fidelity import FidelityThresholdsSpec
-from testbed.spec.jobs import JobSpec, check_jobs
+from testbed.spec.jobs import JobSpec, check_jobs, check_workload_or_jobs, resolved_jobs
 from testbed.spec.tenants import Isolation, TenantSpec, check_tenants
 from testbed.spec.transport import TransportSpec, check_congestion_control
 from testbed.spec.units import (  # noqa: F401
@@ -76,17 +76,14 @@ class ScenarioSpec(SpecModel):
 
     @model_validator(mode="after")
     def _fits(self) -> "ScenarioSpec":
-        if (self.workload is None) == (not self.jobs):
-            raise ValueError("a scenario needs exactly one of workload (one job on the first hosts) or jobs (a "
-                             "list of jobs sharing the fabric)" + (": both are given" if self.jobs else ""))
+        check_workload_or_jobs(self)
         if self.reference_link_bps < self.fabric.host_link_bps:
             raise ValueError(f"reference_link_bps = {self.reference_link_bps:g} is below fabric.host_link_bps = "
                              f"{self.fabric.host_link_bps:g}: the scaled-down link cannot be faster than the real one")
         if self.fabric.n_hosts < 2:
             raise ValueError(f"a collective needs at least 2 hosts: the fabric ({self.fabric.describe()}) has {self.fabric.n_hosts}")
         _check_congestion(self)
-        if self.jobs:
-            check_jobs(self)
+        check_jobs(self)
         if self.workload is not None and self.workload.ranks is not None and self.workload.ranks > self.fabric.n_hosts:
             raise ValueError(f"workload.ranks {self.workload.ranks} is above the fabric's {self.fabric.n_hosts} "
                              f"hosts (fabric.leaves x fabric.hosts_per_leaf): allowed 2..{self.fabric.n_hosts}")
@@ -343,7 +340,4 @@ def read_scenario(path: Union[str, Path]) -> ScenarioSpec:
     spec = parse_scenario(data, str(p))
     if spec.workload is not None:
         spec = spec.model_copy(update={"workload": spec.workload.resolved(p, "workload")})
-    if spec.jobs:
-        spec = spec.model_copy(update={"jobs": tuple(j.model_copy(update={"workload": j.workload.resolved(
-            p, f"jobs.{i}.workload")}) for i, j in enumerate(spec.jobs))})
-    return spec
+    return resolved_jobs(spec, p)

@@ -196,12 +196,8 @@ def check_tenants(spec) -> None:
     Raises ValueError (its message starts with the key path) for the scenario's error collector."""
     if not (spec.tenants or spec.shared_hosts or spec.isolation is not None):
         return
-    if not spec.jobs:
-        for name, t in spec.tenants.items():
-            if t.traffic_class is not None:
-                raise ValueError(f"tenants.{name}.traffic_class: a tenant's traffic class is the default of its "
-                                 f"jobs, and this scenario has no jobs list (one workload, always lossless); give "
-                                 f"the jobs under `jobs:` or leave traffic_class out")
+    from testbed.spec.jobs import check_tenant_classes
+    check_tenant_classes(spec)
     try:
         tenant_map(spec)
     except ScenarioError as e:

@@ -273,6 +273,16 @@ class WorkloadSpec(SpecModel):
             return _resolve_chakra(self, scenario_path)
         return self
 
+    def files(self) -> dict[str, dict[str, str]]:
+        """The files this section names, ``{section: {key: path}}`` (``simai.path``; ``chakra.path`` and
+        ``comm_groups`` when set); {} for a section that names none."""
+        if self.simai is not None:
+            return {"simai": {"path": self.simai.path}}
+        if self.chakra is not None:
+            return {"chakra": {k: getattr(self.chakra, k) for k in ("path", "comm_groups")
+                               if getattr(self.chakra, k) is not None}}
+        return {}
+
     def check_on_fabric(self, spec) -> None:
         """The hosts this section names exist on scenario ``spec``'s fabric (testbed.spec.hosts.host_infos): a
         pattern's flows fit it (traffic.patterns.build_flows), perftest runs name its hosts
