@@ -19,7 +19,8 @@ from testbed.results.rundir import RunDir
 from testbed.spec.scenario import ScenarioError, parse_scenario
 from testbed.workloads import load_scenario
 from testbed.workloads import workload_for
-from testbed.workloads.jobs.workload import Jobs, pass_starts
+from testbed.workloads.jobs.workload import Jobs
+from testbed.workloads.sweep.job import pass_starts
 
 REPO = Path(__file__).resolve().parents[1]
 QUICK = yaml.safe_load((REPO / "scenarios" / "quickstart.yaml").read_text())

@@ -60,6 +60,14 @@ def workload_for(spec) -> Workload:
     raise ValueError(f"workload needs exactly one of {', '.join(f'workload.{s}' for s in WORKLOADS if s != 'jobs')}")
 
 
+def job_workload(spec, index: int) -> Workload:
+    """A fresh Workload of the kind of jobs.``index``'s workload, on the whole scenario ``spec``: its ``job_*``
+    methods plan and run the job on its own hosts (testbed.workloads.jobs). Raises ValueError as
+    :func:`workload_for` does."""
+    kind = type(workload_for(spec.model_copy(update={"workload": spec.jobs[index].workload, "jobs": ()})))
+    return kind(spec)
+
+
 def load_scenario(path: Union[str, Path]) -> ScenarioSpec:
     """Read and validate a scenario YAML file for a run: testbed.spec.scenario.read_scenario (the schema;
     relative file paths resolved against the file's folder), then the checks that need its workload's plan

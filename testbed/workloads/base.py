@@ -112,6 +112,53 @@ class Workload:
         (testbed.process.signals.defer) once the traffic is done. Raises what the agents raise."""
         raise NotImplementedError
 
+    # -- as one job of a jobs list: this workload on a subset of the ranks (testbed.workloads.jobs) ---------
+    # One instance per job (testbed.workloads.job_workload); ``self.spec`` is the whole scenario and ``index``
+    # the job's place in its ``jobs`` list; ``job`` a testbed.workloads.jobs.plan.PlacedJob. A kind a job
+    # cannot be (testbed.spec.jobs refuses it) keeps the defaults that raise.
+    def job_placed(self, index: int, job):
+        """``job`` (placed on its hosts, its index as its stream) with this kind's passes (and flows)."""
+        raise NotImplementedError(f"a job's workload cannot be workload.{self.section}")
+
+    def job_plan(self, index: int, job, first_stream: int, first_op: int) -> tuple:
+        """(``job`` on its streams from ``first_stream``, its fabric ops from op id ``first_op`` on, each tagged
+        with the job and its stream; the notes to print). Raises ScenarioError naming ``jobs.N.``."""
+        raise NotImplementedError(f"a job's workload cannot be workload.{self.section}")
+
+    def job_s(self, job, ops: tuple[PlannedOp, ...]) -> float:
+        """Seconds ``job`` takes from its start on an idle fabric (``ops``: its ops), s."""
+        raise NotImplementedError(f"a job's workload cannot be workload.{self.section}")
+
+    def job_peers(self, job) -> dict[int, list[int]]:
+        """rank -> ranks the job needs queue pairs with beyond its ops' (a pattern job's flows); {} here."""
+        return {}
+
+    def job_fan_in(self, job) -> int:
+        """Most queue pairs of the job beyond its ops' that can send into one port at once; 1 here."""
+        return 1
+
+    def job_session(self, ctx, fab, index: int, job) -> None:
+        """What the job needs on the running fabric ``fab`` before the jobs start (a pattern's flows)."""
+
+    def run_job(self, ctx, agents, rec, progress, job, mine: list, record, lock, stop) -> None:
+        """Run ``job`` on the run's agent group from its start: ``mine``: its (op id, PlannedOp) in order;
+        ``record(k, op, recs, last)`` keeps each op's records; ``lock`` guards shared results; stop when
+        ``stop`` (a threading.Event) is set. Raises what the agents raise."""
+        raise NotImplementedError(f"a job's workload cannot be workload.{self.section}")
+
+    def job_results(self, job) -> dict:
+        """What the job adds to its summary.json entry, as keyword arguments of
+        testbed.workloads.jobs.results.job_entries (``replays`` or ``patterns``: job name -> its block)."""
+        return {}
+
+    def job_tables(self, job, qps) -> dict:
+        """Table name -> the job's rows of a table of the run (a pattern job's fct.csv rows)."""
+        return {}
+
+    def job_lines(self, ctx, index: int, entry: dict) -> list[str]:
+        """Text printed after the jobs table for the job (``entry``: its summary.json ``jobs.jobs[]``)."""
+        return []
+
     # -- results ---------------------------------------------------------------------------------
     def cpu_while_traffic(self, cpu):
         """The rows of ``cpu`` (cpu.csv) the fidelity verdict judges: all of them unless the workload

@@ -29,6 +29,11 @@ class Collectives(Workload):
     def peers(self, ops: tuple[PlannedOp, ...]) -> dict[int, list[int]]:
         return plan_peers(ops)
 
+    def job_s(self, job, ops: tuple[PlannedOp, ...]) -> float:
+        """The job's ops on an idle fabric (testbed.workloads.jobs.plan.pass_estimate_s), s."""
+        from testbed.workloads.jobs.plan import pass_estimate_s
+        return pass_estimate_s(self.spec, ops)
+
     @contextmanager
     def session(self, ctx, fab) -> Iterator[AgentGroup]:
         """One agent per host with QPs to its op-plan peers (testbed.emulation.agents.AgentGroup)."""

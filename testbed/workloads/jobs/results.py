@@ -188,21 +188,6 @@ def tenants_table(tenants: list[dict]) -> pd.DataFrame:
     return pd.DataFrame([{c: t.get(c) for c in cols} for t in tenants], columns=cols)
 
 
-def replay_lines(spec, block: dict) -> list[str]:
-    """Each SimAI job's printed replay tables (testbed.results.replay_table.replay_text) under a line naming
-    the job; ``spec``: the run's scenario (its jobs' size_scale, its time dilation)."""
-    from testbed.results.replay_table import replay_text
-
-    size_scale = {j.name: j.workload.simai.size_scale for j in spec.jobs if j.workload.simai is not None}
-    lines = []
-    for e in block["jobs"]:
-        if e.get("replay") is not None:
-            lines.append(f"job {e['name']} (SimAI {e['replay']['file']}): {e['iterations']} iteration(s), "
-                         f"iteration {e['iteration_s']:.3f} s, JCT {e['jct_s']:.3f} s")
-            lines += replay_text(e["replay"], spec.scale_factor, size_scale[e["name"]])
-    return lines
-
-
 def format_jobs(block: dict) -> str:
     """The printed jobs table (busbw/link: busbw ratio; fair: the fair-share busbw ratio; with solo runs the
     solo busbw ratio and JCT slowdown) and the interference matrix when there is one."""

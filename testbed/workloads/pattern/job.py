@@ -79,3 +79,46 @@ def fct_rows(runs: dict, qps: pd.DataFrame | None) -> pd.DataFrame:
     out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     return out[["job"] + [c for c in out.columns if c != "job"]] if len(frames) else out
 
+
+def placed(spec, index: int, job):
+    """``job`` (testbed.workloads.jobs.plan.PlacedJob) with its flows on its hosts (testbed.spec.jobs.job_flows)
+    and its passes (the job's, or enough passes of :func:`pass_s` to fill duration_s)."""
+    from dataclasses import replace
+
+    from testbed.spec.jobs import job_flows
+
+    flows = tuple(job_flows(spec, index, job.hosts, spec.fabric.layout_preview()))
+    return replace(job, flows=flows, passes=spec.jobs[index].passes(pass_s(spec, list(flows))), workload="pattern")
+
+
+def plan(spec, index: int, job, first_stream: int, first_op: int):
+    """(the job on stream ``first_stream``, no op (its flows run as passes), its note)."""
+    from dataclasses import replace
+
+    job = replace(job, stream=first_stream, first_op=first_op)
+    p = spec.jobs[index].workload.pattern
+    return job, [], [f"job {job.name} (tenant {job.tenant}): pattern {p.kind}, {len(job.flows)} flows of "
+                     f"{sum(f.size_bytes for f in job.flows)} B in all on {', '.join(job.hosts)} ({job.placement}), "
+                     f"starts at {job.start_s:g} s, {job.passes} pass(es) on stream {job.stream}"
+                     + (f", stops starting passes after {job.duration_s:g} s" if job.duration_s else "")]
+
+
+def run(ctx, agents, progress, job, trials, lock, stop, now) -> None:
+    """The job's passes: each one traffic.protocol.RunFlows to the job's ranks on its stream (op id
+    len(ops) + stream x MAX_PASSES + pass), sent when the previous pass is in; ``trials``: its
+    testbed.workloads.pattern.driver.PatternRun (records each pass under ``lock``). Stops when ``stop`` is set
+    or, with duration_s, at a pass once that many seconds passed since its first (``now()``: monotonic s)."""
+    from testbed.spec.jobs import MAX_PASSES
+    from testbed.workloads.pattern.driver import PASS_AHEAD_S
+
+    started = now()
+    for p in range(job.passes):
+        if stop.is_set() or (job.duration_s is not None and p and now() - started >= job.duration_s):
+            return
+        cmd = trials.command(p, stream=job.stream, op_id=len(ctx.ops_plan) + job.stream * MAX_PASSES + p,
+                             ahead_s=PASS_AHEAD_S)
+        fut = agents.submit_flows(cmd, flows_ranks(list(job.flows)))
+        records = agents.wait(fut, cmd.op_id, trials.timeout_s + PASS_AHEAD_S + 10)
+        with lock:
+            line = trials.record(cmd, ctx.spec.seed, records)
+        progress.say(f"job {job.name} pass {p + 1}/{job.passes}: {line}")

@@ -2,12 +2,16 @@
 plan, driver, ideal, results)."""
 from __future__ import annotations
 
+import time
+
 from contextlib import contextmanager
 from typing import Iterator, Optional
 
 from testbed.process import signals
 from testbed.workloads.pattern.driver import PatternRun
-from testbed.workloads.pattern.plan import check_pattern_peers, estimate_s as trials_s, flows_fan_in, pattern_flows
+from testbed.workloads.pattern import job as pattern_job
+from testbed.workloads.pattern.plan import (check_pattern_peers, estimate_s as trials_s, flows_fan_in, pattern_flows,
+                                           pattern_peers)
 from testbed.workloads.pattern.results import format_load_balance, write_pattern_results
 from testbed.workloads.plan import PlannedOp, WorkloadPlan
 from testbed.spec import estimate
@@ -74,3 +78,38 @@ class PatternTrials(Workload):
 
     def lines_before(self, ctx, summary: dict) -> list[str]:
         return [format_load_balance(summary["load_balance"])]
+
+    def job_placed(self, index: int, job):
+        return pattern_job.placed(self.spec, index, job)
+
+    def job_plan(self, index: int, job, first_stream: int, first_op: int) -> tuple:
+        return pattern_job.plan(self.spec, index, job, first_stream, first_op)
+
+    def job_s(self, job, ops) -> float:
+        """The job's passes, each its flows' ideal span plus the lead of its command
+        (testbed.workloads.pattern.job.pass_s), s."""
+        return job.passes * pattern_job.pass_s(self.spec, list(job.flows))
+
+    def job_peers(self, job) -> dict[int, list[int]]:
+        """The other end of each of the job's flows."""
+        return pattern_peers(list(job.flows))
+
+    def job_fan_in(self, job) -> int:
+        """The job's queue pairs into one receiver (testbed.workloads.pattern.plan.flows_fan_in)."""
+        return flows_fan_in(list(job.flows))
+
+    def job_session(self, ctx, fab, index: int, job) -> None:
+        """The job's flows on ``fab`` (testbed.workloads.pattern.driver.PatternRun), in :attr:`trials`."""
+        self.trials = PatternRun(ctx, fab, ctx.spec.jobs[index].workload.pattern, list(job.flows))
+
+    def run_job(self, ctx, agents, rec, progress, job, mine: list, record, lock, stop) -> None:
+        """The job's passes on its stream (testbed.workloads.pattern.job.run)."""
+        pattern_job.run(ctx, agents, progress, job, self.trials, lock, stop, time.monotonic)
+
+    def job_results(self, job) -> dict:
+        """The job's figures over its finished passes (testbed.workloads.pattern.job.figures)."""
+        return {"patterns": {job.name: pattern_job.figures(self.trials)}}
+
+    def job_tables(self, job, qps) -> dict:
+        """fct.csv rows of the job's passes (testbed.workloads.pattern.job.fct_rows)."""
+        return {"fct": pattern_job.fct_rows({job.name: self.trials}, qps)}

@@ -80,3 +80,55 @@ def job_replay(spec, index: int, ranks: tuple[int, ...], first_stream: int, pass
     notes = tuple(f"warning: job {job.name}: {n[9:]}" if n.startswith("warning: ") else f"job {job.name}: {n}"
                   for n in plan.notes)
     return JobReplay(ops, notes, plan.replay, n_streams)
+
+
+def placed(spec, index: int, job):
+    """``job`` (testbed.workloads.jobs.plan.PlacedJob) with the job's iterations as passes (with duration_s:
+    set by :func:`plan`, which reads the file)."""
+    return replace(job, passes=spec.jobs[index].iterations or 1, workload="simai")
+
+
+def plan(spec, index: int, job, first_stream: int, first_op: int, pass_estimate_s):
+    """(the job placed with its streams from ``first_stream``, passes and replay whose fabric ops start at op
+    ``first_op``; its ops; its notes). With duration_s its passes fill it: one pass's collectives on an idle
+    fabric (``pass_estimate_s(spec, ops)``) plus its compute waits. Raises ScenarioError as
+    :func:`job_replay` does."""
+    js = spec.jobs[index]
+    passes = job.passes
+    if js.duration_s is not None:  # passes of one pass's estimate (collectives on an idle fabric + compute)
+        one = job_replay(spec, index, job.ranks, first_stream, 1)
+        passes = js.passes(pass_estimate_s(spec, one.ops) + one.replay.timeline_extra_s)
+    jr = job_replay(spec, index, job.ranks, first_stream, passes)
+    job = replace(job, stream=first_stream, n_streams=jr.n_streams, passes=passes, replay=jr.replay,
+                  first_op=first_op)
+    notes = [f"job {job.name} (tenant {job.tenant}): SimAI {js.workload.simai.path}, {len(job.hosts)} ranks "
+             f"on {', '.join(job.hosts)} ({job.placement}), starts at {job.start_s:g} s, "
+             f"{len(job.replay.modes)} iteration(s) on streams {job.stream}..{job.stream + job.n_streams - 1}"
+             + (f", starts no iteration after {job.duration_s:g} s" if job.duration_s else ""), *jr.notes]
+    return job, list(jr.ops), notes
+
+
+def run(ctx, agents, rec, progress, job, record, stop, started: float, now) -> dict:
+    """The job's replay (testbed.workloads.replay.run.run_replay on its ops, from op ``job.first_op``);
+    ``record(k, op, recs, last)`` after each fabric op; no iteration starts once ``stop`` is set or, with
+    duration_s, that many seconds passed since ``started`` (``now()``: monotonic seconds). Returns its
+    ``replay`` block. Raises what the agents raise."""
+    from testbed.workloads.replay.run import run_replay
+
+    def keep_going() -> bool:
+        return not stop.is_set() and (job.duration_s is None or now() - started < job.duration_s)
+
+    return run_replay(ctx, agents, rec, progress, job.replay, op_base=job.first_op,
+                      record=lambda k, op, recs: record(k, op, recs, False), keep_going=keep_going)
+
+
+def replay_lines(ctx, index: int, entry: dict) -> list[str]:
+    """The job's printed replay tables (testbed.results.replay_table.replay_text) under a line naming the job;
+    ``entry``: its summary.json ``jobs.jobs[]`` entry. [] without a replay block (it did not run)."""
+    from testbed.results.replay_table import replay_text
+
+    if entry.get("replay") is None:
+        return []
+    return [f"job {entry['name']} (SimAI {entry['replay']['file']}): {entry['iterations']} iteration(s), "
+            f"iteration {entry['iteration_s']:.3f} s, JCT {entry['jct_s']:.3f} s",
+            *replay_text(entry["replay"], ctx.spec.scale_factor, ctx.spec.jobs[index].workload.simai.size_scale)]

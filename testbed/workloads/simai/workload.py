@@ -2,6 +2,8 @@
 of compute waits, scale-up collectives and overlap (plan: testbed.workloads.simai.plan; run: testbed.workloads.replay.run)."""
 from __future__ import annotations
 
+import time
+
 from typing import Optional
 
 from testbed.workloads.plan import WorkloadPlan
@@ -9,6 +11,7 @@ from testbed.workloads.replay.run import run_replay
 from testbed.results.replay_table import replay_text
 from testbed.workloads.simai.plan import replay_plan, simai_plan
 from testbed.workloads.collectives import Collectives
+from testbed.workloads.simai import job as simai_job
 
 
 class SimaiReplay(Collectives):
@@ -52,3 +55,24 @@ class SimaiReplay(Collectives):
         if self.replay is None:
             return []
         return replay_text(self.replay, ctx.spec.scale_factor, ctx.spec.workload.simai.size_scale)
+
+    def job_placed(self, index: int, job):
+        return simai_job.placed(self.spec, index, job)
+
+    def job_plan(self, index: int, job, first_stream: int, first_op: int) -> tuple:
+        from testbed.workloads.jobs.plan import pass_estimate_s
+        return simai_job.plan(self.spec, index, job, first_stream, first_op, pass_estimate_s)
+
+    def job_s(self, job, ops) -> float:
+        """The job's collectives on an idle fabric plus its compute waits and scale-up collectives, s."""
+        return super().job_s(job, ops) + job.replay.timeline_extra_s
+
+    def run_job(self, ctx, agents, rec, progress, job, mine: list, record, lock, stop) -> None:
+        """The job's replay (testbed.workloads.simai.job.run); its ``replay`` block kept for the results."""
+        self.replay = simai_job.run(ctx, agents, rec, progress, job, record, stop, time.monotonic(), time.monotonic)
+
+    def job_results(self, job) -> dict:
+        return {"replays": {job.name: self.replay}} if self.replay is not None else {}
+
+    def job_lines(self, ctx, index: int, entry: dict) -> list[str]:
+        return simai_job.replay_lines(ctx, index, entry)

@@ -2,9 +2,12 @@
 nccl-tests runs them, over all hosts or hosts 0..``workload.ranks``-1."""
 from __future__ import annotations
 
+import time
+
 from testbed.process import signals
 from testbed.workloads.plan import PlannedOp, WorkloadPlan, sweep_plan
 from testbed.workloads.collectives import Collectives
+from testbed.workloads.sweep import job as sweep_job
 
 
 class SizeSweep(Collectives):
@@ -55,3 +58,14 @@ class SizeSweep(Collectives):
             t_us = (max(r.t_end_ns for r in recs) - min(r.t_start_ns for r in recs)) / 1e3
             last = k + 1 == len(ops_plan) or ops_plan[k + 1].size_bytes != size
             progress.op(k + 1, size, size * 8 / (t_us / 1e6) * factor, last)
+
+    def job_placed(self, index: int, job):
+        from testbed.workloads.jobs.plan import pass_estimate_s
+        return sweep_job.placed(self.spec, index, job, pass_estimate_s)
+
+    def job_plan(self, index: int, job, first_stream: int, first_op: int) -> tuple:
+        return sweep_job.plan(self.spec, index, job, first_stream, first_op)
+
+    def run_job(self, ctx, agents, rec, progress, job, mine: list, record, lock, stop) -> None:
+        """The job's ops FIFO on its stream (testbed.workloads.sweep.job.run)."""
+        sweep_job.run(ctx, agents, job, mine, record, stop, time.monotonic(), time.monotonic)
