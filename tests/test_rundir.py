@@ -1,5 +1,6 @@
 """RunDir (one reader and writer of a run directory: CSV or Parquet, the rule for a table not recorded, the
-JSON files), the table schema (one source for RunDir and docs/tables.md) and Parquet beside CSV."""
+JSON files), the table schema (one source for RunDir and docs/tables.md: tests/test_run_summary.py) and Parquet
+beside CSV."""
 import dataclasses
 import warnings
 from pathlib import Path
@@ -14,17 +15,10 @@ from testbed.results import tables
 from testbed.results.rundir import NotARunDir, RunDir, TableError, read_csv_table
 from testbed.workloads.jobs.results import TENANTS_COLUMNS
 from testbed.measure.class_queues import CLASS_QUEUE_COLUMNS
-from testbed.results.schema import TABLES, markdown
+from testbed.results.schema import TABLES
 from traffic.protocol import QpCnpLog, QpRateLog
 from traffic.transport.qp import QPCounters
 from traffic.transport.responder import ResponderCounters
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def test_docs_tables_md_is_generated_from_the_schema():
-    assert (REPO / "docs" / "tables.md").read_text() == markdown(), \
-        "regenerate: .venv/bin/python -m testbed.results.schema > docs/tables.md"
 
 
 @pytest.mark.parametrize("table, columns", [

@@ -33,23 +33,6 @@ def test_the_printed_line_is_the_measured_figures_and_none_without_the_loop(tmp_
     assert "ce_marked_pkts 389" in line and "None" not in line and "enabled" not in line and "pause" not in line
 
 
-def test_every_summary_has_every_block_in_one_order_and_a_partial_one_has_dicts_where_a_complete_one_does():
-    from testbed.results.shape import INCOMPLETE, SUMMARY_KEYS, TRANSPORT_KEYS, stable_summary
-    complete = stable_summary({"run_id": "tb0001", "complete": True, "transport": {"posted_bytes": 8, "extra": 1},
-                               "fidelity": {"cpu": {}}, "checks": {"cpu": {"status": "passed"}}, "zz_new": 3})
-    partial = stable_summary({"run_id": "tb0002", "complete": False, "verdict": INCOMPLETE, "fidelity": {},
-                              "checks": {}, "transport": {"loss_recovery": "go_back_n"}})
-    assert list(complete)[:len(SUMMARY_KEYS)] == list(partial) == list(SUMMARY_KEYS)
-    assert list(complete)[len(SUMMARY_KEYS):] == ["zz_new"]   # a workload's own block is kept, after the rest
-    assert complete["faults"] is None and complete["incomplete_reason"] is None and complete["jobs"] is None
-    assert list(partial["transport"]) == list(TRANSPORT_KEYS) and partial["transport"]["posted_bytes"] is None
-    assert partial["transport"]["loss_recovery"] == "go_back_n"
-    assert list(complete["transport"]) == [*TRANSPORT_KEYS, "extra"] and complete["transport"]["posted_bytes"] == 8
-    # a script's chain works on both
-    for s in (complete, partial):
-        assert (s["fidelity"].get("cpu") or {}).get("saturated_by_core_s") is None
-
-
 def test_the_transport_keys_cover_what_the_totals_hold():
     import pandas as pd
     from testbed.measure.transport_totals import transport_totals

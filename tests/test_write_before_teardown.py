@@ -19,7 +19,9 @@ from testbed.measure.fidelity_checks import FAILED, PASSED
 from testbed.measure.verdict import FidelityVerdict
 from testbed.results import summary as results_summary
 from testbed.results.summary import Written
+from testbed.results.congestion import stable_congestion
 from testbed.results.rundir import RunDir
+from testbed.results.shape import stable_summary
 
 T_MEASURED_NS = 1_800_000_000 * 10**9
 
@@ -90,9 +92,12 @@ def test_judge_controller_on_the_final_report():
 def _written(tmp_path, snapshot: dict) -> tuple:
     v = FidelityVerdict(faithful=True, violations=[], figures={})
     judge_controller(v, snapshot, T_MEASURED_NS)
-    summary = {"run_id": "tb0000", "complete": True, "interrupted": None, "teardown": "pending",
-               "faithful": v.faithful, "violations": v.violations, "not_judged": v.not_judged,
-               "checks": v.checks, "controller": snapshot, "sizes": [{"size_bytes": 65536}]}
+    summary = stable_summary({
+        "run_id": "tb0000", "run_dir": str(tmp_path), "scenario": "s", "n_ranks": 2, "status": "complete",
+        "complete": True, "interrupted": None, "teardown": "pending", "faithful": v.faithful,
+        "verdict": v.status, "violations": v.violations, "not_judged": v.not_judged, "checks": v.checks,
+        "fidelity": v.figures, "controller": snapshot, "sizes": [{"size_bytes": 65536}],
+        "congestion": stable_congestion(None)})
     (tmp_path / "summary.json").write_text(json.dumps(summary))
     return Written(summary, None, {}, v, None), summary
 

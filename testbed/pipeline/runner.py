@@ -360,9 +360,13 @@ def run(spec: ScenarioSpec, results_root: str | os.PathLike = "results", *, scen
     except KeyboardInterrupt as e:
         printing.print_interrupted(e)
         return _outcome(EXIT_INTERRUPTED_BASE + (signals.received() or signal.SIGINT), ctx)
-    except ScenarioError:
+    except ScenarioError as e:  # refused by this machine once the run had its id: its summary.json says so
+        if ctx is not None:
+            results_summary.write_refused(ctx, e)
         raise
     except RunRefused as e:
+        if ctx is not None:
+            results_summary.write_refused(ctx, e)
         print(f"testbed: error: run refused, nothing was built: {e}", file=sys.stderr)
         return _outcome(EXIT_FAILED, ctx)
     except Exception as e:  # a failed run: one line, --debug for the traceback

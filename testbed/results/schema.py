@@ -3,8 +3,8 @@
 This is the single source of truth for the columns of the CSV/Parquet tables a
 run writes (``pfc_events``' come from controllers.loop_result.PFC_EVENT_COLUMNS, which the
 controller's loop writes its rows by): :class:`testbed.results.rundir.RunDir` checks every table it reads
-against it, ``docs/tables.md`` is generated from it (``python -m
-testbed.results.schema > docs/tables.md``; a unit test keeps the two equal)
+against it, ``docs/tables.md`` is generated from it (testbed.results.docs_tables; a unit test keeps the two
+equal)
 and an integration test checks the tables of real runs against it.
 
 A column's ``dtype`` is one of ``int``, ``float``, ``str``, ``bool``;
@@ -494,23 +494,3 @@ def table(name: str) -> Table:
     except KeyError:
         raise KeyError(f"no table {name!r}; documented tables: {', '.join(TABLES)}") from None
 
-
-def markdown() -> str:
-    """docs/tables.md: one section per table, its columns with type, unit and description."""
-    lines = ["# Tables of a run directory", "",
-             "Generated from `testbed/results/schema.py` (`python -m testbed.results.schema > docs/tables.md`); "
-             "do not edit by hand. Every table is written as `NAME.csv` and `NAME.parquet`; "
-             "`testbed.results.rundir.RunDir` reads them (Parquet first) and checks the columns below. "
-             "Every `*_ns` time is Unix-epoch nanoseconds. `<N>` stands for 0, 1, ... (one column each).", ""]
-    for t in TABLES.values():
-        lines += [f"## {t.name}", "", f"{t.description}. Written by: {t.written}.", "",
-                  "| column | type | description |", "|---|---|---|"]
-        for c in t.columns:
-            extra = f" (only in {c.when})" if c.optional else ""
-            lines.append(f"| `{c.name}` | {c.dtype} | {c.description}{extra} |")
-        lines.append("")
-    return "\n".join(lines)
-
-
-if __name__ == "__main__":
-    print(markdown(), end="")

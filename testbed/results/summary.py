@@ -15,7 +15,9 @@ them):
 
 :func:`write_partial` (the run stopped before every measurement was in):
 write the tables of the collectives that finished and a summary.json with
-``"complete": false``; ``INCOMPLETE`` holds the reason. Signals are held back
+``"complete": false``; ``INCOMPLETE`` holds the reason. :func:`write_refused` (refused after it got its run id,
+before its fabric): a run directory with INCOMPLETE and a summary.json with ``"status": "refused"``. Every
+summary.json has one shape (testbed.results.shape.RunSummary). Signals are held back
 while any of them writes, so the directory is never left half-written by a Ctrl-C.
 """
 from __future__ import annotations
@@ -95,6 +97,7 @@ def write_partial(ctx: RunContext, rec: Recording, exc: BaseException) -> None:
         ops, sizes, *_ = _write_tables(ctx, rec)
         summary = {
             "run_id": ctx.run_id, "run_dir": str(ctx.run_dir), "scenario": ctx.spec.name, "n_ranks": ctx.n_ranks,
+            "status": "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed", "status_reason": reason,
             "complete": False, "incomplete_reason": reason,
             "interrupted": signals.received_name() if isinstance(exc, KeyboardInterrupt) else None,
             "ops_done": done, "ops_planned": rec.ops_planned, "faithful": None, "verdict": INCOMPLETE,
@@ -121,6 +124,31 @@ def write_partial(ctx: RunContext, rec: Recording, exc: BaseException) -> None:
     finally:
         if signals.release() and not isinstance(exc, KeyboardInterrupt):
             exc.results_note += "; interrupted while writing them"
+
+
+def write_refused(ctx: RunContext, exc: BaseException) -> bool:
+    """The run was refused after it got its run id, before its run directory was made (the controller framework
+    is not installed, the machine lacks the datapath, ECN marker or link delay asked for, Open vSwitch is unusable):
+    make the run directory (or keep the one the manifest was written to), marked INCOMPLETE, holding a summary.json
+    with ``"status": "refused"``, the reason and every other block ``null`` or empty. Returns whether it was written; never raises (the refusal is the error to
+    report). A summary.json already there (the run got further and wrote its own) is left alone."""
+    if (ctx.run_dir / "summary.json").exists():
+        return False
+    reason = f"refused: {exc}"[:500]
+    try:
+        ctx.run_dir.mkdir(parents=True, exist_ok=True)
+        run = RunDir(ctx.run_dir)
+        run.mark_incomplete(reason)
+        run.write_summary(stable_summary({
+            "run_id": ctx.run_id, "run_dir": str(ctx.run_dir), "scenario": ctx.spec.name, "n_ranks": ctx.n_ranks,
+            "status": "refused", "status_reason": reason, "complete": False, "incomplete_reason": reason,
+            "ops_done": 0, "ops_planned": len(ctx.ops_plan), "faithful": None, "verdict": INCOMPLETE,
+            "violations": [], "not_judged": [], "checks": {}, "fidelity": {}, **_common(ctx),
+            "percentile_method": tables.PERCENTILE_METHOD, "sizes": [], "congestion": stable_congestion(None)}))
+        return True
+    except Exception as e:  # noqa: BLE001
+        log.warning("could not write the refused run's summary to %s: %s", ctx.run_dir, e)
+        return False
 
 
 @dataclass
@@ -191,6 +219,7 @@ def finish(ctx: RunContext, rec: Recording, note: str | None = None) -> dict:
                         "done, without the controller's final report (the controller block is from the end of "
                         "the measurement)"})
         try:
+            summary = stable_summary(summary)
             RunDir(ctx.run_dir).write_summary(summary)
         except Exception as e:  # noqa: BLE001  the complete results written before the teardown stay
             log.warning("could not update %s after the teardown (%s); it holds the results as of the end of "
@@ -244,7 +273,7 @@ def _write_results_now(ctx: RunContext, rec: Recording) -> Written:
     tenant_results.add_results(rec.tenants, tenants, verdict, ctx.run_dir)
     summary = {
         "run_id": ctx.run_id, "run_dir": str(ctx.run_dir), "scenario": ctx.spec.name, "n_ranks": ctx.n_ranks,
-        "complete": True, "interrupted": None, "teardown": "pending",
+        "status": "complete", "status_reason": None, "complete": True, "interrupted": None, "teardown": "pending",
         "ops_done": len(rec.op_meta), "ops_planned": len(rec.op_meta),
         "faithful": verdict.faithful, "verdict": verdict.status, "violations": verdict.violations,
         "not_judged": verdict.not_judged, "checks": verdict.checks, "fidelity": verdict.figures,
