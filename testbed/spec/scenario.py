@@ -29,7 +29,7 @@ from testbed.spec.controller import ControllerSpec, LoadBalanceSpec, OutputSpec
 from testbed.spec.fabric import FabricSpec
 from testbed.spec.faults import FailoverSpec, FaultSpec, check_faults, check_storms
 from testbed.spec.fidelity import FidelityThresholdsSpec
-from testbed.spec.jobs import JobSpec, check_jobs, check_workload_or_jobs, resolved_jobs
+from testbed.spec.jobs import JobSpec, check_jobs, check_tenant_classes, check_workload_or_jobs, resolved_jobs
 from testbed.spec.tenants import Isolation, TenantSpec, check_tenants
 from testbed.spec.transport import TransportSpec, check_congestion_control
 from testbed.spec.units import (  # noqa: F401
@@ -118,6 +118,7 @@ class ScenarioSpec(SpecModel):
             from testbed.spec.hosts import host_infos
             check_background(self.background, [h.name for h in host_infos(self.fabric.layout_preview())],
                              self.fabric.host_link_bps)
+        check_tenant_classes(self)  # a tenant's traffic_class needs a jobs list
         check_tenants(self)
         if self.load_balance.selection_method == "dp_hash" and self.transport.entropy == "spray":
             raise ValueError("load_balance.selection_method: dp_hash cannot run with transport.entropy = spray: spray "

@@ -196,8 +196,6 @@ def check_tenants(spec) -> None:
     Raises ValueError (its message starts with the key path) for the scenario's error collector."""
     if not (spec.tenants or spec.shared_hosts or spec.isolation is not None):
         return
-    from testbed.spec.jobs import check_tenant_classes
-    check_tenant_classes(spec)
     try:
         tenant_map(spec)
     except ScenarioError as e:

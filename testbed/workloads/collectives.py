@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from testbed.emulation.agents import AgentGroup
-from testbed.workloads.plan import PlannedOp, plan_peers, plan_streams
+from testbed.workloads.plan import PlannedOp, pass_estimate_s, plan_peers, plan_streams
 from testbed.spec import estimate
 from testbed.workloads.base import Workload
 
@@ -30,8 +30,7 @@ class Collectives(Workload):
         return plan_peers(ops)
 
     def job_s(self, job, ops: tuple[PlannedOp, ...]) -> float:
-        """The job's ops on an idle fabric (testbed.workloads.jobs.plan.pass_estimate_s), s."""
-        from testbed.workloads.jobs.plan import pass_estimate_s
+        """The job's ops on an idle fabric (testbed.workloads.plan.pass_estimate_s), s."""
         return pass_estimate_s(self.spec, ops)
 
     @contextmanager

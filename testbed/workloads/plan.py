@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
+from testbed.spec import estimate
 from testbed.spec.scenario import ScenarioSpec
 from traffic import collectives
 
@@ -154,3 +155,10 @@ def plan_algorithms(ops) -> list[dict]:
                 "collective": op.collective, "algorithm": op.algorithm, "title": alg.title,
                 "busbw_factor": alg.busbw_factor_text, "size_convention": alg.collective.size_convention}
     return list(out.values())
+
+
+def pass_estimate_s(spec, ops) -> float:
+    """Seconds one pass of ``ops`` takes on an idle fabric (testbed.spec.estimate.estimate_run_s, no set-up): one pass of a job."""
+    f = spec.fabric
+    return estimate.estimate_run_s(ops, f.n_hosts, f.host_link_bps, f.fabric_link_bps, f.ranks_per_switch,
+                                   spec.transport.payload_bytes, 0.0)

@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from testbed.spec import estimate
 from testbed.spec.jobs import job_traffic_class
 from testbed.spec.placement import place_jobs, reserved_hosts
 from testbed.workloads.plan import PlannedOp, WorkloadPlan
@@ -58,13 +57,6 @@ class PlacedJob:
                 "workload": self.workload, "stream": self.stream,
                 "streams": list(range(self.stream, self.stream + self.n_streams)), "passes": self.passes,
                 "duration_s": self.duration_s}
-
-
-def pass_estimate_s(spec, ops) -> float:
-    """Seconds one pass of ``ops`` takes on an idle fabric (testbed.spec.estimate.estimate_run_s, no set-up)."""
-    f = spec.fabric
-    return estimate.estimate_run_s(ops, f.n_hosts, f.host_link_bps, f.fabric_link_bps, f.ranks_per_switch,
-                                   spec.transport.payload_bytes, 0.0)
 
 
 def placed_jobs(spec) -> tuple[PlacedJob, ...]:

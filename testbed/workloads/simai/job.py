@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from testbed.workloads.plan import PlannedOp
+from testbed.workloads.plan import PlannedOp, pass_estimate_s
 from testbed.spec.scenario import ScenarioError
 
 
@@ -88,10 +88,10 @@ def placed(spec, index: int, job):
     return replace(job, passes=spec.jobs[index].iterations or 1, workload="simai")
 
 
-def plan(spec, index: int, job, first_stream: int, first_op: int, pass_estimate_s):
+def plan(spec, index: int, job, first_stream: int, first_op: int):
     """(the job placed with its streams from ``first_stream``, passes and replay whose fabric ops start at op
     ``first_op``; its ops; its notes). With duration_s its passes fill it: one pass's collectives on an idle
-    fabric (``pass_estimate_s(spec, ops)``) plus its compute waits. Raises ScenarioError as
+    fabric (testbed.workloads.plan.pass_estimate_s) plus its compute waits. Raises ScenarioError as
     :func:`job_replay` does."""
     js = spec.jobs[index]
     passes = job.passes

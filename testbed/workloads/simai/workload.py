@@ -60,8 +60,7 @@ class SimaiReplay(Collectives):
         return simai_job.placed(self.spec, index, job)
 
     def job_plan(self, index: int, job, first_stream: int, first_op: int) -> tuple:
-        from testbed.workloads.jobs.plan import pass_estimate_s
-        return simai_job.plan(self.spec, index, job, first_stream, first_op, pass_estimate_s)
+        return simai_job.plan(self.spec, index, job, first_stream, first_op)
 
     def job_s(self, job, ops) -> float:
         """The job's collectives on an idle fabric plus its compute waits and scale-up collectives, s."""

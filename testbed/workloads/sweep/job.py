@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from testbed.emulation.agents import taking_part
-from testbed.workloads.plan import PlannedOp, list_places, sweep_ops
+from testbed.workloads.plan import PlannedOp, list_places, pass_estimate_s, sweep_ops
 from traffic.transport.qp import class_tos
 
 
-def placed(spec, index: int, job, pass_estimate_s):
+def placed(spec, index: int, job):
     """``job`` (testbed.workloads.jobs.plan.PlacedJob) with its passes: the job's, or with duration_s enough
-    passes of ``pass_estimate_s(spec, ops)`` seconds (one pass without warm-ups) to fill it."""
+    passes of one pass's estimate (testbed.workloads.plan.pass_estimate_s, without warm-ups) to fill it."""
     one, _ = sweep_ops(spec.jobs[index].workload, job.ranks, warmup=False)
     return replace(job, passes=spec.jobs[index].passes(pass_estimate_s(spec, one)), workload="sizes")
 

@@ -60,8 +60,7 @@ class SizeSweep(Collectives):
             progress.op(k + 1, size, size * 8 / (t_us / 1e6) * factor, last)
 
     def job_placed(self, index: int, job):
-        from testbed.workloads.jobs.plan import pass_estimate_s
-        return sweep_job.placed(self.spec, index, job, pass_estimate_s)
+        return sweep_job.placed(self.spec, index, job)
 
     def job_plan(self, index: int, job, first_stream: int, first_op: int) -> tuple:
         return sweep_job.plan(self.spec, index, job, first_stream, first_op)
