@@ -3,7 +3,7 @@ touches the kernel; the manifest's placement block."""
 import pytest
 
 from testbed.cli import main
-from testbed.results.manifest import cluster_block
+from testbed.pipeline.manifest import cluster_block
 from testbed.pipeline.context import RunContext
 from testbed.spec.cluster import parse_servers, with_cluster
 from testbed.spec.scenario import ScenarioError, parse_scenario

@@ -227,7 +227,7 @@ def test_pipeline_drops_beyond_the_bound_stay_judged():
 
 
 def test_terminal_names_each_fault_and_its_timings(capsys):
-    from testbed.results.printing import print_blocks
+    from testbed.pipeline.printing import print_blocks
     print_blocks({"faults": {"list": [
         {"fault": 0, "action": "down", "target": "l1-s2", "at_s": 1.5, "detected_by": "port_status",
          "detect_ms": 12.19, "reroute_ms": 28.95},

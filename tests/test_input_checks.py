@@ -191,7 +191,7 @@ def test_max_duration_flag_parsed():
 
 
 def test_printed_estimate_names_the_fabric_build_and_teardown(capsys):
-    from testbed.results.printing import print_estimate
+    from testbed.pipeline.printing import print_estimate
     qs = spec_of(fabric={"leaves": 4})
     print_estimate(79.0, 41, 7200.0, None, estimate.describe_setup(qs.fabric))
     err = capsys.readouterr().err

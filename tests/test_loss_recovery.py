@@ -125,7 +125,7 @@ def test_estimate_says_when_it_assumes_no_loss():
 
 
 def test_print_estimate_carries_the_note(capsys):
-    from testbed.results.printing import print_estimate
+    from testbed.pipeline.printing import print_estimate
     print_estimate(79.0, 41, 7200.0, "assumes no loss, but ...")
     assert capsys.readouterr().err == "testbed: estimated duration 79 s (41 operations; cap 2.00 h); assumes no loss, but ...\n"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from testbed.results.printing import print_run_failed, write_error_line
+from testbed.pipeline.printing import print_run_failed, write_error_line
 from testbed.results.rundir import RunDir
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs: needs root")

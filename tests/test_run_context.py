@@ -7,7 +7,7 @@ import pytest
 from testbed.emulation.agents import transport_params
 from testbed.host.capabilities import Capabilities, Feature
 from testbed.workloads import plan_workload
-from testbed.results import manifest
+from testbed.pipeline import manifest
 from testbed.pipeline.context import Recording, RunContext
 from testbed.spec.rto import rto_basis, run_rto_us
 from testbed.spec.scenario import ScenarioError, parse_scenario

@@ -14,7 +14,7 @@ from testbed.results.summary_schema import json_schema
 
 REPO = Path(__file__).resolve().parents[1]
 
-#: the keys every assembler sets (testbed.results.summary: write_results, write_partial, write_refused)
+#: the keys every assembler sets (testbed.pipeline.summary: write_results, write_partial, write_refused)
 _RUN = {"run_id": "tb00a1", "run_dir": "/r/20261207T000000Z-s-tb00a1", "scenario": "s", "n_ranks": 2,
         "violations": [], "not_judged": [], "checks": {}, "fidelity": {}, "sizes": [],
         "congestion": stable_congestion(None), "host_link_bps": 10_000_000, "payload_efficiency": 0.93,

@@ -2,7 +2,7 @@
 ``summary["congestion"].get(...)`` crashed): ``enabled`` and every figure, None where not measured."""
 from loop_results import ECN_LOOP, write_loop_result
 from testbed.results.congestion import CONGESTION_KEYS, congestion_block, stable_congestion
-from testbed.results.printing import print_blocks
+from testbed.pipeline.printing import print_blocks
 
 def test_a_run_without_the_loop_has_every_key_none_and_enabled_false():
     block = stable_congestion(None)

@@ -17,8 +17,8 @@ from testbed.emulation.controller_supervisor import violations
 from testbed.pipeline.judge import judge_controller
 from testbed.measure.fidelity_checks import FAILED, PASSED
 from testbed.measure.verdict import FidelityVerdict
-from testbed.results import summary as results_summary
-from testbed.results.summary import Written
+from testbed.pipeline import summary as results_summary
+from testbed.pipeline.summary import Written
 from testbed.results.congestion import stable_congestion
 from testbed.results.rundir import RunDir
 from testbed.results.shape import stable_summary

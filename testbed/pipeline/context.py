@@ -104,7 +104,7 @@ class Recording:
     measurement is in (the teardown may still fail); t_measured_ns: when (Unix ns, the drop counters
     read after the traffic); controller: summary.json's ``controller`` block the verdict judged (the
     supervisor's report at the end of the measurement, then its final one after the teardown);
-    results: testbed.results.summary.Written once the complete results are on disk; tenants: the
+    results: testbed.pipeline.summary.Written once the complete results are on disk; tenants: the
     isolation probes and drop counters (testbed.tenants.results.TenantRecord); servers: a run over several
     servers' telemetry per server (testbed.cluster.telemetry.ClusterTelemetry; the per-server verdict).
     """

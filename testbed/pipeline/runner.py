@@ -10,7 +10,7 @@ The steps of a run, in order, each a call into its room:
 3. take the run lock (testbed.host.runlock), probe capabilities
    (testbed.host.capabilities), check Open vSwitch's send buffer
    (testbed.measure.send_buffer);
-4. make the run directory and write the manifest (testbed.results.manifest);
+4. make the run directory and write the manifest (testbed.pipeline.manifest);
 5. build the fabric (testbed.emulation.fabric: controller ready, queues
    installed and read back) and start one agent per host
    (testbed.emulation.agents);
@@ -21,12 +21,12 @@ The steps of a run, in order, each a call into its room:
    own tables and summary blocks;
 7. with the fabric and agents still up: stop the controller's congestion loop
    (its tables), write every table and summary.json with the fidelity verdict
-   (testbed.results.summary.write_results, testbed.pipeline.judge), remove
+   (testbed.pipeline.summary.write_results, testbed.pipeline.judge), remove
    ``INCOMPLETE`` and say ``results written ...; tearing down``;
 8. tear everything down (context managers);
 9. update summary.json with what only the teardown knows (the controller's
-   final report and its check), print (testbed.results.summary.finish,
-   testbed.results.printing); a run cut short writes what it has, marked
+   final report and its check), print (testbed.pipeline.summary.finish,
+   testbed.pipeline.printing); a run cut short writes what it has, marked
    INCOMPLETE.
 
 One :class:`testbed.pipeline.context.RunContext` carries the run's identity and
@@ -81,9 +81,8 @@ from testbed.emulation.faults import FaultScheduler
 from topology.naming import new_run_id
 from testbed.workloads.plan import PlannedOp
 from testbed.host.runlock import RunLock
-from testbed.results import manifest, summary as results_summary
-from testbed.results import printing
-from testbed.results.printing import Progress, print_notes
+from testbed.pipeline import manifest, printing, summary as results_summary
+from testbed.pipeline.printing import Progress, print_notes
 from testbed.results.rundir import RunDir, check_results_root
 from testbed.pipeline.context import Recording, RunContext
 from testbed.spec.congestion import CLASS_NAMES
@@ -221,7 +220,7 @@ def _fabric_class(spec) -> type:
 
 def _write_before_teardown(ctx: RunContext, rec: Recording, progress: Progress) -> None:
     """Every measurement is in, the fabric and agents still up: stop the controller's congestion loop (its
-    tables), write every table and summary.json (testbed.results.summary.write_results), then say
+    tables), write every table and summary.json (testbed.pipeline.summary.write_results), then say
     ``results written to DIR; tearing down`` (the line a watcher can wait for). Raises what
     write_results raises, KeyboardInterrupt for a signal held back meanwhile (unless the caller holds
     signals back)."""

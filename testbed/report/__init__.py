@@ -6,7 +6,7 @@ plot family: perf, queues, links, congestion, rates) and writes
 ``report.html`` beside them (testbed.report.page). A plot whose data the run
 lacks becomes the line ``not recorded in this run: <why>``.
 
-It runs at the end of every ``testbed run`` (testbed.results.summary) and by
+It runs at the end of every ``testbed run`` (testbed.pipeline.summary) and by
 ``testbed report RUN_DIR`` (testbed.report.command). Adding a plot: a function
 ``(RunDir) -> Plot`` in a module of this package, one entry in ``PLOTS``.
 

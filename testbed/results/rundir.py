@@ -52,7 +52,7 @@ from testbed.spec.scenario import ScenarioError
 
 log = logging.getLogger(__name__)
 
-#: the file every run directory has from its start (testbed.results.manifest)
+#: the file every run directory has from its start (testbed.pipeline.manifest)
 MANIFEST_FILE = "manifest.json"
 SUMMARY_FILE = "summary.json"
 TOPOLOGY_FILE = "topology.json"
@@ -171,12 +171,12 @@ class RunDir(Mapping):
 
     @property
     def summary(self) -> dict:
-        """summary.json: the run's verdict and figures (testbed.results.summary); {} before it is written."""
+        """summary.json: the run's verdict and figures (testbed.pipeline.summary); {} before it is written."""
         return self.read_json(SUMMARY_FILE)
 
     @property
     def manifest(self) -> dict:
-        """manifest.json: what the run was (testbed.results.manifest)."""
+        """manifest.json: what the run was (testbed.pipeline.manifest)."""
         return self.read_json(MANIFEST_FILE)
 
     @property

@@ -32,7 +32,8 @@ from testbed.process import signals
 from testbed.measure.link_model import add_busbw_error_bounds, early_bytes
 from testbed.pipeline.judge import judge_controller, judge_run
 from testbed.measure.verdict import FidelityVerdict
-from testbed.results import fit, printing
+from testbed.results import fit
+from testbed.pipeline import printing
 from testbed.results.adaptive import summary_adaptive
 from testbed.results.faults import faults_block
 from testbed.results.pfc_hosts import pfc_hosts_block
