@@ -15,7 +15,8 @@ import psutil
 import pytest
 
 from testbed import cli
-from testbed.host.cleanup import CleanReport, RunCleanup, clean, process_run_ids
+from testbed.host.cleanup import CleanReport, RunCleanup, clean
+from testbed.host.leftovers import process_run_ids
 from topology.naming import new_run_id
 from testbed.host.runlock import RunLock
 
@@ -54,10 +55,10 @@ def test_process_run_ids(argv, expected):
     (None, False, False),                               # unreadable: never
 ])
 def test_netns_attribution_is_strict(monkeypatch, names, need_own, expected):
-    from testbed.host import cleanup
+    from testbed.host import leftovers
 
-    monkeypatch.setattr(cleanup, "_netns_link_names", lambda pid: names)
-    assert cleanup.netns_is_runs("tb12ab", 123, need_own_link=need_own) is expected
+    monkeypatch.setattr(leftovers, "_netns_link_names", lambda pid: names)
+    assert leftovers.netns_is_runs("tb12ab", 123, need_own_link=need_own) is expected
 
 
 def test_clean_rejects_bad_run_id():

@@ -1,15 +1,9 @@
 """Remove what dead runs left behind, and nothing else.
 
-An object belongs to run ``RID`` (``tb`` + 4 hex digits, see
-:mod:`topology.naming`) when:
-
-- OVS bridge, root-namespace interface or named netns: its name is ``RID``
-  followed by a lowercase letter (``tb3fa1l1``, ``tb3fa1h1-eth0``, ``tb3fa1probe``);
-- process: its argv has ``--run-id RID`` (or ``--run-id=RID``), or an argument
-  ``mininet:RID<node>`` (Mininet's host and switch shells), or it is a
-  descendant of such a process, or it lives in a network namespace of the run
-  (see :func:`_discover_processes`: never the machine's own namespace, and
-  only one whose interfaces, ``lo`` aside, all carry the run id).
+What belongs to a run, and how it is found, is :mod:`testbed.host.leftovers`
+(OVS bridges, interfaces and named netns named by the run id; processes naming
+it in their argv, their descendants, and those in the run's network namespaces).
+This module decides which runs may be removed and removes their objects.
 
 Policy: a run whose lock is held (:func:`testbed.host.runlock.is_live`) is skipped,
 even when named explicitly; ``include_live=True`` (``testbed clean --force``)
@@ -24,7 +18,6 @@ state dir (``TESTBED_STATE_DIR``) must be the one the live runs use.
 from __future__ import annotations
 
 import errno
-import os
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -33,8 +26,9 @@ from pathlib import Path
 import psutil
 
 from dataplane import nft
-from topology.naming import RUN_ID_RE, check_run_id, run_id_of
-from testbed.host.runlock import is_live, known_runs, lock_path, state_path
+from topology.naming import check_run_id, run_id_of
+from testbed.host.leftovers import RunObjects, discover, is_control, netns_inode, protected_pids
+from testbed.host.runlock import is_live, lock_path, state_path
 
 #: Processes never signalled, whatever matched them (last line of defence).
 NEVER_KILL = frozenset({"ovs-vswitchd", "ovsdb-server", "systemd", "init", "sshd", "dockerd"})
@@ -111,225 +105,6 @@ class CleanReport:
         return out
 
 
-# ----------------------------------------------------------------- matching
-
-
-#: Command-line flags that carry a run id (agents; the controller's oslo.config flag).
-RUN_ID_FLAGS = ("--run-id", "--testbed-run-id")
-
-
-def process_run_ids(cmdline: list[str]) -> set[str]:
-    """Return the run ids an argv names via ``--run-id RID``, ``--testbed-run-id RID`` (the
-    controller, under os-ken or ryu-manager) or ``mininet:RID<node>``.
-
-    >>> sorted(process_run_ids(["bash", "--norc", "-is", "mininet:tb12abh1"]))
-    ['tb12ab']
-    """
-    ids: set[str] = set()
-    for i, arg in enumerate(cmdline):
-        flag, eq, value = arg.partition("=")
-        if flag not in RUN_ID_FLAGS:
-            flag, value = None, ""
-        elif not eq:
-            value = cmdline[i + 1] if i + 1 < len(cmdline) else ""
-        if flag and RUN_ID_RE.match(value):
-            ids.add(value)
-        elif arg.startswith("mininet:"):
-            rid = run_id_of(arg[len("mininet:"):])
-            if rid:
-                ids.add(rid)
-    return ids
-
-
-def _is_mininet_shell(cmdline: list[str], rid: str) -> bool:
-    return any(a.startswith("mininet:") and run_id_of(a[8:]) == rid for a in cmdline)
-
-
-def _netns_inode(pid: int | str) -> int | None:
-    try:
-        return os.stat(f"/proc/{pid}/ns/net").st_ino
-    except OSError:
-        return None
-
-
-# ---------------------------------------------------------------- discovery
-
-
-@dataclass
-class _Found:
-    procs: dict[int, psutil.Process] = field(default_factory=dict)
-    bridges: list[str] = field(default_factory=list)
-    netns: list[str] = field(default_factory=list)
-    links: list[str] = field(default_factory=list)
-    has_state: bool = False
-
-
-#: argv word of a cluster run's session processes (testbed.cluster.remote: the driver's ssh client and the
-#: Python it starts on a server); :func:`clean` spares them with ``spare_control``
-CONTROL_MARK = "testbed.cluster.remote"
-
-
-def _is_control(proc: psutil.Process) -> bool:
-    """Whether ``proc`` (found by :func:`_discover_processes`) is a cluster session."""
-    try:
-        cmdline = getattr(proc, "info", {}).get("cmdline") or proc.cmdline()
-    except psutil.Error:
-        return False
-    return any(CONTROL_MARK in word for word in cmdline)
-
-
-def _protected_pids() -> set[int]:
-    """This process and its ancestors: never killed, whatever their argv says."""
-    me = psutil.Process()
-    return {me.pid, *(p.pid for p in me.parents())}
-
-
-def _list_bridges(warnings: list[str]) -> list[str] | None:
-    try:
-        p = subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"],
-                           capture_output=True, text=True, timeout=15)
-    except FileNotFoundError:
-        return []  # OVS not installed: no bridges can exist
-    except subprocess.TimeoutExpired:
-        p = None
-    if p is None or p.returncode != 0:
-        why = p.stderr.strip() if p is not None else "timed out"
-        warnings.append(f"OVS is not reachable ({why}); bridges were not checked. "
-                        "Run scripts/start-ovs and clean again.")
-        return None
-    return p.stdout.split()
-
-
-def _list_links() -> list[str]:
-    from pyroute2 import IPRoute
-
-    with IPRoute() as ipr:
-        return [link.get("ifname") for link in ipr.get_links()]
-
-
-def _list_netns() -> list[str]:
-    from pyroute2 import netns
-
-    try:
-        return netns.listnetns()
-    except OSError:
-        return []
-
-
-def _discover(warnings: list[str]) -> tuple[dict[str, _Found], list[str] | None, list[str]]:
-    found: dict[str, _Found] = {}
-
-    def slot(rid: str) -> _Found:
-        return found.setdefault(rid, _Found())
-
-    for rid in known_runs():
-        slot(rid).has_state = True
-    bridges = _list_bridges(warnings)
-    for br in bridges or []:
-        rid = run_id_of(br)
-        if rid:
-            slot(rid).bridges.append(br)
-    links = _list_links()
-    for name in links:
-        rid = run_id_of(name)
-        if rid:
-            slot(rid).links.append(name)
-    for ns in _list_netns():
-        rid = run_id_of(ns)
-        if rid:
-            slot(rid).netns.append(ns)
-    _discover_processes(found, slot)
-    return found, bridges, links
-
-
-def _netns_link_names(pid: int) -> list[str] | None:
-    """Interface names in the network namespace of ``pid`` (/proc/PID/net/dev); None if unreadable."""
-    try:
-        with open(f"/proc/{pid}/net/dev") as fh:
-            return [line.split(":", 1)[0].strip() for line in fh.readlines()[2:]]
-    except OSError:
-        return None
-
-
-def netns_is_runs(rid: str, pid: int, need_own_link: bool) -> bool:
-    """True if every interface but ``lo`` in the netns of ``pid`` carries ``rid``.
-
-    The machine's own namespace always has other interfaces (eth0, other
-    runs' veths, ...), so this can never hand it to a run. With
-    ``need_own_link`` at least one interface must carry ``rid``.
-    """
-    names = _netns_link_names(pid)
-    if names is None:
-        return False
-    mine = [n for n in names if n != "lo"]
-    if any(run_id_of(n) != rid for n in mine):
-        return False
-    return bool(mine) or not need_own_link
-
-
-def _discover_processes(found: dict[str, _Found], slot) -> None:
-    """Attribute processes to runs: by argv, by network namespace, by ancestry.
-
-    A network namespace belongs to a run only if it is not the namespace of
-    this process, of PID 1 or of any protected process, every interface in
-    it except ``lo`` carries the run id, and either a Mininet shell of the run
-    lives in it, it is a named netns of the run, or at least one of its
-    interfaces carries the run id (programs started with ``mnexec`` whose
-    host shell already died).
-    """
-    protected = _protected_pids()
-    excluded_ns = {_netns_inode("self"), _netns_inode(1)}
-    excluded_ns |= {_netns_inode(pid) for pid in protected}
-    excluded_ns.discard(None)
-    claimed: dict[int, str] = {}  # netns inode -> run id that positively claims it
-    for rid, f in found.items():
-        for ns in f.netns:
-            try:
-                claimed[os.stat(f"/run/netns/{ns}").st_ino] = rid
-            except OSError:
-                pass
-    procs = list(psutil.process_iter(["pid", "cmdline"]))
-    by_ns: dict[int, list[psutil.Process]] = {}
-    for proc in procs:
-        ino = _netns_inode(proc.pid)
-        if ino is not None and ino not in excluded_ns:
-            by_ns.setdefault(ino, []).append(proc)
-        cmdline = proc.info.get("cmdline") or []
-        for rid in process_run_ids(cmdline):
-            if proc.pid not in protected:
-                slot(rid).procs[proc.pid] = proc
-            if ino is not None and ino not in excluded_ns and _is_mininet_shell(cmdline, rid):
-                claimed.setdefault(ino, rid)
-    for ino, members in by_ns.items():
-        pid = members[0].pid
-        rid = claimed.get(ino)
-        if rid is not None:
-            if not netns_is_runs(rid, pid, need_own_link=False):
-                continue
-        else:
-            names = _netns_link_names(pid) or []
-            rids = {run_id_of(n) for n in names} - {None}
-            if len(rids) != 1:
-                continue
-            rid = rids.pop()
-            if not netns_is_runs(rid, pid, need_own_link=True):
-                continue
-        for proc in members:
-            if proc.pid not in protected:
-                slot(rid).procs[proc.pid] = proc
-    for rid, f in list(found.items()):  # descendants of anything matched
-        for proc in list(f.procs.values()):
-            try:
-                for child in proc.children(recursive=True):
-                    if child.pid not in protected:
-                        f.procs.setdefault(child.pid, child)
-            except psutil.Error:
-                pass
-
-
-# ----------------------------------------------------------------- removal
-
-
 def _live_owner(rid: str) -> psutil.Process | None:
     """The process holding run ``rid``'s lock (its state file's pid), when it is alive, was started no later
     than the lock was taken (not a reused pid) and is not this process or an ancestor; else None."""
@@ -338,7 +113,7 @@ def _live_owner(rid: str) -> psutil.Process | None:
     state = read_state(rid) or {}
     try:
         proc = psutil.Process(int(state["pid"]))
-        if proc.pid in _protected_pids() or proc.create_time() > float(state["started_at"]) + 1.0:
+        if proc.pid in protected_pids() or proc.create_time() > float(state["started_at"]) + 1.0:
             return None
         return proc
     except (KeyError, TypeError, ValueError, psutil.Error):
@@ -350,10 +125,10 @@ def kill_in_namespaces(shell_pids: list[int], grace_s: float = 1.0) -> list[str]
     shells themselves: what a user started there (``h1 iperf3 -s -D`` in ``--cli``) is re-parented to init
     when the shell goes, and its namespace, emptied of the run's interfaces, no longer names the run.
     Returns 'PID NAME' of each process ended (SIGTERM, SIGKILL after ``grace_s``)."""
-    inodes = {i for i in (_netns_inode(p) for p in shell_pids) if i is not None}
-    inodes.discard(_netns_inode("self"))  # never the machine's own namespace
-    skip = set(shell_pids) | _protected_pids()
-    procs = {p.pid: p for p in psutil.process_iter() if p.pid not in skip and _netns_inode(p.pid) in inodes}
+    inodes = {i for i in (netns_inode(p) for p in shell_pids) if i is not None}
+    inodes.discard(netns_inode("self"))  # never the machine's own namespace
+    skip = set(shell_pids) | protected_pids()
+    procs = {p.pid: p for p in psutil.process_iter() if p.pid not in skip and netns_inode(p.pid) in inodes}
     return _kill(procs, grace_s)
 
 
@@ -489,9 +264,9 @@ def clean(
         include_live: also clean runs whose lock is held (kills a running run).
         grace_s: seconds between SIGTERM and SIGKILL.
         spare_control: leave the run's control processes alone: the process holding its lock (the
-            driver of a live run) and the cluster sessions (:data:`CONTROL_MARK`: the driver's ssh
-            clients and their Python on each server). A cluster run's teardown cleans with it, so its
-            safety net removes what Mininet left without ending the run or its sessions (on a machine
+            driver of a live run) and the cluster sessions (:data:`testbed.host.leftovers.CONTROL_MARK`: the
+            driver's ssh clients and their Python on each server). A cluster run's teardown cleans with it,
+            so its safety net removes what Mininet left without ending the run or its sessions (on a machine
             that is both driver and server, or in the one-machine lab, they are all visible).
 
     Returns:
@@ -504,18 +279,18 @@ def clean(
     """
     wanted = None if run_ids is None else {check_run_id(r) for r in run_ids}
     report = CleanReport()
-    found, bridges, _ = _discover(report.warnings)
+    found, bridges, _ = discover(report.warnings)
     tables = nft.leftover_tables()  # the runs' netdev tables (<rid>ecn, <rid>tail, ...)
     for rid in sorted(wanted if wanted is not None else set(found) | {run_id_of(t) for t in tables}):
         if not include_live and is_live(rid):
             report.skipped_live.append(rid)
             continue
-        f = found.get(rid, _Found())
+        f = found.get(rid, RunObjects())
         rc = RunCleanup(rid)
         owner = _live_owner(rid) if include_live else None
         procs = {p: q for p, q in f.procs.items() if owner is None or p != owner.pid}
         if spare_control:
-            procs = {p: q for p, q in procs.items() if not _is_control(q)}
+            procs = {p: q for p, q in procs.items() if not is_control(q)}
             owner = None
         rc.processes = _kill({owner.pid: owner}, grace_s) if owner is not None else []  # first: it restarts things
         rc.processes += _kill(procs, grace_s)
@@ -528,3 +303,4 @@ def clean(
         rc.nft_tables = _del_tables([t for t in tables if run_id_of(t) == rid], report.warnings)
         report.runs.append(rc)
     return report
+
