@@ -4,6 +4,7 @@ from loop_results import ECN_LOOP, write_loop_result
 from testbed.results.congestion import CONGESTION_KEYS, congestion_block, stable_congestion
 from testbed.pipeline.printing import print_blocks
 
+
 def test_a_run_without_the_loop_has_every_key_none_and_enabled_false():
     block = stable_congestion(None)
     assert tuple(block) == CONGESTION_KEYS and len(CONGESTION_KEYS) == len(set(CONGESTION_KEYS))
