@@ -4,13 +4,17 @@ A workload is what the hosts do during a run's measurement: its plan
 (operations, sizes, notes, the duration estimate), its peers (which ranks
 open queue pairs with which), how it drives the agents (over
 traffic.protocol) and what it adds to the results (tables, summary.json
-blocks, printed lines). One subclass per mode (testbed.workloads.WORKLOADS,
-selected by the scenario's ``workload`` section); the runner, the verdict and
-the results call these methods and never ask which mode runs.
+blocks, printed lines). One subclass per kind, each in its package
+testbed/workloads/<kind>/ and registered in testbed.workloads.WORKLOADS, which
+asks each :meth:`Workload.selects` a scenario; the runner, the scenario's
+loading (:meth:`Workload.validate`), the verdict and the results call these
+methods and never ask which kind runs.
 
 One instance per run: :meth:`Workload.run` keeps what the results need (a
 pattern's trials, a replay's timeline figures) on the instance. The ranks are
-the fabric's hosts in rank order; a job is one workload on a subset of them.
+the fabric's hosts in rank order; a job of a ``jobs`` list is one workload on a
+subset of them: one instance per job (testbed.workloads.job_workload), driven
+through the ``job_*`` methods by testbed.workloads.jobs.
 """
 from __future__ import annotations
 
