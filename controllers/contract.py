@@ -20,7 +20,11 @@ Files in the run directory (names: the ``*_FILE`` constants below):
 - ``congestion_loop.conf.json``: :class:`LoopSettings`, written once the queues exist; the loop
   answers with ``congestion_loop.started``, stops on ``congestion_loop.stop`` and says
   ``congestion_loop.stopped`` once its result files (``congestion_loop.json``,
-  ``lossless_queues.csv``, ``ecn_marking.csv``, ``pfc_events.csv``) are final.
+  ``lossless_queues.csv``, ``ecn_marking.csv``, ``pfc_events.csv``) are final; the first is a
+  :class:`controllers.loop_result.LoopResult`, the last has its ``PFC_EVENT_COLUMNS``.
+
+What the testbed makes of the controller's process (deaths, restarts, OpenFlow errors) is
+:class:`controllers.supervisor_report.ControllerReport`.
 
 Times are Unix-epoch ns (traffic.clock.unix_ns), sizes bytes, rates bit/s.
 """
