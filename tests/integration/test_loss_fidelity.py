@@ -5,7 +5,7 @@ Each case is a real ``testbed run``:
 * two identical senders into one 32 KB tail-drop queue (2 hosts on leaf 1, the receiver on leaf 2,
   10 Mbit/s, no congestion control, go-back-N, 8 MiB each): every loss is a switch-queue tail drop
   counted once, the drops split between the senders, and their goodput while both send is fair.
-  Two seeds here; ``benchmarks/fair_tail_drop.py`` runs seeds 1-10 against the issue's bands;
+  One seed here; ``benchmarks/fair_tail_drop.py`` runs seeds 1-10 against the issue's bands;
 * the quickstart with 5 Mbit/s fabric links and 8 KB buffers (2 frames): heavy loss inside the
   emulated queues is the experiment, and the run is faithful when every loss is accounted for;
 * a 4-host ring at 500 Mbit/s, far above what 2 cores emulate: the run is not called faithful and
@@ -36,7 +36,9 @@ def loss_shares(run_dir: Path) -> dict[str, float]:
     return (fct.groupby("src")["lost_pkts"].sum() / fct["lost_pkts"].sum()).to_dict()
 
 
-@pytest.mark.parametrize("seed", [1, 2])
+#: one seed in the suite; the bands over seeds 1-10 are benchmarks/fair_tail_drop.py's (issue 30: a figure
+#: that needs many runs is a benchmark, one run stays here)
+@pytest.mark.parametrize("seed", [1])
 def test_two_senders_split_tail_drops_evenly_and_every_drop_counts_once(tmp_path, seed):
     # the subject is the accounting: a run the busy machine paced badly (NOT faithful on packet timing only)
     # still has to count and split its drops exactly
