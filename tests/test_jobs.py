@@ -12,9 +12,9 @@ import yaml
 
 from testbed.workloads.jobs import links
 from testbed.spec.placement import leaves_of, place_jobs
-from testbed.workloads.jobs.plan import jobs_plan
+from testbed.workloads.jobs.plan import jobs_plan, pinned_spec
 from testbed.workloads.jobs.results import JOBS_COLUMNS, format_jobs, job_entries, job_ops, jobs_table, tenant_entries
-from testbed.workloads.jobs.solo import attach_solo, pinned_spec
+from testbed.workloads.jobs.solo import attach_solo
 from testbed.results.rundir import RunDir
 from testbed.spec.scenario import ScenarioError, parse_scenario
 from testbed.workloads import load_scenario

@@ -18,9 +18,9 @@ from testbed.emulation.agent_events import AgentEvents
 from testbed.workloads.jobs import links
 from testbed.spec.jobs import job_hosts
 from testbed.workloads.pattern.job import fct_rows, figures, host_pair_bytes
-from testbed.workloads.jobs.plan import jobs_plan
+from testbed.workloads.jobs.plan import jobs_plan, pinned_spec
 from testbed.workloads.jobs.results import JOBS_COLUMNS, format_jobs, job_entries, job_ops, jobs_table, tenant_entries
-from testbed.workloads.jobs.solo import attach_solo, pinned_spec
+from testbed.workloads.jobs.solo import attach_solo
 from testbed.workloads.pattern.ideal import ideal_fct_s
 from testbed.results.rundir import RunDir
 from testbed.results.schema import table

@@ -13,7 +13,8 @@ import yaml
 from test_jobs import job, scenario
 from testbed import cli
 from testbed.workloads.jobs.results import JOBS_COLUMNS
-from testbed.workloads.jobs.solo import pinned_spec, run_with_solo
+from testbed.workloads.jobs.plan import pinned_spec
+from testbed.workloads.jobs.solo import run_with_solo
 from testbed.workloads.jobs.solo_store import SoloBaselineError, canonical, differences, find, save, spec_sha256
 from testbed.regress.suite import SuiteError, load_suite
 from testbed.results.figures import figures

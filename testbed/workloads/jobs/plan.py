@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from testbed.spec.jobs import job_traffic_class
+from testbed.spec.jobs import job_traffic_class, run_tenant_map
 from testbed.spec.placement import place_jobs, reserved_hosts
 from testbed.workloads.plan import PlannedOp, WorkloadPlan
 from traffic.transport.qp import class_tos
@@ -103,3 +103,22 @@ def stream_tos(jobs: tuple[PlacedJob, ...], streams: int) -> list[int]:
     lossless for a stream no job holds."""
     by_stream = {s: class_tos(j.traffic_class) for j in jobs for s in range(j.stream, j.stream + j.n_streams)}
     return [by_stream.get(s, class_tos("lossless")) for s in range(streams)]
+
+
+def pinned_spec(spec, names: list[str], suffix: str):
+    """``spec`` with only the jobs ``names``, each pinned to the hosts it has in the full scenario (a hosts
+    list); alone (one job) it starts at 0 s, in a pair the pair's start_s are kept. With tenants, the full
+    run's tenant map (declared hosts plus every job's placed hosts, testbed.spec.jobs.run_tenant_map) is
+    written into ``tenants``, so the same hosts are isolated the same way without the other jobs."""
+    hosts = {j.name: j.hosts for j in placed_jobs(spec)}
+    update = {}
+    tmap = run_tenant_map(spec)
+    if tmap is not None:
+        update["tenants"] = {t: spec.tenants[t].model_copy(update={"hosts": tuple(h)})
+                             for t, h in tmap.tenants.items() if h}
+    jobs = []
+    for j in spec.jobs:
+        if j.name in names:
+            jobs.append(j.model_copy(update={"hosts": tuple(hosts[j.name]), "ranks": None, "placement": None,
+                                             "start_s": 0.0 if len(names) == 1 else j.start_s}))
+    return spec.model_copy(update={"jobs": tuple(jobs), "name": f"{spec.name}-{suffix}"[:64], **update})

@@ -27,34 +27,13 @@ from typing import Optional
 
 import pandas as pd
 
-from testbed.workloads.jobs.plan import placed_jobs
+from testbed.workloads.jobs.plan import pinned_spec
 from testbed.workloads.jobs.results import JOBS_ROW_KEY, format_jobs, tenant_entries, tenants_table
 from testbed.results.rundir import RunDir
 from testbed.spec.scenario import ScenarioError
 
 #: runs of a jobs scenario with --solo that completed (faithful or not)
 _COMPLETED = (0, 3, 6)
-
-
-def pinned_spec(spec, names: list[str], suffix: str):
-    """``spec`` with only the jobs ``names``, each pinned to the hosts it has in the full scenario (a hosts
-    list); alone (one job) it starts at 0 s, in a pair the pair's start_s are kept. With tenants, the full
-    run's tenant map (declared hosts plus every job's placed hosts, testbed.spec.jobs.run_tenant_map) is
-    written into ``tenants``, so the same hosts are isolated the same way without the other jobs."""
-    from testbed.spec.jobs import run_tenant_map
-
-    hosts = {j.name: j.hosts for j in placed_jobs(spec)}
-    update = {}
-    tmap = run_tenant_map(spec)
-    if tmap is not None:
-        update["tenants"] = {t: spec.tenants[t].model_copy(update={"hosts": tuple(h)})
-                             for t, h in tmap.tenants.items() if h}
-    jobs = []
-    for j in spec.jobs:
-        if j.name in names:
-            jobs.append(j.model_copy(update={"hosts": tuple(hosts[j.name]), "ranks": None, "placement": None,
-                                             "start_s": 0.0 if len(names) == 1 else j.start_s}))
-    return spec.model_copy(update={"jobs": tuple(jobs), "name": f"{spec.name}-{suffix}"[:64], **update})
 
 
 def run_with_solo(spec, results_root, run_one, solo_from=None) -> object:

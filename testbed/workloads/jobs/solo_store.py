@@ -8,7 +8,7 @@ here needs ``manifest.json`` (its ``scenario``: the pinned spec the run ran), ``
 ``jobs.csv``: :func:`save` copies exactly these.
 
 A stored run stands for a job (or a pair) of this run only when it ran exactly what
-testbed.workloads.jobs.solo.pinned_spec makes of this scenario for it: the stored ``scenario`` is read back
+testbed.workloads.jobs.plan.pinned_spec makes of this scenario for it: the stored ``scenario`` is read back
 (testbed.spec.scenario.parse_scenario, so a default added since is filled in as it is now) and must equal
 this run's pinned spec in every key but the top-level ``name`` (fabric, transport, seed, controller, load
 balance, congestion, tenants, the job's workload and hosts, ...). :func:`spec_sha256` is the hash of that
@@ -29,6 +29,7 @@ from typing import Optional
 
 from testbed.results.rundir import MANIFEST_FILE, SUMMARY_FILE, RunDir, TableError
 from testbed.spec.scenario import ScenarioError, parse_scenario
+from testbed.workloads.jobs.plan import pinned_spec
 
 #: where --solo puts the runs of one job, of two jobs (relative to its results root)
 SOLO_FOLDER, PAIRS_FOLDER = "solo", "pairs"
@@ -147,7 +148,6 @@ def find(spec, root) -> SoloBaseline:
 
     Raises SoloBaselineError naming every job or pair without a usable match and the keys its nearest stored
     run differs in (nothing is run)."""
-    from testbed.workloads.jobs.solo import pinned_spec
 
     root = Path(root)
     if not (root / SOLO_FOLDER).is_dir():
