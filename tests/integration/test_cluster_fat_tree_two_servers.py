@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import raise_if_disturbed
 from testbed.cluster.servers import LocalServers
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,6 +38,7 @@ def test_fat_tree_k4_over_two_servers_by_pod_is_faithful(tmp_path):
     s = json.loads((run_dir / "summary.json").read_text())
     placed = json.loads((run_dir / "manifest.json").read_text())["cluster"]
     assert len(placed["crossing_links"]) == 8 and {len(v) for v in placed["servers"].values()} == {18}
+    raise_if_disturbed(s)  # the test asserts the run faithful
     assert res.returncode == 0, res.stderr[-2000:]
     assert s["faithful"] is True, s["violations"]
     assert {v["verdict"] for v in s["fidelity"]["servers"].values()} == {"faithful"}

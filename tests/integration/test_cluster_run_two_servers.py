@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from conftest import raise_if_disturbed
 from testbed.cluster.servers import LocalServers
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,6 +44,7 @@ def test_quickstart_over_two_servers_by_pod_is_faithful_within_the_single_server
         print(res.stdout[-3000:], res.stderr[-3000:])
         run_dir = next((tmp_path / "results").iterdir())
         summary = json.loads((run_dir / "summary.json").read_text())
+        raise_if_disturbed(summary)  # the test asserts the run faithful
         assert res.returncode == 0, res.stderr[-2000:]
         left = {srv.name: lab.server_leftovers(srv) for srv in lab.servers}
     assert left == {"srv1": EMPTY, "srv2": EMPTY}, left
