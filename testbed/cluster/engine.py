@@ -15,6 +15,8 @@ makes such servers on one machine).
 """
 from __future__ import annotations
 
+import os
+import signal
 import time
 from functools import partial
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -43,6 +45,25 @@ def placer_class(placement: Placement) -> type:
     return LayoutPlacer
 
 
+def own_group_hangup_ends() -> None:
+    """The ``preexec_fn`` of every ssh Mininet starts for a remote node (its shell, a tunnel end, a command): a
+    process group of its own, as Mininet's ``RemoteMixin._ignoreSignal`` makes, and SIGHUP's default action.
+
+    Mininet ends a node by a SIGHUP to that group, then waits for it (``Node.terminate``, ``Node.cleanup``). A
+    driver started with SIGHUP ignored (``nohup``, a CI runner) passes the ignore on through sudo to ssh, which
+    keeps a SIGHUP ignored at its start: the node's ssh then never ends and the teardown waits on it forever
+    (the controller and the servers' testbed processes still up)."""
+    os.setpgrp()
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
+class ClusterHost(RemoteHost):
+    """Mininet's RemoteHost whose ssh ends at Mininet's SIGHUP even in a driver that ignores SIGHUP
+    (:func:`own_group_hangup_ends`)."""
+
+    _ignoreSignal = staticmethod(own_group_hangup_ends)
+
+
 class ClusterOVSSwitch(RemoteOVSSwitch):
     """Mininet's RemoteOVSSwitch without the check of a *local* Open vSwitch: ``OVSSwitch.setup``
     runs ``ovs-vsctl show`` where the driver runs, which need not have one (the lab's console
@@ -55,6 +76,8 @@ class ClusterOVSSwitch(RemoteOVSSwitch):
     reads ``OVSSwitch.argmax``: :meth:`batchStartup` sets it for the call."""
 
     argmax = 3500
+    #: its ssh ends at Mininet's SIGHUP even in a driver that ignores SIGHUP (:func:`own_group_hangup_ends`)
+    _ignoreSignal = staticmethod(own_group_hangup_ends)
 
     @classmethod
     def batchStartup(cls, switches, **kwargs):  # noqa: N802 (Mininet hook)
@@ -120,7 +143,7 @@ class ClusterFabric:
         if self.link_bps is not None:
             link = partial(RemoteSSHLink, intf=TCIntf, bw=self.link_bps / 1e6)
         self.net = MininetCluster(topo=FabricTopo(layout=self.layout), servers=list(self.placement.servers),
-                                  placement=placer_class(self.placement), switch=switch, host=RemoteHost,
+                                  placement=placer_class(self.placement), switch=switch, host=ClusterHost,
                                   link=link, controller=None, build=False, autoSetMacs=False,
                                   autoStaticArp=False, waitConnected=False)
         self.net.build()

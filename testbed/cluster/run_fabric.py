@@ -24,12 +24,12 @@ from functools import partial
 from pathlib import Path
 from typing import Dict, List
 
-from mininet.examples.cluster import MininetCluster, RemoteHost, RemoteSSHLink
+from mininet.examples.cluster import MininetCluster, RemoteSSHLink
 from mininet.log import setLogLevel
 
 from controllers.contract import TOPOLOGY_FILE
 from dataplane import queues
-from testbed.cluster.engine import ClusterOVSSwitch, placer_class
+from testbed.cluster.engine import ClusterHost, ClusterOVSSwitch, placer_class
 from topology.placement import Placement, place
 from testbed.cluster.remote import REPO, RemoteError, ServerSession
 from testbed.emulation import congestion_conf
@@ -94,7 +94,7 @@ class ClusterRunFabric(Fabric):
                                             listen_host=host).start()
         switch = partial(ClusterOVSSwitch, datapath=self.datapath, protocols="OpenFlow15", failMode="secure")
         self.net = MininetCluster(topo=FabricTopo(layout=self.layout), servers=list(servers),
-                                  placement=placer_class(self.placement), switch=switch, host=RemoteHost,
+                                  placement=placer_class(self.placement), switch=switch, host=ClusterHost,
                                   link=RemoteSSHLink, controller=None, build=False, autoSetMacs=False,
                                   autoStaticArp=False, waitConnected=False)
         self.net.build()

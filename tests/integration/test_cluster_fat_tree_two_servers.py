@@ -10,8 +10,12 @@ from pathlib import Path
 
 from conftest import raise_if_disturbed
 from testbed.cluster.servers import LocalServers
+from testbed.host.timeout_scale import startup_s
 
 REPO = Path(__file__).resolve().parents[2]
+#: the whole `testbed run` of SCENARIO (build, traffic, teardown over both servers): about 50 s on the development
+#: machines, so 3x that (x TESTBED_TIMEOUT_SCALE): a teardown that hangs fails here in minutes
+RUN_TIMEOUT_S = startup_s(150)
 EMPTY = {"bridges": [], "interfaces": [], "netns": [], "processes": []}
 SCENARIO = """name: fat-tree-split
 fabric: {kind: fat_tree, k: 4, host_link_bps: 2M, buffer_bytes: 100KB, mtu_bytes: 4200}
@@ -30,7 +34,7 @@ def test_fat_tree_k4_over_two_servers_by_pod_is_faithful(tmp_path):
         env["PYTHONPATH"] = str(REPO)
         res = subprocess.run(lab.console_argv([sys.executable, "-m", "testbed.cli", "run", str(scenario), "--results",
                                                str(tmp_path / "results")]),
-                             env=env, cwd=REPO, capture_output=True, text=True, timeout=900)
+                             env=env, cwd=REPO, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
         print(res.stdout[-3000:], res.stderr[-3000:])
         left = {srv.name: lab.server_leftovers(srv) for srv in lab.servers}
     assert left == {"srv1": EMPTY, "srv2": EMPTY}, left

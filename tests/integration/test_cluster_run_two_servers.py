@@ -16,6 +16,7 @@ import pandas as pd
 
 from conftest import raise_if_disturbed
 from testbed.cluster.servers import LocalServers
+from testbed.host.timeout_scale import startup_s
 
 REPO = Path(__file__).resolve().parents[2]
 EMPTY = {"bridges": [], "interfaces": [], "netns": [], "processes": []}
@@ -23,6 +24,9 @@ EMPTY = {"bridges": [], "interfaces": [], "netns": [], "processes": []}
 QUICKSTART_SPLIT = (REPO / "scenarios" / "quickstart.yaml").read_text().replace(
     "sizes: {min_bytes: 64KiB, max_bytes: 4MiB, factor: 2}", "sizes: {min_bytes: 1MiB, max_bytes: 4MiB, factor: 4}"
 ).replace("iterations: 5", "iterations: 3")
+#: the whole `testbed run` of QUICKSTART_SPLIT (build, traffic, teardown over both servers): about 60 s on the
+#: development machines, so 3x that (x TESTBED_TIMEOUT_SCALE): a teardown that hangs fails here in minutes
+RUN_TIMEOUT_S = startup_s(180)
 #: the single-server band of the quickstart at 4 MiB (tests/integration/test_end_to_end.py)
 SINGLE_SERVER_MIN_BUSBW_RATIO = 0.95
 
@@ -40,7 +44,7 @@ def test_quickstart_over_two_servers_by_pod_is_faithful_within_the_single_server
     with LocalServers(2) as lab:
         argv, env = _testbed(lab, "run", str(scenario), "--results", str(tmp_path / "results"),
                              "--servers", "srv1,srv2", "--placement", "pod")
-        res = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=900)
+        res = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
         print(res.stdout[-3000:], res.stderr[-3000:])
         run_dir = next((tmp_path / "results").iterdir())
         summary = json.loads((run_dir / "summary.json").read_text())
