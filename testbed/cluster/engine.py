@@ -50,9 +50,9 @@ def own_group_hangup_ends() -> None:
     process group of its own, as Mininet's ``RemoteMixin._ignoreSignal`` makes, and SIGHUP's default action.
 
     Mininet ends a node by a SIGHUP to that group, then waits for it (``Node.terminate``, ``Node.cleanup``). A
-    driver started with SIGHUP ignored (``nohup``, a CI runner) passes the ignore on through sudo to ssh, which
-    keeps a SIGHUP ignored at its start: the node's ssh then never ends and the teardown waits on it forever
-    (the controller and the servers' testbed processes still up)."""
+    driver started with SIGHUP ignored (``nohup``; a test runner that ignores SIGHUP, SIGINT and SIGQUIT) passes
+    the ignore on through sudo to ssh, which keeps a SIGHUP ignored at its start: the node's ssh did not end and
+    ``net.stop()`` waited on it forever (the controller and the servers' testbed processes still up)."""
     os.setpgrp()
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
