@@ -1,6 +1,6 @@
 """summary.json has one typed shape (testbed.results.shape.RunSummary) in every run, one JSON schema generated from
 it (testbed.results.summary_schema) and docs/tables.md generated from the types (testbed.results.docs_tables).
-Real runs (complete, Ctrl-C'd, refused) are checked against the schema in tests/integration/test_summary_shape.py."""
+Real runs (complete, Ctrl-C'd, refused) are checked against the schema in tests/integration/test_summary_shape_of_runs.py."""
 from pathlib import Path
 
 import jsonschema

@@ -1,7 +1,7 @@
 """The JSON schema of summary.json, generated from the types of testbed.results.shape.RunSummary.
 
 :func:`json_schema` is the one schema every summary.json validates against, complete, interrupted, failed or
-refused (tests/integration/test_summary_shape.py checks real runs against it): every key of
+refused (tests/integration/test_summary_shape_of_runs.py checks real runs against it): every key of
 :data:`testbed.results.shape.SUMMARY_KEYS` required, no other key, one JSON type per key (``null`` added for an
 Optional one); ``transport`` an object with every key of :data:`testbed.results.shape.TRANSPORT_KEYS`;
 ``congestion`` an object with every key of testbed.results.congestion.CONGESTION_KEYS. :func:`summary_rows`
