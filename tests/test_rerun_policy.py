@@ -28,6 +28,15 @@ def test_only_pacing_failures_mean_a_disturbed_machine():
     assert disturbed_checks(_summary(cpu="failed", packet_timing="failed")).keys() == {"cpu", "packet_timing"}
     # an accounting check failed too: the network is wrong, not the machine
     assert disturbed_checks(_summary(cpu="failed", bytes="failed")) == {}
+
+
+def test_the_verdicts_rate_checks_are_pacing_checks_spurious_retransmissions_are_not():
+    # links/hosts/throughput: did the emulated links and NICs keep their rate (testbed.measure.verdict)
+    assert disturbed_checks(_summary(links="failed", cpu="passed")).keys() == {"links"}
+    assert disturbed_checks(_summary(hosts="failed", throughput="failed")).keys() == {"hosts", "throughput"}
+    # a duplicate no lost packet explains is the transport's or the network's figure: it fails the first time
+    assert disturbed_checks(_summary(spurious_retx="failed")) == {}
+    assert disturbed_checks(_summary(links="failed", spurious_retx="failed")) == {}
     assert disturbed_checks(_summary(cpu="passed", bytes="not_judged")) == {}
     assert disturbed_checks({"checks": None}) == {}
 

@@ -6,6 +6,7 @@ iterations, 10 Mbit/s; each run about 10 s with set-up)."""
 from pathlib import Path
 
 from conftest import EXIT_FAITHFUL, EXIT_NOT_FAITHFUL, assert_losses_accounted, run_cli
+from rerun_policy import raise_if_disturbed
 from testbed.results.rundir import RunDir
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
@@ -20,6 +21,8 @@ def run_jobs(tmp_path, name: str, *flags) -> dict:
     results = tmp_path / name
     res = run_cli("run", SCENARIOS / f"{name}.yaml", "--results", results, "--quiet", *flags, timeout=400)
     assert res.returncode in (EXIT_FAITHFUL, EXIT_NOT_FAITHFUL), f"{name}: {res.returncode}\n{res.stderr}"
+    for baseline in sorted(results.glob("*/*/summary.json")):  # the solo (and pair) runs the figures rest on
+        raise_if_disturbed(RunDir.open(baseline.parent).summary)
     (path,) = results.glob("*/summary.json")
     s = RunDir.open(path.parent).summary
     t = s["transport"]
