@@ -8,16 +8,11 @@ import json
 import pytest
 
 from controllers import contract
+from controller_fixtures import ECMP_SETTINGS
 from controllers.supervisor_report import ControllerReport, Death, Restarted, RestartFailed, decode_report
 from testbed.emulation.controller_supervisor import verdict_line, violations
 
-SETTINGS = contract.ControllerSettings(
-    run_id="tb0000", topology_file="/x/topology.json", ready_file="/x/controller.ready",
-    events_file="/x/controller.events.jsonl", stats_file="/x/controller.stats.jsonl", stats_period_ms=0,
-    load_balance=contract.LoadBalanceSettings("ecmp", {}, None),
-    failover=contract.FailoverSettings(gray_detect=False, gray_loss_threshold=0.005, gray_window_ms=10_000,
-                                       gray_min_lost_pkts=25),
-    loop_settings_file=None)
+SETTINGS = ECMP_SETTINGS
 ERROR = contract.OpenFlowError(dpid=4097, switch="tb0000l1", xid=7, request="group-add-1", type=4, code=8,
                                type_name="OFPET_BAD_MATCH", code_name="OFPBMC_BAD_MASK(8)", data_hex="0506")
 

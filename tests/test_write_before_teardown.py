@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from controllers import contract
+from controller_fixtures import ECMP_SETTINGS
 from controllers.congestion import loop as cloop
 from controllers.supervisor_report import ControllerReport, Death, Restarted, RestartFailed
 from testbed.emulation import congestion_conf
@@ -26,13 +27,7 @@ from testbed.results.shape import stable_summary
 T_MEASURED_NS = 1_800_000_000 * 10**9
 
 
-SETTINGS = contract.ControllerSettings(
-    run_id="tb0000", topology_file="/x/topology.json", ready_file="/x/controller.ready",
-    events_file="/x/controller.events.jsonl", stats_file="/x/controller.stats.jsonl", stats_period_ms=0,
-    load_balance=contract.LoadBalanceSettings("ecmp", {}, None),
-    failover=contract.FailoverSettings(gray_detect=False, gray_loss_threshold=0.005, gray_window_ms=10_000,
-                                       gray_min_lost_pkts=25),
-    loop_settings_file=None)
+SETTINGS = ECMP_SETTINGS
 
 
 def _report(events=(), errors=0, switches=3) -> dict:
