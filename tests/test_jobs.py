@@ -234,7 +234,7 @@ def test_the_report_adds_the_jobs_timeline_and_matrix_to_jobs_runs_only(tmp_path
     ops["group"] = ["a", "b"] * (len(ops) // 2)
     ops.to_csv(d / "ops.csv", index=False)
     secs = _sections(write_report(d)[0].read_text())
-    assert secs["jobs_timeline"][0] == "img" and secs["jobs_interference"][0] == "img"
+    assert secs["jobs_timeline"][0] == "img" and secs["jobs_interference"][0] == "table"
 
 
 def test_solo_with_three_jobs_runs_each_alone_and_each_pair_then_all(tmp_path, capsys):

@@ -97,12 +97,14 @@ def _congestion_tables(d):
 
 
 def _sections(html):
-    """plot key -> ('img', png bytes) or ('missing', text)."""
+    """plot key -> ('img', png bytes), ('table', its HTML) or ('missing', text)."""
     out = {}
     for key, body in re.findall(r'<section id="plot-([a-z_]+)">(.*?)</section>', html, re.S):
         img = re.search(r'<img class="plot"[^>]*src="data:image/png;base64,([A-Za-z0-9+/=]+)"', body)
+        table = re.search(r'<table class="matrix">.*?</table>', body, re.S)
         miss = re.search(r'<p class="missing">(.*?)</p>', body)
-        out[key] = ("img", base64.b64decode(img.group(1))) if img else ("missing", miss.group(1))
+        out[key] = (("img", base64.b64decode(img.group(1))) if img else ("table", table.group(0)) if table
+                    else ("missing", miss.group(1)))
     return out
 
 

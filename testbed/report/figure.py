@@ -26,7 +26,8 @@ NOT_RECORDED = "not recorded in this run: "
 
 @dataclass(frozen=True)
 class Plot:
-    """One plot: ``png_b64`` (base64 PNG) or ``missing`` (the line that replaces it), never both.
+    """One plot: ``png_b64`` (base64 PNG), ``html`` (a table drawn by the page itself, e.g.
+    testbed.report.matrix) or ``missing`` (the line that replaces it), exactly one of them.
 
     ``key``: the HTML id (``plot-<key>``); ``caption``: what the figure shows and where it comes from;
     ``axes_json``: the drawn figure's axes limits and each artist's data extent (testbed.report.extent), JSON.
@@ -37,6 +38,7 @@ class Plot:
     missing: str | None = None
     caption: str = ""
     axes_json: str | None = None
+    html: str | None = None
 
 
 def new_figure(width_in: float = 10.0, height_in: float = 4.0, left_in: float = 0.8, right_in: float = 0.25,

@@ -4,7 +4,8 @@ Timeline: each job's operations as bars on one time axis (ops.csv: ``group`` is 
 jobs run), above the utilization of every switch egress port any job's paths cross (ports.csv tx_bytes
 growth per bin / link rate), each port labelled with the jobs that may cross it (summary.json
 ``jobs.jobs[].links``, testbed.workloads.jobs.links): a port labelled with two jobs that is busy while both jobs'
-bars overlap is where they met. Matrix: summary.json ``jobs.interference`` (``testbed run --solo``).
+bars overlap is where they met. Matrix: summary.json ``jobs.interference`` (``testbed run --solo``), an HTML
+table with cells coloured by slowdown and text readable on each (testbed.report.matrix).
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import numpy as np
 
 from testbed.report.data import lacking, rows, short_name, t_s
 from testbed.report.figure import Plot, absent, new_figure, rendered
+from testbed.report.matrix import matrix_html
 from testbed.report.portgrid import heatmap, port_grid
 from testbed.results.rundir import RunDir
 
@@ -88,18 +90,8 @@ def interference_plot(run: RunDir) -> Plot:
         return absent(key, title, "no solo baselines (testbed run --solo on a jobs scenario)")
     names = m["jobs"]
     vals = np.array([[np.nan if v is None else v for v in row] for row in m["jct_slowdown"]], dtype=float)
-    size = 1.6 + 0.6 * len(names)
-    fig = new_figure(size + 2.0, size, left_in=1.2, right_in=1.4, bottom_in=0.9)
-    ax = fig.subplots()
-    img = ax.imshow(vals, cmap="Reds", vmin=1.0, vmax=max(2.0, float(np.nanmax(vals))))
-    for i in range(len(names)):
-        for j in range(len(names)):
-            if not np.isnan(vals[i, j]):
-                ax.text(j, i, f"{vals[i, j]:.2f}", ha="center", va="center", fontsize=9)
-    ax.set_xticks(range(len(names)), names)
-    ax.set_yticks(range(len(names)), names)
-    ax.set_xlabel("run with job")
-    ax.set_ylabel("slowed job")
-    ax.set_title(title, fontsize=10)
-    fig.colorbar(img, ax=ax, label="JCT / solo JCT")
-    return rendered(key, title, fig, f"{m['method']} (testbed.workloads.jobs.solo).")
+    vmax = max(2.0, float(np.nanmax(vals)))
+    table = matrix_html(names, names, vals, cmap="Reds", vmin=1.0, vmax=vmax, corner="slowed job \\ run with job")
+    return Plot(key, title, html=table, caption=f"JCT of the row's job run with the column's job / its solo JCT; "
+                f"colour from 1.00 (white) to {vmax:.2f} (dark red), text black or white by the cell's luminance. "
+                f"{m['method']} (testbed.workloads.jobs.solo).")

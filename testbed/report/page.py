@@ -20,14 +20,18 @@ figcaption{font-size:.85em;color:#555} .missing{color:#8a6d3b;font-style:italic}
 table{border-collapse:collapse;font-size:.85em;margin:.5em 0} th,td{border:1px solid #ddd;padding:2px 6px;
 text-align:left;vertical-align:top} pre{margin:0;font-size:.95em;white-space:pre-wrap}
 .ok{color:#1a7f37} .bad{color:#b42318;font-weight:bold} .warn{color:#8a6d3b}
+table.matrix td{text-align:center;min-width:3.5em;padding:6px 8px;font-size:1.1em}
 .verdict{font-size:1.1em} .meta{color:#555;font-size:.9em} nav a{margin-right:.8em;font-size:.9em}
 """
 
 
 def plot_html(p: Plot) -> str:
     """One plot's figure (an ``<img>`` with a data: URL; ``data-axes``: its axes limits and data extents as
-    JSON, testbed.report.extent) or its 'not recorded' line."""
+    JSON, testbed.report.extent), its HTML table, or its 'not recorded' line."""
     title = html.escape(p.title)
+    if p.html is not None:
+        return (f'<section id="plot-{p.key}"><h2>{title}</h2><figure>{p.html}'
+                f'<figcaption>{html.escape(p.caption)}</figcaption></figure></section>')
     if p.png_b64 is None:
         return f'<section id="plot-{p.key}"><h2>{title}</h2><p class="missing">{html.escape(p.missing)}</p></section>'
     return (f'<section id="plot-{p.key}"><h2>{title}</h2><figure><img class="plot" alt="{title}" '
