@@ -9,9 +9,14 @@ the lab's scenario file by the scenario name in its manifest.json; then, per run
 - complete: the run finished and delivered every posted byte exactly once;
 - figures: each figure of that scenario inside its band (PASS) or not (FAIL).
 
+- fidelity: a run whose verdict is NOT faithful or not judged (``testbed run`` exit 3 or 6) fails: its
+  figures are not trustworthy (:attr:`Verdict.unfaithful`, ``testbed lab check`` exit 7), unless
+  ``include_unfaithful``: then it is flagged (WARN) and its figures count.
+
 Ratio figures are computed from the newest run of each scenario. A scenario of the lab with no run
-fails; a results directory without any run of the lab is refused, naming the scenarios it holds.
-The fidelity verdict is shown, not judged (a run NOT faithful for CPU still shows the observation).
+fails, unless RESULTS_DIR is one run directory: then only that run is checked and the lab's other
+runs and the comparisons needing them are skipped (SKIP). A results directory without any run of the
+lab is refused, naming the scenarios it holds.
 """
 from __future__ import annotations
 
@@ -23,7 +28,7 @@ from testbed.labcheck.figures import FigureMissing, read_figure
 from testbed.results.rundir import RunDir
 
 MAX_DEPTH = 3
-PASS, FAIL, SKIP, INFO = "PASS", "FAIL", "SKIP", "INFO"
+PASS, FAIL, SKIP, INFO, WARN = "PASS", "FAIL", "SKIP", "INFO", "WARN"
 
 
 class LabCheckError(Exception):
@@ -32,11 +37,15 @@ class LabCheckError(Exception):
 
 @dataclass
 class Verdict:
-    """The checker's lines (status, text) and counts; ``ok`` when nothing failed."""
+    """The checker's lines (status, text) and counts; ``ok`` when nothing failed. ``unfaithful``: the run
+    directories' names whose verdict was NOT faithful or not judged and were not counted (each a FAIL);
+    ``included``: such runs counted all the same (``include_unfaithful``)."""
 
     lines: list[tuple[str, str]] = field(default_factory=list)
     failed: int = 0
     passed: int = 0
+    unfaithful: list[str] = field(default_factory=list)
+    included: list[str] = field(default_factory=list)
 
     def add(self, status: str, text: str) -> None:
         self.lines.append((status, text))
@@ -131,6 +140,34 @@ def _complete(s: dict) -> str | None:
     return None
 
 
+def _unfaithful(s: dict) -> str | None:
+    """Why a complete run's figures are not trustworthy (its fidelity verdict), None when it is faithful."""
+    if s.get("verdict") == "not_judged":
+        return "not judged: " + ("; ".join(s.get("not_judged") or []) or "see summary.json not_judged")
+    if s.get("faithful") is True:
+        return None
+    if s.get("faithful") is False:
+        return "; ".join(s.get("violations") or []) or "see summary.json violations"
+    return "summary.json has no fidelity verdict (faithful: null)"
+
+
+def _fidelity(v: Verdict, d: Path, s: dict, include_unfaithful: bool) -> None:
+    why = None if _complete(s) else _unfaithful(s)
+    if why is None:
+        return
+    if include_unfaithful:
+        v.included.append(d.name)
+        v.add(WARN, f"  NOT faithful ({why}); counted (--include-unfaithful): its figures may not be trustworthy")
+    else:
+        v.unfaithful.append(d.name)
+        v.add(FAIL, f"  NOT faithful ({why}): its figures are not trustworthy; run it again (a quieter "
+                    "machine), or --include-unfaithful to count it")
+
+
+def _runs(n: int) -> str:
+    return f"{n} run{'s' if n != 1 else ''}"
+
+
 def _judge(v: Verdict, bands: bands_mod.LabBands, f: bands_mod.Figure, value: float | None, why: str = "") -> None:
     label = f.label
     if f.band is None:
@@ -150,8 +187,9 @@ def _judge(v: Verdict, bands: bands_mod.LabBands, f: bands_mod.Figure, value: fl
           + ("" if inside else ("   below the band" if value < f.band[0] else "   above the band")))
 
 
-def check(lab: str, results: Path) -> Verdict:
-    """Judge the runs under ``results`` against lab ``lab``'s bands (module docstring).
+def check(lab: str, results: Path, include_unfaithful: bool = False) -> Verdict:
+    """Judge the runs under ``results`` against lab ``lab``'s bands (module docstring); a run NOT faithful
+    fails unless ``include_unfaithful`` (then it is flagged and counted).
 
     Raises LabCheckError for bad input (no such lab or results, no run directory)."""
     folder = lab_dir(lab)
@@ -159,6 +197,7 @@ def check(lab: str, results: Path) -> Verdict:
     specs = lab_specs(folder, bands)
     by_name = {spec["name"]: stem for stem, spec in specs.items()}
     runs = find_runs(results)
+    one_run = (Path(results) / "summary.json").is_file()  # RESULTS_DIR is one run directory
     v = Verdict()
     m = bands.measured
     v.add("", f"lab {bands.lab}: {_title(folder)}")
@@ -192,6 +231,7 @@ def check(lab: str, results: Path) -> Verdict:
         incomplete = _complete(s)
         v.add(FAIL if incomplete else PASS, f"  {incomplete}" if incomplete else
               "  complete: every posted byte delivered exactly once")
+        _fidelity(v, d, s, include_unfaithful)
         values = {}
         for f in bands.figures:
             if f.scenario == stem:
@@ -202,7 +242,10 @@ def check(lab: str, results: Path) -> Verdict:
                     _judge(v, bands, f, None, str(exc))
         newest[stem] = (d, values)
     for stem in specs:
-        if stem not in newest:
+        if stem not in newest and one_run:
+            v.add(SKIP, f"no run of {stem}.yaml ({specs[stem]['name']}): {Path(results).name} is one run "
+                        "directory; give the folder holding every run of the lab to check them all")
+        elif stem not in newest:
             v.add(FAIL, f"no run of {stem}.yaml ({specs[stem]['name']}) under {results}: run "
                         f"`testbed run labs/{folder.name}/{stem}.yaml`")
     ratios = [f for f in bands.figures if f.ratio]
@@ -211,9 +254,16 @@ def check(lab: str, results: Path) -> Verdict:
         values = {k: x for _, vals in newest.values() for k, x in vals.items()}
         for f in ratios:
             a, b = (values.get(n) for n in f.ratio)
-            if a is None or b is None or b == 0:
+            absent = [f"{s}.yaml" for s in (bands.figure(n).scenario for n in f.ratio) if s and s not in newest]
+            if absent and one_run:
+                v.add(SKIP, f"  {f.label:<46} {'-':>12}   needs the run of {', '.join(absent)}: not checked "
+                            "on one run directory")
+            elif a is None or b is None or b == 0:
                 _judge(v, bands, f, None, f"needs {f.ratio[0]} and {f.ratio[1]} (nonzero)")
             else:
                 _judge(v, bands, f, a / b)
-    v.add("", f"RESULT: {'PASS' if v.ok else 'FAIL'}: {v.passed} passed, {v.failed} failed")
+    fidelity = (f"; {_runs(len(v.unfaithful))} NOT faithful, not counted (run again, or --include-unfaithful)"
+                if v.unfaithful else "")
+    fidelity += f"; {_runs(len(v.included))} NOT faithful, counted (--include-unfaithful)" if v.included else ""
+    v.add("", f"RESULT: {'PASS' if v.ok else 'FAIL'}: {v.passed} passed, {v.failed} failed{fidelity}")
     return v

@@ -9,6 +9,8 @@ EXIT_NOT_FAITHFUL = 3      # completed, but a fidelity check failed: the figures
 EXIT_FAILED = 4            # the run failed or was refused: an error, or posted/acknowledged/delivered bytes differ
 EXIT_REGRESSED = 5         # testbed compare / regress: a figure is worse than its reference beyond its band
 EXIT_NOT_JUDGED = 6        # completed, no check failed, but no link or host rate could be judged: not faithful
+EXIT_LAB_CHECK_FAILED = 1  # testbed lab check: a figure outside its band, an edited scenario, a missing run
+EXIT_LAB_UNFAITHFUL = 7    # testbed lab check: a run was NOT faithful (or not judged), so its figures prove nothing
 EXIT_INTERRUPTED_BASE = 128  # + signal number (130 SIGINT, 143 SIGTERM)
 
 
