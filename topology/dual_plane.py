@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any, List, Tuple
 
 from topology import spine_leaf
-from topology.model import DEFAULT_HASH_FIELDS, RUN_ID_CHARS, Layout, Link, Nic, Port, Switch
+from topology.model import DEFAULT_HASH_FIELDS, RUN_ID_CHARS, Layout, Link, Nic, Port, Switch, too_many_ports
 
 KIND = "dual_plane"
 #: fabric keys of this kind (beside the common rates, buffer, MTU, oversubscription)
@@ -39,9 +39,11 @@ def check(fabric: Any) -> None:
     """ValueError naming the key when a switch needs more than ``fabric.ports_per_switch`` ports,
     or a switch port's interface name (``<run id><plane>l<leaf>-eth<port>``) would pass 15 characters."""
     leaf_ports = fabric.hosts_per_leaf + fabric.spines
-    if leaf_ports > fabric.ports_per_switch or fabric.leaves > fabric.ports_per_switch:
-        raise ValueError(f"fabric.hosts_per_leaf + fabric.spines = {leaf_ports} ports per leaf and fabric.leaves = "
-                         f"{fabric.leaves} per spine: at most fabric.ports_per_switch = {fabric.ports_per_switch}")
+    if leaf_ports > fabric.ports_per_switch:
+        raise too_many_ports("fabric.hosts_per_leaf + fabric.spines", leaf_ports, "leaf", fabric.ports_per_switch,
+                             "fewer hosts per leaf (and more leaves)")
+    if fabric.leaves > fabric.ports_per_switch:
+        raise too_many_ports("fabric.leaves", fabric.leaves, "spine", fabric.ports_per_switch, "fewer leaves")
     longest = RUN_ID_CHARS + max(len(f"{fabric.planes - 1}l{fabric.leaves}-eth{leaf_ports}"),
                                  len(f"{fabric.planes - 1}s{fabric.spines}-eth{fabric.leaves}"))
     if longest > MAX_IFNAME:

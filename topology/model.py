@@ -44,6 +44,19 @@ MAC_RE = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
 MAX_DPID = (1 << 64) - 1
 #: OpenFlow 1.5 physical ports are 1..0xffffff00 (OFPP_MAX).
 MAX_OF_PORT = 0xFFFFFF00
+#: the most ports a switch may have (``fabric.ports_per_switch`` allows 2..254)
+MAX_PORTS_PER_SWITCH = 254
+
+
+def too_many_ports(what: str, needed: int, switch: str, ports_per_switch: int, fewer: str) -> ValueError:
+    """The refusal of a ``switch`` (its role: "leaf") needing ``needed`` ports (``what``: the keys that make
+    them) when ``fabric.ports_per_switch`` is ``ports_per_switch``: it names the value that would fit, or,
+    above :data:`MAX_PORTS_PER_SWITCH`, says only ``fewer`` (e.g. "fewer hosts per leaf") fits."""
+    fix = (f"set fabric.ports_per_switch: {needed} or more (allowed 2..{MAX_PORTS_PER_SWITCH}), or {fewer}"
+           if needed <= MAX_PORTS_PER_SWITCH else
+           f"fabric.ports_per_switch allows at most {MAX_PORTS_PER_SWITCH}: use {fewer}")
+    return ValueError(f"{what} = {needed} ports per {switch}, more than fabric.ports_per_switch = "
+                      f"{ports_per_switch}: {fix}")
 #: Packet header fields a load balancer may hash on (OpenFlow 1.5 OXM names).
 HASH_FIELD_NAMES = ("eth_dst", "eth_src", "eth_type", "ip_proto", "ipv4_src", "ipv4_dst", "tcp_src",
                     "tcp_dst", "udp_src", "udp_dst", "sctp_src", "sctp_dst", "ipv6_src", "ipv6_dst")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, List, Tuple
 
-from topology.model import DEFAULT_HASH_FIELDS, RUN_ID_CHARS, Host, Layout, Link, Port, Switch
+from topology.model import DEFAULT_HASH_FIELDS, RUN_ID_CHARS, Host, Layout, Link, Port, Switch, too_many_ports
 
 KIND = "spine_leaf"
 #: fabric keys of this kind (beside the common rates, buffer, MTU, oversubscription)
@@ -78,13 +78,11 @@ def check(fabric: Any) -> None:
     leaf_ports = fabric.hosts_per_leaf + fabric.spines * links
     per = " x fabric.links_per_spine" if links > 1 else ""
     if leaf_ports > fabric.ports_per_switch:
-        raise ValueError(
-            f"fabric.hosts_per_leaf + fabric.spines{per} = {leaf_ports} ports per leaf, "
-            f"more than fabric.ports_per_switch = {fabric.ports_per_switch}")
+        raise too_many_ports(f"fabric.hosts_per_leaf + fabric.spines{per}", leaf_ports, "leaf",
+                             fabric.ports_per_switch, "fewer hosts per leaf (and more leaves)")
     if fabric.leaves * links > fabric.ports_per_switch:
-        raise ValueError(
-            f"fabric.leaves{per} = {fabric.leaves * links} ports per spine, more than "
-            f"fabric.ports_per_switch = {fabric.ports_per_switch}")
+        raise too_many_ports(f"fabric.leaves{per}", fabric.leaves * links, "spine", fabric.ports_per_switch,
+                             "fewer leaves (and more hosts per leaf)")
     longest = RUN_ID_CHARS + max(len(f"l{fabric.leaves}-eth{leaf_ports}"),
                                  len(f"s{fabric.spines}-eth{fabric.leaves * links}"))
     if longest > MAX_IFNAME:

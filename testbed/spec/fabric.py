@@ -9,6 +9,7 @@ from typing_extensions import Annotated
 
 from dataplane.queues import BACKENDS as QUEUE_BACKENDS, DEFAULT_BACKEND as DEFAULT_QUEUE_BACKEND
 from topology import KIND_PARAMS, KINDS, build as build_layout, dci, scale_up, spine_leaf
+from topology.model import MAX_PORTS_PER_SWITCH
 from topology.routing import max_path_delay_us, max_switch_hops
 from testbed.spec import plugins
 from testbed.spec.units import (
@@ -73,8 +74,9 @@ class FabricSpec(SpecModel):
 
     kind: str = "spine_leaf"  # topology builder, a key of topology.KINDS
     spines: Count = Field(2, ge=1, le=16)
-    leaves: Count = Field(2, ge=1, le=32)
-    hosts_per_leaf: Count = Field(2, ge=1, le=32)
+    # leaves and hosts per leaf: as many as the switches' ports hold (each kind's check names ports_per_switch)
+    leaves: Count = Field(2, ge=1, le=MAX_PORTS_PER_SWITCH)
+    hosts_per_leaf: Count = Field(2, ge=1, le=MAX_PORTS_PER_SWITCH)
     links_per_spine: Count = Field(1, ge=1, le=spine_leaf.MAX_LINKS_PER_SPINE)
     k: Count = 4
     servers: Count = Field(2, ge=1, le=32)
@@ -89,7 +91,7 @@ class FabricSpec(SpecModel):
     fabric_link_bps: RateBps = 10e6
     oversubscription: Optional[float] = Field(None, gt=0, le=64, allow_inf_nan=False)
     buffer_bytes: SizeBytes = 100_000
-    ports_per_switch: Count = Field(32, ge=2, le=254)
+    ports_per_switch: Count = Field(32, ge=2, le=MAX_PORTS_PER_SWITCH)
     datapath: Literal["auto", "user", "kernel"] = "auto"
     mtu_bytes: Count = Field(1500, ge=MIN_LINK_MTU_BYTES, le=MAX_LINK_MTU_BYTES)
     link_delay_us: Count = Field(0, ge=0, le=MAX_LINK_DELAY_US)
