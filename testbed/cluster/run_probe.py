@@ -7,9 +7,28 @@ server, by the testbed's process there (testbed.cluster.remote).
 from __future__ import annotations
 
 import dataclasses
+import socket
 
 from testbed.cluster.remote import RemoteError, ServerSession
 from testbed.measure.send_buffer import RunRefused
+
+#: the call each server answers in the probe step
+PROBE_CALL = "testbed.cluster.run_probe:probe_server"
+
+
+def resolve_servers(servers) -> dict[str, str]:
+    """server -> its IPv4 address as this machine resolves it (/etc/hosts, DNS), as the run will reach it
+    (testbed.cluster.run_fabric.driver_address). Nothing is sent. Raises ValueError naming the first server
+    that does not resolve and what to give instead."""
+    out = {}
+    for srv in servers:
+        try:
+            out[srv] = socket.getaddrinfo(srv, 22, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
+        except (socket.gaierror, UnicodeError) as e:
+            why = getattr(e, "strerror", None) or str(e)
+            raise ValueError(f"server {srv!r} does not resolve on this machine ({why}): give a host name it "
+                             f"resolves (/etc/hosts or DNS) or an IPv4 address") from None
+    return out
 
 
 def probe_server(spec, run_id: str) -> tuple:
@@ -32,10 +51,11 @@ def probe_servers(spec, run_id: str) -> tuple:
     for srv in spec.cluster.servers:
         try:
             with ServerSession(srv, run_id) as session:
-                found[srv] = session.call("testbed.cluster.run_probe:probe_server", spec, run_id)
-        except RemoteError as e:
-            first = str(e).splitlines()[0]
-            raise RunRefused(f"server {srv}: {first}") from None
+                found[srv] = session.call(PROBE_CALL, spec, run_id)
+        except RemoteError as e:  # "<server>: <call>: <what>" or "<server>: <call> failed: <what>"
+            first = str(e).splitlines()[0].removeprefix(f"{srv}: ").removeprefix(f"{PROBE_CALL}: ")
+            first = first.removeprefix(f"{PROBE_CALL} failed: ")
+            raise RunRefused(f"server {srv}: probing it (over ssh) failed: {first}") from None
     caps = {srv: c for srv, (c, _) in found.items()}
     first = spec.cluster.servers[0]
     bad = [f"{srv}: {c.features['ovs'].detail}" for srv, c in caps.items() if c.datapath == "none"]

@@ -389,13 +389,20 @@ def _validate(spec: ScenarioSpec, results_root: Path, quiet: bool, max_duration_
     faithful capacity (testbed.measure.capacity_check: a warning printed above it), checked; the estimate
     printed unless ``quiet``.
 
-    Raises ScenarioError (also for a bad $TESTBED_TIMEOUT_SCALE), FileNotFoundError, IsADirectoryError,
+    Raises ScenarioError (also for a bad $TESTBED_TIMEOUT_SCALE or a server of ``cluster.servers`` this machine
+    cannot resolve), FileNotFoundError, IsADirectoryError,
     estimate.DurationError or capacity_check.CapacityError; nothing is built.
     """
     try:
         timeout_scale()
     except ValueError as e:
         raise ScenarioError(str(e)) from None
+    if spec.cluster is not None:  # every server known by name before anything is probed or built
+        from testbed.cluster.run_probe import resolve_servers
+        try:
+            resolve_servers(spec.cluster.servers)
+        except ValueError as e:
+            raise ScenarioError(f"--servers (cluster.servers): {e}") from None
     workload = workload_for(spec)
     plan = workload.plan()
     ops_plan = list(plan.ops)
