@@ -71,11 +71,13 @@ def print_notes(notes) -> None:
 
 
 def print_estimate(est_s: float, n_ops: int, cap_s: float, loss_note: str | None = None,
-                   setup_note: str | None = None) -> None:
+                   setup_note: str | None = None, ops_note: str | None = None) -> None:
     """The estimated duration of a run of ``n_ops`` operations and the cap it must stay under, stderr;
     ``loss_note``: why the estimate may be short (testbed.spec.estimate.loss_note); ``setup_note``: what
-    the fabric's build and teardown add (testbed.spec.estimate.describe_setup)."""
-    print(f"testbed: estimated duration {format_duration(est_s)} ({n_ops} operations; "
+    the fabric's build and teardown add (testbed.spec.estimate.describe_setup); ``ops_note``: what the
+    operations are (testbed.workloads.base.Workload.operations, e.g. ``2 trials x 4 flows``)."""
+    print(f"testbed: estimated duration {format_duration(est_s)} ({n_ops} operations"
+          f"{': ' + ops_note if ops_note else ''}; "
           f"{setup_note + '; ' if setup_note else ''}cap {format_duration(cap_s)})"
           f"{'; ' + loss_note if loss_note else ''}", file=sys.stderr)
 

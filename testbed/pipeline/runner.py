@@ -411,8 +411,9 @@ def _validate(spec: ScenarioSpec, results_root: Path, quiet: bool, max_duration_
     est_s = workload.estimate_s(plan.ops) + workload.extra_s(plan)
     cap_s = max_duration_s or estimate.MAX_DURATION_S
     if not quiet:
-        printing.print_estimate(est_s, len(ops_plan), cap_s, workload.loss_note(plan.ops),
-                                estimate.describe_setup(spec.fabric))
+        n_ops, ops_note = workload.operations(plan.ops)
+        printing.print_estimate(est_s, n_ops, cap_s, workload.loss_note(plan.ops),
+                                estimate.describe_setup(spec.fabric), ops_note)
     print_notes(plan.notes)  # after the estimate: what the plan changed, not the run's first word
     estimate.check_duration(workload.scaling_keys(), est_s, cap_s)
     if spec.tenants:  # a workload across tenants would only time out against the isolation drops

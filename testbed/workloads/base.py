@@ -80,6 +80,11 @@ class Workload:
         printed estimate and the duration cap check."""
         return 0.0
 
+    def operations(self, ops: tuple[PlannedOp, ...]) -> tuple[int, Optional[str]]:
+        """(operations the estimate covers, what they are or None), for the estimate's printed line: the op
+        plan's length; a kind that runs outside the op plan (the pattern's trials) counts its own."""
+        return len(ops), None
+
     def scaling_keys(self) -> str:
         """The scenario keys that make a run longer or shorter, for the duration cap's error message."""
         raise NotImplementedError

@@ -35,6 +35,12 @@ class PatternTrials(Workload):
         """Set-up plus the trials of the pattern's ideal completion time (testbed.workloads.pattern.plan.estimate_s)."""
         return estimate.setup_s(self.spec.fabric) + trials_s(self.spec)
 
+    def operations(self, ops: tuple[PlannedOp, ...]) -> tuple[int, str]:
+        """Every flow of every trial: (trials x flows, ``T trials x F flows``)."""
+        n_flows = len(pattern_flows(self.spec, self.spec.fabric.layout_preview()))
+        trials = self.spec.workload.pattern.trials
+        return trials * n_flows, f"{trials} trial{'s' if trials != 1 else ''} x {n_flows} flows"
+
     def scaling_keys(self) -> str:
         return "workload.pattern.size_bytes, workload.pattern.trials (or fabric.host_link_bps)"
 
