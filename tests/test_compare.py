@@ -200,10 +200,12 @@ def test_cli_compare_refuses_runs_of_different_experiments_unless_forced(tmp_pat
     assert cli.main(["compare", str(a), str(b)]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err
     assert "ran different experiments" in err and "fabric.host_link_bps: 10000000.0 vs 20000000.0" in err
-    assert "--force" in err
-    assert cli.main(["compare", str(a), str(b), "--force"]) == 0
-    out = capsys.readouterr().out
-    assert out.startswith("WARNING: different experiments, compared because of --force: fabric.host_link_bps")
+    assert "--allow-different" in err
+    for flag in ("--allow-different", "--force"):   # --force: the flag's first name, kept
+        assert cli.main(["compare", str(a), str(b), flag]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith("WARNING: different experiments, compared because of --allow-different:\n"
+                              "WARNING:   fabric: 1 setting differs: fabric.host_link_bps")
     renamed = copy.deepcopy(quick)
     renamed["name"] = "quickstart-again"
     c = _with_manifest(_write(tmp_path, "c", QUICKSTART), renamed)

@@ -21,7 +21,6 @@ file before anything runs (errors name the entry and the key path).
 """
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any, Optional
 
@@ -30,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from testbed.results.figures import Band, check_pattern, parse_band
 from testbed.spec.scenario import ScenarioError, parse_scenario
-from testbed.spec.yaml_loader import load_yaml
+from testbed.spec.yaml_loader import load_yaml, merge
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
@@ -112,16 +111,6 @@ class Suite(BaseModel):
     def scenario_path(self, entry: Entry) -> Path:
         p = Path(entry.scenario)
         return p if p.is_absolute() else (self.folder / p).resolve()
-
-
-def merge(base: Any, over: Any) -> Any:
-    """``over`` deep-merged into a copy of ``base``: mappings key by key, anything else replaced."""
-    if isinstance(base, dict) and isinstance(over, dict):
-        out = copy.deepcopy(base)
-        for k, v in over.items():
-            out[k] = merge(out[k], v) if k in out else copy.deepcopy(v)
-        return out
-    return copy.deepcopy(over)
 
 
 def load_suite(path: Path, extra_overrides: dict | None = None) -> Suite:

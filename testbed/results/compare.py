@@ -7,11 +7,13 @@ is better, or the reverse), ``improved`` when B is better by more than the
 band. A run is a run directory, its summary.json, or a regression baseline
 file (regress/baselines/<name>.json: its ``figures``).
 
-Two run directories of different experiments compare nothing meaningful: before any figure, the
-runs' manifests (manifest.json ``scenario``) are compared, and a run whose fabric, workload or jobs
-differ is refused (exit 2) naming the first differing keys, unless ``--force`` (then a loud
-``WARNING`` line heads the table); a differing scenario name alone is a warning. A baseline file has
-no manifest: it is compared as it is.
+Two runs of different experiments compare nothing meaningful: before any figure, their scenarios
+(:mod:`testbed.results.experiment`: a run directory's manifest.json, a baseline file's scenario file
+with its overrides) are compared, and runs whose fabric, workload, jobs, background, congestion or
+transport differ are refused (exit 2), naming first how: the names, then per section how many settings
+differ and the first of them; ``--allow-different`` (alias ``--force``) compares them all the same
+under ``WARNING`` lines saying the same. A differing scenario name alone is a warning. A run whose
+scenario cannot be told (no manifest.json; a baseline without its scenario file) is compared as it is.
 
 Exit codes: 0 no figure regressed; 5 (:data:`testbed.process.exitcodes.EXIT_REGRESSED`)
 at least one did; 2 bad input (no summary.json, a bad ``--band``, different experiments).
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Optional
 
 from testbed.process.exitcodes import EXIT_BAD_INPUT, EXIT_REGRESSED
+from testbed.results.experiment import experiment_differences, scenario_of
 from testbed.results.figures import FAMILIES, Band, band_for, check_pattern, family_of, figures, parse_band, select
 from testbed.results.rundir import SUMMARY_FILE, RunDir, TableError
 
@@ -112,51 +115,6 @@ def load_figures(path: Path) -> tuple[dict, str]:
         raise ValueError(f"{file}: {e}") from None
 
 
-#: scenario sections that make two runs different experiments (testbed compare refuses them without --force)
-EXPERIMENT_SECTIONS = ("fabric", "workload", "jobs", "background", "congestion", "transport")
-
-
-def scenario_of(path: Path) -> Optional[dict]:
-    """The scenario a run directory (or its summary.json) ran, from its manifest.json; None for a baseline
-    file or a run without a readable manifest."""
-    path = Path(path)
-    run = RunDir(path if path.is_dir() else path.parent)
-    try:
-        scenario = run.manifest.get("scenario")
-    except (TableError, OSError, AttributeError):
-        return None
-    return scenario if isinstance(scenario, dict) else None
-
-
-def _flat(d, prefix: str = "") -> dict:
-    if isinstance(d, dict):
-        out: dict = {}
-        for k, v in d.items():
-            out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
-        return out
-    if isinstance(d, list):
-        out = {}
-        for i, v in enumerate(d):
-            out.update(_flat(v, f"{prefix}.{i}"))
-        return out or {prefix: []}
-    return {prefix: d}
-
-
-def experiment_differences(a: Optional[dict], b: Optional[dict], limit: int = 4) -> tuple[list[str], list[str]]:
-    """(differences that make the runs different experiments, warnings) between two manifests' scenarios:
-    ``KEY: A vs B`` for the first ``limit`` differing keys of :data:`EXPERIMENT_SECTIONS`, and a warning when
-    only the names differ. Empty when either side is None (a baseline file)."""
-    if a is None or b is None:
-        return [], []
-    fa, fb = _flat({k: a.get(k) for k in EXPERIMENT_SECTIONS}), _flat({k: b.get(k) for k in EXPERIMENT_SECTIONS})
-    diff = [f"{k}: {fa.get(k, '(absent)')!r} vs {fb.get(k, '(absent)')!r}"
-            for k in sorted(set(fa) | set(fb)) if fa.get(k, "(absent)") != fb.get(k, "(absent)")]
-    if len(diff) > limit:
-        diff = diff[:limit] + [f"... and {len(diff) - limit} more"]
-    warn = [f"scenario names differ: {a.get('name')!r} vs {b.get('name')!r}"] if a.get("name") != b.get("name") else []
-    return diff, warn
-
-
 def _fmt(v: float) -> str:
     return f"{v:.6g}"
 
@@ -212,8 +170,9 @@ def add_parser(sub, parents) -> None:
                    "N%% (relative) or A,N%% (the larger); repeatable")
     p.add_argument("--figures", metavar="F1,F2", default=None,
                    help="compare only these figures (names, families or globs, comma-separated)")
-    p.add_argument("--force", action="store_true",
-                   help="compare runs whose fabric, workload or jobs differ (refused without it)")
+    p.add_argument("--allow-different", "--force", dest="allow_different", action="store_true",
+                   help="compare runs of different scenarios (fabric, workload, jobs, background, congestion or "
+                   "transport differ; refused without it), after WARNING lines saying how they differ")
 
 
 def run(args) -> int:
@@ -232,13 +191,18 @@ def run(args) -> int:
     except (ValueError, FileNotFoundError) as e:
         print(f"testbed: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    diff, warn = experiment_differences(scenario_of(Path(args.run_a)), scenario_of(Path(args.run_b)))
-    if diff and not getattr(args, "force", False):
+    diff, name = experiment_differences(scenario_of(Path(args.run_a)), scenario_of(Path(args.run_b)))
+    if diff and not args.allow_different:
         print(f"testbed: error: {args.run_a} and {args.run_b} ran different experiments, so their figures do not "
-              f"compare: {'; '.join(diff)} (--force compares them anyway)", file=sys.stderr)
+              "compare:\n" + "".join(f"  {line}\n" for line in name + diff)
+              + "(--allow-different compares them anyway)", file=sys.stderr)
         return EXIT_BAD_INPUT
-    for line in warn + ([f"different experiments, compared because of --force: {'; '.join(diff)}"] if diff else []):
-        print(f"WARNING: {line}")
+    if diff:
+        print("WARNING: different experiments, compared because of --allow-different:")
+        for line in name + diff:
+            print(f"WARNING:   {line}")
+    elif name:
+        print(f"WARNING: scenario names differ: {name[0].split(': ', 1)[1]}")
     c = compare_figures(a, b, bands, only)
     print(format_comparison(c, a_label, b_label))
     return EXIT_REGRESSED if c.regressed else 0

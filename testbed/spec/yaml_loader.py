@@ -10,6 +10,7 @@ expansion bombs and duplicate keys, and clips every message to
 """
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
@@ -185,3 +186,14 @@ def load_yaml(text: str, source: str = "scenario") -> Any:
     if bad:
         raise ScenarioError(clip(f"{source}: invalid scenario:\n  " + "\n  ".join(bad)))
     return data
+
+
+def merge(base: Any, over: Any) -> Any:
+    """``over`` deep-merged into a copy of ``base`` (YAML data: a suite's overrides into a scenario): mappings
+    key by key, anything else (a list, a number) replaced."""
+    if isinstance(base, dict) and isinstance(over, dict):
+        out = copy.deepcopy(base)
+        for k, v in over.items():
+            out[k] = merge(out[k], v) if k in out else copy.deepcopy(v)
+        return out
+    return copy.deepcopy(over)
