@@ -36,3 +36,13 @@ def test_the_named_radix_is_enough():
 def test_dual_plane_names_the_radix_needed():
     msg = _refusal(kind="dual_plane", spines=2, leaves=4, hosts_per_leaf=40)
     assert "fabric.ports_per_switch = 32" in msg and "fabric.ports_per_switch: 42" in msg
+
+
+@pytest.mark.parametrize("fabric,needs", [
+    ({"kind": "rail_optimized", "servers": 30, "spines": 4}, "= 34 ports per rail leaf"),
+    ({"kind": "dci", "sites": 8, "dci_links": 8, "spines": 4}, "= 60 ports per border switch"),
+])
+def test_other_kinds_name_the_radix_needed(fabric, needs):
+    msg = _refusal(**fabric)
+    n = needs.split()[1]
+    assert needs in msg and f"fabric.ports_per_switch: {n} or more (allowed 2..254)" in msg

@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import Any, List, Optional, Tuple
 
 from topology.model import (DEFAULT_HASH_FIELDS, MAX_LINK_DELAY_US, RUN_ID_CHARS, Host, Layout, Link, Port,
-                            Switch)
+                            Switch, too_many_ports)
 
 KIND = "dci"
 #: fabric keys of this kind (beside the common rates, buffer, MTU, oversubscription, link_delay_us)
@@ -65,13 +65,13 @@ def check(fabric: Any) -> None:
     f = fabric
     _check_counts(f.sites, f.spines, f.leaves, f.hosts_per_leaf, f.dci_links, f.dci_delay_us)
     border = f.spines + (f.sites - 1) * f.dci_links
-    for what, ports in ((f"fabric.hosts_per_leaf + fabric.spines = {f.hosts_per_leaf + f.spines} ports per leaf",
-                         f.hosts_per_leaf + f.spines),
-                        (f"fabric.leaves + 1 (the border switch) = {f.leaves + 1} ports per spine", f.leaves + 1),
-                        (f"fabric.spines + (fabric.sites - 1) x fabric.dci_links = {border} ports per border switch",
-                         border)):
+    for what, ports, switch, fewer in (
+            ("fabric.hosts_per_leaf + fabric.spines", f.hosts_per_leaf + f.spines, "leaf", "fewer hosts per leaf"),
+            ("fabric.leaves + 1 (the border switch)", f.leaves + 1, "spine", "fewer leaves"),
+            ("fabric.spines + (fabric.sites - 1) x fabric.dci_links", border, "border switch",
+             "fewer spines, sites or dci_links")):
         if ports > f.ports_per_switch:
-            raise ValueError(f"{what}, more than fabric.ports_per_switch = {f.ports_per_switch}")
+            raise too_many_ports(what, ports, switch, f.ports_per_switch, fewer)
     longest = RUN_ID_CHARS + max(len(f"l{f.sites * f.leaves}-eth{f.hosts_per_leaf + f.spines}"),
                                  len(f"s{f.sites * f.spines}-eth{f.leaves + 1}"), len(f"b{f.sites}-eth{border}"))
     if longest > MAX_IFNAME:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any, List, Tuple
 
-from topology.model import DEFAULT_HASH_FIELDS, Host, Layout, Link, Port, Switch
+from topology.model import DEFAULT_HASH_FIELDS, Host, Layout, Link, Port, Switch, too_many_ports
 
 KIND = "rail_optimized"
 #: fabric keys of this kind (beside the common rates, buffer, MTU, oversubscription)
@@ -46,11 +46,11 @@ def check(fabric: Any) -> None:
     than ``fabric.ports_per_switch`` ports (rail leaf: servers + spines; spine: one per rail)."""
     _check_counts(fabric.servers, fabric.gpus_per_server, fabric.spines)
     if fabric.servers + fabric.spines > fabric.ports_per_switch:
-        raise ValueError(f"fabric.servers + fabric.spines = {fabric.servers + fabric.spines} ports per rail leaf, "
-                         f"more than fabric.ports_per_switch = {fabric.ports_per_switch}")
+        raise too_many_ports("fabric.servers + fabric.spines", fabric.servers + fabric.spines, "rail leaf",
+                             fabric.ports_per_switch, "fewer servers or spines")
     if fabric.gpus_per_server > fabric.ports_per_switch:
-        raise ValueError(f"fabric.gpus_per_server = {fabric.gpus_per_server} rail leaves, each on its own port of "
-                         f"every spine: more than fabric.ports_per_switch = {fabric.ports_per_switch}")
+        raise too_many_ports("fabric.gpus_per_server (a rail leaf each)", fabric.gpus_per_server, "spine",
+                             fabric.ports_per_switch, "fewer GPUs per server")
 
 
 def build(run_id: str, servers: int, gpus_per_server: int, spines: int, host_link_bps: float = 10e6,
