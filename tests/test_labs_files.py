@@ -20,6 +20,23 @@ def test_at_least_five_labs_all_indexed():
         assert f"({lab.name}/README.md)" in index, lab.name
 
 
+NUMBERS = "zero one two three four five six seven eight nine ten eleven twelve".split()
+
+
+@pytest.mark.parametrize("doc, pattern", [
+    ("docs/scenarios.md", r"`labs/`: (\w+) teaching labs"),
+    ("labs/README.md", r"^(\w+) labs, each a folder"),
+    ("README.md", r"`labs/` \((\w+) teaching\s+labs"),
+    ("README.md", r"labs/README.md\]\(labs/README.md\): (\w+) teaching labs"),
+])
+def test_the_docs_count_the_labs_that_ship(doc, pattern):
+    """Every page that says how many labs there are says how many labs/ holds (issue 31 item 9)."""
+    text = (LABS.parent / doc).read_text()
+    said = re.findall(pattern, text, flags=re.MULTILINE)
+    assert said, f"{doc} no longer says {pattern!r}: update this test"
+    assert {w.lower() for w in said} == {NUMBERS[len(LAB_DIRS)]}, f"{doc} says {said}, labs/ holds {len(LAB_DIRS)}"
+
+
 @pytest.mark.parametrize("lab", LAB_DIRS, ids=lambda p: p.name)
 def test_lab_scenarios_validate_and_readme_runs_them(lab):
     readme = (lab / "README.md").read_text()
