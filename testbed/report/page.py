@@ -20,7 +20,8 @@ figcaption{font-size:.85em;color:#555} .missing{color:#8a6d3b;font-style:italic}
 table{border-collapse:collapse;font-size:.85em;margin:.5em 0} th,td{border:1px solid #ddd;padding:2px 6px;
 text-align:left;vertical-align:top} pre{margin:0;font-size:.95em;white-space:pre-wrap}
 .ok{color:#1a7f37} .bad{color:#b42318;font-weight:bold} .warn{color:#8a6d3b}
-table.matrix td{text-align:center;min-width:3.5em;padding:6px 8px;font-size:1.1em}
+table.matrix td{text-align:center;vertical-align:middle;min-width:3.5em;padding:6px 8px;font-size:1.1em}
+table.matrix th{text-align:center;vertical-align:middle}
 .verdict{font-size:1.1em} .meta{color:#555;font-size:.9em} nav a{margin-right:.8em;font-size:.9em}
 """
 
