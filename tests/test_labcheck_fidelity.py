@@ -94,6 +94,19 @@ def test_a_not_judged_run_is_unfaithful_too(tmp_path):
     assert not v.ok and len(v.unfaithful) == 1 and "-lab6-spread-ecmp-" in v.unfaithful[0]
 
 
+def test_a_faithful_shared_run_on_an_unfaithful_solo_run_is_flagged(tmp_path, capsys):
+    """`testbed run --solo`: the slowdowns rest on each job's solo run; one NOT faithful flags the run."""
+    results = _lab6(tmp_path, "faithful")
+    run = next(results.glob("*-lab6-spread-ecmp-*"))
+    s = json.loads((run / "summary.json").read_text())
+    s["jobs"]["jobs"][0].update(solo_faithful=False, busbw_slowdown=1.98)
+    s["jobs"]["jobs"][1].update(solo_faithful=True, busbw_slowdown=1.99)
+    (run / "summary.json").write_text(json.dumps(s))
+    assert main(["lab", "check", "6", str(results)]) == EXIT_LAB_UNFAITHFUL
+    (line,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("FAIL")]
+    assert "the solo run of job a is NOT faithful" in line
+
+
 def test_include_unfaithful_counts_the_run_and_still_flags_it(tmp_path, capsys):
     results = _lab6(tmp_path)
     assert main(["lab", "check", "6", str(results), "--include-unfaithful"]) == 0

@@ -141,7 +141,13 @@ def _complete(s: dict) -> str | None:
 
 
 def _unfaithful(s: dict) -> str | None:
-    """Why a complete run's figures are not trustworthy (its fidelity verdict), None when it is faithful."""
+    """Why a complete run's figures are not trustworthy (its fidelity verdict, or with ``--solo`` a solo run
+    its slowdowns rest on: ``jobs.jobs[].solo_faithful``), None when it is faithful."""
+    jobs = (s.get("jobs") or {}).get("jobs") or []
+    solo = [e.get("name") for e in jobs if isinstance(e, dict) and e.get("solo_faithful") is False]
+    if solo and s.get("faithful") is True:
+        return (f"the solo run of job {', '.join(map(str, solo))} is NOT faithful and the slowdowns rest on it: "
+                "see jobs.solo_baseline")
     if s.get("verdict") == "not_judged":
         return "not judged: " + ("; ".join(s.get("not_judged") or []) or "see summary.json not_judged")
     if s.get("faithful") is True:
