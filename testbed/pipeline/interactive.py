@@ -12,7 +12,8 @@ testbed's commands:
 - ``ecmp [SWITCH...]``: each switch's select groups, with bucket -> output port (peer) and packet counts;
 - ``pauses``: PFC state now: which lossless classes (switch ports and host NICs) are paused;
 - ``collective KIND SIZE [ALGORITHM]``: run one collective over every host on the live fabric (fresh
-  agents with the queue pairs it needs) and print its time, algbw and busbw;
+  agents with the queue pairs it needs) and print its time, algbw, busbw and busbw/link, as the run's table
+  (testbed.results.tables.size_table) has them;
 - ``help``: lists them.
 
 Leaving the CLI (``exit``, ``quit``, Ctrl-D) returns to the run, which writes its results, then tears
@@ -265,7 +266,7 @@ class TestbedCLI(CLI):
         self._collectives_run += 1
         print(f"{kind}/{algorithm} {size} B on {result['ranks']} ranks: time {result['time_us']:.0f} us, algbw "
               f"{result['algbw_bps'] / 1e6:.3f} Mbit/s, busbw {result['busbw_bps'] / 1e6:.3f} Mbit/s "
-              f"(busbw/link {result['busbw_bps'] / self.ctx.spec.fabric.host_link_bps:.3f})")
+              f"(busbw/link {result['busbw_ratio']:.3f}: busbw / (link x efficiency), as the run's table)")
 
 
 class _AgentFabric:
@@ -280,11 +281,14 @@ class _AgentFabric:
 
 def run_collective(ctx, fab, collective: str, algorithm: str, size_bytes: int, k: int = 0) -> dict:
     """Run one ``collective``/``algorithm`` of ``size_bytes`` over every host of the live ``fab`` with fresh
-    agents (queue pairs to the peers the algorithm names); return ``{ranks, time_us, algbw_bps, busbw_bps}``
-    (algbw = size x 8 / time; busbw = algbw x the algorithm's busbw factor, nccl-tests).
+    agents (queue pairs to the peers the algorithm names); return ``{ranks, time_us, algbw_bps, busbw_bps,
+    busbw_ratio}``: the row of the run's own table for this one op (testbed.results.tables.size_table: time =
+    first rank's start to last rank's end; algbw = size x 8 / time; busbw = algbw x the algorithm's busbw
+    factor, nccl-tests; busbw_ratio = busbw / (host link rate x payload efficiency), ``ctx.goodput_bps``).
 
     Raises traffic.collectives.UnknownAlgorithm (a ValueError) or testbed.emulation.agents.AgentError."""
     from testbed.emulation.agents import AgentGroup, transport_params
+    from testbed.results import tables
     from testbed.spec.rto import run_rto_us
     from traffic import collectives
 
@@ -300,9 +304,11 @@ def run_collective(ctx, fab, collective: str, algorithm: str, size_bytes: int, k
                     ctx.spec.workload.channels if ctx.spec.workload is not None else 1) as agents:
         recs = agents.run_op(0, size_bytes, [group], timeout_s=10 * expect_s + 20, collective=collective,
                              algorithm=algorithm)
-    t_s = (max(r.t_end_ns for r in recs) - min(r.t_start_ns for r in recs)) / 1e9
-    algbw = size_bytes * 8 / t_s
-    return {"ranks": len(group), "time_us": t_s * 1e6, "algbw_bps": algbw, "busbw_bps": algbw * factor}
+    meta = {0: {"size_bytes": size_bytes, "iteration": 0, "warmup": False, "collective": collective,
+                "algorithm": algorithm, "group_size": len(group)}}
+    row = tables.size_table(tables.ops_table(recs, meta, len(group)), len(group), ctx.goodput_bps).iloc[0]
+    return {"ranks": len(group), "time_us": float(row.time_us), "algbw_bps": float(row.algbw_bps),
+            "busbw_bps": float(row.busbw_bps), "busbw_ratio": float(row.busbw_ratio)}
 
 
 @contextmanager
