@@ -74,10 +74,21 @@ class _Parser(argparse.ArgumentParser):
         return plain_help(super().format_usage())
 
 
+TOP_LEVEL_EPILOG = """example (as root, in the project directory, after scripts/install):
+  .venv/bin/testbed run scenarios/quickstart.yaml
+      the default scenario: a ring all-reduce over 8 hosts of a 2-spine, 4-leaf fabric; prints the
+      estimated duration, then the busbw table and the fidelity verdict; results in
+      results/<UTC time>-quickstart-<run id>/
+
+Start with README.md (install, the quickstart, what a run prints); every command and exit code:
+docs/cli.md; one command's options: testbed COMMAND --help."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
         description="Packet-level testbed for AI training cluster networks.",
+        epilog=TOP_LEVEL_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--debug", action="store_true",
                         help="show the full traceback on errors")

@@ -66,3 +66,14 @@ def test_calibration_time_is_stated_one_way():
     assert stated["doctor --help"] and stated["doctor report"], stated
     forms = {re.sub(r"min\w*", "min", s) for v in stated.values() for s in v}
     assert forms == {"about 3 min"}, stated
+
+
+def test_top_level_help_has_an_example_and_points_at_the_readme():
+    """Issue 31 item 9: ``testbed --help`` had no example and did not say where to start reading."""
+    r = subprocess.run([sys.executable, "-m", "testbed.cli", "--help"], cwd=REPO, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    example = re.search(r"^\s+(\S*testbed run (scenarios/\S+\.yaml))(\s|$)", r.stdout, re.M)
+    assert example, r.stdout
+    assert (REPO / example.group(2)).is_file(), example.group(2)  # the example names a scenario that exists
+    assert "README.md" in r.stdout and (REPO / "README.md").is_file(), r.stdout
