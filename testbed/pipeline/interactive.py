@@ -335,6 +335,27 @@ def stdin_kept_for_the_cli() -> Iterator[None]:
         os.close(kept)
 
 
+@contextmanager
+def stdout_line_buffered() -> Iterator[None]:
+    """While entered, ``sys.stdout`` flushes at every newline (restored after).
+
+    In the CLI Mininet's output goes to stderr through its logger, which flushes every message; the testbed's
+    goes to stdout, which Python buffers in blocks when it is a pipe or a file. Both into one pipe
+    (``printf 'help\\n' | testbed run S --cli 2>&1 | less``), a command's lines came out of the order they were
+    written in (``help``: Mininet's half before the testbed's list). A stdout without ``reconfigure`` (a test's
+    capture) or already line-buffered (a terminal) is left as it is."""
+    reconfigure, was = getattr(sys.stdout, "reconfigure", None), getattr(sys.stdout, "line_buffering", True)
+    if reconfigure is None or was:
+        yield
+        return
+    sys.stdout.flush()
+    reconfigure(line_buffering=True)
+    try:
+        yield
+    finally:
+        reconfigure(line_buffering=was)
+
+
 def run_cli(ctx, fab, stdin=None) -> None:
     """Open :class:`TestbedCLI` on the live ``fab`` until the user leaves it.
 
@@ -354,7 +375,8 @@ def run_cli(ctx, fab, stdin=None) -> None:
           f"collective KIND SIZE; 'help' lists all; exit or Ctrl-D to write the results and tear down.", flush=True)
     t0 = time.monotonic()
     try:
-        TestbedCLI(ctx, fab, stdin=stdin if stdin is not None else sys.stdin)
+        with stdout_line_buffered():  # in the order written, Mininet's lines (stderr) and the testbed's
+            TestbedCLI(ctx, fab, stdin=stdin if stdin is not None else sys.stdin)
     except _Terminated:
         raise KeyboardInterrupt("signal SIGTERM") from None
     finally:
