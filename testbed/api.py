@@ -241,7 +241,7 @@ def run_spec(spec: ScenarioSpec, results: str | os.PathLike = "results", *, scen
                               debug=debug, cli=cli, over_capacity=over_capacity, print_results=print_results)
         if solo or solo_from is not None:
             from testbed.workloads.jobs.solo import run_with_solo
-            return run_with_solo(spec, results, run_one, solo_from)
+            return run_with_solo(spec, results, run_one, solo_from, quiet=quiet)
         return run_one(spec, results)
     finally:
         for sig, handler in saved.items():

@@ -150,6 +150,18 @@ def nccl_text(ctx: RunContext, title: str | None = None) -> str:
         given=o, title=title)
 
 
+def _printed_sizes(ctx: RunContext, sizes):
+    """The size table to print: ``sizes`` (sizes.csv), or in a run of several jobs (its ops.csv has a ``job``
+    column) one row per job and size (testbed.results.tables.job_size_table)."""
+    from testbed.results.rundir import RunDir
+    from testbed.results.tables import job_size_table
+
+    ops = RunDir(ctx.run_dir).table("ops")
+    if ops is None or "job" not in ops.columns:
+        return sizes
+    return job_size_table(ops, ctx.n_ranks, ctx.goodput_bps)
+
+
 def print_results(ctx: RunContext, sizes, t: dict, controller: dict, verdict, op_meta: dict) -> None:
     """A complete run: the table, the transport's balance, the controller, the verdict, the directory.
 
@@ -174,7 +186,7 @@ def print_results(ctx: RunContext, sizes, t: dict, controller: dict, verdict, op
               f"{spec.fabric.host_link_bps / 1e6:g} Mbit/s, payload efficiency {ctx.efficiency:.3f} (busbw/link = "
               f"busbw / (link x efficiency)); time = first rank's start to last rank's end, avg = per-rank time "
               f"averaged over ranks (nccl-tests); n = samples")
-        print(format_size_table(sizes))
+        print(format_size_table(_printed_sizes(ctx, sizes)))
     note = above_link_note(sizes, spec, ctx.efficiency) if op_meta else None
     if note:
         print(f"# {note}")

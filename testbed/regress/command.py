@@ -176,11 +176,11 @@ def _entry_case(suite: Suite, e: Entry, data: dict, base: dict | None, session: 
     if args.update_baseline:
         case = Case(e.name, took_s)
         solo_problem = _solo_problem(e, data, out)
-        if rc in (EXIT_NOT_FAITHFUL, EXIT_NOT_JUDGED):
+        if solo_problem:  # --solo exits NOT faithful for it too (testbed.workloads.jobs.solo.exit_code_of)
+            case.failures.append(f"run NOT faithful (a solo run), baseline not written: {solo_problem}")
+        elif rc in (EXIT_NOT_FAITHFUL, EXIT_NOT_JUDGED):
             case.failures.append("run NOT faithful, baseline not written: " + "; ".join(
                 summary.get("violations") or summary.get("not_judged") or []))
-        elif solo_problem:
-            case.failures.append(f"run NOT faithful (a solo run), baseline not written: {solo_problem}")
         else:
             where = suite.baseline_path(e)
             made = baselines.make(e.name, os.path.relpath(suite.scenario_path(e), where.parent),

@@ -182,6 +182,17 @@ def _pct_cell(v: float, need: int) -> str:
     return f"n<{need}" if math.isnan(v) else f"{v:.0f}"
 
 
+def job_size_table(ops: pd.DataFrame, n_ranks: int, goodput_bps: float) -> pd.DataFrame:
+    """:func:`size_table` of each job of a jobs run's ``ops`` (:func:`ops_table` with its ``job`` column), jobs
+    in the order of their first op: columns ``job`` then :data:`SIZES_COLUMNS` (the printed table of a jobs
+    run; sizes.csv keeps one row per size over all jobs, jobs.csv one per job and size)."""
+    first = ops.sort_values("op_id").drop_duplicates("job")["job"] if len(ops) else []
+    frames = [size_table(ops[ops["job"] == job], n_ranks, goodput_bps).assign(job=job) for job in first]
+    if not frames:
+        return size_table(ops, n_ranks, goodput_bps).assign(job="")[["job", *SIZES_COLUMNS]]
+    return pd.concat(frames, ignore_index=True)[["job", *SIZES_COLUMNS]]
+
+
 def format_size_table(sizes: pd.DataFrame) -> str:
     """The table as nccl-tests prints it, in Mbit/s and microseconds.
 
@@ -189,15 +200,19 @@ def format_size_table(sizes: pd.DataFrame) -> str:
     is group-scoped); ``time`` is the span (first start to last end), ``avg`` the per-rank
     average time (nccl-tests' own); ``n`` is the sample count of the
     percentiles that follow it; a percentile without enough samples prints
-    ``n<100`` / ``n<1000``.
+    ``n<100`` / ``n<1000``. With a ``job`` column (:func:`job_size_table`) each row starts with its job,
+    the column as wide as the longest name.
     """
-    head = (f"{'size':>10} {'ranks':>5} {'time(us)':>10} {'algbw(Mb/s)':>11} {'busbw(Mb/s)':>11} {'busbw/link':>10} "
+    job_w = max([3, *(len(str(j)) for j in sizes["job"])]) if "job" in sizes.columns else 0
+    head = ((f"{'job':<{job_w}} " if job_w else "")
+            + f"{'size':>10} {'ranks':>5} {'time(us)':>10} {'algbw(Mb/s)':>11} {'busbw(Mb/s)':>11} {'busbw/link':>10} "
             f"{'avg(us)':>10} {'avg busbw':>10} {'n':>5} {'p50(us)':>10} {'p99(us)':>10} {'p99.9(us)':>10}")
     lines = [head]
     for r in sizes.itertuples():
         pcts = " ".join(f"{_pct_cell(getattr(r, col), need):>10}" for _, col, need in PERCENTILES)
-        lines.append(f"{_human_size(r.size_bytes):>10} {r.group_size:>5} {r.time_us:>10.0f} {r.algbw_bps / 1e6:>11.3f} "
-                     f"{r.busbw_bps / 1e6:>11.3f} {r.busbw_ratio:>10.3f} {r.time_rank_avg_us:>10.0f} "
+        lines.append((f"{r.job:<{job_w}} " if job_w else "")
+                     + f"{_human_size(r.size_bytes):>10} {r.group_size:>5} {r.time_us:>10.0f} "
+                     f"{r.algbw_bps / 1e6:>11.3f} {r.busbw_bps / 1e6:>11.3f} {r.busbw_ratio:>10.3f} {r.time_rank_avg_us:>10.0f} "
                      f"{r.busbw_rank_avg_bps / 1e6:>10.3f} {r.count:>5} {pcts}")
     return "\n".join(lines)
 

@@ -13,14 +13,11 @@ from __future__ import annotations
 
 import pytest
 
-from testbed.measure.verdict import RATE_CHECKS
-
-#: checks that judge the machine's pacing, not the emulated network: the CPU check, packet timing and the
-#: verdict's rate checks (testbed.measure.verdict.RATE_CHECKS: did the emulated links and NICs deliver their
-#: rate while backlogged). A shared 2-core CI machine fails them in some runs (the verdict rightly says NOT
-#: faithful) while drops, bytes and losses are counted exactly. Seen in CI on 2026-12-07: a solo run's
-#: ``links`` check at 67 % of 10 Mbit/s while backlogged, CPU idle 64 %+ and packet timing not judged.
-PACING_CHECKS = frozenset({"packet_timing", "cpu", *RATE_CHECKS})
+#: PACING_CHECKS: the checks that judge the machine's pacing, not the emulated network, and disturbed_checks
+#: (a summary's failed checks when all are pacing checks): the product's one rule (testbed.measure.verdict),
+#: which ``testbed run --solo`` also follows for its solo runs. Seen in CI on 2026-12-07: a solo run's ``links``
+#: check at 67 % of 10 Mbit/s while backlogged, CPU idle 64 %+ and packet timing not judged.
+from testbed.measure.verdict import PACING_CHECKS, disturbed_checks  # noqa: F401  (re-exported)
 #: re-runs of one test, and the pause before each (s): in one CI run (2026-12-03) a burst lasted through a
 #: test and its one immediate re-run (packet timing 88-94 % against 95 % on two ports)
 RERUNS, RERUN_DELAY_S = 2, 10
@@ -34,14 +31,6 @@ class MachineDisturbed(Exception):
         self.checks = dict(checks)
         super().__init__("the machine disturbed the run: "
                          + "; ".join(f"{name}: {reason}" for name, reason in sorted(self.checks.items())))
-
-
-def disturbed_checks(summary: dict) -> dict[str, str]:
-    """check name -> reason of the failed checks of summary.json ``summary`` when every failed check is a
-    pacing check (:data:`PACING_CHECKS`); ``{}`` when none failed or any other check failed."""
-    failed = {name: c.get("reason", "") for name, c in (summary.get("checks") or {}).items()
-              if c.get("status") == "failed"}
-    return failed if failed and set(failed) <= PACING_CHECKS else {}
 
 
 def raise_if_disturbed(summary: dict) -> None:

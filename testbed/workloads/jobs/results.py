@@ -188,10 +188,19 @@ def tenants_table(tenants: list[dict]) -> pd.DataFrame:
     return pd.DataFrame([{c: t.get(c) for c in cols} for t in tenants], columns=cols)
 
 
+def _unfaithful_baselines(block: dict) -> set[tuple[str, ...]]:
+    """The jobs of each solo (one job) or pair run in ``block["solo_baseline"]["runs"]`` that cannot be a
+    baseline (its ``problem``: testbed.workloads.jobs.solo_store.unusable)."""
+    return {tuple(r["jobs"]) for r in (block.get("solo_baseline") or {}).get("runs") or () if r.get("problem")}
+
+
 def format_jobs(block: dict) -> str:
     """The printed jobs table (busbw/link: busbw ratio; fair: the fair-share busbw ratio; with solo runs the
-    solo busbw ratio and JCT slowdown) and the interference matrix when there is one."""
+    solo busbw ratio and JCT slowdown) and the interference matrix when there is one. A slowdown or matrix
+    cell resting on a solo or pair run that is not faithful (:func:`_unfaithful_baselines`) is marked ``*``,
+    with a line saying so."""
     solo = any(e.get("solo_busbw_ratio") is not None for e in block["jobs"])
+    bad = _unfaithful_baselines(block)
     head = (f"{'job':<10} {'tenant':<8} {'hosts':<24} {'placement':<9} {'ops':>4} {'busbw/link':>10} {'fair':>5} "
             f"{'JCT(s)':>7}" + (f" {'solo busbw/link':>15} {'solo JCT(s)':>11} {'slowdown':>8}" if solo else ""))
     lines = ["jobs:", head]
@@ -203,7 +212,7 @@ def format_jobs(block: dict) -> str:
                 f"{n(e['busbw_ratio'], '.3f'):>10} {n(e['fair_busbw_ratio'], '.2f'):>5} {n(e['jct_s'], '.2f'):>7}")
         if solo:
             line += (f" {n(e.get('solo_busbw_ratio'), '.3f'):>15} {n(e.get('solo_jct_s'), '.2f'):>11} "
-                     f"{n(e.get('jct_slowdown'), '.2f'):>8}")
+                     f"{n(e.get('jct_slowdown'), '.2f'):>8}" + ("*" if (e["name"],) in bad else ""))
         lines.append(line)
         p = e.get("pattern")
         if p is not None:
@@ -215,10 +224,19 @@ def format_jobs(block: dict) -> str:
     m = block.get("interference")
     if m:
         names = m["jobs"]
+        pairs = bool(m.get("pair_run_dirs"))
+
+        def marked(a: str, b: str) -> bool:  # M[a][b] rests on a's solo run and (N > 2) the pair's run
+            return a != b and ((a,) in bad or (pairs and (tuple(sorted((a, b), key=names.index)) in bad)))
+        w = 9 if bad else 10  # room for the mark after each cell
         lines.append(f"interference matrix (JCT slowdown of the row's job run with the column's job; {m['method']}):")
-        lines.append(" " * 10 + "".join(f"{c:>10}" for c in names))
+        lines.append(" " * 10 + "".join(f"{c:>{w}}" + " " * (10 - w) for c in names))
         for r, row in zip(names, m["jct_slowdown"]):
-            lines.append(f"{r:<10}" + "".join(f"{n(v, '.2f'):>10}" for v in row))
+            lines.append(f"{r:<10}" + "".join(f"{n(v, '.2f'):>{w}}" + ("*" if marked(r, c) else " " * (10 - w))
+                                              for c, v in zip(names, row)).rstrip())
+    if bad:
+        lines.append("* rests on a solo or pair run that is NOT faithful (testbed: warning lines, summary.json "
+                     "jobs.solo_baseline.warnings)")
     if block.get("shared_links"):
         shared = list(block["shared_links"])
         more = ", ..." if len(shared) > 6 else ""

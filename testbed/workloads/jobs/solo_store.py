@@ -82,6 +82,26 @@ class StoredRun:
     problem: Optional[str]
 
 
+def unusable(path) -> Optional[str]:
+    """Why the run directory ``path`` cannot be a solo (or pair) baseline: ``incomplete (WHY)``, ``no
+    summary.json``, ``NOT faithful (its violations, or what could not be judged)``, ``no jobs.csv``; None when
+    it can. The one rule for the runs ``--solo-from`` reuses and the runs ``--solo`` makes
+    (testbed.workloads.jobs.solo)."""
+    path = Path(path)
+    run = RunDir(path)
+    summary = run.summary if (path / SUMMARY_FILE).is_file() else {}
+    if run.incomplete is not None:
+        return f"incomplete ({run.incomplete.strip()})"
+    if not summary:
+        return f"no {SUMMARY_FILE}"
+    if summary.get("faithful") is not True:
+        why = summary.get("violations") or summary.get("not_judged") or []
+        return "NOT faithful (" + ("; ".join(why) or "see its summary.json") + ")"
+    if run.table("jobs") is None:
+        return "no jobs.csv"
+    return None
+
+
 def _stored(path: Path) -> StoredRun:
     run = RunDir(path)
     try:
@@ -90,18 +110,8 @@ def _stored(path: Path) -> StoredRun:
     except (TableError, ScenarioError) as e:
         return StoredRun(path, path.name, (), "", None, f"its scenario cannot be read: {e}")
     jobs = tuple(j.name for j in spec.jobs)
-    problem = None
-    summary = run.summary if (path / SUMMARY_FILE).is_file() else {}
-    if run.incomplete is not None:
-        problem = f"incomplete ({run.incomplete.strip()})"
-    elif not summary:
-        problem = f"no {SUMMARY_FILE}"
-    elif summary.get("faithful") is not True:
-        problem = "NOT faithful (" + ("; ".join(summary.get("violations") or []) or "see its summary.json") + ")"
-    elif run.table("jobs") is None:
-        problem = "no jobs.csv"
     return StoredRun(path, manifest.get("run_id") or path.name, jobs, manifest.get("started_utc") or "",
-                     canonical(spec.model_dump(mode="json")), problem)
+                     canonical(spec.model_dump(mode="json")), unusable(path))
 
 
 def stored_runs(folder: Path) -> list[StoredRun]:
@@ -176,14 +186,16 @@ def find(spec, root) -> SoloBaseline:
 
 def source(run_dirs: list[Path]) -> list[dict]:
     """Where solo figures came from: per run directory its path, run id, jobs, start time, git commit,
-    datapath and :func:`spec_sha256` (summary.json ``jobs.solo_baseline.runs``)."""
+    datapath, :func:`spec_sha256` and ``problem`` (:func:`unusable`: None for a usable baseline)
+    (summary.json ``jobs.solo_baseline.runs``)."""
     out = []
     for p in run_dirs:
         m = RunDir(p).manifest
         scenario = m.get("scenario") or {}
         out.append({"run_dir": str(p), "run_id": m.get("run_id"), "jobs": [j["name"] for j in scenario.get("jobs", ())],
                     "started_utc": m.get("started_utc"), "git_commit": (m.get("versions") or {}).get("git_commit"),
-                    "datapath": (m.get("backends") or {}).get("datapath"), "scenario_sha256": spec_sha256(scenario)})
+                    "datapath": (m.get("backends") or {}).get("datapath"), "scenario_sha256": spec_sha256(scenario),
+                    "problem": unusable(p)})
     return out
 
 
