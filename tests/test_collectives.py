@@ -151,9 +151,10 @@ def test_registry_errors_name_the_allowed_values():
     with pytest.raises(collectives.UnknownAlgorithm, match=r"algorithm 'bruck' is not registered for "
                                                            r"collective 'alltoall': allowed direct, pairwise"):
         collectives.get("alltoall", "bruck")
-    assert collectives.names() == ["allgather/ring", "allreduce/halving_doubling", "allreduce/ring",
-                                   "allreduce/tree", "alltoall/direct", "alltoall/pairwise", "broadcast/ring",
-                                   "reducescatter/ring", "send/chain", "sendrecv/ring"]
+    assert collectives.names() == ["allgather/pat", "allgather/ring", "allreduce/halving_doubling",
+                                   "allreduce/ring", "allreduce/tree", "alltoall/direct", "alltoall/pairwise",
+                                   "broadcast/ring", "reducescatter/pat", "reducescatter/ring", "send/chain",
+                                   "sendrecv/ring"]
     assert collectives.names("allreduce") == ["halving_doubling", "ring", "tree"]
 
 
@@ -166,7 +167,7 @@ def test_registry_errors_name_the_allowed_values():
                                  "'alltoall': allowed direct, pairwise"),
     ({"algorithm": "bruck", "sizes": None, "simai": {"path": "w.txt"}},
      "workload.algorithm = 'bruck' is not registered for any collective: allowed chain, direct, halving_doubling, "
-     "pairwise, ring, tree"),
+     "pairwise, pat, ring, tree"),
     ({"collective": "allreduce", "sizes": None, "simai": {"path": "w.txt"}},
      "workload.collective = 'allreduce' applies to a size sweep"),
 ])

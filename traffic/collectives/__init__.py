@@ -19,13 +19,14 @@ from traffic.collectives.halving_doubling import HalvingDoublingAllreduce
 from traffic.collectives.ring import RingAllreduce
 from traffic.collectives.ring_phases import RingAllGather, RingReduceScatter
 from traffic.collectives.p2p import ChainSend
+from traffic.collectives.pat import PatAllGather, PatReduceScatter
 from traffic.collectives.sendrecv import RingSendRecv
 from traffic.collectives.tree import TreeAllreduce
 
 #: (collective, algorithm) -> the algorithm (stateless: one instance serves every rank)
 ALGORITHMS: dict[tuple[str, str], Algorithm] = {(a.collective.name, a.name): a for a in (
     RingAllreduce(), TreeAllreduce(), HalvingDoublingAllreduce(),
-    RingReduceScatter(), RingAllGather(), PairwiseAllToAll(), DirectAllToAll(),
+    RingReduceScatter(), RingAllGather(), PatReduceScatter(), PatAllGather(), PairwiseAllToAll(), DirectAllToAll(),
     RingBroadcast(), RingSendRecv(), ChainSend(),
 )}
 DEFAULT_COLLECTIVE, DEFAULT_ALGORITHM = "allreduce", "ring"
