@@ -7,6 +7,8 @@ setup(
     "Mininet spine-leaf fabric, os-ken controller, RoCEv2-style collectives.",
     python_requires=">=3.9",
     packages=find_packages(include=["testbed*", "controllers*", "dataplane*", "traffic*", "topology*"]),
+    # the shipped flow-size CDFs of workload.open_loop (testbed/workloads/open_loop/cdfs/README.md)
+    package_data={"testbed.workloads.open_loop": ["cdfs/*.txt", "cdfs/README.md"]},
     # every third-party package topology/, traffic/, controllers/ and testbed/ import (Mininet, Open
     # vSwitch and python3-nftables come from the distribution: scripts/install); pins: requirements.txt
     install_requires=[

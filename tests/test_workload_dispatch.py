@@ -5,7 +5,7 @@
 3. testbed/spec/jobs.py: the schema of the ``jobs`` list.
 
 A dispatch is a test of which kind a scenario has: a workload section (``sizes``, ``simai``, ``pattern``,
-``chakra``, ``perftest``) compared with None or used as a truth value, or the ``jobs`` list used as a truth
+``chakra``, ``perftest``, ``open_loop``) compared with None or used as a truth value, or the ``jobs`` list used as a truth
 value. A kind's own package may test its own section (the SimAI package reading ``workload.simai``), never
 another kind's. The scan reads every module of testbed/ with the ast module.
 """
@@ -17,7 +17,8 @@ TESTBED = Path(__file__).resolve().parents[1] / "testbed"
 DISPATCH_PLACES = {"workloads/__init__.py", "spec/workload.py", "spec/jobs.py"}
 #: section -> the kind package that may test it
 OWN = {"sizes": "workloads/sweep/", "simai": "workloads/simai/", "pattern": "workloads/pattern/",
-       "chakra": "workloads/chakra/", "perftest": "workloads/perftest/", "jobs": "workloads/jobs/"}
+       "chakra": "workloads/chakra/", "perftest": "workloads/perftest/", "open_loop": "workloads/open_loop/",
+       "jobs": "workloads/jobs/"}
 SECTIONS = set(OWN) - {"jobs"}
 
 

@@ -305,8 +305,9 @@ class Stats:
 @dataclass(frozen=True)
 class FlowOrder:
     """Pattern flow ``flow``: ``size_bytes`` from rank ``src`` to rank ``dst``, posted ``start_ns`` after the
-    trial's start, split over ``qps`` queue pairs (channels 0..qps-1 of the agents' QPs with that peer;
-    traffic.patterns.qp_shares)."""
+    trial's start, split over ``qps`` queue pairs (channels ``channel``..``channel`` + qps - 1 of the agents'
+    QPs with that peer; traffic.patterns.qp_shares). Flows sharing a QP queue on it in (start_ns, flow)
+    order (an open-loop workload's lanes, testbed.workloads.open_loop)."""
 
     flow: int
     src: int
@@ -314,6 +315,7 @@ class FlowOrder:
     size_bytes: int
     start_ns: int
     qps: int = 1
+    channel: int = 0
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 
 from controllers.loop_result import PFC_EVENT_COLUMNS
+from testbed.results.slowdown import SLOWDOWN_TABLE
 
 
 @dataclass(frozen=True)
@@ -249,8 +250,8 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     class_enable_vector int   802.1Qbb class-enable vector (bit per priority)
     lossless_quanta     int   pause time of the lossless priority, quanta of 512 bit times
 """),
-    _table("fct", "one row per pattern flow and trial (in a jobs run: per pattern job, flow and pass)",
-           "pattern runs, jobs runs with a pattern job", """
+    _table("fct", "one row per pattern flow and trial (in a jobs run: per pattern job, flow and pass; in an "
+           "open-loop run: per flow, trial 0)", "pattern runs, jobs runs with a pattern job, open-loop runs", """
     job?         str   the pattern job (first column)
     trial        int   trial (in a jobs run: the job's pass)
     flow         int   flow index
@@ -260,7 +261,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     start_ns     int   post of the flow's message (its first QP's), Unix ns
     end_ns       int   ACK of its last byte (of its last QP), Unix ns
     fct_us       float flow completion time end_ns - start_ns, us
-    ideal_fct_us float FCT under the ideal max-min rates, us
+    ideal_fct_us float FCT under the ideal max-min rates (open loop: alone on an idle path), us
     slowdown     float fct_us / ideal_fct_us
     lost_pkts    float data packets the flow's sender put on the wire that its receiver never got (all its QPs)
 """, when="jobs runs with a pattern job (jobs[].workload.pattern)"),
@@ -473,6 +474,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     jct_slowdown?       float jct_s / solo_jct_s
     fct_p99_slowdown?   float fct_p99_us / solo_fct_p99_us
 """, when="runs with --solo or --solo-from"),
+    _table(*SLOWDOWN_TABLE),
     _table("tenants", "one row per tenant of a jobs list (testbed.workloads.jobs.results)", "runs of a jobs list (jobs:)", """
     tenant              str   tenant name
     n_jobs              int   the tenant's jobs

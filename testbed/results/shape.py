@@ -114,6 +114,7 @@ class RunSummary:
     background: _BLOCK = _doc("the background flows")
     pfc_hosts: _BLOCK = _doc("PFC frames the hosts' NICs received and obeyed")
     load_balance: _BLOCK = _doc("a pattern workload's flow figures; the adaptive policy's moves")
+    open_loop: _BLOCK = _doc("an open-loop workload's flows, load and FCT slowdown by size bucket (slowdown.csv)")
     fit: Optional[list] = _doc("the linear fit of time against size (3 or more sizes)")
     tenants: _BLOCK = _doc("per tenant figures and isolation probes")
     jobs: _BLOCK = _doc("a jobs list's jobs and tenants")

@@ -8,6 +8,7 @@ from typing import Literal, Optional, Union
 from pydantic import BeforeValidator, Field, model_validator
 from typing_extensions import Annotated
 
+from testbed.spec.open_loop import OpenLoopSpec
 from testbed.spec.pattern import PatternSpec
 from testbed.spec.perftest import PerftestRunSpec
 from testbed.spec.units import Count, SizeBytes, SpecModel, off_refusing_zero, off_to_none, refuse_bool
@@ -201,6 +202,8 @@ class WorkloadSpec(SpecModel):
     #: perftest runs (ib_write_bw, ib_send_lat, ...) over Soft-RoCE devices, one after the other
     #: (testbed.spec.perftest; needs rdma_rxe: the scripts/vm guest)
     perftest: Optional[list[PerftestRunSpec]] = None
+    #: open-loop flows: Poisson arrivals at a load, sizes from a flow-size CDF (testbed.spec.open_loop)
+    open_loop: Optional[OpenLoopSpec] = None
     #: NCCL's channels: each collective split into this many concurrent copies, each on its share of
     #: the data and its own QPs (traffic.collectives.channels); on a dual-plane fabric channel c
     #: runs on plane c mod planes
@@ -216,9 +219,9 @@ class WorkloadSpec(SpecModel):
 
     @model_validator(mode="after")
     def _one_source(self) -> "WorkloadSpec":
-        if [self.sizes, self.simai, self.pattern, self.chakra, self.perftest].count(None) != 4:
+        if [self.sizes, self.simai, self.pattern, self.chakra, self.perftest, self.open_loop].count(None) != 5:
             raise ValueError("workload needs exactly one of workload.sizes, workload.simai, workload.pattern, "
-                             "workload.chakra or workload.perftest")
+                             "workload.chakra, workload.perftest or workload.open_loop")
         if self.in_place and self.sizes is None:
             raise ValueError("workload.in_place applies to a size sweep (workload.sizes): leave it out")
         if self.perftest is not None:
@@ -226,6 +229,12 @@ class WorkloadSpec(SpecModel):
             if stray:
                 raise ValueError(f"workload.{stray[0]} applies to collectives; perftest runs (workload.perftest) "
                                  "name their own test, hosts, size_bytes and iterations: leave it out")
+            return self
+        if self.open_loop is not None:
+            stray = sorted(k for k in ("collective", "algorithm", "ranks", "channels") if k in self.model_fields_set)
+            if stray:
+                raise ValueError(f"workload.{stray[0]} applies to collectives; open-loop flows (workload.open_loop) "
+                                 "run on every host, over workload.open_loop.lanes queue pairs per pair: leave it out")
             return self
         if self.pattern is not None:
             if "channels" in self.model_fields_set:
@@ -261,6 +270,8 @@ class WorkloadSpec(SpecModel):
     def qp_channels(self) -> int:
         """Queue pairs per peer and stream the agents start with for this section: ``channels``; a pattern's
         widest flow's ``qps`` (testbed.spec.pattern.PatternSpec.max_qps)."""
+        if self.open_loop is not None:
+            return self.open_loop.lanes
         return self.pattern.max_qps if self.pattern is not None else self.channels
 
     def resolved(self, scenario_path: Path, key: str) -> "WorkloadSpec":
@@ -271,6 +282,9 @@ class WorkloadSpec(SpecModel):
             return _resolve_simai(self, scenario_path, key)
         if self.chakra is not None:
             return _resolve_chakra(self, scenario_path)
+        if self.open_loop is not None and not self.open_loop.is_builtin() and not Path(self.open_loop.cdf).is_absolute():
+            cdf = str((scenario_path.parent / self.open_loop.cdf).resolve())
+            return self.model_copy(update={"open_loop": self.open_loop.model_copy(update={"cdf": cdf})})
         return self
 
     def files(self) -> dict[str, dict[str, str]]:
@@ -281,6 +295,8 @@ class WorkloadSpec(SpecModel):
         if self.chakra is not None:
             return {"chakra": {k: getattr(self.chakra, k) for k in ("path", "comm_groups")
                                if getattr(self.chakra, k) is not None}}
+        if self.open_loop is not None and not self.open_loop.is_builtin():
+            return {"open_loop": {"cdf": self.open_loop.cdf}}
         return {}
 
     def check_on_fabric(self, spec) -> None:

@@ -8,6 +8,8 @@ each in turn whether it runs a scenario (``Workload.selects``):
 - ``pattern``: traffic pattern trials (testbed.workloads.pattern);
 - ``chakra``: a Chakra execution-trace replay (testbed.workloads.chakra);
 - ``perftest``: perftest runs over Soft-RoCE devices (testbed.workloads.perftest);
+- ``open_loop``: open-loop flows, Poisson arrivals at a load, sizes from a flow-size CDF
+  (testbed.workloads.open_loop);
 - ``jobs``: the scenario's ``jobs`` list instead of ``workload``: several jobs at once, each a workload of
   the kinds above on its own hosts (testbed.workloads.jobs).
 
@@ -33,6 +35,7 @@ from testbed.workloads.plan import WorkloadPlan
 from testbed.workloads.base import Workload
 from testbed.workloads.chakra.workload import ChakraReplay
 from testbed.workloads.jobs.workload import Jobs
+from testbed.workloads.open_loop.workload import OpenLoopFlows
 from testbed.workloads.pattern.workload import PatternTrials
 from testbed.workloads.perftest.workload import PerftestRuns
 from testbed.workloads.simai.workload import SimaiReplay
@@ -45,6 +48,7 @@ WORKLOADS: dict[str, type[Workload]] = {
     "pattern": PatternTrials,
     "chakra": ChakraReplay,
     "perftest": PerftestRuns,
+    "open_loop": OpenLoopFlows,
     "jobs": Jobs,
 }
 
