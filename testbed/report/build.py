@@ -15,6 +15,7 @@ from testbed.report.page import page_html
 from testbed.report.perf import busbw_plot, latency_cdf_plot
 from testbed.report.queues import busiest_ports_plot, queue_heatmap_plot
 from testbed.report.rates import qp_rate_plot
+from testbed.report.slowdown import slowdown_plot
 from testbed.results.rundir import RunDir
 
 #: the report's plots, in page order
@@ -24,6 +25,8 @@ PLOTS: tuple[Callable[[RunDir], Plot], ...] = (
 )
 #: the plots a run of a jobs list adds (summary.json has a ``jobs`` block): timeline and interference matrix
 JOB_PLOTS: tuple[Callable[[RunDir], Plot], ...] = (jobs_timeline_plot, interference_plot)
+#: the plot an open-loop run adds (summary.json has an ``open_loop`` block): FCT slowdown by size
+OPEN_LOOP_PLOTS: tuple[Callable[[RunDir], Plot], ...] = (slowdown_plot,)
 
 
 def write_report(run_dir: Path) -> tuple[Path, float]:
@@ -34,7 +37,8 @@ def write_report(run_dir: Path) -> tuple[Path, float]:
     """
     t0 = time.perf_counter()
     run = RunDir.open(run_dir)
-    plots = [_make(f, run) for f in PLOTS + (JOB_PLOTS if _is_jobs_run(run) else ())]
+    extra = (JOB_PLOTS if _has_block(run, "jobs") else ()) + (OPEN_LOOP_PLOTS if _has_block(run, "open_loop") else ())
+    plots = [_make(f, run) for f in PLOTS + extra]
     out = run.path / REPORT_FILE
     tmp = out.with_name(f".{out.name}.tmp")
     tmp.write_text(page_html(run, plots, time.perf_counter() - t0), encoding="utf-8")
@@ -42,9 +46,10 @@ def write_report(run_dir: Path) -> tuple[Path, float]:
     return out, time.perf_counter() - t0
 
 
-def _is_jobs_run(run: RunDir) -> bool:
+def _has_block(run: RunDir, block: str) -> bool:
+    """Whether the run's summary.json has a non-empty ``block`` (``jobs``, ``open_loop``)."""
     try:
-        return bool(run.summary.get("jobs"))
+        return bool(run.summary.get(block))
     except Exception:  # noqa: BLE001  no or unreadable summary.json: the common plots say why
         return False
 

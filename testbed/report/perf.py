@@ -4,7 +4,8 @@ busbw and busbw/link are nccl-tests' (testbed.results.tables); the dashed line
 is the link's goodput (host link rate x payload efficiency, summary.json),
 the busbw a ring at line rate reaches. Latency: each timed operation's span
 (``ops.time_us``, first rank's start to last rank's end) for collectives;
-each flow's completion time (``fct.fct_us``) for traffic patterns.
+each flow's completion time (``fct.fct_us``) for traffic patterns, per size bucket of slowdown.csv for
+open-loop flows (each of its own size).
 """
 from __future__ import annotations
 
@@ -80,11 +81,10 @@ def latency_cdf_plot(run: RunDir) -> Plot:
     samples = samples.dropna()
     fig = new_figure(10, 4.2)
     ax = fig.add_subplot()
-    for size, df in samples.groupby("size_bytes"):
+    for label, df in _size_groups(run, samples):
         t_ms = np.sort(df["time_us"].to_numpy(float)) / 1e3
         p = np.arange(1, len(t_ms) + 1) / len(t_ms)
-        ax.step(np.r_[t_ms[0], t_ms], np.r_[0, p], where="post", marker=".",
-                label=f"{human_size(size)} (n={len(t_ms)})")
+        ax.step(np.r_[t_ms[0], t_ms], np.r_[0, p], where="post", marker=".", label=f"{label} (n={len(t_ms)})")
     ax.set_xscale("log")
     ax.xaxis.set_minor_formatter(NullFormatter())  # labels on decades only (and far cheaper to draw)
     ax.set_xlabel(f"{what} (ms, log scale)")
@@ -94,3 +94,17 @@ def latency_cdf_plot(run: RunDir) -> Plot:
     ax.grid(True, alpha=0.3, which="both")
     ax.legend(title="size", loc="lower right", fontsize="small", ncol=2)
     return rendered(key, title, fig, f"{src}: empirical CDF per size (nearest-rank: each step is one sample).")
+
+
+def _size_groups(run: RunDir, samples):
+    """(label, rows) per size of ``samples``; an open-loop run's flows (each its own size) per size bucket of
+    its slowdown.csv instead."""
+    buckets = rows(run, "slowdown")
+    if buckets is None:
+        return [(human_size(size), df) for size, df in samples.groupby("size_bytes")]
+    out = []
+    for lo, hi in zip(buckets["size_lo_bytes"], buckets["size_hi_bytes"]):
+        df = samples[(samples["size_bytes"] >= lo) & (samples["size_bytes"] <= hi)]
+        if len(df):
+            out.append((f"{human_size(lo)}-{human_size(hi)}", df))
+    return out
