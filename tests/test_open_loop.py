@@ -264,3 +264,34 @@ def test_flows_sharing_a_lane_complete_one_after_the_other_each_with_its_own_mes
                               start_at_ns=start, sample_period_ns=5_000_000, timeout_s=1.0),
                   senders, [{1: lane0}, {1: lane1}], [{}, {}])
 
+
+
+def test_results_of_a_run_fct_rows_slowdown_table_and_the_summary_block(tmp_path):
+    import json
+    from testbed.results.rundir import RunDir
+    from testbed.workloads.open_loop.driver import OpenLoopRun, format_open_loop, write_open_loop_results
+    from traffic.protocol import FlowMessage, FlowsDone
+    spec = load_scenario(scenario(tmp_path, "{cdf: fbhdp, load: 0.5, flows: 30, buckets: 3}"))
+    plan = workload_for(spec).open_loop_plan()
+    layout = spec.fabric.layout_preview()
+    ctx = SimpleNamespace(spec=spec, run_dir=tmp_path)
+    run = OpenLoopRun(ctx, SimpleNamespace(layout=layout), plan)
+    run.start_at_ns = 10**18
+    sent = [FlowMessage(flow=f.flow, channel=f.channel, rank=f.src, peer=f.dst, msg_seq=1, size_bytes=f.size_bytes,
+                        t_post_ns=run.start_at_ns + int(f.start_s * 1e9),
+                        t_acked_ns=run.start_at_ns + int(f.start_s * 1e9) + int(2e9 * t))  # slowdown 2
+            for f, t in zip(plan.flows, plan.ideal_fct_s)]
+    run.done = [FlowsDone(trial=0, rank=0, sent=sent, received=[])]
+    block = write_open_loop_results(ctx, run)
+    json.dumps(block)
+    fct, table = RunDir(tmp_path).table("fct"), RunDir(tmp_path).table("slowdown")
+    assert len(fct) == 30 and fct["slowdown"].round(4).eq(2.0).all()
+    assert fct["ideal_fct_us"].tolist() == pytest.approx([t * 1e6 for t in plan.ideal_fct_s])
+    assert table["n"].sum() == 30 and len(table) == len(plan.edges_bytes) == len(block["buckets"])
+    assert block["flows"] == block["flows_done"] == 30 and block["slowdown_p50"] == pytest.approx(2.0, abs=1e-3)
+    assert block["bytes"] == sum(f.size_bytes for f in plan.flows) and 0 < block["offered_load"]
+    assert block["cdf"] == "fbhdp" and block["lanes"] == 4 and block["seed"] == 3
+    lines = format_open_loop(block)
+    assert lines[0].startswith("# open loop fbhdp x 0.01: 30/30 flows on 4 hosts, load 0.50") and len(lines) == 3 + len(table)
+    cpu = pd.DataFrame({"time_ns": [run.start_at_ns - 10**9, run.start_at_ns + 10**9, run.start_at_ns + 10**11]})
+    assert run.during_traffic(cpu)["time_ns"].tolist() == [run.start_at_ns + 10**9]

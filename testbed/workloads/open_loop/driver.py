@@ -63,6 +63,16 @@ class OpenLoopRun:
         last = max(m.t_acked_ns for d in self.done for m in d.sent)
         progress.say(f"open loop: {len(flows)} flows done in {(last - self.start_at_ns) / 1e9:.1f} s")
 
+    def during_traffic(self, cpu):
+        """The rows of ``cpu`` (cpu.csv: one per second, ``time_ns`` its end) whose second overlaps the traffic
+        (its start to the last ACK): the agents' start loads the CPU while no packet moves (as a pattern
+        trial's, testbed.workloads.pattern.driver.PatternRun.during_traffic)."""
+        if cpu is None or cpu.empty or not self.done:
+            return cpu
+        end = max(m.t_acked_ns for d in self.done for m in d.sent)
+        t = cpu["time_ns"].to_numpy()
+        return cpu[(t > self.start_at_ns) & (t - 1_000_000_000 < end)].reset_index(drop=True)
+
     def fct_rows(self) -> pd.DataFrame:
         """fct.csv (testbed.results.schema): one row per flow, trial 0, ``lost_pkts`` empty (a lane's losses
         are not one flow's)."""

@@ -71,6 +71,10 @@ class OpenLoopFlows(Workload):
         self.flows_run.run(rec, progress)
         signals.defer()
 
+    def cpu_while_traffic(self, cpu):
+        """Judge the CPU while flows ran, not while the agents started."""
+        return cpu if self.flows_run is None else self.flows_run.during_traffic(cpu)
+
     def add_results(self, ctx, rec, summary: dict, qps, ports, faults) -> None:
         """fct.csv, slowdown.csv and summary.json's ``open_loop`` (testbed.workloads.open_loop.driver)."""
         summary["open_loop"] = write_open_loop_results(ctx, self.flows_run)
