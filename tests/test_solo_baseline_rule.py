@@ -112,7 +112,8 @@ def test_a_solo_run_the_machine_disturbed_runs_once_more_and_the_second_is_used(
     a = block["jobs"][0]
     assert a["solo_run_id"] == "tb0102" and a["solo_faithful"] is True
     assert block["solo_baseline"]["warnings"] == []
-    assert "testbed: solo 1 of 2 (run 1 of 3) again: its verdict says the machine disturbed it (cpu: CPU saturated" in err
+    assert ("testbed: solo 1 of 2 (run 1 of 3) again: its verdict says the machine disturbed it (cpu: CPU "
+            "saturated") in err
 
 
 def test_a_solo_run_disturbed_twice_runs_no_third_time_and_is_marked(tmp_path):
