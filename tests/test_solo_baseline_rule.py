@@ -267,3 +267,37 @@ def test_the_printed_table_of_a_jobs_run_is_per_job_other_runs_print_sizes_csv(t
     plain.mkdir()
     RunDir(plain).write_table("ops", ops.drop(columns=["job"]))
     assert _printed_sizes(SimpleNamespace(run_dir=plain, n_ranks=4, goodput_bps=1e7), sizes) is sizes
+
+
+def test_real_solo_runs_one_with_spurious_retransmissions_under_a_faithful_shared_run(tmp_path, capsys):
+    """The issue's case with real solo runs (tests/data/solo_baseline): job a's NOT faithful on spurious
+    retransmissions, job b's faithful; the shared run faithful. Before: slowdowns printed unmarked, no warning,
+    exit 0."""
+    import shutil
+
+    from testbed.workloads import load_scenario
+
+    data = Path(__file__).resolve().parent / "data" / "solo_baseline"
+    given = {("a",): data / "spurious-solo-a", ("b",): data / "faithful-solo-b"}
+    shared_run, _ = runs(ALL_FAITHFUL)
+
+    def run_one(spec, root):
+        names = tuple(j.name for j in spec.jobs)
+        if names not in given:
+            return shared_run(spec, root)
+        d = Path(root) / given[names].name
+        shutil.copytree(given[names], d)
+        return RunOutcome(exit_code(RunDir.open(d).summary), d)
+
+    solo_a = RunDir.open(given[("a",)]).summary
+    assert solo_a["checks"]["spurious_retx"]["status"] == "failed" and solo_a["transport"]["spurious_retx_pkts"] == 38
+    out = run_with_solo(load_scenario(data / "scenario.yaml"), tmp_path, run_one)
+    printed = capsys.readouterr().out
+    assert out.exit_code == EXIT_NOT_FAITHFUL
+    block = RunDir.open(out.run_dir).summary["jobs"]
+    (warning,) = block["solo_baseline"]["warnings"]
+    assert warning.startswith("solo run tbe5b3 (a) is NOT faithful (38 spurious retransmissions")
+    a, b = block["jobs"]
+    assert a["jct_slowdown"] == pytest.approx(SHARED_JCT_S["a"] / solo_a["jobs"]["jobs"][0]["jct_s"])
+    assert any(x.startswith("a ") and x.endswith(f" {a['jct_slowdown']:.2f}*") for x in printed.splitlines())
+    assert b["solo_faithful"] is True and not any(x.startswith("b ") and x.endswith("*") for x in printed.splitlines())

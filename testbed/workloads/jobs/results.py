@@ -230,7 +230,7 @@ def format_jobs(block: dict) -> str:
             return a != b and ((a,) in bad or (pairs and (tuple(sorted((a, b), key=names.index)) in bad)))
         w = 9 if bad else 10  # room for the mark after each cell
         lines.append(f"interference matrix (JCT slowdown of the row's job run with the column's job; {m['method']}):")
-        lines.append(" " * 10 + "".join(f"{c:>{w}}" + " " * (10 - w) for c in names))
+        lines.append((" " * 10 + "".join(f"{c:>{w}}" + " " * (10 - w) for c in names)).rstrip())
         for r, row in zip(names, m["jct_slowdown"]):
             lines.append(f"{r:<10}" + "".join(f"{n(v, '.2f'):>{w}}" + ("*" if marked(r, c) else " " * (10 - w))
                                               for c, v in zip(names, row)).rstrip())
