@@ -98,3 +98,14 @@ def test_rerun_only_on_machine_disturbed_and_summary_counts(pytester):
 def test_the_integration_mark_reruns_only_machine_disturbed():
     assert RERUN_MARK.name == "flaky"
     assert RERUN_MARK.kwargs == {"reruns": 2, "reruns_delay": 10, "only_rerun": [MachineDisturbed]}
+
+
+def test_a_servers_failure_is_pacing_only_when_every_server_failed_on_pacing_checks():
+    # a run over two servers on the shared CI machine, 2026-12-08: each server's CPU saturated, every figure intact
+    s = _summary(cpu="failed", servers="failed")
+    s["fidelity"] = {"servers": {"srv1": {"failed_checks": ["cpu"]}, "srv2": {"failed_checks": ["cpu"]}}}
+    assert disturbed_checks(s).keys() == {"cpu", "servers"}
+    s["fidelity"]["servers"]["srv2"]["failed_checks"] = ["cpu", "drops"]  # unexplained drops: the network's
+    assert disturbed_checks(s) == {}
+    s["fidelity"]["servers"] = {"srv1": {}}  # a summary without the per-server checks: not the machine's
+    assert disturbed_checks(s) == {}

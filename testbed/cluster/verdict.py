@@ -16,7 +16,8 @@ from testbed.measure.drops import delta
 
 
 def server_verdicts(telemetry, thresholds, cpu_filter=None) -> dict:
-    """server -> {"verdict": faithful|not_faithful, "violations": [...], "cpu": figures, "drops": figures} of
+    """server -> {"verdict": faithful|not_faithful, "violations": [...], "failed_checks": the names of its
+    failed checks (cpu, drops), "cpu": figures, "drops": figures} of
     ``telemetry`` (a finished testbed.cluster.telemetry.ClusterTelemetry with drop snapshots before and
     after the traffic); ``cpu_filter``: the workload's CPU-while-traffic filter (frame -> frame) or None."""
     out = {}
@@ -32,6 +33,7 @@ def server_verdicts(telemetry, thresholds, cpu_filter=None) -> dict:
                                 thresholds, drops_chk)
         violations = cpu_chk.violations + drops_chk.violations
         out[srv] = {"verdict": NOT_FAITHFUL if violations else FAITHFUL, "violations": violations,
+                    "failed_checks": [name for name, chk in (("cpu", cpu_chk), ("drops", drops_chk)) if chk.violations],
                     "cpu": cpu_fig, "drops": drops_fig}
     return out
 

@@ -209,7 +209,16 @@ def evaluate(
 def disturbed_checks(summary: dict) -> dict[str, str]:
     """Check name -> reason (its figure and threshold) of the failed checks of a run's summary.json content
     ``summary`` when every failed check is a pacing check (:data:`PACING_CHECKS`): the machine disturbed the run;
-    ``{}`` when no check failed or any other check failed too."""
+    ``{}`` when no check failed or any other check failed too. A run over several servers fails ``servers``
+    when a server's own checks failed (testbed.cluster.verdict): a pacing failure when each server's failed
+    checks (``fidelity.servers.<server>.failed_checks``) are pacing checks."""
     failed = {name: c.get("reason", "") for name, c in (summary.get("checks") or {}).items()
               if c.get("status") == FAILED}
-    return failed if failed and set(failed) <= PACING_CHECKS else {}
+    servers = ((summary.get("fidelity") or {}).get("servers") or {}).values()
+
+    def pacing(name: str) -> bool:
+        if name == "servers":
+            return bool(servers) and all(set(s.get("failed_checks", ["unknown"])) <= PACING_CHECKS for s in servers)
+        return name in PACING_CHECKS
+
+    return failed if failed and all(pacing(name) for name in failed) else {}

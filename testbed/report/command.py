@@ -6,6 +6,7 @@ RUN_DIR '<path>': ...``).
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -18,12 +19,30 @@ def add_parser(sub, parents) -> None:
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory: results/<UTC time>-<name>-<run id>/")
 
 
+#: ``TESTBED_REPORT=off``: runs write no report.html (1-2 s of matplotlib a run; many scripted runs, the
+#: test suite); ``testbed report RUN_DIR`` makes it later from the same tables
+REPORT_ENV = "TESTBED_REPORT"
+
+
 def after_run(run_dir) -> str:
     """Write ``run_dir``'s report.html at the end of a run; return the line to print. Never raises: a
-    report that cannot be made costs a warning line, not the run's results or exit code.
+    report that cannot be made costs a warning line, not the run's results or exit code. With
+    ``TESTBED_REPORT=off`` nothing is written and the line says so and how to make it; a value other than
+    on or off is named in a warning and the report is written.
 
     The time includes importing matplotlib (the whole cost a run pays).
     """
+    wanted = os.environ.get(REPORT_ENV, "on")
+    if wanted == "off":
+        return f"# report: not written ({REPORT_ENV}=off; make it with: testbed report {run_dir})"
+    if wanted != "on":
+        return (f"testbed: warning: {REPORT_ENV}={wanted!r} is neither on nor off (the report is made); "
+                + after_run_written(run_dir))
+    return after_run_written(run_dir)
+
+
+def after_run_written(run_dir) -> str:
+    """Write report.html; the line to print (its path and time, or the warning that it was not written)."""
     t0 = time.perf_counter()
     try:
         from testbed.report import write_report

@@ -31,6 +31,15 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.skip(reason="integration tests build real fabrics: run as root"))
 
 
+@pytest.fixture(autouse=True)
+def _no_report(request, monkeypatch):
+    """The runs of a test write no report.html (``TESTBED_REPORT=off``: 1-2 s of matplotlib a run, about
+    four minutes of the suite), unless its module is marked ``writes_report`` (the tests that read the
+    report). A module-scoped fixture runs before this one, so its runs write theirs."""
+    if request.node.get_closest_marker("writes_report") is None:
+        monkeypatch.setenv("TESTBED_REPORT", "off")
+
+
 @pytest.fixture(scope="session")
 def datapath():
     from testbed.host.capabilities import probe

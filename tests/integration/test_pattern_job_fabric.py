@@ -5,8 +5,12 @@ h1-h4 (leaves 1-2, 3 passes), job b, a 512 KiB ring all-reduce on h5-h8 (leaves 
 within 10 % of its solo run; both complete, every posted byte is delivered, and the shared run is faithful."""
 from pathlib import Path
 
+import pytest
+
 from conftest import EXIT_FAITHFUL, assert_losses_accounted, raise_if_run_disturbed, run_cli
 from testbed.results.rundir import RunDir
+
+pytestmark = pytest.mark.writes_report  # it checks report.html
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "jobs_pattern_and_sweep.yaml"
 JCT_BAND = 0.10   # acceptance: the pattern job's JCT together within 10 % of alone (no shared link)

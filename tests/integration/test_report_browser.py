@@ -6,9 +6,11 @@ replaced by its 'not recorded' line, the page fetched nothing, and the console h
 of the whole page (saved in the test's tmp_path) is not blank, nor is the part of it under each plot; and
 each plot's data is inside its axes: the limits and every artist's data extent each <img> carries in
 ``data-axes`` (read back from matplotlib after drawing, testbed.report.extent) agree, reference lines
-(the busbw plot's link goodput, the queue thresholds) included."""
+(the busbw plot's link goodput, the queue thresholds) included. A jobs run's interference matrix is an HTML
+table: every cell's text has WCAG contrast >= 4.5 against its cell in chromium's computed styles."""
 import base64
 import io
+import json
 import re
 import shutil
 from pathlib import Path
@@ -21,7 +23,7 @@ import yaml
 from conftest import run_cli, run_scenario_file
 from testbed.report.extent import outside
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.writes_report]
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
@@ -169,3 +171,48 @@ def test_incast_report_loads_every_plot_in_chromium(runs, browser, tmp_path):
     refs = {s["label"] for ax in plots["queue_busiest"]["axes"] for s in ax["series"] if s["ref"]}
     assert {"kmin_bytes", "kmax_bytes", "xoff_bytes", "xon_bytes"} <= refs, refs  # thresholds inside the panels
     assert len(plots["queue_busiest"]["axes"]) >= 2  # one panel per busy port
+
+
+_MATRIX_JS = """
+return Array.from(document.querySelectorAll('#plot-jobs_interference table.matrix td')).map(td => {
+  const s = getComputedStyle(td), r = td.getBoundingClientRect();
+  return {text: td.textContent, color: s.color, background: s.backgroundColor, width: r.width, height: r.height};
+});"""
+
+
+def _rgb(css: str) -> tuple[float, ...]:
+    """'rgb(r, g, b)' or 'rgba(r, g, b, a)' as (r, g, b) in 0..255; a transparent cell shows the page's white."""
+    nums = [float(x) for x in re.findall(r"[\d.]+", css)]
+    return (255.0, 255.0, 255.0) if len(nums) == 4 and nums[3] == 0 else tuple(nums[:3])
+
+
+def _wcag_contrast(a: tuple[float, ...], b: tuple[float, ...]) -> float:
+    def lum(rgb):
+        c = np.asarray(rgb) / 255
+        return float(np.where(c <= 0.03928, c / 12.92, ((c + 0.055) / 1.055) ** 2.4) @ [0.2126, 0.7152, 0.0722])
+    hi, lo = sorted((lum(a), lum(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def test_interference_matrix_text_contrast_in_chromium(runs, browser, tmp_path):
+    """The quickstart's run directory given a jobs block with an interference matrix from 1.00 to 2.00
+    (the summary ``testbed run --solo`` writes), its report remade: in chromium every matrix cell's text
+    against its background, both from the computed styles, has WCAG contrast ratio >= 4.5 (AA)."""
+    run_dir = tmp_path / "jobs-run"
+    shutil.copytree(runs["quickstart"][1], run_dir)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    values = [[1.0, 1.99, 1.5], [1.25, 1.0, 2.0], [1.1, 1.75, 1.0]]
+    summary["jobs"] = {"jobs": [{"name": n, "links": []} for n in "abc"], "shared_links": {},
+                       "interference": {"jobs": list("abc"), "jct_slowdown": values, "method": "pair runs"}}
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    assert run_cli("report", run_dir).returncode == 0
+    browser.get((run_dir / "report.html").as_uri())
+    from selenium.webdriver.support.ui import WebDriverWait
+    WebDriverWait(browser, 20).until(lambda d: d.execute_script("return document.readyState === 'complete'"))
+    cells = browser.execute_script(_MATRIX_JS)
+    assert [c["text"] for c in cells] == [f"{v:.2f}" for row in values for v in row], cells
+    ratios = {c["text"]: round(_wcag_contrast(_rgb(c["color"]), _rgb(c["background"])), 2) for c in cells}
+    print("matrix cells' text contrast in chromium:", ratios)
+    assert min(ratios.values()) >= 4.5, (ratios, cells)
+    assert _rgb(cells[5]["background"]) != _rgb(cells[0]["background"])  # 2.00 and 1.00: coloured by value
+    assert all(c["width"] > 20 and c["height"] > 10 for c in cells), cells  # laid out, not hidden
