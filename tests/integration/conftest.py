@@ -82,10 +82,16 @@ EXIT_FAITHFUL, EXIT_NOT_FAITHFUL, EXIT_NOT_JUDGED = 0, 3, 6
 
 def raise_if_run_disturbed(res: subprocess.CompletedProcess, results: Path) -> None:
     """Raise :class:`MachineDisturbed` when ``testbed run`` ended NOT faithful (exit 3) and the one
-    summary.json under ``results`` failed only on pacing checks (the test runs again); else nothing."""
+    summary.json under ``results`` failed only on pacing checks, or (``--solo``) a solo or pair run its
+    slowdowns rest on did (summary.json ``jobs.solo_baseline.runs`` with a ``problem``): the test runs again;
+    else nothing."""
     summaries = list(Path(results).glob("*/summary.json"))
     if res.returncode == EXIT_NOT_FAITHFUL and len(summaries) == 1:
-        raise_if_disturbed(RunDir(summaries[0].parent).summary)
+        summary = RunDir(summaries[0].parent).summary
+        raise_if_disturbed(summary)
+        for run in ((summary.get("jobs") or {}).get("solo_baseline") or {}).get("runs") or ():
+            if run.get("problem"):
+                raise_if_disturbed(RunDir(run["run_dir"]).summary)
 
 
 def run_scenario_file(tmp_path, text: str, timeout=600, expect_rc=EXIT_FAITHFUL, name="scenario"
