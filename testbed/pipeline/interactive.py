@@ -14,6 +14,8 @@ testbed's commands:
 - ``collective KIND SIZE [ALGORITHM]``: run one collective over every host on the live fabric (fresh
   agents with the queue pairs it needs) and print its time, algbw, busbw and busbw/link, as the run's table
   (testbed.results.tables.size_table) has them;
+- ``iperf [SRC DST]``, ``iperfudp [BW SRC DST]``: Mininet's, but bounded in time, and no iperf is left
+  running (testbed.pipeline.cli_iperf; Mininet 2.3.0's waited for ever with iperf >= 2.0.14);
 - ``help``: lists them.
 
 Leaving the CLI (``exit``, ``quit``, Ctrl-D) returns to the run, which writes its results, then tears
@@ -38,6 +40,7 @@ from typing import Iterator
 from mininet.cli import CLI
 from mininet.log import lg, setLogLevel
 
+from testbed.pipeline import cli_iperf
 from testbed.process import signals
 
 #: tbf rate of a paused lossless class (dataplane.pfc_gate: 1 byte/s)
@@ -163,9 +166,33 @@ class TestbedCLI(CLI):
                   "  ecmp [SWITCH...]                   select groups: bucket -> port (peer), packets\n"
                   "  pauses                             PFC: lossless classes paused now (switch ports, host NICs)\n"
                   "  collective KIND SIZE [ALGORITHM]   run a collective on every host; print algbw/busbw\n"
+                  "  iperf [SRC DST], iperfudp [BW SRC DST]   Mininet's, ended by a time limit at the latest\n"
                   "  exit | quit | Ctrl-D               leave: the run writes its results and tears down\n"
                   "host and switch names may omit the run id (h1 ping h2). Mininet's commands:")
         return super().do_help(line)
+
+    # -- iperf, iperfudp ------------------------------------------------------------
+    def do_iperf(self, line: str):
+        """iperf [SRC DST]: TCP iperf from SRC to DST (default: the first and the last host), as Mininet's but
+        bounded in time (testbed.pipeline.cli_iperf)."""
+        self._iperf(line.split(), None, "iperf src dst")
+
+    def do_iperfudp(self, line: str):
+        """iperfudp [BW SRC DST]: UDP iperf at BW (e.g. 10M) from SRC to DST, as Mininet's but bounded in time."""
+        words = line.split()
+        self._iperf(words[1:], words[0] if words else "10M", "iperfudp bw src dst (bw e.g. 10M)",
+                    len(words) not in (0, 3))
+
+    def _iperf(self, names: list[str], udp_bw: str | None, usage: str, bad: bool = False) -> None:
+        if bad or len(names) not in (0, 2):
+            print(f"invalid number of args: {usage}")
+            return
+        missing = [self._short(n) for n in names if n not in self.mn]
+        if missing:
+            print(f"no such node: {', '.join(missing)}")
+            return
+        hosts = [self.mn[n] for n in names] or [self.mn.hosts[0], self.mn.hosts[-1]]
+        cli_iperf.iperf(hosts[0], hosts[1], self._short, udp_bw)
 
     # -- queues ------------------------------------------------------------------
     def do_queues(self, line: str):
