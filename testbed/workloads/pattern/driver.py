@@ -116,10 +116,13 @@ class PatternRun:
         return f"{len(self.flows)} flows done in {span_s:.3f} s (ideal {self.ideal_span_s:.3f} s)"
 
     def run(self, rec, progress) -> None:
-        """Run every trial; append each agent's statistics (TrialStats) to ``rec.stats``."""
+        """Run every trial; append each agent's statistics (TrialStats) to ``rec.stats``. Says a line as each
+        trial starts (its flows, ideal span and limit) and one as it ends (:meth:`record`)."""
         n = self.pattern.trials
         for t in range(n):
             seed = self.ctx.spec.seed + t
+            progress.say(f"trial {t + 1}/{n} (seed {seed}): {len(self.flows)} flows starting, ideal "
+                         f"{self.ideal_span_s:.3f} s (limit {self.timeout_s:.0f} s)")
             with AgentGroup(self.fab, self.ctx.transport, seed, lambda r: self.peers.get(r, []),
                             channels=self.channels) as agents:
                 cmd = self.command(t)
