@@ -6,12 +6,13 @@ distribution (DCTCP, SIGCOMM 2010; HPCC's file) x ``size_scale`` 0.01, Poisson a
 same seed and so the same sizes at every load and policy; ``entropy: per_flow`` (ECMP hashes each lane, a
 queue pair, onto one path) against ``entropy: spray`` (64 UDP source ports per QP, each packet its own).
 Prints per run the slowdown.csv rows (size bucket, n, p50, p95, p99; slowdown = FCT / FCT alone on an idle
-path), the overall p50/p99, the offered load, retransmissions and the verdict.
+path, below 1 as 1 as HPCC prints it; ``below 1``: flows measured under 1), the overall p50/p99, the offered
+load, retransmissions and the verdict.
 
 Needs root; run under the fabric lock. Usage::
 
     flock /tmp/fabric.lock python benchmarks/open_loop_slowdown.py [--flows 400] [--loads 0.3 0.6]
-        [--entropy per_flow spray] [--cdf websearch] [--buckets 5] [--results DIR]
+        [--entropy per_flow spray] [--cdf websearch] [--buckets 5] [--size-scale 0.01] [--results DIR]
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from testbed.results.slowdown import format_slowdown
 ENTROPY = {"per_flow": {"entropy": "per_flow"}, "spray": {"entropy": "spray", "entropy_ports": 64}}
 
 
-def scenario(cdf: str, load: float, entropy: str, flows: int, buckets: int, seed: int) -> dict:
+def scenario(cdf: str, load: float, entropy: str, flows: int, buckets: int, seed: int, size_scale: float) -> dict:
     """The scenario of one point (module docstring)."""
     return {
         "name": f"open_loop_{cdf}_{int(round(load * 100))}_{entropy}", "seed": seed, "reference_link_bps": "400G",
@@ -39,7 +40,8 @@ def scenario(cdf: str, load: float, entropy: str, flows: int, buckets: int, seed
                    "buffer_bytes": "100KB", "mtu_bytes": 4200},
         "transport": {"payload_bytes": 4096, "window_pkts": 16, "ack_every_pkts": 4, **ENTROPY[entropy]},
         "load_balance": {"policy": "ecmp"},
-        "workload": {"open_loop": {"cdf": cdf, "load": load, "flows": flows, "buckets": buckets}},
+        "workload": {"open_loop": {"cdf": cdf, "load": load, "flows": flows, "buckets": buckets,
+                                   "size_scale": size_scale}},
     }
 
 
@@ -65,15 +67,16 @@ def main() -> None:
     ap.add_argument("--entropy", nargs="+", default=["per_flow", "spray"], choices=sorted(ENTROPY))
     ap.add_argument("--buckets", type=int, default=5)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--size-scale", type=float, default=0.01, help="workload.open_loop.size_scale")
     ap.add_argument("--results", default=None, help="keep the runs here (default: a temporary directory)")
     a = ap.parse_args()
     results = Path(a.results) if a.results else Path(tempfile.mkdtemp(prefix="open_loop_"))
     results.mkdir(parents=True, exist_ok=True)
-    print(f"# open loop {a.cdf} x 0.01, {a.flows} flows per run, seed {a.seed}, 4 hosts / 2 leaves / 2 spines at "
+    print(f"# open loop {a.cdf} x {a.size_scale:g}, {a.flows} flows per run, seed {a.seed}, 4 hosts / 2 leaves / 2 spines at "
           f"10 Mbit/s, policy ecmp; slowdown = FCT / FCT alone on an idle path; runs in {results}")
     for load in a.loads:
         for entropy in a.entropy:
-            s, wall = run(scenario(a.cdf, load, entropy, a.flows, a.buckets, a.seed), results)
+            s, wall = run(scenario(a.cdf, load, entropy, a.flows, a.buckets, a.seed, a.size_scale), results)
             b, t = s["open_loop"], s["transport"]
             print(f"\n## load {load:.2f} (offered {b['offered_load']:.2f}), entropy {entropy}: {b['flows_done']} flows, "
                   f"slowdown p50 {b['slowdown_p50']:.2f} p99 {b['slowdown_p99']:.2f} min {b['slowdown_min']:.2f}; "

@@ -146,7 +146,14 @@ def test_slowdown_buckets_count_and_take_nearest_rank_percentiles():
     empty = slowdown_table(fct[fct["size_bytes"] > 40], [10, 30, 40])
     assert empty["n"].tolist() == [0, 0, 1] and pd.isna(empty.iloc[0].slowdown_p50)
     lines = format_slowdown(t.astype(object).to_dict("records"))
-    assert len(lines) == 4 and "  3   2.00   3.00   3.00" in lines[1]
+    assert len(lines) == 4 and "  3   2.00   3.00   3.00        0" in lines[1]
+
+
+def test_a_slowdown_below_one_counts_as_one_and_is_counted_as_hpccs_analysis_prints_it():
+    fct = pd.DataFrame({"size_bytes": [5, 6, 7], "slowdown": [0.4, 0.9, 3.0], "fct_us": [40.0, 90.0, 300.0]})
+    row = slowdown_table(fct, [10]).iloc[0]
+    assert (row.slowdown_p50, row.slowdown_p99, row.below_ideal) == (1.0, 3.0, 2)
+    assert row.slowdown_mean == pytest.approx(5 / 3) and row.fct_p50_us == 90.0
 
 
 def test_bucket_edges_are_equal_steps_of_the_cdf_scaled():

@@ -19,7 +19,9 @@ payload + ICRC per packet of ``payload_bytes``); ``first frame``: the flow's fir
 whole flow when shorter: HPCC's full packet per hop would overstate a one-packet flow's time several-fold on
 10 Mbit/s links); the path: a fewest-hops path between the hosts (every shortest path of a Clos fabric crosses
 links of the same rates), each link's own delay or the fabric's ``link_delay_us``. HPCC's analysis prints a
-slowdown below 1 as 1; the tables here do not, so a value below 1 would show the yardstick wrong.
+slowdown below 1 as 1, and so does slowdown.csv (testbed.results.slowdown), fct.csv keeping the measured
+ratio: on this testbed an idle host link's shaper lets its burst (3 frames) and one more frame leave at once
+(docs/link-model.md), so a flow of a few frames can beat the serialized link this yardstick assumes.
 """
 from __future__ import annotations
 
