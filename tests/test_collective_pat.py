@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from traffic.collectives import ALGORITHMS, chunk_sizes
-from traffic.collectives.pat import dims, n_steps, offsets, step_chunks
+from traffic.collectives.pat import dims, n_steps, offsets, pieces, step_chunks
 from test_collective_algorithms import run_on_loopback
 
 AG = ALGORITHMS[("allgather", "pat")]
@@ -25,8 +25,24 @@ def _sent(alg, p, n, size):
 def test_step_count_is_log2_n_rounded_up(n, steps):
     """NCCL: log2(n) steps for n a power of two; otherwise ceil(log2 n), the offsets >= n left out."""
     assert n_steps(n) == steps
+    one_round = n * AG.chunk_bytes                 # each rank's chunk fits one pipeline piece
     for alg in (AG, RS):
-        assert max(len(alg.schedule(p, n, 1 << 20)) for p in range(n)) == steps
+        assert max(len(alg.schedule(p, n, one_round)) for p in range(n)) == steps
+
+
+def test_pipeline_rounds_overlap_as_nccls_step_buffers():
+    """8 ranks, each chunk 4 pieces + 1 byte -> 5 rounds: 3 + 5 - 1 = 7 steps; in the middle steps a rank
+    sends at every distance at once (4, 2, 1: rounds j, j-1, j-2), each message the pieces of its round."""
+    cb = AG.chunk_bytes
+    size = 8 * (4 * cb + 1)
+    cut = pieces(size, 8, cb)
+    assert len(cut[0]) == 5 and all(sum(p) == 4 * cb + 1 for p in cut) and cut[0][0] == cut[0][4] + 1
+    steps = AG.schedule(0, 8, size)
+    assert len(steps) == 7
+    assert [sorted(t.peer for t in s.sends) for s in steps] == [[4], [4, 6], [4, 6, 7], [4, 6, 7], [4, 6, 7],
+                                                                 [6, 7], [7]]
+    assert dict(steps[2].sends) == {4: cut[0][2], 6: 2 * cut[0][1], 7: 4 * cut[0][0]}
+    assert sum(t.nbytes for s in steps for t in s.recvs) == size - size // 8
 
 
 def test_eight_ranks_all_gather_peers_and_bytes():

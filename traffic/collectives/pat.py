@@ -33,13 +33,19 @@ contribution once.
 
 n not a power of two: NCCL's rule (``nrPow2`` = the next power of two,
 operations whose offset reaches n are skipped): still ceil(log2 n) steps,
-the messages of dimension d carry only the offsets below n. Where this
-departs from NCCL: NCCL cuts the data into chunks of its step buffer
-(``chunkSize``; posted every ``postFreq`` pieces) and runs the trees once per
-chunk, pipelined through NCCL_STEPS buffers; here one step's aggregate is one
-message that the transport cuts into packets and paces with its window, so
-every size takes exactly ceil(log2 n) steps. busbw keeps nccl-tests' factor
-(n-1)/n.
+the messages of dimension d carry only the offsets below n.
+
+Pipelining, as NCCL does it: NCCL runs the trees once per chunk of its step
+buffer (``offset += chunkCount`` in ``getNextOp``), and a chunk's first
+dimensions overlap the previous chunk's last ones through the NCCL_STEPS
+buffers of each connection. Here every rank's chunk is cut into R =
+ceil(chunk / :attr:`PatAllGather.chunk_bytes`) near-equal pieces (at least
+one); round j runs the L steps on piece j at global steps j .. j+L-1
+(:mod:`traffic.collectives.dataflow`), so an operation takes L + R - 1 steps:
+ceil(log2 n) while each rank's chunk fits in one piece (8 KiB: up to 64 KiB
+on 8 ranks), and in the middle of a long one a rank sends at every distance
+at once, which spreads its bytes over the fabric's paths as NCCL's
+concurrent connections do. busbw keeps nccl-tests' factor (n-1)/n.
 """
 from __future__ import annotations
 
@@ -79,27 +85,41 @@ def step_chunks(pos: int, n: int, d: int, all_gather: bool) -> tuple[int, tuple[
     return peer, tuple((peer + s) % n for s in offsets(n, d))
 
 
-@lru_cache(maxsize=128)
-def _messages(n: int, size_bytes: int, all_gather: bool) -> tuple[Message, ...]:
+def pieces(size_bytes: int, n: int, chunk_bytes: int) -> list[list[int]]:
+    """``pieces[q][j]``: bytes of rank q's chunk in pipeline round j; R = ceil(largest chunk / chunk_bytes)
+    rounds (at least one), each chunk cut into R near-equal pieces, larger first. Raises ValueError when
+    chunk_bytes < 1, n < 1 or size_bytes < 0."""
+    if chunk_bytes < 1:
+        raise ValueError(f"need chunk_bytes >= 1, got {chunk_bytes}")
     chunks = chunk_sizes(size_bytes, n)
+    rounds = max(1, -(-max(chunks) // chunk_bytes))
+    return [chunk_sizes(c, rounds) for c in chunks]
+
+
+@lru_cache(maxsize=128)
+def _messages(n: int, size_bytes: int, all_gather: bool, chunk_bytes: int) -> tuple[Message, ...]:
+    cut = pieces(size_bytes, n, chunk_bytes)
     msgs = []
-    for step, d in enumerate(dims(n, all_gather)):
-        for pos in range(n):
-            peer, ranks = step_chunks(pos, n, d, all_gather)
-            msgs.append(Message(step, pos, peer, sum(chunks[q] for q in ranks)))
+    for j in range(len(cut[0])):
+        for step, d in enumerate(dims(n, all_gather)):
+            for pos in range(n):
+                peer, ranks = step_chunks(pos, n, d, all_gather)
+                msgs.append(Message(j + step, pos, peer, sum(cut[q][j] for q in ranks)))
     return tuple(msgs)
 
 
 class _Pat(MessageAlgorithm):
     all_gather: bool
+    #: most bytes of one rank's chunk per pipeline round (as the tree's pipeline chunk)
+    chunk_bytes = 8 * 1024
 
     def messages(self, n: int, size_bytes: int) -> tuple[Message, ...]:
-        return _messages(n, size_bytes, self.all_gather)
+        return _messages(n, size_bytes, self.all_gather, self.chunk_bytes)
 
 
 class PatAllGather(_Pat):
-    """PAT all-gather: ceil(log2 n) steps at distances 2^(L-1) .. 1, step d carrying the chunks at offsets
-    :func:`offsets` (module docstring)."""
+    """PAT all-gather: per pipeline round ceil(log2 n) steps at distances 2^(L-1) .. 1, dimension d carrying
+    the chunks at offsets :func:`offsets` (module docstring)."""
 
     collective = COLLECTIVES["allgather"]
     name = "pat"
@@ -107,7 +127,8 @@ class PatAllGather(_Pat):
 
 
 class PatReduceScatter(_Pat):
-    """PAT reduce-scatter: the all-gather's trees reversed, distances 1 .. 2^(L-1) (module docstring)."""
+    """PAT reduce-scatter: the all-gather's trees reversed, distances 1 .. 2^(L-1) per pipeline round (module
+    docstring)."""
 
     collective = COLLECTIVES["reducescatter"]
     name = "pat"
