@@ -82,7 +82,7 @@ def test_bad_patterns_are_refused_naming_the_key(pattern, words):
 
 
 def test_pattern_excludes_sizes_and_collective():
-    with pytest.raises(ScenarioError, match="exactly one of workload.sizes, workload.simai, workload.pattern, workload.chakra or workload.perftest"):
+    with pytest.raises(ScenarioError, match="exactly one of workload.sizes, workload.simai, workload.pattern, workload.chakra, workload.perftest or workload.open_loop"):
         parse_scenario({"workload": {"pattern": {"kind": "alltoall", "size_bytes": 10},
                                      "sizes": {"min_bytes": 10, "max_bytes": 10}}})
     with pytest.raises(ScenarioError, match="workload.collective"):

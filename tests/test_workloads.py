@@ -12,13 +12,14 @@ from testbed.workloads.chakra.workload import ChakraReplay
 from testbed.workloads.perftest.workload import PerftestRuns
 from testbed.workloads.base import Workload
 from testbed.workloads.jobs.workload import Jobs
+from testbed.workloads.open_loop.workload import OpenLoopFlows
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 
 
 def test_registry_maps_each_section_to_its_class():
     assert WORKLOADS == {"sizes": SizeSweep, "simai": SimaiReplay, "pattern": PatternTrials, "chakra": ChakraReplay,
-                         "perftest": PerftestRuns, "jobs": Jobs}
+                         "perftest": PerftestRuns, "open_loop": OpenLoopFlows, "jobs": Jobs}
     for section, cls in WORKLOADS.items():
         assert issubclass(cls, Workload) and cls.section == section
 
