@@ -51,7 +51,8 @@ def piped_run(tmp_path_factory):
     proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(scenario), "--results", str(tmp / "r"),
                              "--cli"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True,
-                            env={k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"})
+                            env={**{k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"},
+                                 "TESTBED_REPORT": "off"})  # no report.html: not read here (conftest _no_report)
     ended = True
     try:
         out, _ = proc.communicate(COMMANDS, timeout=LIMIT_S)
