@@ -21,10 +21,10 @@ def run_jobs(tmp_path, name: str, *flags) -> dict:
     results = tmp_path / name
     res = run_cli("run", SCENARIOS / f"{name}.yaml", "--results", results, "--quiet", *flags, timeout=400)
     assert res.returncode in (EXIT_FAITHFUL, EXIT_NOT_FAITHFUL), f"{name}: {res.returncode}\n{res.stderr}"
-    for baseline in sorted(results.glob("*/*/summary.json")):  # the solo (and pair) runs the figures rest on
-        raise_if_disturbed(RunDir.open(baseline.parent).summary)
     (path,) = results.glob("*/summary.json")
     s = RunDir.open(path.parent).summary
+    for baseline in s["jobs"]["solo_baseline"]["runs"]:  # the solo (and pair) runs the figures rest on
+        raise_if_disturbed(RunDir.open(baseline["run_dir"]).summary)
     t = s["transport"]
     assert t["delivered_bytes"] == t["posted_bytes"] == t["acked_bytes"] > 0 and t["order_errors"] == 0
     assert_losses_accounted(s)
