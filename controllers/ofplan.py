@@ -17,7 +17,10 @@ Plan of every switch (proactive L3, no flooding, no MAC learning):
   but no known host: drop (a packet never bounces back into the fabric);
 * ``ipv4_dst=<switch subnet>`` routes toward the hosts of another switch;
 * with tenant isolation (:mod:`controllers.tenants`), on a host's ingress switch
-  one counted drop per destination host it may not reach, above the host routes;
+  one counted drop per destination host it may not reach, above the host routes; its ARP
+  reaches the controller only from its own MAC and address, its IPv4 passes only from them
+  (an admit flow per allowed destination, with that destination's route) and anything else
+  from its port (a forged source) meets a counted drop;
 * a route with one next hop outputs to that port; a route with several
   equal-cost next hops goes to the select group of that port set (one group
   per distinct set, group ids from 1), whose buckets, weights and selection
@@ -161,7 +164,7 @@ def plan_switch(layout: Layout, routes: SwitchRoutes, policy: lb.Policy = lb.get
     for host, port in layout.hosts_on(sw.name):
         flows.append(FlowPlan(
             PRIO_ARP_TO_CONTROLLER,
-            (("in_port", port), ("eth_type", ETH_TYPE_ARP)),
+            (("in_port", port), ("eth_type", ETH_TYPE_ARP)) if tenants is None else tenancy.arp_match(host, port),
             (("controller", OFPCML_NO_BUFFER),),
             f"arp-from-{host.name}",
         ))
@@ -182,10 +185,33 @@ def plan_switch(layout: Layout, routes: SwitchRoutes, policy: lb.Policy = lb.get
         if r.via == "subnet":
             flows.append(FlowPlan(PRIO_SUBNET_ROUTE, (("eth_type", ETH_TYPE_IPV4), ("ipv4_dst", _prefix_match(r.prefix))),
                                   _forward(routes, r.ports), f"route-{subnet_owner[r.prefix]}"))
+    if tenants is not None:
+        flows += _guards(layout, sw.name, tenants, flows)
     groups = tuple(plan_group(routes.group_id(ports), lb.rehash(policy(layout, sw, ports, lb_weights), layout, sw,
                                                                 hashing))
                    for ports in routes.ecmp_sets)
     return SwitchPlan(sw.dpid, sw.name, sw.role, groups, tuple(flows))
+
+
+def _guards(layout: Layout, switch: str, tenants: tenancy.TenantFilter, flows: list) -> list:
+    """The anti-spoofing flows of ``switch`` (controllers.tenants.guard_flows), each admit flow with the actions of
+    the route its destination takes among ``flows`` (the most specific forwarding match; none: left out)."""
+    out = []
+    for prio, match, purpose, dst_ip in tenancy.guard_flows(layout, switch, tenants):
+        if dst_ip is None:
+            out.append(_drop(prio, match, purpose))
+            continue
+        addr, best = ipaddress.IPv4Address(dst_ip), None
+        for f in flows:
+            want = dict(f.match).get("ipv4_dst")
+            if f.is_drop or want is None or len(f.match) != 2:
+                continue
+            net = ipaddress.IPv4Network(want if isinstance(want, str) else "/".join(want))
+            if addr in net and (best is None or net.prefixlen > best[0].prefixlen):
+                best = (net, f)
+        if best is not None:
+            out.append(FlowPlan(prio, match, best[1].actions, purpose))
+    return out
 
 
 def plan_fabric(layout: Layout, lb_policy: str = lb.DEFAULT_POLICY,

@@ -17,7 +17,15 @@ own, so its OpenFlow counters (n_packets, n_bytes) count what isolation dropped 
 (source host, destination host) pair: the testbed sums them per tenant pair
 (testbed.tenants.drop_counters). The match is on the ingress port, not the source address, so a
 host cannot escape by spoofing its source. Proxy ARP answers only allowed pairs
-(controllers.ofplan.proxy_arp_mac), so a host never even learns another tenant's MAC.
+(controllers.ofplan.proxy_arp_mac), and the hosts' static neighbour entries hold only allowed
+peers (testbed.emulation.fabric), so a host never learns another tenant's MAC.
+
+Spoofing (:func:`guard_flows`): a host port admits only the host's own addresses. ARP goes to the
+controller only with the host's ``eth_src`` and ``arp_spa`` (any other ARP meets the table-miss drop);
+IPv4 to a destination the host may reach passes only with the host's ``eth_src`` and ``ipv4_src``
+(one admit flow per allowed destination, at :data:`PRIO_TENANT_ADMIT`, with that destination's route
+as actions: controllers.ofplan); every other IPv4 packet from the port (a forged source) meets one
+counted drop per port at :data:`PRIO_TENANT_SPOOF_DROP`, below the pair drops.
 """
 from __future__ import annotations
 
@@ -27,6 +35,13 @@ from typing import FrozenSet, Iterable, List, Mapping, Optional, Tuple
 #: Priority of the isolation drops: above the host routes (controllers.ofplan.PRIO_HOST_ROUTE, 200),
 #: below ARP to the controller (300) and the LLDP drop (400).
 PRIO_TENANT_DROP = 250
+#: Priority of a host port's admit flows (its own sources to a destination it may reach): above the drops.
+PRIO_TENANT_ADMIT = 260
+#: Priority of a host port's drop of every other IPv4 packet (a forged source): below the pair drops, above
+#: the host routes.
+PRIO_TENANT_SPOOF_DROP = 245
+#: The ``purpose`` label of a port's spoof drop: ``tenant-spoof-drop-<host>``.
+SPOOF_PURPOSE_PREFIX = "tenant-spoof-drop-"
 #: The ``purpose`` label of an isolation drop: ``tenant-drop-<src>-<dst>`` (short host names).
 DROP_PURPOSE_PREFIX = "tenant-drop-"
 
@@ -94,6 +109,29 @@ def drop_flows(layout, switch: str, flt: TenantFilter) -> List[Tuple[int, Tuple[
     return out
 
 
+def arp_match(host, port: int) -> Tuple[Tuple[str, object], ...]:
+    """The match of ``host``'s ARP to the controller on its switch ``port`` under isolation: its own
+    ``eth_src`` and ``arp_spa`` only (os-ken OFPMatch keywords)."""
+    return (("in_port", port), ("eth_type", 0x0806), ("eth_src", host.mac), ("arp_spa", host.ip))
+
+
+def guard_flows(layout, switch: str, flt: TenantFilter) -> List[Tuple[int, Tuple[Tuple[str, object], ...], str, Optional[str]]]:
+    """The anti-spoofing flows of ``switch``'s host ports (module docstring): ``[(priority, match, purpose,
+    dst_ip)]``: an admit flow per (host, destination it may reach) with ``dst_ip`` (its actions are that
+    destination's route: controllers.ofplan), then one drop per host port (``dst_ip`` None). Empty for a
+    switch without hosts."""
+    out = []
+    for host, port in layout.hosts_on(switch):
+        src = (("in_port", port), ("eth_src", host.mac), ("eth_type", 0x0800), ("ipv4_src", host.ip))
+        for dst in layout.hosts:
+            if dst.name != host.name and flt.allows(host.name, dst.name):
+                out.append((PRIO_TENANT_ADMIT, src + (("ipv4_dst", dst.ip),),
+                            f"tenant-admit-{flt.short(host.name)}-{flt.short(dst.name)}", dst.ip))
+        out.append((PRIO_TENANT_SPOOF_DROP, (("in_port", port), ("eth_type", 0x0800)),
+                    SPOOF_PURPOSE_PREFIX + flt.short(host.name), None))
+    return out
+
+
 def tenant_pair(host_tenant: Mapping[str, str], shared: Iterable[str], host: str) -> str:
     """The label of ``host`` in tenant-pair tables: its tenant, ``shared``, or ``none``."""
     if host in set(shared):
@@ -108,5 +146,6 @@ def filter_from_settings(run_id: str, settings) -> Optional[TenantFilter]:
     return TenantFilter(run_id, dict(settings.host_tenant), frozenset(settings.shared_hosts))
 
 
-__all__ = ["DROP_PURPOSE_PREFIX", "PRIO_TENANT_DROP", "TenantFilter", "allowed", "allowed_pairs", "drop_flow_purpose",
-           "drop_flows", "filter_from_settings", "tenant_pair"]
+__all__ = ["DROP_PURPOSE_PREFIX", "PRIO_TENANT_ADMIT", "PRIO_TENANT_DROP", "PRIO_TENANT_SPOOF_DROP",
+           "SPOOF_PURPOSE_PREFIX", "TenantFilter", "allowed", "allowed_pairs", "arp_match", "drop_flow_purpose",
+           "drop_flows", "guard_flows", "filter_from_settings", "tenant_pair"]

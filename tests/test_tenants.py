@@ -8,7 +8,8 @@ from scapy.layers.l2 import ARP, Ether
 
 from controllers import contract
 from controllers import ofplan
-from controllers.tenants import PRIO_TENANT_DROP, TenantFilter, allowed, allowed_pairs, filter_from_settings
+from controllers.tenants import (PRIO_TENANT_ADMIT, PRIO_TENANT_DROP, PRIO_TENANT_SPOOF_DROP, TenantFilter, allowed,
+                                 allowed_pairs, filter_from_settings)
 from testbed.emulation.controller_proc import controller_settings
 from testbed.measure.verdict import FidelityVerdict
 from testbed.spec.scenario import ScenarioError, parse_scenario
@@ -139,9 +140,42 @@ def test_plan_drops_every_forbidden_destination_at_the_ingress_leaf_only():
     assert f.is_drop and dict(f.match) == {"in_port": layout.attachment(h2.name).number, "eth_type": 0x0800,
                                            "ipv4_dst": h5.ip}
     assert PRIO_TENANT_DROP > ofplan.PRIO_HOST_ROUTE and PRIO_TENANT_DROP < ofplan.PRIO_ARP_TO_CONTROLLER
-    for n in plans:  # everything else as without tenants
-        assert [x for x in plans[n].flows if x.priority != PRIO_TENANT_DROP] == list(plain[n].flows)
+    guards = (PRIO_TENANT_DROP, PRIO_TENANT_ADMIT, PRIO_TENANT_SPOOF_DROP)
+    for n in plans:  # everything else as without tenants, but ARP (tests below: only from the host's own addresses)
+        own = [x for x in plans[n].flows if x.priority not in guards and not x.purpose.startswith("arp-from-")]
+        assert own == [x for x in plain[n].flows if not x.purpose.startswith("arp-from-")]
         assert plans[n].groups == plain[n].groups
+
+
+def test_a_host_port_admits_only_the_hosts_own_addresses_to_allowed_destinations():
+    """Issue 31 item 3: a packet forged with another host's MAC or IP never leaves its ingress leaf."""
+    _, settings, layout = _filter_and_layout()
+    flt = filter_from_settings(RID, settings.tenants)
+    plans = {p.name[len(RID):]: p for p in ofplan.plan_fabric(layout, tenants=flt).values()}
+    h = {x.name[len(RID):]: x for x in layout.hosts}
+    port = {n: layout.attachment(x.name).number for n, x in h.items()}
+    l1 = plans["l1"].flows
+    arp = {f.purpose: dict(f.match) for f in l1 if f.purpose.startswith("arp-from-")}
+    assert arp["arp-from-" + RID + "h1"] == {
+        "in_port": port["h1"], "eth_type": 0x0806, "eth_src": h["h1"].mac, "arp_spa": h["h1"].ip}
+    admit = {f.purpose: f for f in l1 if f.priority == PRIO_TENANT_ADMIT}
+    # h1 and h2 (alpha, leaf 1) each reach alpha's 3 other hosts and the shared h6: 8 admit flows, none to h5
+    assert sorted(admit) == sorted(f"tenant-admit-{a}-{b}" for a in ("h1", "h2") for b in ("h1", "h2", "h3", "h4", "h6")
+                                   if a != b)
+    f = admit["tenant-admit-h1-h6"]
+    assert dict(f.match) == {"in_port": port["h1"], "eth_src": h["h1"].mac, "eth_type": 0x0800, "ipv4_src": h["h1"].ip,
+                             "ipv4_dst": h["h6"].ip}
+    route = {g.purpose: g for g in l1}
+    assert f.actions == route["route-" + RID + "l3"].actions  # h6 sits on leaf 3: the route to leaf 3's subnet
+    assert admit["tenant-admit-h1-h2"].actions == route["host-" + RID + "h2"].actions
+    spoof = {f.purpose: dict(f.match) for f in l1 if f.priority == PRIO_TENANT_SPOOF_DROP and f.is_drop}
+    assert spoof == {"tenant-spoof-drop-h1": {"in_port": port["h1"], "eth_type": 0x0800},
+                     "tenant-spoof-drop-h2": {"in_port": port["h2"], "eth_type": 0x0800}}
+    assert PRIO_TENANT_ADMIT > PRIO_TENANT_DROP > PRIO_TENANT_SPOOF_DROP > ofplan.PRIO_HOST_ROUTE
+    assert not [f for f in plans["s1"].flows if f.priority in (PRIO_TENANT_ADMIT, PRIO_TENANT_SPOOF_DROP)]
+    # without tenants: ARP from any source on the port, as before
+    plain = {p.name[len(RID):]: p for p in ofplan.plan_fabric(layout).values()}
+    assert {dict(f.match).get("eth_src") for f in plain["l1"].flows if f.purpose.startswith("arp-from-")} == {None}
 
 
 def test_proxy_arp_answers_only_allowed_pairs():

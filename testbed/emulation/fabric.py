@@ -40,6 +40,7 @@ from pyroute2 import IPRoute
 NUD_PERMANENT = 0x80  # <linux/neighbour.h>
 
 from controllers.contract import TOPOLOGY_FILE, ControllerReady
+from controllers.tenants import TenantFilter, filter_from_settings
 from testbed.host import cleanup
 from dataplane import queues
 from testbed.emulation import congestion_conf
@@ -121,6 +122,9 @@ class Fabric(StartStop):
         self.port_rate_bps: dict[str, float] = {}
         #: switch-side (root namespace) interfaces, sampled by telemetry
         self.switch_ports: list[str] = []
+        #: the tenant isolation the controller enforces once started (controllers.tenants.TenantFilter; None: off):
+        #: a host's static neighbours are only the hosts it may reach
+        self.isolation: TenantFilter | None = None
         #: the controller's ready file once it confirmed every switch (controllers.contract.ControllerReady)
         self.ready: ControllerReady | None = None
         self._owner_pid = os.getpid()
@@ -148,6 +152,7 @@ class Fabric(StartStop):
         settings = controller_settings(self.spec, self.run_id, self.run_dir,
                                        congestion_conf.loop_settings_file(self.spec, self.run_dir),
                                        tenants=self.tenants)
+        self.isolation = filter_from_settings(self.run_id, settings.tenants)
         self.controller = ControllerProcess(self.run_dir, settings, framework=self.spec.controller.framework).start()
         switch_cls = partial(OVSSwitch, datapath=self.datapath, protocols="OpenFlow15", failMode="secure")
         self.net = _StoppableMininet(topo=FabricTopo(layout=self.layout), switch=switch_cls, host=Host, link=Link,
@@ -299,7 +304,8 @@ class Fabric(StartStop):
                 self.delay_us[intf] = ln.delay_or(self.spec.fabric.link_delay_us)
                 self.readback[intf] = shape_host_nic(
                     self.queues, node.pid, intf, self._queue_config(ln.rate_bps, HOST_NIC_QUEUE_BYTES, switch_port=False),
-                    [(peer.ip, peer.mac) for peer in view.hosts if peer.name != h.name], self.delay_us[intf])
+                    [(peer.ip, peer.mac) for peer in view.hosts if peer.name != h.name and self.may_reach(h.name, peer.name)],
+                    self.delay_us[intf])
                 self.wander_links.append(self._wandering(f"/proc/{node.pid}/ns/net", intf, ln.rate_bps, False))
                 self.port_rate_bps[intf] = ln.rate_bps
         switches = {s.name for s in self.layout.switches}
@@ -314,6 +320,11 @@ class Fabric(StartStop):
         problems += queues.delay_check(self.delay_us, self.readback)
         if problems:
             raise FabricError("link shaping self-check failed: " + "; ".join(problems))
+
+    def may_reach(self, src: str, dst: str) -> bool:
+        """True when host ``src`` may send to host ``dst`` (names with or without the run id): always without
+        tenant isolation, else as the controller enforces it (controllers.tenants.allowed)."""
+        return self.isolation is None or self.isolation.allows(src, dst)
 
     def _queue_config(self, rate_bps: float, buffer_bytes: int, switch_port: bool = True) -> queues.QueueConfig:
         """One class of ``buffer_bytes``, or with a backend of priority classes the ``congestion`` section's

@@ -13,7 +13,8 @@ So each host that runs verbs gets, for the run (:class:`RxeDevices`):
   machine-side end carries the host's MAC and IPv4 address (/32, no prefix route; IPv6 off, so GID
   index 1 is the RoCEv2 IPv4 GID), ``accept_local`` on and ``rp_filter`` off (both hosts' addresses
   are local to the machine's namespace; a packet from one arrives at the other from outside), and a
-  permanent neighbour entry for every peer host (their MAC, as the hosts' own static neighbours);
+  permanent neighbour entry for every peer host it may reach (their MAC, as the hosts' own static
+  neighbours: with tenant isolation, only its tenant's and the shared hosts);
 - the rxe device ``<host>rxe`` on ``<host>-rxe`` (``rdma link add ... type rxe``);
 - in the host's namespace, two tc rules on clsact: everything arriving from ``<host>-rxp`` leaves by the
   host's fabric interface (``mirred egress redirect``: through its egress qdisc, so the host link's
@@ -124,7 +125,8 @@ class RxeDevices(StartStop):
         layout = fab.layout
         self.ranks = sorted(set(ranks))
         self.devices: dict[int, RxeHost] = {}
-        self._peers = {r: [(layout.hosts[p].ip, layout.hosts[p].mac) for p in self.ranks if p != r]
+        self._peers = {r: [(layout.hosts[p].ip, layout.hosts[p].mac) for p in self.ranks
+                           if p != r and fab.may_reach(layout.hosts[r].name, layout.hosts[p].name)]
                        for r in self.ranks}
         self._layout = layout
 
