@@ -14,6 +14,8 @@ testbed's commands:
 - ``collective KIND SIZE [ALGORITHM]``: run one collective over every host on the live fabric (fresh
   agents with the queue pairs it needs) and print its time, algbw, busbw and busbw/link, as the run's table
   (testbed.results.tables.size_table) has them;
+- ``pingall``: Mininet's, but with tenant isolation only the pairs the controller allows (the others
+  are listed as skipped: each would wait out ping's timeout);
 - ``iperf [SRC DST]``, ``iperfudp [BW SRC DST]``: Mininet's, but bounded in time, and no iperf is left
   running (testbed.pipeline.cli_iperf; Mininet 2.3.0's waited for ever with iperf >= 2.0.14);
 - ``help``: lists them.
@@ -38,7 +40,7 @@ from pathlib import Path
 from typing import Iterator
 
 from mininet.cli import CLI
-from mininet.log import lg, setLogLevel
+from mininet.log import lg, output, setLogLevel
 
 from testbed.pipeline import cli_iperf
 from testbed.process import signals
@@ -166,10 +168,40 @@ class TestbedCLI(CLI):
                   "  ecmp [SWITCH...]                   select groups: bucket -> port (peer), packets\n"
                   "  pauses                             PFC: lossless classes paused now (switch ports, host NICs)\n"
                   "  collective KIND SIZE [ALGORITHM]   run a collective on every host; print algbw/busbw\n"
+                  "  pingall [TIMEOUT_S]                ping all host pairs; with tenants only the allowed ones\n"
                   "  iperf [SRC DST], iperfudp [BW SRC DST]   Mininet's, ended by a time limit at the latest\n"
                   "  exit | quit | Ctrl-D               leave: the run writes its results and tears down\n"
                   "host and switch names may omit the run id (h1 ping h2). Mininet's commands:")
         return super().do_help(line)
+
+    # -- pingall -----------------------------------------------------------------
+    def do_pingall(self, line: str):
+        """pingall [TIMEOUT_S]: ping every ordered pair of hosts once (Mininet's pingall). With tenant isolation only
+        the pairs the controller allows: a pair it drops by design would wait out ping's timeout (10 s) each, so
+        those are skipped and listed after the results."""
+        flt = getattr(self.fab, "isolation", None)  # a cluster fabric has none
+        if flt is None:
+            return super().do_pingall(line)
+        opts = f"-W {line.split()[0]} " if line.split() else ""
+        hosts, sent, received, skipped = self.mn.hosts, 0, 0, []
+        output("*** Ping: testing ping reachability within tenants and to shared hosts\n")
+        for src in hosts:
+            output(f"{src.name} -> ")
+            for dst in hosts:
+                if dst is src:
+                    continue
+                if not flt.allows(src.name, dst.name):
+                    skipped.append(f"{src.name}->{dst.name}")
+                    continue
+                s, r = self.mn._parsePing(src.cmd(f"ping -c1 {opts}{dst.IP()}"))
+                sent, received = sent + s, received + r
+                output(f"{dst.name} " if r else "X ")
+            output("\n")
+        lost = 100.0 * (sent - received) / sent if sent else 0.0
+        output(f"*** Results: {lost:.0f}% dropped ({received}/{sent} received)\n")
+        if skipped:
+            output(f"*** skipped {len(skipped)} pairs across tenants (isolation drops them by design): "
+                   f"{', '.join(skipped)}\n")
 
     # -- iperf, iperfudp ------------------------------------------------------------
     def do_iperf(self, line: str):
