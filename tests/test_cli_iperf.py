@@ -4,6 +4,7 @@ limit, one line saying which, and no iperf or other process of it left. The fabr
 tests/integration/test_cli_piped.py."""
 import io
 import shutil
+import socket
 import subprocess
 import time
 
@@ -30,10 +31,16 @@ class LoopbackHost:
         return p
 
 
+def _free_tcp_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @pytest.fixture
 def printed(monkeypatch):
     monkeypatch.setattr(cli_iperf, "SECONDS", 1)
-    monkeypatch.setattr(cli_iperf, "PORT", 15001)
+    monkeypatch.setattr(cli_iperf, "PORT", _free_tcp_port())  # loopback is shared with whatever else runs
     monkeypatch.setattr(cli_iperf, "LISTEN_TIMEOUT_S", 1.0)
     setLogLevel("output")
     stream, lg.ch.stream = lg.ch.stream, io.StringIO()
@@ -60,7 +67,7 @@ def test_a_server_that_never_listens_is_stopped_with_a_message(printed):
     t0 = time.monotonic()
     assert cli_iperf.iperf(client, server) is None
     took_s = time.monotonic() - t0
-    assert ("*** iperf: the iperf server on h2 did not listen on TCP port 15001 within 1 s: stopped the server and "
-            "the client, no result") in printed.getvalue(), printed.getvalue()
+    assert (f"*** iperf: the iperf server on h2 did not listen on TCP port {cli_iperf.PORT} within 1 s: stopped the "
+            "server and the client, no result") in printed.getvalue(), printed.getvalue()
     assert took_s < 1 + 2 + 1, took_s  # the limit, then SIGINT (sleep ends at once)
     assert client.procs == [] and server.procs[0].poll() is not None
