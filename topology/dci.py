@@ -32,7 +32,8 @@ from __future__ import annotations
 from typing import Any, List, Optional, Tuple
 
 from topology.model import (DEFAULT_HASH_FIELDS, MAX_LINK_DELAY_US, RUN_ID_CHARS, Host, Layout, Link, Port,
-                            Switch, too_many_ports)
+                            Switch)
+from topology.port_count import too_many_ports
 
 KIND = "dci"
 #: fabric keys of this kind (beside the common rates, buffer, MTU, oversubscription, link_delay_us)

@@ -25,7 +25,8 @@ from __future__ import annotations
 from typing import Any, List, Tuple
 
 from topology import spine_leaf
-from topology.model import DEFAULT_HASH_FIELDS, RUN_ID_CHARS, Layout, Link, Nic, Port, Switch, too_many_ports
+from topology.model import DEFAULT_HASH_FIELDS, RUN_ID_CHARS, Layout, Link, Nic, Port, Switch
+from topology.port_count import too_many_ports
 
 KIND = "dual_plane"
 #: fabric keys of this kind (beside the common rates, buffer, MTU, oversubscription)

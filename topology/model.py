@@ -35,7 +35,9 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+from topology.validator import TopologyError, Validator  # noqa: F401  (TopologyError: model's error)
 
 RUN_ID_RE = re.compile(r"^tb[0-9a-f]{4}$")
 #: characters of a run id (the prefix of every node name of a run)
@@ -44,32 +46,11 @@ MAC_RE = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
 MAX_DPID = (1 << 64) - 1
 #: OpenFlow 1.5 physical ports are 1..0xffffff00 (OFPP_MAX).
 MAX_OF_PORT = 0xFFFFFF00
-#: the most ports a switch may have (``fabric.ports_per_switch`` allows 2..254)
-MAX_PORTS_PER_SWITCH = 254
-
-
-def too_many_ports(what: str, needed: int, switch: str, ports_per_switch: int, fewer: str) -> ValueError:
-    """The refusal of a ``switch`` (its role: "leaf") needing ``needed`` ports (``what``: the keys that make
-    them) when ``fabric.ports_per_switch`` is ``ports_per_switch``: it names the value that would fit, or,
-    above :data:`MAX_PORTS_PER_SWITCH`, says only ``fewer`` (e.g. "fewer hosts per leaf") fits."""
-    fix = (f"set fabric.ports_per_switch: {needed} or more (allowed 2..{MAX_PORTS_PER_SWITCH}), or {fewer}"
-           if needed <= MAX_PORTS_PER_SWITCH else
-           f"fabric.ports_per_switch allows at most {MAX_PORTS_PER_SWITCH}: use {fewer}")
-    return ValueError(f"{what} = {needed} ports per {switch}, more than fabric.ports_per_switch = "
-                      f"{ports_per_switch}: {fix}")
 #: Packet header fields a load balancer may hash on (OpenFlow 1.5 OXM names).
 HASH_FIELD_NAMES = ("eth_dst", "eth_src", "eth_type", "ip_proto", "ipv4_src", "ipv4_dst", "tcp_src",
                     "tcp_dst", "udp_src", "udp_dst", "sctp_src", "sctp_dst", "ipv6_src", "ipv6_dst")
 #: The 5-tuple incl. UDP ports (the RoCEv2 entropy field) and TCP ports.
 DEFAULT_HASH_FIELDS = ("ipv4_src", "ipv4_dst", "ip_proto", "udp_src", "udp_dst", "tcp_src", "tcp_dst")
-
-
-class TopologyError(ValueError):
-    """The topology file is missing, not JSON, or violates the format.
-
-    The message starts with the source (file name) and the key path of the bad
-    value, e.g. ``topo.json: links[3].a: unknown node 'x'``.
-    """
 
 
 @dataclass(frozen=True)
@@ -317,7 +298,7 @@ def from_dict(raw: Any, source: str = "topology") -> Layout:
     address or port, a link to an unknown node, a host with no link, or a
     host address outside its switch's subnet.
     """
-    v = _Validator(source)
+    v = Validator(source)
     v.keys(raw, "", _TOP_KEYS + (("nics",) if isinstance(raw, dict) and "nics" in raw else ()))
     run_id = v.string(raw["run_id"], "run_id")
     if not RUN_ID_RE.match(run_id):
@@ -434,7 +415,7 @@ def from_dict(raw: Any, source: str = "topology") -> Layout:
     return Layout(run_id, kind, str(fabric), fields, tuple(switches), tuple(hosts), tuple(links), nics)
 
 
-def _nics(v: "_Validator", items: List[Any], by_name: Dict[str, Node], links: List[Link],
+def _nics(v: "Validator", items: List[Any], by_name: Dict[str, Node], links: List[Link],
           taken: List[str]) -> Tuple[Nic, ...]:
     """Validate the ``nics`` list: each on a host port > 0 that has a link of the NIC's plane,
     its address inside its prefix, addresses and MACs unique among all hosts and NICs."""
@@ -463,55 +444,3 @@ def _nics(v: "_Validator", items: List[Any], by_name: Dict[str, Node], links: Li
     v.unique(taken + [n.ip for n in nics] + [n.mac for n in nics], "nics", "address or MAC")
     v.unique([(n.host, n.port) for n in nics], "nics", "(host, port)")
     return tuple(nics)
-
-
-class _Validator:
-    """Small helpers that raise TopologyError with the source and key path."""
-
-    def __init__(self, source: str):
-        self.source = source
-
-    def fail(self, where: str, why: str) -> NoReturn:
-        raise TopologyError(f"{self.source}: {where or '<top level>'}: {why}")
-
-    def keys(self, obj: Any, where: str, expected: Sequence[str]) -> None:
-        if not isinstance(obj, dict):
-            self.fail(where, f"expected an object, got {type(obj).__name__}")
-        prefix = f"{where}." if where else ""
-        for k in expected:
-            if k not in obj:
-                self.fail(f"{prefix}{k}", "missing required key")
-        for k in obj:
-            if k not in expected:
-                self.fail(f"{prefix}{k}", f"unknown key (expected only {', '.join(expected)})")
-
-    def string(self, value: Any, where: str) -> str:
-        if not isinstance(value, str) or not value:
-            self.fail(where, f"expected a non-empty string, got {value!r}")
-        return value
-
-    def integer(self, value: Any, where: str, lo: int, hi: int) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.fail(where, f"expected an integer, got {value!r}")
-        if not lo <= value <= hi:
-            self.fail(where, f"{value} is outside {lo}..{hi}")
-        return value
-
-    def seq(self, value: Any, where: str) -> List[Any]:
-        if not isinstance(value, list):
-            self.fail(where, f"expected a list, got {type(value).__name__}")
-        return value
-
-    def network(self, value: Any, where: str) -> ipaddress.IPv4Network:
-        text = self.string(value, where)
-        try:
-            return ipaddress.IPv4Network(text, strict=True)
-        except ValueError as exc:
-            self.fail(where, f"{text!r} is not an IPv4 prefix with host bits zero ({exc})")
-
-    def unique(self, values: Sequence[Any], where: str, what: str) -> None:
-        seen = set()
-        for i, val in enumerate(values):
-            if val in seen:
-                self.fail(f"{where}[{i}]", f"duplicate {what} {val!r}")
-            seen.add(val)

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from typing import Any, List, Tuple
 
-from topology.model import DEFAULT_HASH_FIELDS, Host, Layout, Link, Port, Switch, too_many_ports
+from topology.model import DEFAULT_HASH_FIELDS, Host, Layout, Link, Port, Switch
+from topology.port_count import too_many_ports
 
 KIND = "rail_optimized"
 #: fabric keys of this kind (beside the common rates, buffer, MTU, oversubscription)

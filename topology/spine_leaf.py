@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from typing import Any, List, Tuple
 
-from topology.model import DEFAULT_HASH_FIELDS, RUN_ID_CHARS, Host, Layout, Link, Port, Switch, too_many_ports
+from topology.model import DEFAULT_HASH_FIELDS, RUN_ID_CHARS, Host, Layout, Link, Port, Switch
+from topology.port_count import too_many_ports
 
 KIND = "spine_leaf"
 #: fabric keys of this kind (beside the common rates, buffer, MTU, oversubscription)

@@ -9,7 +9,7 @@ from typing_extensions import Annotated
 
 from dataplane.queues import BACKENDS as QUEUE_BACKENDS, DEFAULT_BACKEND as DEFAULT_QUEUE_BACKEND
 from topology import KIND_PARAMS, KINDS, build as build_layout, dci, scale_up, spine_leaf
-from topology.model import MAX_PORTS_PER_SWITCH
+from topology.port_count import MAX_PORTS_PER_SWITCH
 from topology.routing import max_path_delay_us, max_switch_hops
 from testbed.spec import plugins
 from testbed.spec.units import (
