@@ -14,7 +14,8 @@ from testbed.process.exitcodes import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_NOT_FAIT
 from testbed.regress import baseline as baselines
 from testbed.regress.command import exit_code, judge_entry, prepare
 from testbed.regress.junit import Case, write
-from testbed.regress.suite import SuiteError, load_suite, merge, parse_set, scenario_data
+from testbed.regress.suite import SuiteError, load_suite, parse_set, scenario_data
+from testbed.spec.yaml_loader import merge
 from testbed.results.figures import figures
 from testbed.workloads import load_scenario
 from tests.test_compare import INCAST, QUICKSTART
