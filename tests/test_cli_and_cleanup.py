@@ -513,9 +513,22 @@ def test_run_refused_naming_the_fix_when_ovs_is_not_running(capsys, monkeypatch,
     rc, _, err = _main(capsys, ["run", "scenarios/quickstart.yaml", "--results", str(tmp_path), "--quiet"])
     assert rc == 4
     assert "Open vSwitch is not usable (ovs-vsctl show failed: database connection failed)" in err
-    assert "scripts/start-ovs" in err
+    assert err.count("scripts/start-ovs") == 1, err  # once, also when the probe's own detail names it
     if os.geteuid() == 0:
         assert _bridges() == before
+
+
+def test_run_refused_names_start_ovs_once_when_the_probe_already_does(capsys, monkeypatch, tmp_path):
+    """The probe's detail for a stopped ovsdb already says to start it (testbed.host.capabilities): the
+    refusal says it once (it said it twice: "...; start it with scripts/start-ovs as root); start it with ...")."""
+    from testbed.host.capabilities import Capabilities, Feature
+
+    detail = "OVS not reachable (database connection failed); start it with scripts/start-ovs as root"
+    caps = Capabilities(run_id="tb0001", kernel="6.1.0", features={"ovs": Feature(False, detail)},
+                        datapath="none", ecn_marker="nftables", delay="none")
+    monkeypatch.setattr("testbed.host.capabilities.probe", lambda run_id=None: caps)
+    rc, _, err = _main(capsys, ["run", "scenarios/quickstart.yaml", "--results", str(tmp_path), "--quiet"])
+    assert rc == 4 and err.count("scripts/start-ovs") == 1, err
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="testbed clean lists kernel objects: root")

@@ -136,8 +136,9 @@ def _probe(ctx: RunContext) -> tuple[RunContext, "capabilities.Capabilities"]:
     else:
         caps = capabilities.probe(ctx.run_id)
     if caps.datapath == "none":
-        raise RunRefused("Open vSwitch is not usable (" + caps.features["ovs"].detail + "); start it with "
-                         "scripts/start-ovs (as root)")
+        detail = caps.features["ovs"].detail  # names its own remedy (scripts/install, start-ovs, root) or none
+        fix = "" if "scripts/" in detail or "root" in detail else "; start it with scripts/start-ovs (as root)"
+        raise RunRefused(f"Open vSwitch is not usable ({detail}){fix}")
     datapath = caps.datapath if spec.fabric.datapath == "auto" else spec.fabric.datapath
     if spec.cluster is not None:  # a cluster run's servers use the userspace datapath (testbed.spec.cluster)
         datapath = "user"
