@@ -86,7 +86,10 @@ class HashingSwitches:
     def __init__(self, layout):
         self.layout, self.hops, self.traces = layout, next_hop_ports(layout), 0
 
-    def egress(self, bridge, in_port, src_ip, dst_ip, sport):
+    def egress(self, bridge, in_port, src_ip, dst_ip, sport, src_mac):
+        # the packet traced carries its host's MAC: with tenant isolation a host port admits only its own host's
+        # MAC and address (a trace without dl_src fell to the spoof drop: 0 output ports, lab 6's spread_spray)
+        assert src_mac == self.layout.host_by_ip(src_ip).mac, (src_ip, src_mac)
         self.traces += 1
         ports = self.hops[bridge][self.layout.host_by_ip(dst_ip).name]
         digest = hashlib.sha256(f"{bridge} {src_ip} {dst_ip} {sport}".encode()).digest()

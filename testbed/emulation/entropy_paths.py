@@ -69,10 +69,11 @@ class VswitchdTracer:
         #: traces done
         self.traces = 0
 
-    def egress(self, bridge: str, in_port: int, src_ip: str, dst_ip: str, sport: int) -> int:
-        """The OpenFlow port a RoCEv2 packet (UDP ``sport`` -> 4791) from ``src_ip`` to ``dst_ip`` that
-        enters ``bridge`` on ``in_port`` leaves by. Raises TraceError unless exactly one port."""
-        flow = (f"in_port={in_port},udp,nw_src={src_ip},nw_dst={dst_ip},udp_src={sport},"
+    def egress(self, bridge: str, in_port: int, src_ip: str, dst_ip: str, sport: int, src_mac: str) -> int:
+        """The OpenFlow port a RoCEv2 packet (UDP ``sport`` -> 4791) from ``src_ip`` (its interface's MAC
+        ``src_mac``: with tenant isolation a host port admits only its host's own MAC and address) to
+        ``dst_ip`` that enters ``bridge`` on ``in_port`` leaves by. Raises TraceError unless exactly one port."""
+        flow = (f"in_port={in_port},udp,dl_src={src_mac},nw_src={src_ip},nw_dst={dst_ip},udp_src={sport},"
                 f"udp_dst={ROCEV2_UDP_PORT}")
         err, reply_err, out = self._client.transact("ofproto/trace", [bridge, flow])
         self.traces += 1
@@ -108,12 +109,13 @@ def trace_path(layout: Layout, tracer: VswitchdTracer, src_ip: str, dst_ip: str,
     where it names one port toward the destination the hop takes it untraced (the controller routes
     by the same table; only select groups need a trace). Raises TraceError on a loop, an output port
     no link has, or another host reached."""
-    switch, in_port, _ = host_port(layout, src_ip)
+    switch, in_port, src_host = host_port(layout, src_ip)
+    src_mac = next((n.mac for n in layout.nics_of(src_host) if n.ip == src_ip), layout.node(src_host).mac)
     dst_host = host_port(layout, dst_ip)[2]
     hops: List[Tuple[str, int]] = []
     for _ in range(len(layout.switches) + 1):
         only = next_hops[switch][dst_host] if next_hops is not None else ()
-        out = only[0] if len(only) == 1 else tracer.egress(switch, in_port, src_ip, dst_ip, sport)
+        out = only[0] if len(only) == 1 else tracer.egress(switch, in_port, src_ip, dst_ip, sport, src_mac)
         hops.append((switch, out))
         link = next((ln for ln in layout.links_of(switch)
                      if (ln.a.node, ln.a.number) == (switch, out) or (ln.b.node, ln.b.number) == (switch, out)), None)
