@@ -313,6 +313,12 @@ class TestbedCLI(CLI):
         algorithm = words[2] if len(words) == 3 else (
             collectives.DEFAULT_ALGORITHM if collectives.DEFAULT_ALGORITHM in collectives.names(kind)
             else (collectives.names(kind) or [""])[0])
+        blocked = self._pairs_isolation_drops()
+        if blocked:
+            print(f"collective: error: tenant isolation drops {len(blocked)} host pairs of a collective over every "
+                  f"host (e.g. {blocked[0][0]}->{blocked[0][1]}), and the CLI's collective runs over every host; "
+                  "run each tenant's collective as a job of the scenario (docs/jobs.md)")
+            return
         try:
             from testbed.spec.units import parse_size
             size = int(parse_size(size_text))
@@ -326,6 +332,15 @@ class TestbedCLI(CLI):
         print(f"{kind}/{algorithm} {size} B on {result['ranks']} ranks: time {result['time_us']:.0f} us, algbw "
               f"{result['algbw_bps'] / 1e6:.3f} Mbit/s, busbw {result['busbw_bps'] / 1e6:.3f} Mbit/s "
               f"(busbw/link {result['busbw_ratio']:.3f}: busbw / (link x efficiency), as the run's table)")
+
+
+    def _pairs_isolation_drops(self) -> list[tuple[str, str]]:
+        """The (source, destination) host pairs (short names) the fabric's tenant isolation drops; [] without it."""
+        flt = getattr(self.fab, "isolation", None)  # a cluster fabric has none
+        if flt is None:
+            return []
+        names = [h.name for h in self.fab.layout.hosts]
+        return [(self._short(a), self._short(b)) for a in names for b in names if a != b and not flt.allows(a, b)]
 
 
 class _AgentFabric:
