@@ -335,6 +335,10 @@ def test_shipped_scenarios_are_valid():
     (("workload",), "warmup", "workload.warmup", "warmup_iterations", "sizes"),
     (("workload", "sizes"), "max-bytes", "workload.sizes.max-bytes", "max_bytes", "min_bytes"),
     (("fabric",), "link-rate", "fabric.link-rate", None, "host_link_bps"),
+    # the fabric section's keys are checked by testbed.spec.plugins (a plugin choice: kind): hints there too
+    (("fabric",), "spine", "fabric.spine", "spines", "leaves"),
+    (("fabric",), "leafs", "fabric.leafs", "leaves", "spines"),
+    (("fabric",), "host_per_leaf", "fabric.host_per_leaf", "hosts_per_leaf", "spines"),
 ])
 def test_unknown_key_with_a_dash_is_named_with_the_keys_of_its_own_section(where, key, path, hint, allowed_has):
     import copy

@@ -19,7 +19,7 @@ from typing_extensions import Annotated
 
 from testbed.spec.units import parse_rate, parse_size, refuse_bool
 from traffic.registry import BOUNDS_KEY
-from testbed.spec.yaml_loader import clip
+from testbed.spec.yaml_loader import clip, did_you_mean
 
 
 def _annotation(name: str, t: type, bounds: dict) -> Any:
@@ -64,7 +64,9 @@ def checked(cls: type, given: Mapping[str, Any], path: str) -> dict:
         err = e.errors()[0]
         where = ".".join([path, *map(str, err["loc"][:1])])
         if err["type"] == "extra_forbidden":
-            raise ValueError(f"{where}: unknown key; allowed keys here: {', '.join(sorted(keys(cls)))}") from None
+            allowed = sorted(keys(cls))
+            raise ValueError(f"{where}: unknown key{did_you_mean(str(err['loc'][0]), allowed)}; allowed keys here: "
+                             f"{', '.join(allowed)}") from None
         raise ValueError(f"{where}: {err['msg'].removeprefix('Value error, ')} (got "
                          f"{clip(repr(err.get('input')), 80)})") from None
     values = {k: v for k, v in m.model_dump().items() if v is not None}
@@ -88,7 +90,9 @@ def named_blocks(data: Any, section: str, fields: Mapping, settings: Mapping[str
         if k in fields:
             out[k] = v
         elif k not in settings:
-            raise ValueError(f"{section}.{k}: unknown key; allowed keys here: {', '.join(sorted([*fields, *settings]))}")
+            allowed = sorted([*fields, *settings])
+            raise ValueError(f"{section}.{k}: unknown key{did_you_mean(str(k), allowed)}; allowed keys here: "
+                             f"{', '.join(allowed)}")
         elif v is None:
             continue
         elif k != chosen:

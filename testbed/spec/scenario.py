@@ -35,7 +35,7 @@ from testbed.spec.transport import TransportSpec, check_congestion_control
 from testbed.spec.units import (  # noqa: F401
     MAX_LINK_MTU_BYTES, MAX_SCENARIO_BYTES, ROCE_MTUS_BYTES, ROCEV2_IP_OVERHEAD_BYTES, Count, ReferenceBps, SpecModel)
 from testbed.spec.workload import WorkloadSpec
-from testbed.spec.yaml_loader import MAX_ERROR_CHARS, ScenarioError, clip as _clip, load_yaml  # noqa: F401
+from testbed.spec.yaml_loader import MAX_ERROR_CHARS, ScenarioError, clip as _clip, did_you_mean, load_yaml  # noqa: F401
 
 
 class ScenarioSpec(SpecModel):
@@ -210,16 +210,6 @@ _KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PATH_MSG_RE = re.compile(r"^[a-z_]+\.[A-Za-z0-9_.-]+:? ")
 
 
-def _did_you_mean(key: str, allowed: list[str]) -> str:
-    """`` (did you mean K?)`` for the allowed key closest to ``key`` (dashes read as underscores) or the first
-    one it begins, else ''."""
-    import difflib
-
-    k = key.replace("-", "_").lower()
-    close = difflib.get_close_matches(k, allowed, n=1, cutoff=0.75) or [a for a in allowed if k and a.replace("_", "").startswith(k.replace("_", ""))][:1]
-    return f" (did you mean {close[0]}?)" if close else ""
-
-
 def _error_lines(err: ValidationError) -> list[str]:
     """``PATH: what is wrong`` per bad key path of ``err`` (see :func:`format_validation_error`)."""
     by_path: dict[str, list[str]] = {}
@@ -240,7 +230,7 @@ def _error_lines(err: ValidationError) -> list[str]:
             path, msg = section.group(1), msg[section.end():]
         if e["type"] == "extra_forbidden":
             allowed = _allowed_keys(ScenarioSpec, loc[:-1])
-            msg = f"unknown key{_did_you_mean(str(loc[-1]) if loc else '', allowed)}; allowed keys here: {', '.join(allowed)}"
+            msg = f"unknown key{did_you_mean(str(loc[-1]) if loc else '', allowed)}; allowed keys here: {', '.join(allowed)}"
         elif "input" in e and e["type"] != "missing" and not isinstance(e["input"], dict):
             msg = f"{msg} (got {_clip(repr(e['input']), 80)})"
         by_path.setdefault(path, [])

@@ -197,3 +197,14 @@ def merge(base: Any, over: Any) -> Any:
             out[k] = merge(out[k], v) if k in out else copy.deepcopy(v)
         return out
     return copy.deepcopy(over)
+
+
+def did_you_mean(key: str, allowed: list[str]) -> str:
+    """`` (did you mean K?)`` for the allowed key closest to ``key`` (dashes read as underscores) or the first
+    one it begins, else ''."""
+    import difflib
+
+    k = key.replace("-", "_").lower()
+    close = difflib.get_close_matches(k, allowed, n=1, cutoff=0.7) or [
+        a for a in allowed if k and a.replace("_", "").startswith(k.replace("_", ""))][:1]
+    return f" (did you mean {close[0]}?)" if close else ""
