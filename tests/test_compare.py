@@ -148,6 +148,19 @@ def test_cli_compare_exit_codes_and_table(tmp_path, capsys):
     assert "busbw_bps" not in capsys.readouterr().out.split("B:")[-1].split("figures compared")[0]
 
 
+def test_cli_compare_warns_about_a_run_that_is_not_faithful(tmp_path, capsys):
+    """Two NOT faithful runs compared all "ok" and exit 0 without a word (fresh-user pass): each is named first."""
+    bad = copy.deepcopy(QUICKSTART)
+    bad["faithful"], bad["violations"] = False, ["CPU saturated: idle < 5% in 36 of 66 s"]
+    a, b = _write(tmp_path, "a", bad), _write(tmp_path, "b", bad)
+    assert cli.main(["compare", str(a), str(b)]) == 0
+    warned = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("WARNING:")]
+    assert warned == [f"WARNING: {d} is NOT faithful (its summary.json names the violations): its figures may show the "
+                      "machine, not the emulated network" for d in (a, b)]
+    assert cli.main(["compare", str(_write(tmp_path, "c", QUICKSTART)), str(a)]) == EXIT_REGRESSED  # faithful 1 -> 0
+    assert len([ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("WARNING:")]) == 1
+
+
 def test_cli_compare_blocks_only_one_run_has_are_listed(tmp_path, capsys):
     assert cli.main(["compare", str(_write(tmp_path, "q", QUICKSTART)), str(_write(tmp_path, "i", INCAST))]) == 0
     out = capsys.readouterr().out

@@ -203,6 +203,10 @@ def run(args) -> int:
             print(f"WARNING:   {line}")
     elif name:
         print(f"WARNING: scenario names differ: {name[0].split(': ', 1)[1]}")
+    for path, figs in ((args.run_a, a), (args.run_b, b)):
+        if figs.get("faithful") == 0.0:  # its figures may be the machine's, not the emulated network's
+            print(f"WARNING: {path} is NOT faithful (its summary.json names the violations): its figures may show "
+                  "the machine, not the emulated network")
     c = compare_figures(a, b, bands, only)
     print(format_comparison(c, a_label, b_label))
     return EXIT_REGRESSED if c.regressed else 0
