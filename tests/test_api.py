@@ -54,7 +54,7 @@ def test_errors_are_the_cli_errors(tmp_path):
         load_scenario(path)
     lines = str(api_err.value).splitlines()[1:]
     assert lines == str(file_err.value).splitlines()[1:] and len(lines) == 2
-    assert "fabric.host_link_bsp: unknown key; allowed keys here:" in lines[0]
+    assert "fabric.host_link_bsp: unknown key (did you mean host_link_bps?); allowed keys here:" in lines[0]
     with pytest.raises(ScenarioError, match="fabric.spines.x: fabric.spines is 2, not a mapping"):
         base.with_({"fabric.spines.x": 1})
     with pytest.raises(ScenarioError, match="top level must be a mapping"):
