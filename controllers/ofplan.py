@@ -186,31 +186,26 @@ def plan_switch(layout: Layout, routes: SwitchRoutes, policy: lb.Policy = lb.get
             flows.append(FlowPlan(PRIO_SUBNET_ROUTE, (("eth_type", ETH_TYPE_IPV4), ("ipv4_dst", _prefix_match(r.prefix))),
                                   _forward(routes, r.ports), f"route-{subnet_owner[r.prefix]}"))
     if tenants is not None:
-        flows += _guards(layout, sw.name, tenants, flows)
+        flows += _guards(layout, sw.name, tenants, routes)
     groups = tuple(plan_group(routes.group_id(ports), lb.rehash(policy(layout, sw, ports, lb_weights), layout, sw,
                                                                 hashing))
                    for ports in routes.ecmp_sets)
     return SwitchPlan(sw.dpid, sw.name, sw.role, groups, tuple(flows))
 
 
-def _guards(layout: Layout, switch: str, tenants: tenancy.TenantFilter, flows: list) -> list:
-    """The anti-spoofing flows of ``switch`` (controllers.tenants.guard_flows), each admit flow with the actions of
-    the route its destination takes among ``flows`` (the most specific forwarding match; none: left out)."""
+def _guards(layout: Layout, switch: str, tenants: tenancy.TenantFilter, routes: SwitchRoutes) -> list:
+    """The anti-spoofing flows of ``switch`` (controllers.tenants.guard_flows), each admit flow forwarding as the
+    switch's most specific route to its destination does (none: left out)."""
     out = []
     for prio, match, purpose, dst_ip in tenancy.guard_flows(layout, switch, tenants):
         if dst_ip is None:
             out.append(_drop(prio, match, purpose))
             continue
-        addr, best = ipaddress.IPv4Address(dst_ip), None
-        for f in flows:
-            want = dict(f.match).get("ipv4_dst")
-            if f.is_drop or want is None or len(f.match) != 2:
-                continue
-            net = ipaddress.IPv4Network(want if isinstance(want, str) else "/".join(want))
-            if addr in net and (best is None or net.prefixlen > best[0].prefixlen):
-                best = (net, f)
-        if best is not None:
-            out.append(FlowPlan(prio, match, best[1].actions, purpose))
+        addr = ipaddress.IPv4Address(dst_ip)
+        covering = [r for r in routes.routes if addr in ipaddress.IPv4Network(r.prefix)]
+        if covering:
+            best = max(covering, key=lambda r: ipaddress.IPv4Network(r.prefix).prefixlen)
+            out.append(FlowPlan(prio, match, _forward(routes, best.ports), purpose))
     return out
 
 
